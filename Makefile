@@ -1,0 +1,24 @@
+# Two set-up-and-go targets: `make demo` (the console on the bundled workload) and `make test`.
+# Both create .venv at the repo root on first use: neurondesk itself (console deps only) plus
+# torch 2.9.0 + torch-xla 2.9.0 for the bundled workload, which runs in that same venv's python.
+PY ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test,workload]'
+	touch $(STAMP)
+
+.PHONY: venv demo test lint bench screenshots
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/neurondesk demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks

@@ -1,0 +1,1 @@
+"""neurondesk: a terminal console for PyTorch training on AWS Trainium."""

@@ -1,0 +1,249 @@
+"""Typed events: the one stream every source writes into and every view reads from.
+
+Each event is a frozen dataclass with a ``kind`` tag. ``t`` is the wall-clock time (Unix
+seconds) at which the source saw the thing happen; the core never reads the clock itself.
+Journal lines are ``event_to_dict(e)`` as JSON; ``event_from_dict`` reads them back, ignoring
+keys it does not know (a newer journal still replays) and rejecting unknown kinds with KeyError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: ClassVar[str] = ""
+    t: float
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """Written by the launcher before the workload starts."""
+
+    kind: ClassVar[str] = "run_started"
+    run_id: str
+    command: list[str]
+    cwd: str = ""
+    host: str = ""
+    instance_type: str | None = None
+    price_per_hour: float | None = None
+    price_source: str | None = None  # e.g. "table: VAN-2601 (2026-01-21), us-east-1" or "--price-per-hour"
+    warmup_steps: int = 5
+    target_loss: float | None = None
+    samples_per_step: int | None = None  # user override
+    tokens_per_step: int | None = None  # user override
+    steps_requested: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcessAttached(Event):
+    """The probe came alive inside a workload process (the launched one or a child)."""
+
+    kind: ClassVar[str] = "process_attached"
+    pid: int
+    ppid: int = 0
+    rank: int | None = None
+    python: str = ""
+    argv: list[str] = field(default_factory=list)
+    torch_version: str | None = None
+    torch_xla_version: str | None = None
+
+
+@dataclass(frozen=True)
+class DeviceSeen(Event):
+    """The probe saw which device the training runs on (at the first optimizer step)."""
+
+    kind: ClassVar[str] = "device_seen"
+    pid: int
+    device_kind: str  # "xla-cpu" | "neuron" | "cuda" | "cpu"
+    device_name: str = ""
+    precision: str | None = None  # "fp32" | "bf16" | "fp16" | "bf16-autocast" ...
+
+
+@dataclass(frozen=True)
+class StepEnded(Event):
+    """One training step, measured by the probe from step boundary to step boundary."""
+
+    kind: ClassVar[str] = "step"
+    pid: int
+    step: int  # 0-based index within that process
+    duration_s: float
+    samples: int | None = None
+    tokens: int | None = None
+    data_wait_s: float = 0.0
+    executions: int | None = None  # graph executions in this step (XLA); None where unknown
+    compiles: int = 0  # compiles the probe saw inside this step
+    input_shapes: list[list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class GraphExecuted(Event):
+    """A device sync inside a step that was not the step's own boundary (a split point)."""
+
+    kind: ClassVar[str] = "graph_executed"
+    pid: int
+    step: int
+    trigger: str  # "value-access" | "sync" | "loader" | "compile-fn"
+    location: str | None = None  # user file:line
+    executions: int = 1
+    compiles: int = 0
+
+
+@dataclass(frozen=True)
+class CompileStarted(Event):
+    """A compile began (for the live wall timer). Sources: probe watcher, Neuron cc-wrapper log."""
+
+    kind: ClassVar[str] = "compile_started"
+    source: str
+    pid: int | None = None
+    step: int | None = None
+    graph_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class CompileFinished(Event):
+    """One graph compile with whatever its source could tell about it.
+
+    ``trigger`` is what forced the sync (raw); the reducer turns trigger, point, hash and shapes
+    into the user-facing ``cause`` (first / shape-change / new-graph / value-access / ...).
+    """
+
+    kind: ClassVar[str] = "compile"
+    source: str  # "probe" | "neuron-log" | "pt-xla-debug" | "dynamo"
+    duration_s: float | None = None
+    pid: int | None = None
+    step: int | None = None
+    graph_hash: str | None = None
+    cache: str | None = None  # "hit" | "miss" | "failed" | None
+    trigger: str | None = None  # "value-access" | "sync" | "loader" | "compile-fn" | "dynamo" | ...
+    point: str | None = None  # where in the step the sync happened (sync site); same point => same graph slot
+    location: str | None = None  # user file:line
+    input_shapes: list[list[int]] | None = None
+    reason: str | None = None  # guard failure / cause string as printed
+    frames: list[str] = field(default_factory=list)
+    ok: bool = True
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class DynamoRecompile(Event):
+    kind: ClassVar[str] = "dynamo_recompile"
+    reason: str
+    function: str | None = None
+    location: str | None = None
+    pid: int | None = None
+    step: int | None = None
+
+
+@dataclass(frozen=True)
+class GraphBreak(Event):
+    kind: ClassVar[str] = "graph_break"
+    reason: str
+    location: str | None = None
+    pid: int | None = None
+    step: int | None = None
+
+
+@dataclass(frozen=True)
+class LossReported(Event):
+    kind: ClassVar[str] = "loss"
+    value: float
+    step: int | None = None  # the step the workload printed, when it printed one
+    source: str = "stdout"
+
+
+@dataclass(frozen=True)
+class WorkloadConfig(Event):
+    """Configuration a workload declared (batch size, seq len, lr, seed, precision ...)."""
+
+    kind: ClassVar[str] = "workload_config"
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OutputLine(Event):
+    kind: ClassVar[str] = "output"
+    stream: str  # "stdout" | "stderr"
+    text: str
+    tag: str | None = None  # "compile" | "error" | "noise" | None — set by the log parsers
+
+
+@dataclass(frozen=True)
+class LogError(Event):
+    """Something the workload printed that says it failed (traceback, compiler error ...)."""
+
+    kind: ClassVar[str] = "log_error"
+    source: str
+    message: str
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class ParseProblem(Event):
+    """A line a collector could not understand. Counted, kept raw, never fatal."""
+
+    kind: ClassVar[str] = "parse_problem"
+    source: str
+    raw: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """Something neurondesk itself wants the user to know (probe disabled, tool missing ...)."""
+
+    kind: ClassVar[str] = "notice"
+    level: str  # "info" | "warn" | "error"
+    message: str
+    source: str = "neurondesk"
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    exit_code: int | None
+    signal: str | None = None  # e.g. "SIGINT" when neurondesk forwarded one
+    stderr_tail: list[str] = field(default_factory=list)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        ProcessAttached,
+        DeviceSeen,
+        StepEnded,
+        GraphExecuted,
+        CompileStarted,
+        CompileFinished,
+        DynamoRecompile,
+        GraphBreak,
+        LossReported,
+        WorkloadConfig,
+        OutputLine,
+        LogError,
+        ParseProblem,
+        Notice,
+        RunFinished,
+    )
+}
+
+
+def register_event_type(cls: type[Event]) -> type[Event]:
+    """Used by later parts (device telemetry) to add their own kinds."""
+    EVENT_TYPES[cls.kind] = cls
+    return cls
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    d = asdict(event)
+    d["kind"] = event.kind
+    return d
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    cls = EVENT_TYPES[d["kind"]]
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
