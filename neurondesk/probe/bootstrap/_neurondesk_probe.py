@@ -1,0 +1,611 @@
+"""The neurondesk probe: runs inside the user's training process, with no code change.
+
+Rules (DESIGN.md): stdlib only, imports nothing of neurondesk, never raises into user code,
+never forces a device sync, and costs a few microseconds per step. On any internal error it
+disables itself and training runs on.
+
+What it hooks, lazily, when the user's program imports the module concerned:
+  torch.optim.optimizer        global optimizer-step hooks  -> step boundaries (eager, compile)
+  torch.nn.modules.module      one forward pre-hook on the outermost module -> samples, tokens
+  torch.utils.data.dataloader  DataLoader iterator __next__  -> data wait
+  torch_xla                    _XLAC._xla_step_marker (every sync) -> XLA step boundaries,
+                               compiles, graph executions; Tensor value reads -> value-access
+  torch_xla...parallel_loader  PerDeviceLoader.next -> data wait under MpDeviceLoader
+  torch._dynamo.callback       compile start/end callbacks -> torch.compile compiles
+
+Messages are JSON lines shaped like neurondesk events, sent over a Unix socket to the console.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections import deque
+
+_PROBE_FILE = os.path.abspath(__file__)
+_LIB_MARKERS = (os.sep + "torch" + os.sep, os.sep + "torch_xla" + os.sep, "site-packages", "dist-packages")
+_MAX_PENDING = 20000  # messages kept while the console is not reading; beyond that, dropped and counted
+
+_probe: Probe | None = None
+
+
+def install() -> None:
+    """Called by the bootstrap sitecustomize. Cheap: imports nothing heavy."""
+    global _probe
+    if _probe is not None:
+        return
+    _probe = Probe(os.environ["NEURONDESK_SOCKET"])
+    sys.meta_path.insert(0, _PostImportFinder(_probe))
+    if hasattr(os, "register_at_fork"):
+        # A forked DataLoader worker shares our socket; it must stay silent.
+        os.register_at_fork(after_in_child=_probe.disable_in_forked_child)
+
+
+class _PostImportFinder:
+    """Runs a probe patch right after a watched module has executed."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self.patches = {
+            "torch.optim.optimizer": probe.patch_optimizer,
+            "torch.nn.modules.module": probe.patch_module,
+            "torch.utils.data.dataloader": probe.patch_dataloader,
+            "torch_xla": probe.patch_torch_xla,
+            "torch_xla.distributed.parallel_loader": probe.patch_parallel_loader,
+            "torch._dynamo.callback": probe.patch_dynamo,
+        }
+        self.busy: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        patch = self.patches.get(name)
+        if patch is None or name in self.busy or self.probe.disabled:
+            return None
+        self.busy.add(name)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy.discard(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        real_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            real_exec(module)
+            self.probe.guarded(patch, module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+class Probe:
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self.disabled = False
+        self.pid = os.getpid()
+        self.sock: socket.socket | None = None
+        self.pending: deque[bytes] = deque()
+        self.dropped = 0
+        self.hello_sent = False
+        self.lock = threading.Lock()  # guards the socket and pending queue only
+        self.train_thread = threading.main_thread().ident
+        # step state
+        self.step = 0
+        self.step_start: float | None = None  # perf_counter at the start of the current step
+        self.step_start_wall: float | None = None
+        self.opt_stepped = False  # an optimizer step happened since the last boundary
+        self.lead_optimizer: int | None = None
+        self.device_reported = False
+        self.is_xla = False
+        self.samples = 0
+        self.tokens = 0
+        self.tokens_known = True
+        self.shapes: list[list[int]] = []
+        self.data_wait = 0.0
+        self.step_execs = 0
+        self.step_compiles = 0
+        self.boundary_execs = 0  # executions of the boundary sync itself
+        self.top_module_hook = None
+        self.global_fwd_hook = None
+        self.autocast: str | None = None
+        # XLA state
+        self.xlac = None
+        self.sync_depth = 0
+        self.sync_started: float | None = None
+        self.sync_compiles_at_start = 0
+        self.compile_announced = False
+        self.compile_samples_seen = 0
+        self.sync_time_in_loader = 0.0
+        self.in_loader = False
+        self.value_guard = threading.local()
+        self.debug_file: str | None = None
+        self.debug_offset = 0
+        # dynamo state
+        self.dynamo_starts: dict[str, float] = {}
+        self._setup_pt_xla_debug()
+
+    # ---------------------------------------------------------------- plumbing
+    def guarded(self, fn, *args):
+        """Run a probe function; on any error disable the probe, never raise into user code."""
+        if self.disabled:
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - fail open by design
+            self.fail(f"{fn.__name__}: {exc!r}")
+            return None
+
+    def fail(self, why: str) -> None:
+        if self.disabled:
+            return
+        self.send({"kind": "notice", "level": "warn", "source": "probe",
+                   "message": f"probe disabled itself in pid {self.pid} ({why}); training continues unobserved"})
+        self.disabled = True
+        self._unhook()
+
+    def disable_in_forked_child(self) -> None:
+        self.disabled = True
+        self.sock = None  # the parent's connection; never write to it from here
+        self.pending.clear()
+
+    def _unhook(self) -> None:
+        for handle in (self.top_module_hook, self.global_fwd_hook):
+            try:
+                if handle is not None:
+                    handle.remove()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def send(self, msg: dict) -> None:
+        msg.setdefault("t", time.time())
+        msg.setdefault("pid", self.pid)
+        if not self.hello_sent:
+            self.hello_sent = True
+            self.send(self._hello())
+        data = (json.dumps(msg, separators=(",", ":"), default=str) + "\n").encode()
+        with self.lock:
+            if self.sock is None and not self._connect():
+                return
+            self.pending.append(data)
+            self._drain()
+
+    def _connect(self) -> bool:
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.socket_path)
+            s.setblocking(False)  # never let a slow console block training
+            self.sock = s
+            return True
+        except OSError:
+            self.disabled = True  # nobody is listening: stay out of the way
+            return False
+
+    def _drain(self) -> None:
+        while self.pending:
+            head = self.pending[0]
+            try:
+                n = self.sock.send(head)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.disabled = True
+                self.pending.clear()
+                return
+            if n < len(head):
+                self.pending[0] = head[n:]
+                break
+            self.pending.popleft()
+        while len(self.pending) > _MAX_PENDING:
+            self.pending.popleft()
+            self.dropped += 1
+
+    def _hello(self) -> dict:
+        torch = sys.modules.get("torch")
+        txla = sys.modules.get("torch_xla")
+        rank = None
+        for var in ("RANK", "PJRT_LOCAL_PROCESS_RANK", "LOCAL_RANK"):
+            if os.environ.get(var, "").isdigit():
+                rank = int(os.environ[var])
+                break
+        return {"kind": "process_attached", "t": time.time(), "pid": self.pid, "ppid": os.getppid(),
+                "rank": rank, "python": sys.executable, "argv": list(sys.argv),
+                "torch_version": getattr(torch, "__version__", None),
+                "torch_xla_version": getattr(txla, "__version__", None)}
+
+    def _setup_pt_xla_debug(self) -> None:
+        # The launcher asks for PT_XLA_DEBUG_LEVEL=1 only when the user did not set it. Each
+        # process writes its compile analysis to its own file, read back right after a compile.
+        if os.environ.get("NEURONDESK_PTXLA_DEBUG") != "1":
+            return
+        folder = os.path.dirname(self.socket_path)
+        self.debug_file = os.path.join(folder, f"ptxla-{self.pid}.log")
+        os.environ["PT_XLA_DEBUG_FILE"] = self.debug_file
+
+    def read_debug_text(self) -> str | None:
+        if not self.debug_file:
+            return None
+        try:
+            with open(self.debug_file, "rb") as f:
+                f.seek(self.debug_offset)
+                data = f.read(1 << 20)
+            self.debug_offset += len(data)
+            return data.decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    @staticmethod
+    def user_location(depth: int = 2) -> str | None:
+        """file:line of the innermost frame that is the user's code (not torch, not us)."""
+        f = sys._getframe(depth)
+        while f is not None:
+            fn = f.f_code.co_filename
+            if fn != _PROBE_FILE and not fn.startswith("<") and not any(m in fn for m in _LIB_MARKERS):
+                return f"{fn}:{f.f_lineno}"
+            f = f.f_back
+        return None
+
+    # ---------------------------------------------------------------- steps
+    def note_activity(self) -> None:
+        if self.step_start is None:
+            self.step_start = time.perf_counter()
+            self.step_start_wall = time.time()
+
+    def end_step(self) -> None:
+        now = time.perf_counter()
+        start = self.step_start if self.step_start is not None else now
+        msg = {"kind": "step", "t": time.time(), "step": self.step, "duration_s": now - start,
+               "data_wait_s": self.data_wait, "compiles": self.step_compiles}
+        if self.samples:
+            msg["samples"] = self.samples
+            if self.tokens_known and self.tokens:
+                msg["tokens"] = self.tokens
+            msg["input_shapes"] = self.shapes
+        if self.is_xla:
+            msg["executions"] = self.step_execs
+        if self.dropped:
+            msg["dropped_before"] = self.dropped
+        self.send(msg)
+        self.step += 1
+        self.step_start = now
+        self.opt_stepped = False
+        self.samples = self.tokens = 0
+        self.tokens_known = True
+        self.shapes = []
+        self.data_wait = 0.0
+        self.step_execs = self.step_compiles = 0
+
+    def report_device(self, optimizer) -> None:
+        self.device_reported = True
+        param = None
+        for group in optimizer.param_groups:
+            if group["params"]:
+                param = group["params"][0]
+                break
+        if param is None:
+            return
+        dev = param.device
+        kind, name = dev.type, str(dev)
+        if kind == "xla":
+            self.is_xla = True
+            hw = "CPU"
+            try:
+                import torch_xla.runtime as xr
+
+                hw = xr.device_type() or "CPU"
+            except Exception:  # noqa: BLE001
+                pass
+            kind = "neuron" if hw.upper() == "NEURON" else ("xla-cpu" if hw.upper() == "CPU" else f"xla-{hw.lower()}")
+            name = f"{dev} ({hw})"
+        elif kind == "cuda":
+            try:
+                import torch
+
+                name = torch.cuda.get_device_name(dev)
+            except Exception:  # noqa: BLE001
+                pass
+        dtype = str(param.dtype).replace("torch.", "")
+        precision = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
+        if self.autocast and precision == "fp32":
+            precision = f"{self.autocast}-autocast"
+        self.send({"kind": "device_seen", "device_kind": kind, "device_name": name, "precision": precision})
+
+    def report_xla_device(self) -> None:
+        self.device_reported = True
+        import torch_xla
+        import torch_xla.runtime as xr
+
+        hw = (xr.device_type() or "CPU").upper()
+        kind = "neuron" if hw == "NEURON" else ("xla-cpu" if hw == "CPU" else f"xla-{hw.lower()}")
+        self.send({"kind": "device_seen", "device_kind": kind, "device_name": f"{torch_xla.device()} ({hw})",
+                   "precision": None})
+
+    # optimizer hooks
+    def patch_optimizer(self, module) -> None:
+        module.register_optimizer_step_pre_hook(self._opt_pre)
+        module.register_optimizer_step_post_hook(self._opt_post)
+
+    def _opt_pre(self, optimizer, args, kwargs):
+        if self.disabled:
+            return None
+        self.guarded(self._on_opt_pre, optimizer)
+        return None
+
+    def _on_opt_pre(self, optimizer) -> None:
+        self.note_activity()
+        if not self.device_reported:
+            self.report_device(optimizer)
+        if self.lead_optimizer is None:
+            self.lead_optimizer = id(optimizer)
+        elif self.is_xla and self.opt_stepped and id(optimizer) == self.lead_optimizer:
+            self.end_step()  # two steps with no sync in between: close the previous one here
+
+    def _opt_post(self, optimizer, args, kwargs):
+        if self.disabled:
+            return None
+        if id(optimizer) == self.lead_optimizer:
+            if self.is_xla:
+                self.opt_stepped = True  # the next sync ends the step
+            else:
+                self.guarded(self.end_step)
+        return None
+
+    # forward hooks: the outermost module's inputs give samples and tokens
+    def patch_module(self, module) -> None:
+        self.global_fwd_hook = module.register_module_forward_pre_hook(self._first_forward)
+
+    def _first_forward(self, mod, args):
+        # The first module called is the outermost one; hook only it and drop the global hook
+        # before anything else runs, so dynamo never traces through our hook.
+        handle, self.global_fwd_hook = self.global_fwd_hook, None
+        if handle is None or self.disabled:
+            return None
+        handle.remove()
+        self.guarded(self._adopt_top_module, mod, args)
+        return None
+
+    def _adopt_top_module(self, mod, args) -> None:
+        self.top_module_hook = mod.register_forward_pre_hook(self._top_forward, with_kwargs=True)
+        self._top_forward(mod, args, {})
+
+    def _top_forward(self, mod, args, kwargs):
+        if self.disabled:
+            return None
+        try:
+            self.note_activity()
+            x = kwargs.get("input_ids") if kwargs else None
+            if x is None:
+                for a in args:
+                    if hasattr(a, "shape") and hasattr(a, "dtype"):
+                        x = a
+                        break
+            if x is None or not x.shape:
+                return None
+            shape = list(x.shape)
+            self.samples += shape[0]
+            if len(shape) >= 2 and not x.dtype.is_floating_point:
+                self.tokens += shape[0] * shape[1]
+            else:
+                self.tokens_known = False
+            self.shapes.append(shape)
+            if self.autocast is None:
+                self.autocast = self._autocast_state(x.device.type)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(f"forward hook: {exc!r}")
+        return None
+
+    @staticmethod
+    def _autocast_state(device_type: str) -> str:
+        import torch
+
+        try:
+            if torch.is_autocast_enabled(device_type):
+                dt = torch.get_autocast_dtype(device_type)
+                return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dt, str(dt))
+        except Exception:  # noqa: BLE001
+            pass
+        return ""
+
+    # data loader
+    def patch_dataloader(self, module) -> None:
+        cls = module._BaseDataLoaderIter
+        real_next = cls.__next__
+        probe = self
+
+        def __next__(it):
+            if probe.disabled or threading.get_ident() != probe.train_thread:
+                return real_next(it)
+            t0 = time.perf_counter()
+            try:
+                return real_next(it)
+            finally:
+                if probe.step_start is None:
+                    probe.step_start, probe.step_start_wall = t0, time.time()
+                probe.data_wait += time.perf_counter() - t0
+
+        cls.__next__ = __next__
+
+    def patch_parallel_loader(self, module) -> None:
+        cls = module.PerDeviceLoader
+        real_next = cls.next
+        probe = self
+
+        def next(loader):  # noqa: A001 - same name as the method it wraps
+            if probe.disabled:
+                return real_next(loader)
+            t0 = time.perf_counter()
+            probe.in_loader, probe.sync_time_in_loader = True, 0.0
+            try:
+                return real_next(loader)
+            finally:
+                probe.in_loader = False
+                if probe.step_start is None:
+                    probe.step_start, probe.step_start_wall = t0, time.time()
+                # The loader syncs (ending the previous step) and then waits for a batch.
+                probe.data_wait += max(0.0, time.perf_counter() - t0 - probe.sync_time_in_loader)
+
+        cls.next = next
+        cls.__next__ = next
+
+    # ---------------------------------------------------------------- XLA
+    def patch_torch_xla(self, module) -> None:
+        xlac = module._XLAC
+        self.xlac = xlac
+        real_marker = xlac._xla_step_marker
+        probe = self
+
+        def _xla_step_marker(*args, **kwargs):
+            if probe.disabled or probe.sync_depth:
+                return real_marker(*args, **kwargs)
+            before = probe.guarded(probe.sync_begin)
+            try:
+                return real_marker(*args, **kwargs)
+            finally:
+                if before is not None:
+                    probe.guarded(probe.sync_end, before)
+
+        xlac._xla_step_marker = _xla_step_marker
+        self._patch_value_reads()
+        threading.Thread(target=self._compile_watcher, name="neurondesk-probe", daemon=True).start()
+
+    def _counts(self) -> tuple[int, int]:
+        cv = self.xlac._xla_counter_value
+        return (cv("UncachedCompile") or 0), (cv("CachedCompile") or 0)
+
+    def sync_begin(self):
+        self.note_activity()
+        self.sync_depth += 1
+        counts = self._counts()
+        self.sync_compiles_at_start = counts[0]
+        self.compile_announced = False
+        self.sync_started = time.perf_counter()
+        return counts
+
+    def sync_end(self, before) -> None:
+        self.sync_depth -= 1
+        elapsed = time.perf_counter() - self.sync_started
+        self.sync_started = None
+        if self.in_loader:
+            self.sync_time_in_loader += elapsed
+        after = self._counts()
+        compiles = after[0] - before[0]
+        execs = compiles + after[1] - before[1]
+        self.is_xla = True
+        if execs and not self.device_reported and self.lead_optimizer is None:
+            self.report_xla_device()  # an inference loop: no optimizer will tell us the device
+        boundary = self.opt_stepped or self.lead_optimizer is None
+        trigger = "loader" if self.in_loader else "sync"
+        self.step_execs += execs
+        if compiles:
+            self._report_compiles(compiles, trigger, 3)
+        if boundary:
+            if execs or self.opt_stepped:
+                self.end_step()
+        elif execs:
+            self.send({"kind": "graph_executed", "step": self.step, "trigger": trigger,
+                       "location": self.user_location(3), "executions": execs, "compiles": compiles})
+
+    def _report_compiles(self, n: int, trigger: str, depth: int) -> None:
+        self.step_compiles += n
+        durations: list[float | None] = [None] * n
+        data = self.xlac._xla_metric_data("CompileTime")
+        if data:
+            total, samples = data[0], data[2]
+            new = total - self.compile_samples_seen
+            self.compile_samples_seen = total
+            values = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
+            durations = (values + durations)[:n] if len(values) < n else values[-n:]
+        location = self.user_location(depth + 1)
+        debug_text = self.read_debug_text()
+        for i, d in enumerate(durations):
+            self.send({"kind": "compile", "source": "probe", "step": self.step, "duration_s": d,
+                       "cache": "miss", "trigger": trigger, "point": f"{trigger}@{location}",
+                       "location": location, "input_shapes": self.shapes or None,
+                       "debug_text": debug_text if i == 0 else None})
+
+    def _compile_watcher(self) -> None:
+        # The compiler releases the GIL; this thread sees the compile counter move during a
+        # long sync and announces the compile so the console can run a live wall timer.
+        while not self.disabled:
+            time.sleep(0.25)
+            started = self.sync_started
+            if started is None or self.compile_announced or time.perf_counter() - started < 0.5:
+                continue
+            try:
+                if (self.xlac._xla_counter_value("UncachedCompile") or 0) > self.sync_compiles_at_start:
+                    self.compile_announced = True
+                    self.send({"kind": "compile_started", "source": "probe", "step": self.step})
+            except Exception:  # noqa: BLE001
+                return
+
+    def _patch_value_reads(self) -> None:
+        """Wrap the Tensor methods that read a value back to the host (.item(), print, if t:)."""
+        import torch
+
+        probe = self
+        for name in ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__",
+                     "__index__", "__repr__", "__format__"):
+            real = getattr(torch.Tensor, name, None)
+            if real is None:
+                continue
+
+            def make(real=real, name=name):
+                def wrapper(self, *args, **kwargs):
+                    guard = probe.value_guard
+                    if probe.disabled or getattr(guard, "on", False):
+                        return real(self, *args, **kwargs)
+                    guard.on = True
+                    try:
+                        before = probe._counts()
+                        result = real(self, *args, **kwargs)
+                        after = probe._counts()
+                        if after != before:
+                            probe.guarded(probe.value_access, before, after)
+                        return result
+                    finally:
+                        guard.on = False
+
+                wrapper.__name__ = name
+                wrapper.__qualname__ = f"Tensor.{name}"
+                wrapper.__doc__ = getattr(real, "__doc__", None)
+                return wrapper
+
+            setattr(torch.Tensor, name, make())
+
+    def value_access(self, before, after) -> None:
+        compiles = after[0] - before[0]
+        execs = compiles + after[1] - before[1]
+        self.step_execs += execs
+        location = self.user_location(4)
+        if compiles:
+            self._report_compiles(compiles, "value-access", 4)
+        self.send({"kind": "graph_executed", "step": self.step, "trigger": "value-access",
+                   "location": location, "executions": execs, "compiles": compiles})
+
+    # ---------------------------------------------------------------- dynamo
+    def patch_dynamo(self, module) -> None:
+        module.on_compile_start(self._dynamo_start)
+        module.on_compile_end(self._dynamo_end)
+
+    def _dynamo_start(self, args=None) -> None:
+        if not self.disabled:
+            key = str(getattr(args, "compile_id", ""))
+            self.dynamo_starts[key] = time.perf_counter()
+            self.guarded(self.send, {"kind": "compile_started", "source": "dynamo", "step": self.step})
+
+    def _dynamo_end(self, args=None) -> None:
+        if self.disabled:
+            return
+        key = str(getattr(args, "compile_id", ""))
+        started = self.dynamo_starts.pop(key, None)
+        duration = time.perf_counter() - started if started is not None else None
+        self.step_compiles += 1
+        self.guarded(self.send, {"kind": "compile", "source": "dynamo", "step": self.step,
+                                 "duration_s": duration, "trigger": "dynamo",
+                                 "point": f"dynamo@{key.split('/')[0]}" if key else None,
+                                 "reason": f"dynamo compile {key}" if key else None,
+                                 "input_shapes": self.shapes or None})
