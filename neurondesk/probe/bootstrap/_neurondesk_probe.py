@@ -601,11 +601,11 @@ class Probe:
         if self.disabled:
             return
         key = str(getattr(args, "compile_id", ""))
+        trigger = getattr(getattr(args, "callback_trigger", None), "name", "")
         started = self.dynamo_starts.pop(key, None)
         duration = time.perf_counter() - started if started is not None else None
         self.step_compiles += 1
         self.guarded(self.send, {"kind": "compile", "source": "dynamo", "step": self.step,
                                  "duration_s": duration, "trigger": "dynamo",
-                                 "point": f"dynamo@{key.split('/')[0]}" if key else None,
-                                 "reason": f"dynamo compile {key}" if key else None,
+                                 "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
                                  "input_shapes": self.shapes or None})

@@ -1,0 +1,429 @@
+"""RunState: the pure reduction of a run's events.
+
+`state.apply(event)` for every event, in journal order; the same events always give the same
+state, whether they come from a live run or a replayed journal. No I/O, no clock: anything
+that depends on "now" takes it as an argument.
+
+Steady state (the README quotes this): a step is *steady* when its index is at least
+`warmup_steps` (default 5) and nothing compiled during it — no compile the probe counted in the
+step, and no compile event (probe, dynamo or Neuron log) attributed to it. Steady figures are
+taken over the steady steps of the lead process (the first process that reported a step).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from neurondesk.core import events as ev
+
+HISTORY = 2000  # steps kept for charts; aggregates cover every step
+INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
+
+
+@dataclass
+class StepRecord:
+    step: int
+    t: float
+    duration_s: float
+    samples: int | None
+    tokens: int | None
+    data_wait_s: float
+    executions: int | None
+    compiled: bool
+    steady: bool
+
+
+@dataclass
+class CompileRecord:
+    index: int  # 1-based, in arrival order
+    t: float
+    step: int | None
+    source: str
+    cause: str
+    duration_s: float | None
+    location: str | None
+    graph_hash: str | None
+    cache: str | None
+    trigger: str | None
+    input_shapes: list[list[int]] | None
+    previous_shapes: list[list[int]] | None
+    reason: str | None
+    frames: list[str]
+    ok: bool
+    error: str | None
+
+    def as_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "cause": self.cause,
+            "location": self.location,
+            "graph_hash": self.graph_hash,
+            "duration_s": self.duration_s,
+            "cache": self.cache,
+            "source": self.source,
+            "trigger": self.trigger,
+            "input_shapes": self.input_shapes,
+            "previous_shapes": self.previous_shapes,
+            "reason": self.reason,
+            "frames": self.frames,
+            "ok": self.ok,
+            "error": self.error,
+        }
+
+
+@dataclass
+class SplitPoint:
+    trigger: str
+    location: str | None
+    count: int = 0
+
+
+def quantile(values, q: float) -> float | None:
+    """Linear-interpolated quantile of a non-empty sequence (None when empty)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class RunState:
+    run_id: str | None = None
+    command: list[str] = field(default_factory=list)
+    started_t: float | None = None
+    last_t: float | None = None
+    warmup_steps: int = 5
+    target_loss: float | None = None
+    samples_override: int | None = None
+    tokens_override: int | None = None
+    steps_requested: int | None = None
+    instance_type: str | None = None
+    price_per_hour: float | None = None
+    price_source: str | None = None
+
+    processes: dict[int, ev.ProcessAttached] = field(default_factory=dict)
+    lead_pid: int | None = None
+    step_pids: set[int] = field(default_factory=set)
+    device_kind: str | None = None
+    device_name: str | None = None
+    precision: str | None = None
+    config: dict = field(default_factory=dict)
+
+    steps_done: int = 0
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    total_step_s: float = 0.0
+    total_wait_s: float = 0.0
+    steady_from: int | None = None
+    steady_times: array = field(default_factory=lambda: array("d"))
+    steady_samples: int = 0
+    steady_tokens: int = 0
+    steady_samples_known: bool = True
+    steady_tokens_known: bool = True
+    steady_wait_s: float = 0.0
+    steady_execs: Counter = field(default_factory=Counter)
+    all_execs: Counter = field(default_factory=Counter)
+    steps_with_compile: set[int] = field(default_factory=set)
+
+    compiles: list[CompileRecord] = field(default_factory=list)
+    compile_open: dict[tuple, float] = field(default_factory=dict)  # (source, pid) -> start t
+    points: dict[str, list] = field(default_factory=dict)  # sync point -> input shapes seen there
+    pending_neuron: list[ev.CompileFinished] = field(default_factory=list)
+    dynamo_reasons: deque = field(default_factory=lambda: deque(maxlen=64))
+    graph_breaks: list[ev.GraphBreak] = field(default_factory=list)
+    split_points: dict[tuple, SplitPoint] = field(default_factory=dict)
+
+    loss_first: float | None = None
+    loss_last: float | None = None
+    loss_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    steps_to_target: int | None = None
+
+    notices: deque = field(default_factory=lambda: deque(maxlen=200))
+    errors: list[ev.LogError] = field(default_factory=list)
+    parse_problems: int = 0
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    finished: bool = False
+    stderr_tail: list[str] = field(default_factory=list)
+    event_count: int = 0
+
+    # ------------------------------------------------------------------ reduce
+    def apply(self, e: ev.Event) -> None:
+        self.event_count += 1
+        if self.started_t is None:
+            self.started_t = e.t
+        self.last_t = e.t if self.last_t is None else max(self.last_t, e.t)
+        handler = getattr(self, "_on_" + e.kind, None)
+        if handler is not None:
+            handler(e)
+
+    def _on_run_started(self, e: ev.RunStarted) -> None:
+        self.run_id, self.command, self.started_t = e.run_id, list(e.command), e.t
+        self.warmup_steps, self.target_loss = e.warmup_steps, e.target_loss
+        self.samples_override, self.tokens_override = e.samples_per_step, e.tokens_per_step
+        self.steps_requested = e.steps_requested
+        self.instance_type, self.price_per_hour, self.price_source = (
+            e.instance_type, e.price_per_hour, e.price_source)
+
+    def _on_process_attached(self, e: ev.ProcessAttached) -> None:
+        self.processes[e.pid] = e
+
+    def _on_device_seen(self, e: ev.DeviceSeen) -> None:
+        if self.device_kind is None or e.pid == self.lead_pid:
+            self.device_kind, self.device_name = e.device_kind, e.device_name
+            if e.precision:
+                self.precision = e.precision
+
+    def _on_workload_config(self, e: ev.WorkloadConfig) -> None:
+        self.config.update(e.values)
+        if self.steps_requested is None and isinstance(e.values.get("steps"), int):
+            self.steps_requested = e.values["steps"]
+
+    @property
+    def world(self) -> int:
+        return max(1, len(self.step_pids))
+
+    @property
+    def current_step(self) -> int:
+        """The step in progress (the lead's next step index)."""
+        return self.steps_done
+
+    def _on_step(self, e: ev.StepEnded) -> None:
+        self.step_pids.add(e.pid)
+        if self.lead_pid is None:
+            self.lead_pid = e.pid
+        if e.pid != self.lead_pid:
+            return
+        samples = self.samples_override if self.samples_override is not None else e.samples
+        tokens = self.tokens_override if self.tokens_override is not None else e.tokens
+        compiled = e.compiles > 0 or e.step in self.steps_with_compile
+        steady = e.step >= self.warmup_steps and not compiled
+        self.steps_done = e.step + 1
+        self.total_step_s += e.duration_s
+        self.total_wait_s += e.data_wait_s
+        if e.executions is not None:
+            self.all_execs[e.executions] += 1
+        if steady:
+            if self.steady_from is None:
+                self.steady_from = e.step
+            self.steady_times.append(e.duration_s)
+            self.steady_wait_s += e.data_wait_s
+            if samples is None:
+                self.steady_samples_known = False
+            else:
+                self.steady_samples += samples
+            if tokens is None:
+                self.steady_tokens_known = False
+            else:
+                self.steady_tokens += tokens
+            if e.executions is not None:
+                self.steady_execs[e.executions] += 1
+        self.history.append(StepRecord(e.step, e.t, e.duration_s, samples, tokens, e.data_wait_s,
+                                       e.executions, compiled, steady))
+
+    def _on_graph_executed(self, e: ev.GraphExecuted) -> None:
+        key = (e.trigger, e.location)
+        point = self.split_points.get(key)
+        if point is None:
+            point = self.split_points[key] = SplitPoint(e.trigger, e.location)
+        point.count += 1
+
+    def _on_compile_started(self, e: ev.CompileStarted) -> None:
+        self.compile_open[(e.source, e.pid)] = e.t
+
+    def _on_compile(self, e: ev.CompileFinished) -> None:
+        started = self.compile_open.pop((e.source, e.pid), None)
+        if e.source == "probe":
+            self.compile_open.pop(("pt-xla-debug", e.pid), None)
+        if e.source == "neuron-log" and self.processes:
+            # A probe is watching: it reports this compile; the Neuron log only adds the
+            # persistent-cache verdict and module hash to the probe's record.
+            self._attach_neuron(e)
+            return
+        if e.source == "pt-xla-debug" and self.processes:
+            return  # the probe reports the same compile with its duration
+        duration = e.duration_s
+        if duration is None and started is not None and e.cache != "hit":
+            duration = max(0.0, e.t - started)
+        step = e.step if e.step is not None else self.current_step
+        cause, previous = self._classify(e)
+        record = CompileRecord(
+            index=len(self.compiles) + 1, t=e.t, step=step, source=e.source, cause=cause,
+            duration_s=duration, location=e.location, graph_hash=e.graph_hash, cache=e.cache,
+            trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
+            reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error)
+        if e.source == "dynamo" and cause != "first":
+            self._pair_dynamo(record)
+        if self.pending_neuron and e.source == "probe":
+            neuron = self.pending_neuron.pop(0)
+            record.cache = neuron.cache or record.cache
+            record.graph_hash = record.graph_hash or neuron.graph_hash
+        self.compiles.append(record)
+        if e.pid is None or e.pid == self.lead_pid or self.lead_pid is None:
+            self.steps_with_compile.add(step)
+
+    def _classify(self, e: ev.CompileFinished) -> tuple[str, list | None]:
+        """first / shape-change / new-graph / value-access, from the sync point and shapes."""
+        if e.trigger == "value-access":
+            return "value-access", None
+        key = e.point or e.location or e.graph_hash
+        if key is None:
+            return ("first" if not self.compiles else "new-graph"), None
+        seen = self.points.setdefault(key, [])
+        shapes = e.input_shapes
+        if not seen:
+            seen.append(shapes)
+            return "first", None
+        if shapes is not None and all(s != shapes for s in seen):
+            previous = seen[-1]
+            seen.append(shapes)
+            return "shape-change", previous
+        return "new-graph", None
+
+    def _pair_dynamo(self, record: CompileRecord) -> None:
+        for i, r in enumerate(self.dynamo_reasons):
+            if abs(r.t - record.t) < 30:
+                del self.dynamo_reasons[i]
+                self._apply_dynamo_reason(record, r)
+                return
+
+    @staticmethod
+    def _apply_dynamo_reason(record: CompileRecord, r: ev.DynamoRecompile) -> None:
+        record.reason = r.reason
+        record.location = record.location or r.location
+        if "size mismatch" in r.reason or "shape" in r.reason or "stride mismatch" in r.reason:
+            record.cause = "shape-change"
+
+    def _on_dynamo_recompile(self, e: ev.DynamoRecompile) -> None:
+        for record in reversed(self.compiles):
+            if record.source == "dynamo" and record.cause != "first" and record.reason is None:
+                if abs(record.t - e.t) < 30:
+                    self._apply_dynamo_reason(record, e)
+                    return
+                break
+        self.dynamo_reasons.append(e)
+
+    def _attach_neuron(self, e: ev.CompileFinished) -> None:
+        for record in reversed(self.compiles):
+            if record.source == "probe" and abs(record.t - e.t) < 5 and record.cache in (None, "miss"):
+                if e.cache:
+                    record.cache = e.cache
+                record.graph_hash = record.graph_hash or e.graph_hash
+                return
+        self.pending_neuron.append(e)
+
+    def _on_graph_break(self, e: ev.GraphBreak) -> None:
+        self.graph_breaks.append(e)
+
+    def _on_loss(self, e: ev.LossReported) -> None:
+        step = e.step if e.step is not None else self.steps_done
+        if self.loss_first is None:
+            self.loss_first = e.value
+        self.loss_last = e.value
+        self.loss_history.append((step, e.value))
+        if (self.steps_to_target is None and self.target_loss is not None
+                and math.isfinite(e.value) and e.value <= self.target_loss):
+            self.steps_to_target = step
+
+    def _on_notice(self, e: ev.Notice) -> None:
+        self.notices.append(e)
+
+    def _on_log_error(self, e: ev.LogError) -> None:
+        self.errors.append(e)
+
+    def _on_parse_problem(self, e: ev.ParseProblem) -> None:
+        self.parse_problems += 1
+
+    def _on_run_finished(self, e: ev.RunFinished) -> None:
+        self.finished, self.exit_code, self.exit_signal = True, e.exit_code, e.signal
+        self.stderr_tail = list(e.stderr_tail)
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def compile_total_s(self) -> float:
+        return sum(c.duration_s or 0.0 for c in self.compiles)
+
+    @property
+    def first_compile_s(self) -> float | None:
+        return self.compiles[0].duration_s if self.compiles else None
+
+    @property
+    def recompiles_after_warmup(self) -> int:
+        return sum(1 for c in self.compiles if c.step is not None and c.step >= self.warmup_steps)
+
+    @property
+    def steady_step_time_s(self) -> float | None:
+        return quantile(self.steady_times, 0.5)
+
+    @property
+    def steady_step_time_p90_s(self) -> float | None:
+        return quantile(self.steady_times, 0.9)
+
+    @property
+    def steady_samples_per_s(self) -> float | None:
+        total = sum(self.steady_times)
+        if not self.steady_times or not self.steady_samples_known or total <= 0:
+            return None
+        return self.steady_samples * self.world / total
+
+    @property
+    def steady_tokens_per_s(self) -> float | None:
+        total = sum(self.steady_times)
+        if not self.steady_times or not self.steady_tokens_known or total <= 0 or not self.steady_tokens:
+            return None
+        return self.steady_tokens * self.world / total
+
+    @property
+    def data_wait_fraction(self) -> float | None:
+        if self.steady_times:
+            return self.steady_wait_s / sum(self.steady_times)
+        if self.total_step_s > 0:
+            return self.total_wait_s / self.total_step_s
+        return None
+
+    def recent_data_wait_fraction(self, n: int = 20) -> float | None:
+        recent = [r for r in list(self.history)[-n:] if not r.compiled]
+        total = sum(r.duration_s for r in recent)
+        return sum(r.data_wait_s for r in recent) / total if total > 0 else None
+
+    @property
+    def executions_per_step(self) -> int | None:
+        counts = self.steady_execs or self.all_execs
+        return counts.most_common(1)[0][0] if counts else None
+
+    def input_verdict(self) -> str:
+        frac = self.data_wait_fraction
+        if frac is None:
+            return "unknown"
+        if frac >= INPUT_BOUND:
+            return "input-bound"
+        return "warn" if frac >= INPUT_WARN else "ok"
+
+    def open_compile_since(self) -> float | None:
+        return min(self.compile_open.values()) if self.compile_open and not self.finished else None
+
+    def elapsed_s(self, now: float | None = None) -> float:
+        if self.started_t is None:
+            return 0.0
+        end = self.last_t if (self.finished or now is None) else max(now, self.last_t or now)
+        return max(0.0, (end or self.started_t) - self.started_t)
+
+    def phase(self, now: float | None = None) -> tuple[str, str]:
+        """(phase, words) for the header and status line."""
+        if self.finished:
+            return "finished", f"finished (exit {self.exit_code})"
+        since = self.open_compile_since()
+        if since is not None:
+            wall = (now if now is not None else self.last_t or since) - since
+            return "compiling", f"compiling #{len(self.compiles) + 1} for {wall:.0f} s"
+        if self.steps_done == 0 and not self.compiles:
+            return "starting", "starting"
+        recent = self.recent_data_wait_fraction()
+        if recent is not None and recent >= INPUT_BOUND:
+            return "input-bound", "input-bound"
+        return "running", "running"
