@@ -1,0 +1,68 @@
+"""Where runs live: ``<root>/<run id>/`` with a fixed set of file names, and the index beside them.
+
+The root is ``$NEURONDESK_HOME/runs`` when that is set, else ``user_data_dir("neurondesk")/runs``.
+Run ids sort by time: ``YYYYmmdd-HHMMSS-<4 hex>``, from a datetime the caller passes in.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import platformdirs
+
+HOME_ENV = "NEURONDESK_HOME"
+EVENTS_FILE = "events.jsonl"
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+WORKLOAD_LOG = "workload.log"
+INDEX_FILE = "runs.sqlite"  # in the run root
+
+
+def default_run_root(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    home = env.get(HOME_ENV, "").strip()
+    base = Path(home).expanduser() if home else Path(platformdirs.user_data_dir("neurondesk"))
+    return base / "runs"
+
+
+def make_run_id(now: datetime, suffix: str | None = None) -> str:
+    """``now`` formatted as given (pass local time for ids people read); 4 random hex digits
+    unless ``suffix`` is given (tests)."""
+    return f"{now:%Y%m%d-%H%M%S}-{suffix if suffix is not None else secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    dir: Path
+
+    @property
+    def events(self) -> Path:
+        return self.dir / EVENTS_FILE
+
+    @property
+    def summary_json(self) -> Path:
+        return self.dir / SUMMARY_JSON
+
+    @property
+    def summary_md(self) -> Path:
+        return self.dir / SUMMARY_MD
+
+    @property
+    def workload_log(self) -> Path:
+        return self.dir / WORKLOAD_LOG
+
+
+def create_run_dir(root: Path, run_id: str) -> RunPaths:
+    """Make ``root/run_id`` (and root). Raises FileExistsError if that run exists already,
+    ValueError for an id that is not a single plain path component."""
+    if not run_id or run_id in (".", "..") or "/" in run_id or os.sep in run_id:
+        raise ValueError(f"invalid run id {run_id!r}: expected a plain name like 20260101-120000-ab12")
+    root.mkdir(parents=True, exist_ok=True)
+    d = root / run_id
+    d.mkdir()
+    return RunPaths(d)

@@ -1,0 +1,172 @@
+"""IMDSv2 lookups against a real local HTTP server that implements the token flow."""
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from neurondesk.collectors.imds import NEGATIVE_TTL_S, detect_instance
+
+TOKEN = "AQAEAFakeToken=="
+NOW = 1_800_000_000.0
+
+
+class FakeImds(BaseHTTPRequestHandler):
+    server: "Server"
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, code, body=b""):
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self):
+        srv = self.server
+        srv.hits.append(("PUT", self.path, self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")))
+        if srv.mode == "sleep":
+            srv.release.wait(10)
+            return
+        if self.path != "/latest/api/token" or not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+            return self._send(400)
+        if srv.mode in ("401", "403"):
+            return self._send(int(srv.mode), b"Forbidden")
+        self._send(200, TOKEN.encode())
+
+    def do_GET(self):
+        srv = self.server
+        srv.hits.append(("GET", self.path, self.headers.get("X-aws-ec2-metadata-token")))
+        if self.headers.get("X-aws-ec2-metadata-token") != TOKEN:
+            return self._send(401)
+        answers = {
+            "/latest/meta-data/instance-type": srv.instance_type,
+            "/latest/meta-data/placement/region": srv.region,
+            "/latest/meta-data/placement/availability-zone": "us-west-2b",
+        }
+        body = answers.get(self.path)
+        if body is None:
+            return self._send(404)
+        self._send(200, body.encode())
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    mode = "good"
+    instance_type = "trn1.32xlarge"
+    region: str | None = "us-east-1"
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), FakeImds)
+        self.hits = []
+        self.release = threading.Event()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def imds():
+    srv = Server()
+    thread = threading.Thread(target=srv.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield srv
+    srv.release.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def _detect(imds, tmp_path, **kw):
+    kw.setdefault("env", {})
+    kw.setdefault("now", NOW)
+    return detect_instance(
+        imds.url, timeout_s=kw.pop("timeout_s", 1.0), cache_path=tmp_path / "imds.json", **kw
+    )
+
+
+def test_good_answer(imds, tmp_path):
+    r = _detect(imds, tmp_path)
+    assert (r.status, r.instance_type, r.region) == ("ok", "trn1.32xlarge", "us-east-1")
+    assert imds.hits[0] == ("PUT", "/latest/api/token", "60")
+    assert ("GET", "/latest/meta-data/instance-type", TOKEN) in imds.hits
+    assert not (tmp_path / "imds.json").exists()  # only "not on EC2" is cached
+
+
+def test_region_falls_back_to_the_availability_zone(imds, tmp_path):
+    imds.region = None  # placement/region answers 404
+    r = _detect(imds, tmp_path)
+    assert (r.instance_type, r.region) == ("trn1.32xlarge", "us-west-2")
+
+
+@pytest.mark.parametrize("code", ["401", "403"])
+def test_token_refused(imds, tmp_path, code):
+    imds.mode = code
+    r = _detect(imds, tmp_path)
+    assert (r.status, r.instance_type) == ("invalid", None)
+    assert f"HTTP {code}" in r.detail
+    assert not [h for h in imds.hits if h[0] == "GET"]  # no metadata read without a token
+
+
+@pytest.mark.parametrize("garbage", ["<html><body>Metadata</body></html>", "TRN1.32XLARGE", "trn1", ""])
+def test_garbage_instance_type_is_rejected(imds, tmp_path, garbage):
+    imds.instance_type = garbage
+    r = _detect(imds, tmp_path)
+    assert (r.status, r.instance_type) == ("invalid", None)
+    assert "invalid instance type" in r.detail
+
+
+def test_timeout_is_one_short_try_and_is_cached(imds, tmp_path):
+    imds.mode = "sleep"
+    t0 = time.monotonic()
+    r = _detect(imds, tmp_path, timeout_s=0.3)
+    assert time.monotonic() - t0 < 2.0
+    assert (r.status, r.instance_type) == ("unavailable", None)
+    assert len(imds.hits) == 1  # one attempt
+    cache = json.loads((tmp_path / "imds.json").read_text())
+    assert cache["checked_at"] == NOW and cache["base_url"] == imds.url
+
+
+def test_cached_negative_answer_makes_no_network_call(imds, tmp_path):
+    imds.mode = "sleep"
+    _detect(imds, tmp_path, timeout_s=0.2)
+    imds.mode = "good"  # it would answer now, but the cache says not to ask
+    hits = len(imds.hits)
+    t0 = time.monotonic()
+    r = _detect(imds, tmp_path, now=NOW + 3600)
+    assert time.monotonic() - t0 < 0.1
+    assert (r.status, r.instance_type) == ("cached", None)
+    assert len(imds.hits) == hits
+    # after a day it looks again
+    r = _detect(imds, tmp_path, now=NOW + NEGATIVE_TTL_S + 1)
+    assert (r.status, r.instance_type) == ("ok", "trn1.32xlarge")
+    assert len(imds.hits) > hits
+
+
+def test_use_cache_false_ignores_the_cache(imds, tmp_path):
+    (tmp_path / "imds.json").write_text(json.dumps({"base_url": imds.url, "checked_at": NOW, "detail": "x"}))
+    assert _detect(imds, tmp_path, use_cache=False).instance_type == "trn1.32xlarge"
+
+
+def test_unreadable_cache_means_look_again(imds, tmp_path):
+    (tmp_path / "imds.json").write_text("{torn")
+    assert _detect(imds, tmp_path).status == "ok"
+
+
+def test_disabled_by_environment(imds, tmp_path):
+    r = _detect(imds, tmp_path, env={"AWS_EC2_METADATA_DISABLED": "True"})
+    assert (r.status, r.instance_type) == ("disabled", None)
+    assert imds.hits == [] and not (tmp_path / "imds.json").exists()
+
+
+def test_nothing_listening(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = detect_instance(f"http://127.0.0.1:{port}", cache_path=tmp_path / "c.json", env={}, now=NOW)
+    assert (r.status, r.instance_type) == ("unavailable", None)
+    assert (tmp_path / "c.json").exists()

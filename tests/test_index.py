@@ -1,0 +1,129 @@
+"""The run index against a real SQLite file."""
+
+import sqlite3
+from datetime import UTC, datetime
+
+import pytest
+
+from neurondesk.store.index import RunIndex, RunIndexError
+
+
+def summary(run_id, started_at, **over):
+    s = {
+        "run_id": run_id,
+        "started_at": started_at,
+        "elapsed_s": 612.0,
+        "command": ["python", "train.py", "--seq-len", "512"],
+        "exit_code": 0,
+        "device": {"kind": "xla-cpu", "name": "CPU:0"},
+        "precision": "fp32",
+        "steps": 400,
+        "first_compile_s": 41.0,
+        "compile_count": 3,
+        "compile_total_s": 95.5,
+        "compiles": [{"step": 0, "duration_s": 41.0, "cause": "first"}],
+        "recompiles_after_warmup": 1,
+        "executions_per_step": 1.0,
+        "steady": {
+            "from_step": 5,
+            "steps": 395,
+            "step_time_s": 0.25,
+            "step_time_p90_s": 0.3,
+            "samples_per_s": 128.0,
+            "tokens_per_s": 65536.0,
+        },
+        "data_wait_fraction": 0.02,
+        "loss": {"first": 9.1, "last": 3.2, "steps_to_target": None},
+        "cost": {
+            "instance_type": "trn1.2xlarge",
+            "price_per_hour": 1.34375,
+            "price_source": "bundled table: VAN-2601 (2026-01-21), us-east-1",
+            "total_usd": 0.2284,
+            "per_1k_steps_steady_usd": 0.0933,
+            "per_1k_steps_all_in_usd": 0.571,
+            "per_million_tokens_usd": 0.0057,
+            "compile_share": 0.156,
+        },
+    }
+    s.update(over)
+    return s
+
+
+def test_record_and_list(tmp_path):
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    idx.record(summary("a", "2026-03-01T10:00:00+00:00"), tmp_path / "a")
+    idx.record(summary("b", "2026-03-02T10:00:00+00:00", exit_code=1, steps=7), tmp_path / "b")
+    rows = idx.list_runs()
+    assert [r.id for r in rows] == ["b", "a"]  # newest first
+    a = rows[1]
+    assert a.command == "python train.py --seq-len 512"
+    assert (a.device_kind, a.device_name, a.steps, a.exit_code) == ("xla-cpu", "CPU:0", 400, 0)
+    assert (
+        a.steady_samples_per_s,
+        a.usd_per_1k_steps_steady,
+        a.usd_per_1k_steps_all_in,
+        a.usd_per_million_tokens,
+        a.compile_total_s,
+    ) == (128.0, 0.0933, 0.571, 0.0057, 95.5)
+    assert a.run_dir == str(tmp_path / "a") and a.started_at == "2026-03-01T10:00:00+00:00"
+    assert a.summary == summary("a", "2026-03-01T10:00:00+00:00")
+    assert (rows[0].exit_code, rows[0].steps) == (1, 7)
+
+
+def test_upsert_by_run_id(tmp_path):
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    idx.record(summary("a", "2026-03-01T10:00:00+00:00", exit_code=None), tmp_path / "a")
+    idx.record(summary("a", "2026-03-01T10:00:00+00:00", exit_code=137), tmp_path / "a")
+    rows = idx.list_runs()
+    assert len(rows) == 1 and rows[0].exit_code == 137 and rows[0].summary["exit_code"] == 137
+
+
+def test_since_and_limit_across_time_zones(tmp_path):
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    idx.record(summary("early", "2026-03-01T10:00:00+00:00"), tmp_path / "e")
+    idx.record(summary("late", "2026-03-01T12:30:00+02:00"), tmp_path / "l")  # 10:30 UTC
+    idx.record(summary("later", "2026-03-01T11:00:00+00:00"), tmp_path / "x")
+    since = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
+    assert [r.id for r in idx.list_runs(since=since)] == ["later", "late"]
+    assert [r.id for r in idx.list_runs(limit=1)] == ["later"]
+
+
+def test_partial_summary_gives_null_columns(tmp_path):
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    idx.record({"run_id": "c", "command": "python t.py", "exit_code": 2}, tmp_path / "c")
+    (row,) = idx.list_runs()
+    assert (row.command, row.steps, row.usd_per_1k_steps_steady, row.device_kind) == (
+        "python t.py",
+        None,
+        None,
+        None,
+    )
+    with pytest.raises(ValueError, match="run_id"):
+        idx.record({"command": "x"}, tmp_path / "d")
+
+
+def test_wal_mode_schema_version_and_reopen(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    RunIndex(path).record(summary("a", "2026-03-01T10:00:00+00:00"), tmp_path / "a")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert [r.id for r in RunIndex(path).list_runs()] == ["a"]  # reopening keeps rows, one version row
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    RunIndex(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    with pytest.raises(RunIndexError, match="newer"):
+        RunIndex(path)
+
+
+def test_corrupt_file_names_the_path(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(RunIndexError, match="runs.sqlite"):
+        RunIndex(path)
