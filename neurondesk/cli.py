@@ -1,0 +1,181 @@
+"""The `neurondesk` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import platformdirs
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_WORKLOAD = REPO_ROOT / "workloads" / "train.py"
+
+
+def _die(msg: str, code: int = 2) -> None:
+    sys.stderr.write(f"neurondesk: {msg}\n")
+    raise SystemExit(code)
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--headless", action="store_true", help="no console: a status line, then the summary")
+    p.add_argument("--instance-type", help="EC2 instance type for pricing (default: ask the EC2 metadata service)")
+    p.add_argument("--price-per-hour", type=float, help="USD per hour; overrides the price table")
+    p.add_argument("--warmup-steps", type=int, default=5, help="steps excluded from steady state (default 5)")
+    p.add_argument("--target-loss", type=float, help="report the steps taken to reach this loss")
+    p.add_argument("--samples-per-step", type=int, help="override the samples per step the probe sees")
+    p.add_argument("--tokens-per-step", type=int, help="override the tokens per step the probe sees")
+    p.add_argument("--steps", type=int, dest="steps_requested", help="steps the workload will run (for projections)")
+    p.add_argument("--run-dir", type=Path, help="folder for this run (default: a new one under the user data dir)")
+
+
+def _price(args) -> tuple[str | None, float | None, str]:
+    from neurondesk.collectors.imds import detect_instance
+    from neurondesk.core.prices import load_price_table, resolve_price
+
+    instance = args.instance_type
+    imds_note = ""
+    if instance is None and args.price_per_hour is None:
+        found = detect_instance()
+        instance = found.instance_type
+        if instance is None:
+            imds_note = f" ({found.detail})"
+    table = load_price_table(Path(platformdirs.user_config_dir("neurondesk")) / "prices.json")
+    for warning in table.warnings:
+        sys.stderr.write(f"neurondesk: {warning}\n")
+    try:
+        quote = resolve_price(instance, args.price_per_hour, table)
+    except ValueError as exc:
+        _die(str(exc))
+    return quote.instance_type, quote.price_per_hour, quote.source + imds_note
+
+
+def _options(args, command: list[str]):
+    from neurondesk.session import RunOptions
+
+    instance, price, source = _price(args)
+    return RunOptions(
+        instance_type=instance, price_per_hour=price, price_source=source,
+        warmup_steps=args.warmup_steps, target_loss=args.target_loss,
+        samples_per_step=args.samples_per_step, tokens_per_step=args.tokens_per_step,
+        steps_requested=args.steps_requested, run_dir=args.run_dir,
+    )
+
+
+def _run_session(command: list[str], args, env: dict[str, str] | None = None) -> int:
+    from neurondesk.collectors.workload import WorkloadStartError
+    from neurondesk.session import RunSession
+
+    options = _options(args, command)
+    options.env = env
+    session = RunSession(command, options)
+    try:
+        if args.headless or not sys.stdout.isatty():
+            from neurondesk.views.headless import HeadlessPrinter
+
+            return HeadlessPrinter(session).run()
+        from neurondesk.views.console.app import run_console
+
+        return run_console(session)
+    except WorkloadStartError as exc:
+        _die(f"{exc} (run folder kept: {session.paths.dir if session.paths else '-'})", 127)
+    except FileExistsError as exc:
+        _die(str(exc))
+    return 1
+
+
+def cmd_run(args) -> int:
+    command = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        _die("nothing to run: give the workload after --, e.g. neurondesk run -- python train.py")
+    return _run_session(command, args)
+
+
+def cmd_demo(args) -> int:
+    if not DEMO_WORKLOAD.exists():
+        _die(f"the bundled workload is missing ({DEMO_WORKLOAD}); run neurondesk from its source checkout")
+    command = [sys.executable, str(DEMO_WORKLOAD), "--preset", "demo", "--steps", str(args.demo_steps)]
+    command += args.extra
+    env = dict(os.environ)
+    env.setdefault("PJRT_DEVICE", "CPU")
+    if args.steps_requested is None:
+        args.steps_requested = args.demo_steps
+    if args.instance_type is None and args.price_per_hour is None:
+        args.instance_type = "trn1.2xlarge"  # price the demo as if it ran on the smallest trn1
+    return _run_session(command, args, env)
+
+
+def cmd_summary(args) -> int:
+    from neurondesk.replay import summary_from_run_dir
+    from neurondesk.views.summary_writer import WRITERS
+
+    try:
+        summary, problems = summary_from_run_dir(args.run_dir)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    for p in problems[:5]:
+        sys.stderr.write(f"neurondesk: {args.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+    sys.stdout.write(WRITERS[args.format](summary))
+    return 0
+
+
+def cmd_history(args) -> int:
+    from neurondesk.store.index import RunIndex, RunIndexError
+    from neurondesk.store.rundir import INDEX_FILE, default_run_root
+
+    path = default_run_root() / INDEX_FILE
+    if not path.exists():
+        sys.stdout.write(f"no runs recorded yet (index {path} does not exist)\n")
+        return 0
+    try:
+        rows = RunIndex(path).list_runs(limit=args.limit)
+    except RunIndexError as exc:
+        _die(str(exc))
+    fmt = "{:<22} {:<20} {:<8} {:>7} {:>10} {:>10} {:>6}  {}"
+    sys.stdout.write(fmt.format("run", "started", "device", "steps", "samples/s", "$/1k st.", "exit", "command") + "\n")
+    for r in rows:
+        sps = "—" if r.steady_samples_per_s is None else f"{r.steady_samples_per_s:,.1f}"
+        usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
+        sys.stdout.write(fmt.format(r.id, (r.started_at or "")[:19], r.device_kind or "—", r.steps or 0, sps, usd,
+                                    "—" if r.exit_code is None else r.exit_code, (r.command or "")[:60]) + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neurondesk", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    run = sub.add_parser("run", help="run a workload under neurondesk: neurondesk run [options] -- CMD ...")
+    _add_run_options(run)
+    run.add_argument("command", nargs=argparse.REMAINDER, help="the workload command, after --")
+    run.set_defaults(fn=cmd_run)
+
+    demo = sub.add_parser("demo", help="the bundled demo workload (XLA on this CPU) under neurondesk")
+    _add_run_options(demo)
+    demo.add_argument("--demo-steps", type=int, default=300, help="steps of the demo workload (default 300)")
+    demo.add_argument("extra", nargs=argparse.REMAINDER, help="extra workload flags after --")
+    demo.set_defaults(fn=cmd_demo)
+
+    summ = sub.add_parser("summary", help="rebuild a run's summary from its journal")
+    summ.add_argument("run_dir", type=Path)
+    summ.add_argument("--format", choices=("md", "json", "csv", "text"), default="md")
+    summ.set_defaults(fn=cmd_summary)
+
+    hist = sub.add_parser("history", help="list past runs")
+    hist.add_argument("--limit", type=int, default=50)
+    hist.set_defaults(fn=cmd_history)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "extra", None) and args.extra[0] == "--":
+        args.extra = args.extra[1:]
+    return args.fn(args) or 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

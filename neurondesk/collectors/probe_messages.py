@@ -1,0 +1,41 @@
+"""Turn one JSON line from the probe into a typed event.
+
+The probe sends dicts shaped like events (it cannot import them). Anything odd becomes a
+ParseProblem, never an exception. A compile message may carry the raw PT_XLA_DEBUG analysis
+text its process wrote during that compile; it is parsed here into hash, cause and frames.
+"""
+
+from __future__ import annotations
+
+import json
+
+from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
+from neurondesk.core import events as ev
+
+
+def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
+    raw = line.decode("utf-8", "replace").strip()
+    try:
+        msg = json.loads(raw)
+        if not isinstance(msg, dict) or "kind" not in msg:
+            raise ValueError("not an event object")
+        msg.setdefault("t", t_received)
+        debug_text = msg.pop("debug_text", None)
+        msg.pop("dropped_before", None)
+        if msg["kind"] == "compile" and debug_text:
+            _enrich_compile(msg, debug_text)
+        return ev.event_from_dict(msg)
+    except (ValueError, KeyError, TypeError) as exc:
+        return ev.ParseProblem(t=t_received, source="probe", raw=raw[:2000], error=f"{type(exc).__name__}: {exc}")
+
+
+def _enrich_compile(msg: dict, debug_text: str) -> None:
+    blocks = [b for b in parse_debug_block_text(debug_text) if b.kind == "compile"]
+    if not blocks:
+        return
+    block = blocks[0]
+    msg["graph_hash"] = msg.get("graph_hash") or block.graph_hash
+    msg["reason"] = msg.get("reason") or block.cause
+    msg["frames"] = msg.get("frames") or list(block.frames)
+    if not msg.get("location") and block.location:
+        msg["location"] = block.location

@@ -1,0 +1,94 @@
+"""The run summary (the summary.json contract) built from a RunState. Pure.
+
+Unknown figures are None (null in JSON), never a made-up number.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from neurondesk.core.cost import cost_figures
+from neurondesk.core.state import RunState
+
+SUMMARY_VERSION = 1
+
+
+def _round(x: float | None, nd: int = 6) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def build_summary(state: RunState, now: float | None = None) -> dict:
+    elapsed = state.elapsed_s(now)
+    figures = cost_figures(
+        state.price_per_hour,
+        elapsed,
+        state.steps_done,
+        state.steady_step_time_s,
+        state.steady_tokens_per_s,
+        state.compile_total_s,
+        state.steps_requested,
+    )
+    started = (datetime.fromtimestamp(state.started_t, UTC).isoformat(timespec="seconds")
+               if state.started_t is not None else None)
+    return {
+        "summary_version": SUMMARY_VERSION,
+        "run_id": state.run_id,
+        "command": state.command,
+        "started_at": started,
+        "elapsed_s": _round(elapsed, 3),
+        "exit_code": state.exit_code,
+        "exit_signal": state.exit_signal,
+        "finished": state.finished,
+        "device": {"kind": state.device_kind, "name": state.device_name},
+        "precision": state.precision or state.config.get("precision"),
+        "config": state.config or None,
+        "steps": state.steps_done,
+        "steps_requested": state.steps_requested,
+        "warmup_steps": state.warmup_steps,
+        "processes": len(state.processes),
+        "world_size": state.world,
+        "first_compile_s": _round(state.first_compile_s),
+        "compile_count": len(state.compiles),
+        "compile_total_s": _round(state.compile_total_s),
+        "compiles": [c.as_dict() for c in state.compiles],
+        "recompiles_after_warmup": state.recompiles_after_warmup,
+        "executions_per_step": state.executions_per_step,
+        "split_points": [
+            {"trigger": p.trigger, "location": p.location, "count": p.count}
+            for p in state.split_points.values()
+        ],
+        "graph_breaks": [{"reason": g.reason, "location": g.location, "step": g.step}
+                         for g in state.graph_breaks],
+        "steady": {
+            "from_step": state.steady_from,
+            "steps": len(state.steady_times),
+            "step_time_s": _round(state.steady_step_time_s),
+            "step_time_p90_s": _round(state.steady_step_time_p90_s),
+            "samples_per_s": _round(state.steady_samples_per_s, 3),
+            "tokens_per_s": _round(state.steady_tokens_per_s, 3),
+            "rule": f"steps >= {state.warmup_steps} in which nothing compiled",
+        },
+        "data_wait_fraction": _round(state.data_wait_fraction, 4),
+        "input_verdict": state.input_verdict(),
+        "loss": {
+            "first": state.loss_first,
+            "last": state.loss_last,
+            "target": state.target_loss,
+            "steps_to_target": state.steps_to_target,
+        },
+        "cost": {
+            "instance_type": state.instance_type,
+            "price_per_hour": state.price_per_hour,
+            "price_source": state.price_source,
+            "total_usd": _round(figures.total_usd),
+            "per_1k_steps_steady_usd": _round(figures.per_1k_steps_steady_usd),
+            "per_1k_steps_all_in_usd": _round(figures.per_1k_steps_all_in_usd),
+            "per_million_tokens_usd": _round(figures.per_million_tokens_usd),
+            "compile_share": _round(figures.compile_share, 4),
+            "projected_usd": _round(figures.projected_usd),
+        },
+        "errors": [{"source": e.source, "message": e.message, "code": e.code} for e in state.errors[-20:]],
+        "stderr_tail": state.stderr_tail,
+        "parse_problems": state.parse_problems,
+        "notices": [n.message for n in state.notices if n.level in ("warn", "error")][-20:],
+    }

@@ -1,0 +1,122 @@
+"""Render a summary dict (see core/summary.py) as JSON, Markdown or CSV. No metrics computed here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+
+def _jsonable(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)  # "nan" / "inf": a loss that exploded is information, and JSON has no NaN
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def to_json(summary: dict) -> str:
+    return json.dumps(_jsonable(summary), indent=2) + "\n"
+
+
+def _fmt(x, unit: str = "", nd: int = 3) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return str(x)
+        return f"{x:,.{nd}f}{unit}"
+    return f"{x}{unit}"
+
+
+def _usd(x) -> str:
+    if x is None:
+        return "—"
+    return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x * 100:.1f}%"
+
+
+def summary_rows(s: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs shared by the Markdown table, the headless table and CSV."""
+    steady, cost, loss, dev = s["steady"], s["cost"], s["loss"], s["device"]
+    price = "—" if cost["price_per_hour"] is None else f"${cost['price_per_hour']:.4f}/h"
+    return [
+        ("command", " ".join(s["command"])),
+        ("exit code", _fmt(s["exit_code"])),
+        ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
+        ("precision", _fmt(s["precision"])),
+        ("steps", _fmt(s["steps"])),
+        ("first compile", _fmt(s["first_compile_s"], " s", 2)),
+        ("compiles (total time)", f"{s['compile_count']} ({_fmt(s['compile_total_s'], ' s', 2)})"),
+        ("recompiles after warm-up", _fmt(s["recompiles_after_warmup"])),
+        ("graph executions per step", _fmt(s["executions_per_step"])),
+        ("steady from step (steps)", f"{_fmt(steady['from_step'])} ({steady['steps']})"),
+        ("steady step time median / p90",
+         f"{_fmt(steady['step_time_s'] and steady['step_time_s'] * 1000, ' ms', 1)} / "
+         f"{_fmt(steady['step_time_p90_s'] and steady['step_time_p90_s'] * 1000, ' ms', 1)}"),
+        ("samples/s (steady)", _fmt(steady["samples_per_s"], "", 1)),
+        ("tokens/s (steady)", _fmt(steady["tokens_per_s"], "", 0)),
+        ("data wait", f"{_pct(s['data_wait_fraction'])} ({s.get('input_verdict', '—')})"),
+        ("loss first → last", f"{_fmt(loss['first'], '', 4)} → {_fmt(loss['last'], '', 4)}"),
+        ("steps to target loss", _fmt(loss["steps_to_target"])),
+        ("instance, price", f"{cost['instance_type'] or '—'}, {price}"),
+        ("price source", cost["price_source"] or "—"),
+        ("cost so far", _usd(cost["total_usd"])),
+        ("$ / 1k steps steady", _usd(cost["per_1k_steps_steady_usd"])),
+        ("$ / 1k steps all-in", _usd(cost["per_1k_steps_all_in_usd"])),
+        ("$ / 1M tokens", _usd(cost["per_million_tokens_usd"])),
+        ("compile share of cost", _pct(cost["compile_share"])),
+    ]
+
+
+def to_markdown(s: dict) -> str:
+    lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v.replace('|', '\\|')} |" for k, v in summary_rows(s)]
+    if s["compiles"]:
+        lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | graph |",
+                  "|---|---|---|---|---|---|---|"]
+        for i, c in enumerate(s["compiles"], 1):
+            lines.append(f"| {i} | {_fmt(c['step'])} | {c['cause']} | {c['location'] or '—'} | "
+                         f"{_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | {c['graph_hash'] or '—'} |")
+    if s.get("split_points"):
+        lines += ["", "## Graph executions inside a step (split points)", ""]
+        lines += [f"- {p['trigger']} at {p['location'] or '?'}: {p['count']}×" for p in s["split_points"]]
+    if s.get("stderr_tail") and s["exit_code"] not in (0, None):
+        lines += ["", "## End of the workload's stderr", "", "```", *s["stderr_tail"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _flatten(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _flatten(v, f"{prefix}{k}.")
+        elif isinstance(v, list):
+            if all(not isinstance(x, (dict, list)) for x in v):
+                yield f"{prefix}{k}", " ".join(str(x) for x in v)
+        else:
+            yield f"{prefix}{k}", "" if v is None else v
+
+
+def to_csv(s: dict) -> str:
+    """One row per scalar field, dotted keys, raw numbers (lists of records are left out)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["field", "value"])
+    for k, v in _flatten(s):
+        w.writerow([k, v])
+    return buf.getvalue()
+
+
+def to_text_table(s: dict) -> str:
+    rows = summary_rows(s)
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows) + "\n"
+
+
+WRITERS = {"json": to_json, "md": to_markdown, "csv": to_csv, "text": to_text_table}

@@ -1,0 +1,63 @@
+"""Shared test helpers: real runs of the bundled workloads under `neurondesk run --headless`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN = REPO / "workloads" / "train.py"
+FIXTURES = REPO.parent / "shared" / "fixtures" / "neuron"
+
+HAS_XLA = importlib.util.find_spec("torch_xla") is not None
+needs_xla = pytest.mark.skipif(not HAS_XLA, reason="torch-xla is not installed in this interpreter; `make test` installs it")
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.run_dir / "summary.json").read_text())
+
+    @property
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in (self.run_dir / "events.jsonl").read_text().splitlines() if line]
+
+
+def base_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["NEURONDESK_HOME"] = str(home)
+    env["PJRT_DEVICE"] = "CPU"
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    env.pop("PT_XLA_DEBUG", None)
+    env.pop("PT_XLA_DEBUG_LEVEL", None)
+    env.pop("TORCH_LOGS", None)
+    return env
+
+
+def neurondesk_run(tmp: Path, workload_args: list[str], nd_args: list[str] = (), timeout: float = 300,
+                   env: dict | None = None, workload: Path = TRAIN) -> Run:
+    run_dir = tmp / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--instance-type", "trn1.2xlarge",
+           "--run-dir", str(run_dir), *nd_args, "--", sys.executable, str(workload), *workload_args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or base_env(tmp), cwd=REPO)
+    return Run(p.returncode, p.stdout, p.stderr, run_dir)
+
+
+def workload_timing(stdout: str) -> dict:
+    for line in stdout.splitlines():
+        if line.startswith("workload-timing:"):
+            return json.loads(line.split(":", 1)[1])
+    raise AssertionError("the workload printed no workload-timing line")

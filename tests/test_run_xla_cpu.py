@@ -1,0 +1,192 @@
+"""End to end, on the real XLA CPU backend: `neurondesk run --headless` on the bundled workload.
+
+Each fixture is one real run (torch-xla lazy tensors, real compiles); assertions read the run
+folder it leaves (summary.json, events.jsonl) and what neurondesk printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, TRAIN, base_env, needs_xla, neurondesk_run, workload_timing
+
+pytestmark = needs_xla
+
+DEMO = ["--preset", "demo", "--log-every", "5"]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    return neurondesk_run(tmp_path_factory.mktemp("plain"), [*DEMO, "--steps", "60"])
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    return neurondesk_run(tmp_path_factory.mktemp("dyn"), [*DEMO, "--steps", "14", "--dynamic-shape"])
+
+
+@pytest.fixture(scope="module")
+def item_break(tmp_path_factory):
+    return neurondesk_run(tmp_path_factory.mktemp("item"), [*DEMO, "--steps", "12", "--graph-break", "item"])
+
+
+def _line_of(location: str) -> str:
+    path, line = location.rsplit(":", 1)
+    return open(path).read().splitlines()[int(line) - 1]
+
+
+def test_first_compile_is_found_with_its_duration(plain):
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    s = plain.summary
+    assert s["device"]["kind"] == "xla-cpu"
+    assert s["compile_count"] >= 1
+    first = s["compiles"][0]
+    assert first["step"] == 0 and first["cause"] == "first"
+    assert first["duration_s"] > 0.01
+    assert s["first_compile_s"] == first["duration_s"]
+    assert first["graph_hash"] and len(first["graph_hash"]) == 32  # from the PT_XLA_DEBUG analysis
+    assert first["location"].startswith(str(TRAIN))
+    assert s["recompiles_after_warmup"] == 0
+    assert s["executions_per_step"] == 1
+
+
+def test_summary_contract_keys_and_status_line(plain):
+    s = plain.summary
+    for key in ("run_id", "command", "exit_code", "device", "precision", "steps", "first_compile_s",
+                "compile_count", "compile_total_s", "compiles", "recompiles_after_warmup",
+                "executions_per_step", "steady", "data_wait_fraction", "loss", "cost"):
+        assert key in s
+    assert s["steps"] == 60 and s["exit_code"] == 0 and s["precision"] == "fp32"
+    assert s["cost"]["price_per_hour"] == pytest.approx(1.34375)
+    assert "VAN-2601" in s["cost"]["price_source"]
+    assert s["cost"]["total_usd"] > 0
+    assert s["loss"]["first"] is not None and s["loss"]["last"] is not None
+    assert "neurondesk:" in plain.stderr and "samples/s" in plain.stderr  # the status line
+    assert "first compile" in plain.stdout  # the summary table
+    assert (plain.run_dir / "summary.md").read_text().startswith("# neurondesk run")
+
+
+def test_steady_throughput_excludes_compiles_and_matches_workload_timing(plain):
+    s = plain.summary
+    steady = s["steady"]
+    compiled_steps = {c["step"] for c in s["compiles"]}
+    assert steady["from_step"] >= 5 and steady["from_step"] not in compiled_steps
+    assert steady["steps"] == 60 - steady["from_step"] - len([x for x in compiled_steps if x >= 5])
+    own = workload_timing(plain.stdout)
+    # Same steps, two clocks: the probe's step boundaries and the workload's own synced timer.
+    assert steady["samples_per_s"] == pytest.approx(own["samples_per_s"], rel=0.05)
+    assert steady["tokens_per_s"] == pytest.approx(own["tokens_per_s"], rel=0.05)
+
+
+def test_dynamic_shape_gives_shape_change_recompiles_after_warmup(dynamic):
+    assert dynamic.returncode == 0, dynamic.stderr[-2000:]
+    s = dynamic.summary
+    late = [c for c in s["compiles"] if c["step"] >= 5]
+    assert s["recompiles_after_warmup"] == len(late) >= 1
+    shape_changes = [c for c in late if c["cause"] == "shape-change"]
+    assert shape_changes, [c["cause"] for c in late]
+    c = shape_changes[0]
+    assert c["input_shapes"] != c["previous_shapes"]
+    assert c["input_shapes"][0][0] == c["previous_shapes"][0][0]  # same batch, other sequence length
+
+
+def test_item_in_step_is_value_access_at_the_workloads_own_line(item_break):
+    assert item_break.returncode == 0, item_break.stderr[-2000:]
+    s = item_break.summary
+    access = [c for c in s["compiles"] if c["cause"] == "value-access"]
+    assert access, [c["cause"] for c in s["compiles"]]
+    loc = access[0]["location"]
+    assert loc.startswith(str(TRAIN)) and ".item()" in _line_of(loc)
+    assert s["executions_per_step"] == 2
+    split = [p for p in s["split_points"] if p["trigger"] == "value-access"]
+    assert split and split[0]["location"] == loc and split[0]["count"] >= 10  # cached steps too
+
+
+def test_torch_compile_dynamic_shape_reports_dynamo_recompile_with_reason(tmp_path):
+    run = neurondesk_run(tmp_path, ["--preset", "demo", "--device", "cpu", "--compile", "--dynamic-shape",
+                                    "--steps", "8"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = run.summary
+    assert s["device"]["kind"] == "cpu"
+    dynamo = [c for c in s["compiles"] if c["source"] == "dynamo"]
+    assert dynamo and dynamo[0]["cause"] == "first"
+    recompiles = [c for c in dynamo if c["cause"] != "first"]
+    assert recompiles, [c["cause"] for c in dynamo]
+    assert any(c["reason"] and ("size" in c["reason"] or "shape" in c["reason"]) for c in recompiles)
+
+
+def test_crashed_workload_leaves_journal_and_summary_with_exit_code(tmp_path):
+    run = neurondesk_run(tmp_path, [*DEMO, "--steps", "20", "--crash-at-step", "7"])
+    assert run.returncode != 0
+    s = run.summary
+    assert s["exit_code"] == run.returncode
+    assert s["steps"] == 7
+    assert any("RuntimeError" in line for line in s["stderr_tail"])
+    assert any(e["kind"] == "run_finished" for e in run.events)
+    assert any(err["source"] == "python" and "RuntimeError" in err["message"] for err in s["errors"])
+
+
+def test_sigint_reaches_the_workload_and_the_summary_is_written(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--instance-type", "trn1.2xlarge",
+           "--run-dir", str(run_dir), "--", sys.executable, str(TRAIN), *DEMO, "--steps", "100000"]
+    p = subprocess.Popen(cmd, env=base_env(tmp_path), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.time() + 240
+    events = run_dir / "events.jsonl"
+    while time.time() < deadline:  # wait until steps are being recorded
+        if events.exists() and events.read_text().count('"kind": "step"') + events.read_text().count('"kind":"step"') >= 8:
+            break
+        time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["exit_signal"] == "SIGINT"
+    assert s["exit_code"] not in (0, None)  # the workload died of (or exited on) the interrupt
+    assert s["steps"] >= 8
+    assert "KeyboardInterrupt" in "\n".join(s["stderr_tail"])  # it reached the workload's Python
+
+
+def test_workload_with_its_own_sitecustomize_still_gets_it(tmp_path):
+    user_site = tmp_path / "usersite"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = 'yes'\n")
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import os, sys\n"
+        "print('user sitecustomize:', os.environ.get('USER_SITECUSTOMIZE_RAN'))\n"
+        "print('probe loaded:', '_neurondesk_probe' in sys.modules)\n")
+    env = base_env(tmp_path)
+    env["PYTHONPATH"] = str(user_site)
+    run = neurondesk_run(tmp_path, [], env=env, workload=script)
+    assert run.returncode == 0, run.stderr
+    assert "user sitecustomize: yes" in run.stdout
+    assert "probe loaded: True" in run.stdout
+
+
+def test_summary_command_rebuilds_the_same_summary_from_the_journal(plain):
+    out = subprocess.run([sys.executable, "-m", "neurondesk.cli", "summary", str(plain.run_dir), "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO, env=base_env(plain.run_dir.parent))
+    assert out.returncode == 0, out.stderr
+    rebuilt = json.loads(out.stdout)
+    assert rebuilt["steady"] == plain.summary["steady"]
+    assert rebuilt["compiles"] == plain.summary["compiles"]
+    csv_out = subprocess.run([sys.executable, "-m", "neurondesk.cli", "summary", str(plain.run_dir), "--format",
+                              "csv"], capture_output=True, text=True, cwd=REPO).stdout
+    assert "steady.samples_per_s," in csv_out
+
+
+def test_history_lists_the_run(plain):
+    env = base_env(plain.run_dir.parent)
+    out = subprocess.run([sys.executable, "-m", "neurondesk.cli", "history"], capture_output=True, text=True,
+                         cwd=REPO, env=env)
+    assert out.returncode == 0, out.stderr
+    assert plain.summary["run_id"] in out.stdout
+    assert os.path.exists(plain.run_dir.parent / "runs" / "runs.sqlite")
