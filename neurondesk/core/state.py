@@ -17,6 +17,7 @@ from array import array
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from neurondesk.core import device_events as dev
 from neurondesk.core import events as ev
 
 HISTORY = 2000  # steps kept for charts; aggregates cover every step
@@ -142,6 +143,15 @@ class RunState:
     loss_last: float | None = None
     loss_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
     steps_to_target: int | None = None
+
+    # latest telemetry samples (device & host collectors); views render these as they are
+    inventory: dev.DeviceInventory | None = None
+    host: dev.HostSample | None = None
+    process_tree: dev.ProcessTreeSample | None = None
+    neuron: dev.NeuronSample | None = None
+    gpu: dev.GpuSample | None = None
+    cache: dev.CacheScan | None = None
+    workload_cpu_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
     notices: deque = field(default_factory=lambda: deque(maxlen=200))
     errors: list[ev.LogError] = field(default_factory=list)
@@ -329,6 +339,25 @@ class RunState:
         if (self.steps_to_target is None and self.target_loss is not None
                 and math.isfinite(e.value) and e.value <= self.target_loss):
             self.steps_to_target = step
+
+    def _on_device_inventory(self, e: dev.DeviceInventory) -> None:
+        self.inventory = e
+
+    def _on_host_sample(self, e: dev.HostSample) -> None:
+        self.host = e
+
+    def _on_process_tree(self, e: dev.ProcessTreeSample) -> None:
+        self.process_tree = e
+        self.workload_cpu_history.append((e.t, e.total_cpu_percent))
+
+    def _on_neuron_sample(self, e: dev.NeuronSample) -> None:
+        self.neuron = e
+
+    def _on_gpu_sample(self, e: dev.GpuSample) -> None:
+        self.gpu = e
+
+    def _on_cache_scan(self, e: dev.CacheScan) -> None:
+        self.cache = e
 
     def _on_notice(self, e: ev.Notice) -> None:
         self.notices.append(e)
