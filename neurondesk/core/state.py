@@ -21,6 +21,7 @@ from neurondesk.core import device_events as dev
 from neurondesk.core import events as ev
 
 HISTORY = 2000  # steps kept for charts; aggregates cover every step
+OUTPUT_KEEP = 5000  # workload output lines kept for the console's log (output_total counts all)
 INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
 
 
@@ -153,6 +154,8 @@ class RunState:
     cache: dev.CacheScan | None = None
     workload_cpu_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
+    output: deque = field(default_factory=lambda: deque(maxlen=OUTPUT_KEEP))  # latest OutputLine events
+    output_total: int = 0
     notices: deque = field(default_factory=lambda: deque(maxlen=200))
     errors: list[ev.LogError] = field(default_factory=list)
     parse_problems: int = 0
@@ -358,6 +361,10 @@ class RunState:
 
     def _on_cache_scan(self, e: dev.CacheScan) -> None:
         self.cache = e
+
+    def _on_output(self, e: ev.OutputLine) -> None:
+        self.output.append(e)
+        self.output_total += 1
 
     def _on_notice(self, e: ev.Notice) -> None:
         self.notices.append(e)
