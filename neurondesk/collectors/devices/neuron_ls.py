@@ -1,0 +1,370 @@
+"""neuron-ls: the Neuron device inventory, from ``--json-output`` or the text table.
+
+Every key generation is accepted (NEURON-FORMATS.md §1): the oldest shape (device, bdf,
+connected_to, nc_count, memory_size, neuron_processes), 2.25+ (cpu_affinity, numa_node as a
+string, neuroncore_ids), the newest (instance_type, instance_id in every entry) and trn2's
+logical_neuroncore_config. Unknown keys and columns are ignored; missing ones become None.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neurondesk.collectors.devices import NEURON_BIN_DIR, find_neuron_tool
+
+NOT_FOUND = "neuron-ls not found on PATH or in /opt/aws/neuron/bin"
+
+
+class NeuronLsError(ValueError):
+    """Output that is neither neuron-ls JSON nor a neuron-ls table."""
+
+
+@dataclass(frozen=True)
+class NeuronProcess:
+    pid: int | None
+    command: str = ""  # may be "" (container) or already truncated by neuron-ls
+    runtime_version: str | None = None  # None for "NA" (not a Neuron Runtime 2.x process)
+
+
+@dataclass(frozen=True)
+class NeuronDevice:
+    index: int
+    nc_count: int  # logical NeuronCores (what neuron-monitor's core keys count)
+    core_ids: list[int]
+    memory_bytes: int | None = None
+    bdf: str | None = None  # "0000:00:1e.0" or the short "00:1e.0"; kept as printed
+    cpu_affinity: str | None = None  # e.g. "0-31,64-95"
+    numa_node: int | None = None  # -1 means no NUMA topology
+    connected_to: list[int] = field(default_factory=list)
+    processes: list[NeuronProcess] = field(default_factory=list)
+    logical_nc_config: int | None = None  # trn2 only
+    physical_nc_count: int | None = None  # only from the 2.21 trn2 table with a LOGICAL NC column
+
+
+@dataclass(frozen=True)
+class NeuronInventory:
+    devices: list[NeuronDevice]
+    source: str  # "json" | "text"
+    instance_type: str | None = None
+    instance_id: str | None = None
+    logical_nc_config: int | None = None
+    warnings: list[str] = field(default_factory=list)  # entries or rows that were skipped
+
+    @property
+    def total_cores(self) -> int:
+        return sum(d.nc_count for d in self.devices)
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(d.memory_bytes or 0 for d in self.devices)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_cores"] = self.total_cores
+        return d
+
+
+@dataclass(frozen=True)
+class NeuronLsResult:
+    inventory: NeuronInventory | None
+    reason: str | None = None  # why there is no inventory
+
+
+# ---------------------------------------------------------------- small value parsers
+
+
+def as_int(v: Any) -> int | None:
+    """int from an int or a numeric string ("-1", " 2 "); None for anything else."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def parse_id_list(text: str) -> list[int]:
+    """Id lists as neuron-ls prints them ("0-1", "12, 3, 4, 1", "0-31,64-95") -> ints."""
+    out: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        lo, sep, hi = part.partition("-")
+        if lo.isdigit() and sep and hi.isdigit():
+            out.extend(range(int(lo), int(hi) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_memory(text: str) -> int | None:
+    # neuron-ls's "32 GB" is 32 GiB (memory_size 34359738368 in the JSON).
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def _runtime_version(v: Any) -> str | None:
+    s = str(v).strip() if v is not None else ""
+    return None if s in ("", "NA") else s
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _device_from_json(item: dict[str, Any], position: int) -> NeuronDevice:
+    index = as_int(item.get("neuron_device"))
+    index = position if index is None else index
+    raw_ids = item.get("neuroncore_ids")
+    ids = [i for i in (as_int(x) for x in raw_ids) if i is not None] if isinstance(raw_ids, list) else None
+    nc = as_int(item.get("nc_count"))
+    if nc is None:
+        nc = len(ids) if ids is not None else 0
+    if ids is None:  # before tools 2.25: global ids follow device order (as backend.ai assumes)
+        ids = list(range(index * nc, (index + 1) * nc))
+    connected = item.get("connected_to")
+    procs = item.get("neuron_processes")
+    return NeuronDevice(
+        index=index,
+        nc_count=nc,
+        core_ids=ids,
+        memory_bytes=as_int(item.get("memory_size")),
+        bdf=str(item["bdf"]) if item.get("bdf") is not None else None,
+        cpu_affinity=str(item["cpu_affinity"]) if item.get("cpu_affinity") is not None else None,
+        numa_node=as_int(item.get("numa_node")),
+        connected_to=[i for i in (as_int(x) for x in connected) if i is not None]
+        if isinstance(connected, list)
+        else [],
+        processes=[
+            NeuronProcess(
+                pid=as_int(p.get("pid")),
+                command=str(p.get("command") or ""),
+                runtime_version=_runtime_version(p.get("neuron_runtime_version")),
+            )
+            for p in (procs if isinstance(procs, list) else [])
+            if isinstance(p, dict)
+        ],
+        logical_nc_config=as_int(item.get("logical_neuroncore_config")),
+    )
+
+
+def parse_json(text: str) -> NeuronInventory:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise NeuronLsError(f"not neuron-ls JSON ({e})") from None
+    if isinstance(data, dict):  # not seen in any version; tolerate a wrapper object around the list
+        data = next((v for v in data.values() if isinstance(v, list)), None)
+    if not isinstance(data, list):
+        raise NeuronLsError("neuron-ls JSON is not a list of devices")
+    devices: list[NeuronDevice] = []
+    warnings: list[str] = []
+    for pos, item in enumerate(data):
+        if isinstance(item, dict):
+            devices.append(_device_from_json(item, pos))
+        else:
+            warnings.append(f"entry {pos} skipped: not an object")
+    first = next((d for d in data if isinstance(d, dict)), {})
+    lnc = [d.logical_nc_config for d in devices if d.logical_nc_config is not None]
+    return NeuronInventory(
+        devices=devices,
+        source="json",
+        instance_type=first.get("instance_type") if isinstance(first.get("instance_type"), str) else None,
+        instance_id=first.get("instance_id") if isinstance(first.get("instance_id"), str) else None,
+        logical_nc_config=lnc[0] if lnc else None,
+        warnings=warnings,
+    )
+
+
+# ---------------------------------------------------------------- text table
+
+
+def _column_role(name: str) -> str:
+    n = " ".join(name.upper().split())
+    for needle, role in (
+        ("CORE IDS", "core_ids"),
+        ("LOGICAL", "logical_nc"),
+        ("CONNECTED", "connected"),
+        ("DEVICE", "device"),
+        ("CORES", "cores"),
+        ("MEMORY", "memory"),
+        ("BDF", "bdf"),
+        ("AFFINITY", "affinity"),
+        ("NUMA", "numa"),
+        ("COMMAND", "command"),
+        ("RUNTIME", "runtime"),
+    ):
+        if needle in n:
+            return role
+    return "pid" if n == "PID" else f"other:{n}"
+
+
+def _cells(line: str, cuts: list[int]) -> list[str]:
+    """Cells of a table row, cut at the border's '+' positions (a COMMAND may contain '|')."""
+    n = len(cuts) - 1
+    if len(line) >= cuts[-1] and all(line[k] == "|" for k in cuts if k < len(line)):
+        return [line[cuts[i] + 1 : cuts[i + 1]].strip() for i in range(n)]
+    parts = line.strip("|").split("|")  # wide characters shifted the columns: split instead
+    parts = [p.strip() for p in parts] + [""] * n
+    return parts[:n]
+
+
+def parse_text(text: str) -> NeuronInventory:
+    lines = [ln.strip() for ln in text.splitlines()]
+    meta: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and not lines[i].startswith("+"):
+        key, sep, value = lines[i].partition(":")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z _-]*", key):
+            meta[key.strip().lower().replace("_", "-").replace(" ", "-")] = value.strip()
+        i += 1
+    if i >= len(lines):
+        raise NeuronLsError("no neuron-ls table found")
+    cuts = [k for k, c in enumerate(lines[i]) if c == "+"]
+    header: list[str] = []
+    i += 1
+    while i < len(lines) and lines[i].startswith("|"):
+        header.append(lines[i])
+        i += 1
+    if len(cuts) < 2 or not header or i >= len(lines) or not lines[i].startswith("+"):
+        raise NeuronLsError("neuron-ls table header not understood")
+    header_cells = [_cells(h, cuts) for h in header]
+    roles = [_column_role(" ".join(h[c] for h in header_cells)) for c in range(len(cuts) - 1)]
+    if "device" not in roles:
+        raise NeuronLsError("neuron-ls table has no NEURON DEVICE column")
+
+    rows: list[dict[str, str]] = []
+    for line in lines[i + 1 :]:
+        if line.startswith("+"):
+            continue
+        if not line.startswith("|"):
+            break  # the topology diagram or anything else after the table
+        rows.append(dict(zip(roles, _cells(line, cuts), strict=True)))
+    devices, warnings = _devices_from_rows(rows)
+    lnc = as_int(meta.get("logical-neuroncore-config"))
+    return NeuronInventory(
+        devices=devices,
+        source="text",
+        instance_type=meta.get("instance-type") or None,
+        instance_id=meta.get("instance-id") or None,
+        logical_nc_config=lnc,
+        warnings=warnings,
+    )
+
+
+def _devices_from_rows(rows: list[dict[str, str]]) -> tuple[list[NeuronDevice], list[str]]:
+    built: list[tuple[dict[str, str], list[NeuronProcess]]] = []
+    warnings: list[str] = []
+    for row in rows:
+        if row.get("device"):
+            built.append((row, []))
+        elif not built:
+            warnings.append(f"continuation row before any device: {row}")
+            continue
+        pid = as_int(row.get("pid", ""))
+        if pid is not None or row.get("command"):
+            built[-1][1].append(
+                NeuronProcess(pid, row.get("command", ""), _runtime_version(row.get("runtime")))
+            )
+    devices = []
+    for row, procs in built:
+        index = as_int(row["device"])
+        if index is None:
+            warnings.append(f"device row skipped, index {row['device']!r} is not a number")
+            continue
+        lnc_col = as_int(row.get("logical_nc", ""))
+        cores = as_int(row.get("cores", ""))
+        nc = lnc_col if lnc_col is not None else cores
+        ids = parse_id_list(row.get("core_ids", ""))
+        if nc is None:
+            nc = len(ids)
+        devices.append(
+            NeuronDevice(
+                index=index,
+                nc_count=nc,
+                core_ids=ids or list(range(index * nc, (index + 1) * nc)),
+                memory_bytes=parse_memory(row.get("memory", "")),
+                bdf=row.get("bdf") or None,
+                cpu_affinity=row.get("affinity") or None,
+                numa_node=as_int(row.get("numa", "")),
+                connected_to=parse_id_list(row.get("connected", "")),
+                processes=procs,
+                physical_nc_count=cores if lnc_col is not None else None,
+            )
+        )
+    return devices, warnings
+
+
+# ---------------------------------------------------------------- detection, files, running
+
+
+def parse_output(text: str) -> NeuronInventory:
+    """JSON or table, whichever ``text`` is."""
+    if "level=fatal" in text and "+--" not in text:  # the logfmt error line saved instead of output
+        raise NeuronLsError(
+            f"this is neuron-ls's error output, not its listing: {' '.join(text.split())[:300]}"
+        )
+    if text.lstrip().startswith(("[", "{")):
+        return parse_json(text)
+    return parse_text(text)
+
+
+def parse_file(path: str | Path) -> NeuronInventory:
+    """A saved ``neuron-ls`` or ``neuron-ls --json-output`` (for ``--from-file``)."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8", errors="replace")
+    except OSError as e:
+        raise NeuronLsError(f"{p}: cannot read ({e.strerror or e})") from None
+    try:
+        return parse_output(text)
+    except NeuronLsError as e:
+        raise NeuronLsError(f"{p}: {e}; expected saved neuron-ls output (table or --json-output)") from None
+
+
+def _run(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    out, err = (b.decode("utf-8", errors="replace") for b in (proc.stdout, proc.stderr))
+    return proc.returncode, out, err
+
+
+def run_neuron_ls(
+    binary: str | None = None,
+    *,
+    search_path: str | None = None,
+    bin_dir: str = NEURON_BIN_DIR,
+    timeout: float = 20.0,
+) -> NeuronLsResult:
+    """Run ``neuron-ls --json-output`` (the table when that flag is unknown); never raises."""
+    exe = binary or find_neuron_tool("neuron-ls", search_path, bin_dir)
+    if exe is None:
+        return NeuronLsResult(None, NOT_FOUND)
+    try:
+        rc, out, err = _run([exe, "--json-output"], timeout)
+        if rc != 0 and not out.strip():
+            detail = " ".join(err.split()) or f"neuron-ls exited with status {rc}"
+            return NeuronLsResult(None, f"Neuron driver not loaded: {detail}")
+        try:
+            return NeuronLsResult(parse_json(out))
+        except NeuronLsError as json_error:
+            # Tools without --json-output print their usage on stdout: read the plain table.
+            rc, out, err = _run([exe], timeout)
+            try:
+                return NeuronLsResult(parse_text(out))
+            except NeuronLsError as text_error:
+                return NeuronLsResult(None, f"neuron-ls output not understood: {json_error}; {text_error}")
+    except (OSError, subprocess.SubprocessError) as e:
+        return NeuronLsResult(None, f"neuron-ls could not be run: {e}")

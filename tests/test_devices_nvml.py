@@ -1,0 +1,77 @@
+"""NVML. No NVIDIA GPU or driver here: the "not available" paths run for real (the real pynvml
+without libnvidia-ml, and pynvml missing); the field mapping is checked on a tiny fake object at
+the mapping-function level only. Real GPU readings are unverified on this machine."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from neurondesk.collectors.devices.nvml import NvmlSampler, gpu_processes, gpu_record, read_gpus
+from neurondesk.core.device_events import GpuSample
+
+
+def test_nvml_not_available_is_a_reason_not_an_exception() -> None:
+    pytest.importorskip("pynvml")
+    sampler = NvmlSampler()
+    reason = sampler.open()
+    if reason is None:  # pragma: no cover - only on a machine with an NVIDIA driver
+        sampler.close()
+        pytest.skip("an NVIDIA driver is present here")
+    assert reason.startswith("NVML not available: ") and len(reason) > len("NVML not available: ")
+    s = sampler.sample([1], t=5.0)
+    assert s == GpuSample(t=5.0, error=reason)
+    sampler.close()  # closing a sampler that never opened is harmless
+    assert read_gpus() == (None, reason)
+
+
+def test_nvml_package_missing_is_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
+    sample, reason = read_gpus()
+    assert sample is None
+    assert reason == "NVML not available: nvidia-ml-py (pynvml) is not installed"
+
+
+class _NotSupported(Exception):
+    pass
+
+
+def test_nvml_mapping_with_fake_handle_no_gpu_here() -> None:
+    def not_supported(*_a):
+        raise _NotSupported("Not Supported")
+
+    procs = [
+        SimpleNamespace(pid=100, usedGpuMemory=2 * 2**30),
+        SimpleNamespace(pid=101, usedGpuMemory=None),
+        SimpleNamespace(pid=102, usedGpuMemory=2**64 - 1),  # NVML_VALUE_NOT_AVAILABLE
+        SimpleNamespace(pid=999, usedGpuMemory=1),  # not ours
+    ]
+    fake = SimpleNamespace(
+        NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3",  # older pynvml returns bytes
+        nvmlDeviceGetUUID=lambda h: "GPU-1234",
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=80 * 2**30, used=3 * 2**30, free=77 * 2**30),
+        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=87, memory=40),
+        nvmlDeviceGetPowerUsage=lambda h: 312_500,  # milliwatts
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
+        nvmlDeviceGetTemperature=not_supported,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: procs,
+        nvmlDeviceGetGraphicsRunningProcesses=lambda h: [procs[0]],  # same pid listed twice
+    )
+    rec = gpu_record(fake, "h0", 3)
+    assert rec == {
+        "index": 3, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1234",
+        "memory_total": 80 * 2**30, "memory_used": 3 * 2**30, "util_gpu": 87.0, "util_memory": 40.0,
+        "power_w": 312.5, "power_limit_w": 700.0, "temperature_c": None,
+    }  # fmt: skip
+    assert gpu_processes(fake, "h0", 3, {100, 101, 102}) == [
+        {"pid": 100, "gpu": 3, "used_memory": 2 * 2**30},
+        {"pid": 101, "gpu": 3, "used_memory": None},
+        {"pid": 102, "gpu": 3, "used_memory": None},
+    ]
+    assert [p["pid"] for p in gpu_processes(fake, "h0", 3, None)] == [100, 101, 102, 999]
+    del fake.nvmlDeviceGetGraphicsRunningProcesses  # an older binding without it
+    fake.nvmlDeviceGetComputeRunningProcesses = not_supported
+    assert gpu_processes(fake, "h0", 3, None) == []
