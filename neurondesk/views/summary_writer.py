@@ -77,7 +77,7 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
 
 def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v.replace('|', '\\|')} |" for k, v in summary_rows(s)]
+    lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in summary_rows(s)]
     if s["compiles"]:
         lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | graph |",
                   "|---|---|---|---|---|---|---|"]

@@ -8,7 +8,7 @@ What it hooks, lazily, when the user's program imports the module concerned:
   torch.optim.optimizer        global optimizer-step hooks  -> step boundaries (eager, compile)
   torch.nn.modules.module      one forward pre-hook on the outermost module -> samples, tokens
   torch.utils.data.dataloader  DataLoader iterator __next__  -> data wait
-  torch_xla                    _XLAC._xla_step_marker (every sync) -> XLA step boundaries,
+  torch_xla                    torch_xla.sync (every sync) -> XLA step boundaries,
                                compiles, graph executions; Tensor value reads -> value-access
   torch_xla...parallel_loader  PerDeviceLoader.next -> data wait under MpDeviceLoader
   torch._dynamo.callback       compile start/end callbacks -> torch.compile compiles
@@ -453,22 +453,28 @@ class Probe:
 
     # ---------------------------------------------------------------- XLA
     def patch_torch_xla(self, module) -> None:
-        xlac = module._XLAC
-        self.xlac = xlac
-        real_marker = xlac._xla_step_marker
+        # Wrap torch_xla.sync (which mark_step, MpDeviceLoader and torch_xla.compile all go
+        # through) *above* the real one, so torch_xla's own debug analysis still finds its
+        # `sync` frame on top of the stack and names the cause correctly.
+        self.xlac = module._XLAC
+        inner = sys.modules.get("torch_xla.torch_xla")
+        real_sync = module.sync
         probe = self
 
-        def _xla_step_marker(*args, **kwargs):
+        def sync(*args, **kwargs):
             if probe.disabled or probe.sync_depth:
-                return real_marker(*args, **kwargs)
+                return real_sync(*args, **kwargs)
             before = probe.guarded(probe.sync_begin)
             try:
-                return real_marker(*args, **kwargs)
+                return real_sync(*args, **kwargs)
             finally:
                 if before is not None:
                     probe.guarded(probe.sync_end, before)
 
-        xlac._xla_step_marker = _xla_step_marker
+        sync.__doc__, sync.__wrapped__ = real_sync.__doc__, real_sync
+        module.sync = sync
+        if inner is not None and getattr(inner, "sync", None) is real_sync:
+            inner.sync = sync
         self._patch_value_reads()
         threading.Thread(target=self._compile_watcher, name="neurondesk-probe", daemon=True).start()
 
