@@ -28,6 +28,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens-per-step", type=int, help="override the tokens per step the probe sees")
     p.add_argument("--steps", type=int, dest="steps_requested", help="steps the workload will run (for projections)")
     p.add_argument("--run-dir", type=Path, help="folder for this run (default: a new one under the user data dir)")
+    p.add_argument("--neuron-monitor-replay", metavar="FILE",
+                   help="feed a recorded neuron-monitor stream (JSON lines) instead of running neuron-monitor")
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
@@ -60,6 +62,7 @@ def _options(args, command: list[str]):
         warmup_steps=args.warmup_steps, target_loss=args.target_loss,
         samples_per_step=args.samples_per_step, tokens_per_step=args.tokens_per_step,
         steps_requested=args.steps_requested, run_dir=args.run_dir,
+        neuron_monitor_replay=args.neuron_monitor_replay,
     )
 
 
@@ -144,6 +147,16 @@ def cmd_history(args) -> int:
     return 0
 
 
+def cmd_devices(args) -> int:
+    import json
+
+    from neurondesk.collectors.devices.inventory import collect_inventory, format_inventory_text
+
+    inventory = collect_inventory(neuron_ls_file=args.from_file)
+    sys.stdout.write(json.dumps(inventory, indent=2, default=str) + "\n" if args.json else format_inventory_text(inventory))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="neurondesk", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -167,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     hist = sub.add_parser("history", help="list past runs")
     hist.add_argument("--limit", type=int, default=50)
     hist.set_defaults(fn=cmd_history)
+    devs = sub.add_parser("devices", help="what is on this machine: Neuron devices, GPUs, CPU")
+    devs.add_argument("--json", action="store_true")
+    devs.add_argument("--from-file", metavar="PATH", help="read a saved neuron-ls output (JSON or table)")
+    devs.set_defaults(fn=cmd_devices)
     return p
 
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from neurondesk.collectors.devices.neuron_monitor import process_tag
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.collectors.probe_messages import decode_probe_line
+from neurondesk.collectors.telemetry import Telemetry
 from neurondesk.collectors.workload import RawExit, RawOutput, RawProbe, WorkloadProcess
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
@@ -44,6 +46,8 @@ class RunOptions:
     run_root: Path | None = None  # folder holding runs (default: user data dir)
     cwd: str | None = None
     env: dict[str, str] | None = None
+    telemetry: bool = True
+    neuron_monitor_replay: str | None = None  # a recorded neuron-monitor stream instead of the tool
 
 
 class RunSession:
@@ -63,6 +67,7 @@ class RunSession:
         self.summary_written = False
         self.run_id: str | None = None
         self.journal_error: str | None = None
+        self.telemetry: Telemetry | None = None
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -77,10 +82,14 @@ class RunSession:
             price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
             samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
             steps_requested=o.steps_requested))
-        self.workload = WorkloadProcess(self.command, self.queue, cwd=o.cwd, env=o.env,
-                                        tag=f"neurondesk-{self.run_id}")
+        tag = process_tag(self.run_id)
+        self.workload = WorkloadProcess(self.command, self.queue, cwd=o.cwd, env=o.env, tag=tag)
         try:
             self.workload.start()
+            if o.telemetry:
+                self.telemetry = Telemetry(self.queue.put, tag=tag, env=o.env,
+                                           neuron_monitor_replay=o.neuron_monitor_replay)
+                self.telemetry.start(self.workload.pid)
         except Exception as exc:
             self.record(ev.Notice(t=time.time(), level="error", message=str(exc)))
             self.record(ev.RunFinished(t=time.time(), exit_code=127))
@@ -143,6 +152,9 @@ class RunSession:
                 self.stderr_tail.append(item.text)
             for e in self.parser.feed(item.stream, item.text, item.t):
                 self.record(e)
+        elif isinstance(item, ev.Event):  # from the telemetry collectors
+            if not self.done:
+                self.record(item)
         elif isinstance(item, RawExit):
             for e in self.parser.flush(item.t):
                 self.record(e)
@@ -176,6 +188,8 @@ class RunSession:
         if self.done:
             return
         self.done = True
+        if self.telemetry is not None:
+            self.telemetry.stop()
         if self.journal is not None:
             try:
                 self.journal.close()

@@ -63,7 +63,7 @@ class CompileRecord:
             "cause": self.cause,
             "location": self.location,
             "graph_hash": self.graph_hash,
-            "duration_s": self.duration_s,
+            "duration_s": None if self.duration_s is None else round(self.duration_s, 6),
             "cache": self.cache,
             "source": self.source,
             "trigger": self.trigger,
