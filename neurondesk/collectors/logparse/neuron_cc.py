@@ -1,0 +1,285 @@
+"""Neuron compile-wrapper, persistent-cache, parallel-compile and runtime lines (NEURON-FORMATS §4).
+
+Matching keys on the message fragments, never on the tag: the tag has been ``NCC_WRAPPER``,
+``NEURON_CC_WRAPPER``/``NEURON_CACHE`` and ``[INFO]:`` across releases.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice
+
+from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip
+
+SOURCE = "neuron-log"
+
+_MODULE = re.compile(r"MODULE_[0-9a-fA-F]+(?:\+[0-9a-fA-F]{8})?")
+# "2025-11-18 10:02:19.000671:  41872  INFO ||NEURON_CACHE||: ", "...: INFO ||NCC_WRAPPER||: ",
+# "...: 41872 [INFO]: " -> pid (absent in early 2.x) and the message after the header.
+_WRAPPER_HEAD = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+:\s+(?:(\d+)\s+)?(?:\[?([A-Z]+)\]?:?\s+)?(?:\|\|\w+\|\|:\s*)?"
+)
+_STATUS = re.compile(r"Compiler status (\w+)")
+_FAILED = re.compile(r"Failed compilation with \[(.*?)\]: (.*)")
+_ISO_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s*")
+_REMAINING = re.compile(
+    r"Current remaining items are (\d+), locked are (\d+), failed are (\d+), done are (\d+), total is (\d+)"
+)
+_TOTAL = re.compile(r"Total (graphs|successful compilations|failed compilations): (\d+)")
+# libnrt: "2023-Jan-09 20:27:41.0593 15042:15042 ERROR  NRT:nrt_allocate_neuron_cores   <message>"
+_RUNTIME = re.compile(
+    r"^\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+ (\d+):\d+ +([A-Z]+)\s+([A-Z]+):(\w+)\s*(.*)$"
+)
+# neuronx-cc's own log: ISO form, or the pre-2023 "MM/DD/YYYY HH:MM:SS AM" form.
+_CC_LOG = re.compile(
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M)"
+    r" ([A-Z]+) (\d+) \[[\w.\-]+\]: ?(.*)$"
+)
+_NOISE = (
+    "NET/OFI Failed to initialize",
+    "aws-ofi-nccl initialization failed",
+    "OFI plugin initNet() failed",
+    "Use PJRT C-API",
+    "object(s) leaked, improper teardown",
+)
+_RUNTIME_CODES = (
+    ("device-oom", ("Failed to alloc", "Allocation Failure", "NRT_RESOURCE", "RESOURCE_EXHAUSTED")),
+    ("cores-busy", ("NeuronCore(s) not available", "nrt_allocate_neuron_cores")),
+    ("driver", ("Neuron Driver", "aws-neuron-dkms")),
+    ("exec-timeout", ("execution timeout", "inference timeout")),
+    ("collectives", ("collective",)),
+)
+
+
+def runtime_code(message: str) -> str | None:
+    """A short class for a Neuron runtime failure: device-oom, cores-busy, driver, exec-timeout ..."""
+    for code, needles in _RUNTIME_CODES:
+        if any(n in message for n in needles):
+            return code
+    return None
+
+
+def _module(text: str) -> str | None:
+    m = _MODULE.search(text)
+    return m.group(0) if m else None
+
+
+def _head(line: str) -> tuple[int | None, str]:
+    m = _WRAPPER_HEAD.match(line)
+    if m is None:
+        return None, line.strip()
+    return (int(m.group(1)) if m.group(1) else None), line[m.end():].strip()
+
+
+class NeuronCCParser:
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[float, int | None]] = {}  # compiles started, by MODULE hash
+        self._passed: deque[str] = deque(maxlen=64)  # closed by a bare "Compiler status PASS"
+        self._failed: deque[str] = deque(maxlen=64)
+        self._lookup: dict[int | None, float] = {}  # pid -> arrival of its last "Compile cache path"
+        self._anon = 0
+        self._echo_next = False  # the warnings module echoes the source line after a warning
+        self._mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
+        self._last_rt: tuple[int, str | None, float] | None = None
+
+    def feed(self, s: str, t: float, out: Out) -> str | None:
+        if self._echo_next or self._mem_dump:
+            echo, dump = self._echo_next, self._mem_dump
+            self._echo_next = self._mem_dump = False
+            if echo and s[:1].isspace() and s.strip():
+                return NOISE
+            if dump and s.lstrip().startswith("* "):
+                self._mem_dump = True
+                return ERROR
+        if ("MODULE_" in s or "ompil" in s or "neff" in s or "NEURON" in s or "PARALLEL" in s or "NCC_" in s
+                or "Total " in s or "remaining items" in s or "sub-process" in s):
+            tag = self._wrapper(s, t, out)
+            if tag:
+                return tag
+        if "TDRV" in s or "NRT" in s or "NMGR" in s or "ENC:" in s or "HAL:" in s or "FATAL-RT" in s:
+            tag = self._runtime(s, t, out)
+            if tag:
+                return tag
+        if "]:" in s and (s[:1].isdigit()):
+            m = _CC_LOG.match(s)
+            if m:
+                return self._cc_log(m, t, out)
+        if (s.startswith("..") or "run_backend_driver" in s) and (
+            s.strip().lstrip(".") in ("", "Completed run_backend_driver.")
+        ):
+            return COMPILE
+        return self._noise(s)
+
+    # ---------------------------------------------------------------- wrapper / cache
+    def _wrapper(self, s: str, t: float, out: Out) -> str | None:
+        if "Call compiler with cmd" in s:
+            pid, _ = _head(s)
+            key = _module(s)
+            self._lookup.pop(pid, None)
+            for seen in (self._failed, self._passed):  # a recompile of a known graph (a retry) starts afresh
+                if key in seen:
+                    seen.remove(key)
+            if key is None:  # the command was cut off before the module name
+                self._anon += 1
+                self._open[f"?{self._anon}"] = (t, pid)
+            else:
+                self._open[key] = (t, pid)
+            out.append(CompileStarted(t=t, source=SOURCE, pid=pid, graph_hash=key))
+            return COMPILE
+        if "Compiler status" in s:
+            m = _STATUS.search(s)
+            if m is None or m.group(1) != "PASS":
+                return ERROR  # "Failed compilation with" carries the details and closes it
+            key = next(iter(self._open), None)  # no hash on this line: the oldest open compile
+            if key is not None:
+                self._close(key, t, out)
+                self._passed.append(key)
+            return COMPILE
+        if "Compilation Successfully Completed" in s:
+            pid, _ = _head(s)
+            key = _module(s)
+            if key in self._open:
+                self._close(key, t, out)
+            elif key not in self._passed:  # newest wrappers may not print "Call compiler"
+                out.append(CompileFinished(t=t, source=SOURCE, pid=pid, graph_hash=key, cache="miss"))
+            return COMPILE
+        if "Using a cached neff" in s:
+            pid, _ = _head(s)
+            started = self._lookup.pop(pid, None)
+            duration = t - started if started is not None else None
+            out.append(CompileFinished(t=t, source=SOURCE, pid=pid, graph_hash=_module(s), cache="hit",
+                                       duration_s=duration))
+            return COMPILE
+        if "Compile cache path" in s:
+            pid, _ = _head(s)
+            self._lookup[pid] = t
+            return COMPILE
+        if "cached failed neff" in s or "compilation error for this graph in the previous run" in s:
+            pid, msg = _head(s)
+            out.append(CompileFinished(t=t, source=SOURCE, pid=pid, graph_hash=_module(s), cache="failed",
+                                       ok=False, duration_s=0.0, error=clip(msg)))
+            return ERROR
+        if "Failed compilation with" in s:
+            return self._failure(s, t, out)
+        if "Compilation failed for" in s:  # "... after N retries" (one third-party source)
+            pid, msg = _head(s)
+            key = _module(s)
+            if key is not None and key in self._failed:
+                return ERROR
+            self._fail(key, pid, t, msg, None, out)
+            return ERROR
+        return self._parallel(s, t, out)
+
+    def _failure(self, s: str, t: float, out: Out) -> str:
+        pid, _ = _head(s)
+        m = _FAILED.search(s)
+        argv, msg = (m.group(1), m.group(2)) if m else (s, s)
+        key = _module(argv)
+        if key is not None and key in self._failed:
+            return ERROR  # the same failure quoted again (an exception message, another rank)
+        msg = _ISO_TS.sub("", msg.strip())
+        code = ERROR_CODE.search(msg)
+        self._fail(key, pid, t, msg, code.group(1) if code else None, out)
+        return ERROR
+
+    def _fail(self, key: str | None, pid: int | None, t: float, msg: str, code: str | None, out: Out) -> None:
+        msg = clip(msg)
+        if key is not None and key in self._open:
+            self._close(key, t, out, error=msg)
+        else:
+            out.append(CompileFinished(t=t, source=SOURCE, pid=pid, graph_hash=key, cache="miss", ok=False,
+                                       error=msg))
+        if key is not None:
+            self._failed.append(key)
+        out.append(LogError(t=t, source="neuron-cc", message=msg, code=code))
+
+    def _close(self, key: str, t: float, out: Out, error: str | None = None) -> None:
+        started, pid = self._open.pop(key)
+        out.append(CompileFinished(
+            t=t, source=SOURCE, pid=pid, graph_hash=None if key.startswith("?") else key,
+            duration_s=max(0.0, t - started), cache="miss", ok=error is None, error=error,
+        ))
+
+    def _parallel(self, s: str, t: float, out: Out) -> str | None:
+        m = _REMAINING.search(s)
+        if m:
+            remaining, locked, failed, done, total = m.groups()
+            out.append(Notice(t=t, level="warn" if int(failed) else "info", source="neuron-parallel-compile",
+                              message=f"parallel compile: {done}/{total} done, {remaining} remaining, "
+                                      f"{locked} locked, {failed} failed"))
+            return COMPILE
+        m = _TOTAL.search(s)
+        if m:
+            bad = m.group(1) == "failed compilations" and m.group(2) != "0"
+            out.append(Notice(t=t, level="warn" if bad else "info", source="neuron-parallel-compile",
+                              message=f"parallel compile: total {m.group(1)}: {m.group(2)}"))
+            return ERROR if bad else COMPILE
+        if "Extracting graphs" in s:
+            out.append(Notice(t=t, level="info", source="neuron-parallel-compile",
+                              message=f"graph {_module(s) or '?'} extracted for parallel compile "
+                                      "(not compiled)"))
+            return COMPILE
+        if "exited with error" in s or ("sub-process" in s and "got exception" in s):
+            _, msg = _head(s)
+            out.append(LogError(t=t, source="neuron-parallel-compile", message=clip(msg)))
+            return ERROR
+        if "||" in s and ("NEURON_" in s or "NCC_WRAPPER" in s or "PARALLEL_COMPILE" in s):
+            return ERROR if " ERROR " in s[:80] else COMPILE
+        return None
+
+    # ---------------------------------------------------------------- runtime and compiler logs
+    def _runtime(self, s: str, t: float, out: Out) -> str | None:
+        m = _RUNTIME.match(s)
+        if m is None:
+            if "FATAL-RT-UNDEFINED-STATE" in s:
+                out.append(LogError(t=t, source="neuron-runtime", message=clip(s.strip()),
+                                    code=runtime_code(s) or "exec-timeout"))
+                return ERROR
+            return None
+        pid, level, mod, func, msg = int(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5).strip()
+        if level not in ("ERROR", "FATAL"):
+            return None
+        self._mem_dump = True
+        if msg.startswith("* "):
+            return ERROR
+        code = runtime_code(f"{func} {msg}")
+        last = self._last_rt
+        self._last_rt = (pid, code, t)
+        if code is not None and last is not None and last[:2] == (pid, code) and t - last[2] < 1.0:
+            return ERROR  # one OOM prints three ERROR lines; report it once
+        out.append(LogError(t=t, source="neuron-runtime", message=clip(f"{mod}:{func} {msg}"), code=code))
+        return ERROR
+
+    def _cc_log(self, m: re.Match[str], t: float, out: Out) -> str:
+        level, msg = m.group(1), m.group(3).strip()
+        if level not in ("ERROR", "FATAL", "CRITICAL"):
+            return COMPILE
+        code = ERROR_CODE.search(msg)
+        if "Error message:" in msg:
+            detail = msg.split("Error message:", 1)[1].strip()
+            out.append(LogError(t=t, source="neuronx-cc", message=clip(f"internal compiler error: {detail}"),
+                                code=code.group(1) if code else None))
+        elif code:
+            out.append(LogError(t=t, source="neuronx-cc", message=clip(msg), code=code.group(1)))
+        return ERROR
+
+    def _noise(self, s: str) -> str | None:
+        if "Warning: Use torch_xla.device" in s:
+            self._echo_next = True
+            return NOISE
+        if ("OFI" in s or "PJRT" in s or "leaked" in s) and any(n in s for n in _NOISE):
+            return NOISE
+        if "torch/distributed/run.py" in s:  # torchrun's OMP_NUM_THREADS banner
+            rest = s.rstrip()
+            if "OMP_NUM_THREADS" in rest or rest.endswith(("]", "*****")):
+                return NOISE
+        return None
+
+    def flush(self, t: float) -> Out:
+        out: Out = []
+        for key in list(self._open):
+            self._close(key, t, out, error="output ended before the compiler reported a result")
+        self._lookup.clear()
+        return out

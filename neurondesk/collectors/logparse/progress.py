@@ -1,0 +1,66 @@
+"""Loss values from the usual progress lines, and the ``neurondesk-config: {json}`` line.
+
+Accepted: ``step 10 loss 2.31``, ``Step 10/100 | loss: 2.31``, ``epoch 1 step 10 loss=2.31e+00``,
+``iter 10: loss 2.3100``, ``loss 2.31``, ``train_loss=2.31`` (Lightning), ``{'loss': 2.31, ...}``
+(HF Trainer), ``loss: tensor(2.31, device='xla:0')``. nan and inf are values, not parse errors.
+Evaluation losses (``eval loss``, ``val_loss``, ``'eval_loss'``) are not training losses: skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from neurondesk.core.events import LossReported, ParseProblem, WorkloadConfig
+
+from ._common import NUMBER, Out, clip
+
+CONFIG_MARK = "neurondesk-config:"
+
+_LOSS = re.compile(
+    r"(?:(?<![\w/])(?:train(?:ing)?[_/ ])?loss\b\s*[:=]?\s*|['\"]loss['\"]\s*:\s*)"  # loss=, 'loss':
+    r"(?:tensor\(\s*)?(" + NUMBER + ")",
+    re.IGNORECASE,
+)
+_STEP = re.compile(r"\b(?:global[_ ]step|step|iter|iteration)\b['\"]?\s*[:=#\[(]?\s*(\d+)", re.IGNORECASE)
+_EVAL = re.compile(r"\b(?:eval|evaluation|val|valid|validation|test)\b", re.IGNORECASE)
+
+
+def parse_loss(line: str) -> tuple[float, int | None] | None:
+    """(loss, printed step or None) from one progress line, or None."""
+    if "oss" not in line and "OSS" not in line:
+        return None
+    if "\r" in line:  # tqdm redraws: the last segment is what the terminal shows
+        line = next((seg for seg in reversed(line.split("\r")) if seg.strip()), "")
+    m = _LOSS.search(line)
+    if m is None or _EVAL.search(line, 0, m.start()):
+        return None
+    step = _STEP.search(line)
+    return float(m.group(1)), int(step.group(1)) if step else None
+
+
+class ProgressParser:
+    def feed(self, s: str, t: float, out: Out) -> None:
+        if CONFIG_MARK in s:
+            self._config(s, t, out)
+            return
+        found = parse_loss(s)
+        if found is not None:
+            out.append(LossReported(t=t, value=found[0], step=found[1]))
+
+    @staticmethod
+    def _config(s: str, t: float, out: Out) -> None:
+        raw = s.split(CONFIG_MARK, 1)[1].strip()
+        try:
+            values = json.loads(raw)
+        except ValueError as exc:
+            out.append(ParseProblem(t=t, source="neurondesk-config", raw=clip(s, 500),
+                                    error=f"neurondesk-config line is not JSON ({exc}); "
+                                          "print json.dumps(<dict>) after the marker"))
+            return
+        if not isinstance(values, dict):
+            out.append(ParseProblem(t=t, source="neurondesk-config", raw=clip(s, 500),
+                                    error=f"neurondesk-config: expected a JSON object, got "
+                                          f"{type(values).__name__}; print json.dumps(<dict>)"))
+            return
+        out.append(WorkloadConfig(t=t, values=values))
