@@ -128,7 +128,7 @@ def test_crashed_workload_leaves_journal_and_summary_with_exit_code(tmp_path):
     assert run.returncode != 0
     s = run.summary
     assert s["exit_code"] == run.returncode
-    assert s["steps"] == 7
+    assert s["steps"] == 6  # the workload counts from 1: it raised at its 7th step, after 6 completed
     assert any("RuntimeError" in line for line in s["stderr_tail"])
     assert any(e["kind"] == "run_finished" for e in run.events)
     assert any(err["source"] == "python" and "RuntimeError" in err["message"] for err in s["errors"])
