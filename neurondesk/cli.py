@@ -125,6 +125,22 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def cmd_replay(args) -> int:
+    if args.speed < 0:
+        _die(f"--speed {args.speed}: give a positive factor (2 = twice as fast), or 0 for all at once")
+    speed = 0.0 if args.instant else args.speed
+    if not sys.stdout.isatty():
+        _die(f"replay plays a run in the console and needs a terminal; for text, "
+             f"use: neurondesk summary {args.run_dir} --format text")
+    try:
+        from neurondesk.views.console.app import run_replay
+
+        return run_replay(args.run_dir, speed=speed, until=args.until)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    return 1
+
+
 def cmd_history(args) -> int:
     from neurondesk.store.index import RunIndex, RunIndexError
     from neurondesk.store.rundir import INDEX_FILE, default_run_root
@@ -176,6 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("run_dir", type=Path)
     summ.add_argument("--format", choices=("md", "json", "csv", "text"), default="md")
     summ.set_defaults(fn=cmd_summary)
+
+    rep = sub.add_parser("replay", help="play a recorded run through the console: neurondesk replay RUN_DIR")
+    rep.add_argument("run_dir", type=Path, help="a run folder (holding events.jsonl)")
+    rep.add_argument("--speed", type=float, default=1.0, help="times real time (default 1; 0 = all at once)")
+    rep.add_argument("--instant", action="store_true", help="all at once (same as --speed 0)")
+    rep.add_argument("--until", type=float, help="stop the replay this many seconds into the recording")
+    rep.set_defaults(fn=cmd_replay)
 
     hist = sub.add_parser("history", help="list past runs")
     hist.add_argument("--limit", type=int, default=50)

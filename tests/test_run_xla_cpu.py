@@ -14,7 +14,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, TRAIN, base_env, needs_xla, neurondesk_run, workload_timing
 
 pytestmark = needs_xla
