@@ -1,0 +1,267 @@
+"""The console app: polls its source four times a second and re-renders the visible panels once
+per poll, however many events arrived. Wide terminals show every panel; small ones fold them into
+tabs. When the run ends, the final summary stays up until the user quits."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Container
+from textual.widgets import DataTable, Footer, Input, Tab, Tabs
+
+from neurondesk.views.console.compiles import CompilesPanel
+from neurondesk.views.console.cost import CostPanel
+from neurondesk.views.console.devices import DevicesPanel
+from neurondesk.views.console.header import HeaderBar
+from neurondesk.views.console.inputs import InputPanel
+from neurondesk.views.console.log import LogPanel, LogView
+from neurondesk.views.console.overview import OverviewPanel
+from neurondesk.views.console.panel import Panel
+from neurondesk.views.console.screens import HelpScreen, QuitScreen, SummaryScreen
+from neurondesk.views.console.throughput import ThroughputPanel
+
+POLL_S = 0.25
+RENDER_EVERY = 2  # polls per render: events are taken in 4x a second, the screen redrawn 2x
+TABBED_BELOW = (120, 36)  # narrower or shorter than this: one panel at a time, in tabs
+PANELS = {"overview": OverviewPanel, "compiles": CompilesPanel, "throughput": ThroughputPanel,
+          "devices": DevicesPanel, "log": LogPanel, "input": InputPanel, "cost": CostPanel}
+
+
+class ConsoleApp(App[int]):
+    CSS_PATH = "console.tcss"
+    TITLE = "neurondesk"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("q", "request_quit", "Quit"),
+        Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True),
+        Binding("s", "stop", "Stop"),
+        Binding("e", "export", "Export"),
+        Binding("c", "panel('compiles')", "Compiles"),
+        Binding("l", "panel('log')", "Log"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("o", "panel('overview')", "Overview", show=False),
+        Binding("t", "panel('throughput')", "Throughput", show=False),
+        Binding("d", "panel('devices')", "Devices", show=False),
+        Binding("i", "panel('input')", "Input", show=False),
+        Binding("dollar_sign", "panel('cost')", "Cost", show=False),
+        Binding("slash", "search", "Search log", show=False),
+        Binding("f", "summary", "Summary", show=False),
+    ]
+
+    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S) -> None:
+        super().__init__()
+        self.source = source
+        self.frozen = frozen  # snapshots: no cursor blink; the replay's clock is already fixed
+        self.poll_s = poll_s
+        self.tabbed = False
+        self.active = "overview"
+        self.summary_shown = False
+        self.quit_when_done = False
+        self.polls = 0
+        self.frames = 0
+        self._panels: list[Panel] | None = None
+        self._phase = ""
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(getattr(self.source, "label", ""), id="header")
+        yield Tabs(*(Tab(cls.NAME, id=f"tab-{name}") for name, cls in PANELS.items()), id="tabs")
+        with Container(id="panels"):
+            for name, cls in PANELS.items():
+                yield cls(id=name)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.frozen:
+            self.query_one("#log-search", Input).cursor_blink = False
+        self._layout_for(self.size.width, self.size.height)
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.action_request_quit)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        self.poll_now()
+        self.set_timer(self.poll_s, self._tick)
+
+    def on_unmount(self) -> None:
+        try:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+    def on_resize(self, event) -> None:
+        self._layout_for(event.size.width, event.size.height)
+
+    def _layout_for(self, width: int, height: int) -> None:
+        tabbed = width < TABBED_BELOW[0] or height < TABBED_BELOW[1]
+        self.tabbed = tabbed
+        self.set_class(tabbed, "-tabbed")
+        for panel in self.query(Panel):
+            panel.invalidate()
+        self._show_active()
+
+    def _show_active(self) -> None:
+        for panel in self.query(Panel):
+            panel.set_class(panel.id == self.active, "-active")
+
+    def visible_panels(self) -> list[Panel]:
+        if self._panels is None:
+            self._panels = list(self.query(Panel))
+        if self.tabbed:
+            return [p for p in self._panels if p.id == self.active]
+        return [p for p in self._panels if p.id != "overview"]
+
+    # ------------------------------------------------------------------ polling
+    async def _tick(self) -> None:
+        if not self.screen_stack or self.return_code is not None:
+            return  # the app is closing
+        try:
+            self.poll_now(force=False)
+        finally:
+            self.set_timer(self.poll_s, self._tick)  # re-armed only once this poll is done
+
+    def poll_now(self, force: bool = True) -> None:
+        """Take in what arrived, then render the visible panels once (every RENDER_EVERY polls,
+        or at once when the phase changed: a compile that starts shows up without delay)."""
+        self.polls += 1
+        try:
+            self.source.poll()
+        except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
+            self.notify(f"could not take in events: {exc}", severity="error")
+        state, now = self.source.state, self.source.now()
+        phase = state.phase(now)[0]
+        due = force or self.polls % RENDER_EVERY == 0 or phase != self._phase or self.source.done
+        self._phase = phase
+        if due and not isinstance(self.screen, SummaryScreen):
+            self.frames += 1
+            frame = 0 if force else self.frames
+            self.query_one(HeaderBar).render_state(state, now)
+            for panel in self.visible_panels():
+                panel.update_view(state, now, frame)
+        if self.source.done:
+            if self.quit_when_done:
+                self.exit(0)
+            elif not self.summary_shown:
+                self.summary_shown = True
+                self.action_summary()
+
+    # ------------------------------------------------------------------ actions
+    def action_panel(self, name: str) -> None:
+        if isinstance(self.screen, SummaryScreen | HelpScreen):
+            self.pop_screen()
+        if self.tabbed or name == "overview":
+            self.query_one(Tabs).active = f"tab-{name}"
+        self.active = name if (self.tabbed or name != "overview") else self.active
+        focus = {"compiles": DataTable, "log": LogView}.get(name)
+        if focus is not None:
+            self.query_one(f"#{name}").query_one(focus).focus()
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        name = event.tab.id.removeprefix("tab-")
+        if name == self.active and self.query_one(f"#{name}", Panel).has_class("-active"):
+            return
+        self.active = name
+        self._show_active()
+        panel = self.query_one(f"#{name}", Panel)
+        panel.invalidate()
+        panel.update_view(self.source.state, self.source.now())
+
+    def action_search(self) -> None:
+        self.action_panel("log")
+        self.query_one("#log-search", Input).focus()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_summary(self) -> None:
+        if not self.source.done:
+            self.notify("the summary comes up when the run has finished; e exports one now")
+            return
+        if isinstance(self.screen, SummaryScreen):
+            return
+        where = None
+        paths = getattr(getattr(self.source, "session", None), "paths", None)
+        if paths is not None:
+            where = str(paths.dir)
+        note = "" if self.source.live else getattr(self.source, "label", "")
+        self.push_screen(SummaryScreen(self.source.state, self.source.now(), where, note))
+
+    def action_stop(self) -> None:
+        if not self.source.live:
+            self.notify(self.source.stop())
+            return
+        self.notify(self.source.stop(), title="stop")
+
+    def action_export(self) -> None:
+        try:
+            path = self.source.export_summary()
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error")
+            return
+        self.notify(f"summary written: {path}", title="export")
+
+    def action_request_quit(self) -> None:
+        if self.source.live and not self.source.done:
+            if self.quit_when_done:
+                self.notify("waiting for the workload to exit (SIGTERM after 10 s, SIGKILL 5 s later)")
+                return
+            if isinstance(self.screen, QuitScreen):
+                return
+            self.push_screen(QuitScreen(), self._quit_answer)
+            return
+        self.exit(0)
+
+    async def action_quit(self) -> None:  # the palette's "Quit" goes through the same question
+        self.action_request_quit()
+
+    def _quit_answer(self, answer: str | None) -> None:
+        if answer == "stop":
+            self.quit_when_done = True
+            self.notify(self.source.stop(), title="stop and quit")
+
+    def get_system_commands(self, screen):
+        yield SystemCommand("Quit", "Quit (asks first while the workload runs)", self.action_request_quit)
+        yield SystemCommand("Stop the workload", "SIGINT, then SIGTERM, then SIGKILL", self.action_stop)
+        yield SystemCommand("Export the summary", "Write summary.json and summary.md now", self.action_export)
+        for name, cls in PANELS.items():
+            yield SystemCommand(f"Show {cls.NAME}", f"key {cls.KEY}", lambda n=name: self.action_panel(n))
+        yield SystemCommand("Search the log", "key /", self.action_search)
+        yield SystemCommand("Final summary", "key f, once the run has finished", self.action_summary)
+        yield SystemCommand("Help", "key ?", self.action_help)
+        yield from (c for c in super().get_system_commands(screen) if c.title not in ("Quit the application",))
+
+
+def run_console(session) -> int:
+    """Open the console on a live run: start the workload once, watch it, and on the way out make
+    sure it has stopped and its summary is written. Returns the workload's exit status."""
+    from neurondesk.views.console.sources import LiveSource
+    from neurondesk.views.summary_writer import to_text_table
+
+    source = LiveSource(session)
+    app = ConsoleApp(source)
+    source.start()
+    try:
+        app.run()
+    finally:
+        source.finish()
+    if session.paths is not None:
+        sys.stdout.write(f"neurondesk summary ({session.paths.dir})\n")
+        sys.stdout.write(to_text_table(session.summary()))
+    code = session.exit_code
+    if code is None:
+        return 1
+    return 128 - code if code < 0 else code
+
+
+def run_replay(run_dir, speed: float = 1.0, until: float | None = None) -> int:
+    from neurondesk.replay import ReplaySource
+
+    source = ReplaySource(run_dir, speed=speed, until=until)
+    for p in source.problems[:5]:
+        sys.stderr.write(f"neurondesk: {run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+    ConsoleApp(source).run()
+    return 0

@@ -1,0 +1,48 @@
+"""Cost: $/hr and its source, cost so far, $/1k steps (steady and all-in), $/1M tokens, compile
+share, and the projected cost of the requested steps (core.cost does every figure)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+
+from neurondesk.core.state import RunState
+from neurondesk.views.console import fmt
+from neurondesk.views.console.derived import cost_now
+from neurondesk.views.console.panel import Line, Panel
+
+
+class CostPanel(Panel):
+    EVERY = 2
+    NAME = "Cost"
+    KEY = "$"
+    TIME_DEPENDENT = True  # cost so far grows with the wall clock
+
+    def compose(self) -> ComposeResult:
+        yield Line(id="cost-text")
+
+    def render_state(self, state: RunState, now: float) -> None:
+        c = cost_now(state, now)
+        t = Text()
+        if c.price_per_hour is None:
+            t.append("no price: give --instance-type or --price-per-hour\n", style="yellow")
+        rows = [
+            ("$/hour", fmt.usd(c.price_per_hour)),
+            ("so far", fmt.usd(c.total_usd)),
+            ("$/1k steps steady", fmt.usd(c.per_1k_steps_steady_usd)),
+            ("$/1k steps all-in", fmt.usd(c.per_1k_steps_all_in_usd)),
+            ("$/1M tokens", fmt.usd(c.per_million_tokens_usd)),
+            ("compile share", fmt.pct(c.compile_share)),
+        ]
+        if state.steps_requested:
+            rows.append((f"projected {state.steps_requested:,} st.", fmt.usd(c.projected_usd)))
+        for i, (label, value) in enumerate(rows):
+            t.append(f"{label:<19}", style="dim")
+            t.append(value, style="bold" if label in ("so far", "$/1k steps steady") else "")
+            if i < len(rows) - 1:
+                t.append("\n")
+        source = " · ".join(x for x in (state.instance_type, state.price_source) if x)
+        if source:
+            t.append("\n")
+            t.append(fmt.ellipsize(source, max(20, self.content_size.width * 2 - 1)), style="dim italic")
+        self.query_one("#cost-text", Line).show(t)

@@ -1,0 +1,110 @@
+"""Small read-only views of RunState that the panels share.
+
+These only select and reshape what the reducer holds (and call core's pure cost functions);
+no metric is defined here. Kept in one place so they can move into RunState if another view
+needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from neurondesk.core.cost import CostFigures, cost_figures
+from neurondesk.core.state import RunState
+from neurondesk.views.console.fmt import clock
+
+
+def cost_now(state: RunState, now: float) -> CostFigures:
+    return cost_figures(state.price_per_hour, state.elapsed_s(now), state.steps_done,
+                        state.steady_step_time_s, state.steady_tokens_per_s, state.compile_total_s,
+                        state.steps_requested)
+
+
+def phase_text(state: RunState, now: float) -> tuple[str, str]:
+    """(phase, words): 'compiling #3 — 0:42 and counting' while a compile is open."""
+    phase, words = state.phase(now)
+    if phase == "compiling":
+        since = state.open_compile_since()
+        return phase, f"compiling #{len(state.compiles) + 1} — {clock(now - since)} and counting"
+    return phase, words
+
+
+@dataclass(frozen=True)
+class Series:
+    steps: list[int]
+    step_ms: list[float]
+    samples_per_s: list[float | None]
+    compile_steps: list[int]
+
+
+def step_series(state: RunState, limit: int = 2000) -> Series:
+    """The latest `limit` steps of the history, as plot columns (each step's own rate)."""
+    records = list(state.history)[-limit:]
+    return Series(
+        steps=[r.step for r in records],
+        step_ms=[r.duration_s * 1000 for r in records],
+        samples_per_s=[(r.samples / r.duration_s) if r.samples and r.duration_s > 0 else None
+                       for r in records],
+        compile_steps=[r.step for r in records if r.compiled],
+    )
+
+
+def binned(xs: list[int], ys: list[float | None], bins: int) -> tuple[list[int], list[float]]:
+    """At most `bins` points for a chart `bins` dots wide: the mean of each run of steps, placed
+    at its last step. (A chart cannot show more points than it has dots; the figures in the panels
+    come from RunState, not from these.)"""
+    size = max(1, -(-len(xs) // max(1, bins)))
+    out_x: list[int] = []
+    out_y: list[float] = []
+    for i in range(0, len(xs), size):
+        chunk = [y for y in ys[i:i + size] if y is not None]
+        if chunk:
+            out_x.append(xs[min(i + size, len(xs)) - 1])
+            out_y.append(sum(chunk) / len(chunk))
+    return out_x, out_y
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One bar in the Devices panel."""
+
+    label: str
+    util: float | None  # 0..1
+    mem_used: int | None
+    mem_total: int | None
+
+
+def device_units(state: RunState) -> tuple[str, list[Unit], str]:
+    """(kind, units, note): per-NeuronCore, per-GPU, or per host CPU when neither is sampled."""
+    if state.neuron is not None and state.neuron.cores:
+        units = []
+        for c in state.neuron.cores:
+            mem = c.get("memory") or {}
+            used = sum(v for v in mem.values() if isinstance(v, int | float)) if mem else None
+            util = c.get("utilization")
+            units.append(Unit(f"nc{c.get('core', len(units))}", None if util is None else util / 100,
+                              used, c.get("memory_total")))
+        return "neuron", units, f"{len(units)} NeuronCores (neuron-monitor)"
+    if state.gpu is not None and state.gpu.gpus:
+        units = [Unit(f"gpu{g.get('index', i)}", None if g.get("util_gpu") is None else g["util_gpu"] / 100,
+                      g.get("memory_used"), g.get("memory_total")) for i, g in enumerate(state.gpu.gpus)]
+        return "gpu", units, f"{len(units)} GPUs (NVML)"
+    if state.host is not None:
+        units = [Unit(f"cpu{i}", p / 100, None, None) for i, p in enumerate(state.host.per_cpu_percent)]
+        return "host", units, "host CPU per core (psutil): no Neuron or GPU telemetry in this run"
+    return "none", [], "no device or host samples yet"
+
+
+def split_text(state: RunState) -> str:
+    """Executions per step, and where a step is split when it runs several graphs."""
+    per = state.executions_per_step
+    if per is None:
+        return "graphs per step: —"
+    text = f"graphs per step: {per}"
+    if state.split_points:
+        top = max(state.split_points.values(), key=lambda p: p.count)
+        where = top.location.rsplit("/", 1)[-1] if top.location else "?"
+        text += f" — split by {top.trigger} at {where} (×{top.count})"
+        if len(state.split_points) > 1:
+            text += f" +{len(state.split_points) - 1} more"
+    return text

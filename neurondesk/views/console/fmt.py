@@ -1,0 +1,79 @@
+"""Formatting for the console's panels: numbers to short strings. No metrics here."""
+
+from __future__ import annotations
+
+import math
+
+NONE = "—"
+
+
+def clock(seconds: float | None) -> str:
+    """62.4 -> '1:02'; 3725 -> '1:02:05'."""
+    if seconds is None:
+        return NONE
+    s = max(0, int(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def secs(x: float | None, nd: int = 1) -> str:
+    if x is None:
+        return NONE
+    if x < 1:
+        return f"{x * 1000:.0f} ms"
+    return f"{x:,.{nd}f} s"
+
+
+def ms(x: float | None) -> str:
+    return NONE if x is None else f"{x * 1000:,.1f} ms"
+
+
+def num(x: float | None, nd: int = 1) -> str:
+    if x is None:
+        return NONE
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return f"{x:,.{nd}f}"
+
+
+def usd(x: float | None) -> str:
+    if x is None:
+        return NONE
+    return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+
+
+def pct(x: float | None, nd: int = 1) -> str:
+    """A fraction 0..1 as a percentage."""
+    return NONE if x is None else f"{x * 100:.{nd}f}%"
+
+
+def gib(n: float | None) -> str:
+    return NONE if n is None else f"{n / 2**30:,.1f} GiB"
+
+
+def short_location(location: str | None) -> str:
+    """'/long/path/workloads/train.py:73' -> 'train.py:73'."""
+    if not location:
+        return NONE
+    return location.rsplit("/", 1)[-1]
+
+
+def shapes(s: list | None) -> str:
+    if not s:
+        return NONE
+    return " ".join("×".join(str(d) for d in shape) if shape else "scalar" for shape in s)
+
+
+def bar(fraction: float | None, width: int) -> tuple[str, str]:
+    """(filled, empty) strings of a horizontal bar `width` cells wide, in eighths."""
+    if fraction is None or width <= 0:
+        return "", " " * max(width, 0)
+    f = max(0.0, min(1.0, fraction)) * width
+    full = int(f)
+    part = int((f - full) * 8)
+    partial = " ▏▎▍▌▋▊▉"[part] if part and full < width else ""
+    filled = "█" * full + partial.strip()
+    return filled, " " * (width - len(filled))
+
+
+def ellipsize(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

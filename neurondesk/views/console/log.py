@@ -1,0 +1,161 @@
+"""Log: the workload's stdout and stderr (OutputLine events kept by RunState), bounded and
+searchable; compile lines tinted, errors red, noise dimmed.
+
+The view is a fixed-size window onto a bounded deque of lines: appending repaints the window and
+never changes the widget's size, so a chatty workload costs no layout passes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import islice
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import Input
+
+from neurondesk.core import events as ev
+from neurondesk.core.state import RunState
+from neurondesk.views.console.panel import Panel
+
+MAX_LINES = 5000  # the widget's bound; RunState keeps the same number of lines
+WRITE_EVERY_S = 1.0  # new lines are shown in batches, once a second at most
+TAG_STYLE = {"compile": "cyan", "error": "bold red", "noise": "dim"}
+
+
+def styled(line: ev.OutputLine, needle: str = "") -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("err " if line.stream == "stderr" else "    ", style="dim red" if line.stream == "stderr" else "")
+    t.append(line.text, style=TAG_STYLE.get(line.tag or "", ""))
+    if needle:
+        t.highlight_words([needle], style="reverse", case_sensitive=False)
+    return t
+
+
+class LogView(Widget, can_focus=True):
+    """The last lines (or, scrolled back, earlier ones) of a bounded buffer."""
+
+    BINDINGS = [
+        Binding("up", "scroll(1)", "Up", show=False),
+        Binding("down", "scroll(-1)", "Down", show=False),
+        Binding("pageup", "scroll(20)", "Page up", show=False),
+        Binding("pagedown", "scroll(-20)", "Page down", show=False),
+        Binding("home", "scroll(1000000)", "Oldest", show=False),
+        Binding("end", "follow", "Follow", show=False),
+    ]
+
+    def __init__(self, max_lines: int = MAX_LINES, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines: deque[Text] = deque(maxlen=max_lines)
+        self.back = 0  # lines scrolled back from the end; 0 = following
+
+    def append(self, texts: list[Text]) -> None:
+        self.lines.extend(texts)
+        if self.back:
+            self.back = min(self.back + len(texts), self._max_back())
+        self.refresh()
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.back = 0
+        self.refresh()
+
+    def visible(self) -> list[Text]:
+        height = max(1, self.content_size.height)
+        end = len(self.lines) - self.back
+        return list(islice(self.lines, max(0, end - height), end))
+
+    def render(self) -> Text:
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(self.visible())
+
+    def _max_back(self) -> int:
+        return max(0, len(self.lines) - max(1, self.content_size.height))
+
+    def action_scroll(self, lines: int) -> None:
+        self.back = max(0, min(self.back + lines, self._max_back()))
+        self._say_where()
+        self.refresh()
+
+    def action_follow(self) -> None:
+        self.back = 0
+        self._say_where()
+        self.refresh()
+
+    def on_mouse_scroll_up(self, event) -> None:
+        self.action_scroll(3)
+
+    def on_mouse_scroll_down(self, event) -> None:
+        self.action_scroll(-3)
+
+    def _say_where(self) -> None:
+        panel = self.parent
+        if isinstance(panel, LogPanel) and not panel.needle:
+            panel.border_subtitle = f"{self.back} lines below · end: follow" if self.back else ""
+
+
+class LogPanel(Panel):
+    NAME = "Log"
+    KEY = "l"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._seen_total = 0  # state.output_total already shown
+        self._written_at: float | None = None
+        self.needle = ""
+
+    def compose(self) -> ComposeResult:
+        yield LogView(id="log-lines")
+        yield Input(placeholder="/ search the log (enter: filter, esc: clear)", id="log-search")
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one("#log-lines", LogView)
+
+    def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
+        if state.output_total != self._seen_total and (
+                self._written_at is None or abs(now - self._written_at) >= WRITE_EVERY_S or state.finished):
+            self._written_at = now
+            self.render_state(state, now)
+
+    def invalidate(self) -> None:
+        super().invalidate()
+        self._written_at = None
+
+    def render_state(self, state: RunState, now: float) -> None:
+        new = state.output_total - self._seen_total
+        if new <= 0:
+            return
+        self._write(list(islice(state.output, max(0, len(state.output) - new), None)))
+        self._seen_total = state.output_total
+
+    def _write(self, lines: list[ev.OutputLine]) -> None:
+        needle = self.needle.lower()
+        batch = [styled(line, self.needle) for line in lines if not needle or needle in line.text.lower()]
+        if batch:
+            self.view.append(batch)
+
+    def refilter(self, state: RunState, needle: str) -> int:
+        """Show only the kept lines that contain `needle` (all of them when empty); returns matches."""
+        self.needle = needle
+        self.view.clear()
+        self._seen_total = state.output_total
+        self._write(list(state.output))
+        return len(self.view.lines)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        needle = event.value.strip()
+        matches = self.refilter(self.app.source.state, needle)
+        self.border_subtitle = f"filter “{needle}”: {matches} lines" if needle else ""
+        self.view.focus()
+
+    def on_key(self, event) -> None:
+        search = self.query_one("#log-search", Input)
+        if event.key == "escape" and search.has_focus:
+            event.stop()
+            search.value = ""
+            self.refilter(self.app.source.state, "")
+            self.border_subtitle = ""
+            self.view.focus()

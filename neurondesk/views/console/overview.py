@@ -1,0 +1,71 @@
+"""Overview (the first tab on small terminals): one line per panel, what matters most."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Sparkline
+
+from neurondesk.core.state import RunState
+from neurondesk.views.console import fmt
+from neurondesk.views.console.derived import cost_now, device_units, split_text
+from neurondesk.views.console.inputs import VERDICT_STYLE
+from neurondesk.views.console.panel import Line, Panel
+
+
+class OverviewPanel(Panel):
+    NAME = "Overview"
+    KEY = "o"
+    TIME_DEPENDENT = True
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_class("tab-only")
+
+    def compose(self) -> ComposeResult:
+        yield Line(id="overview-text")
+        yield Sparkline([], id="overview-spark")
+
+    def render_state(self, state: RunState, now: float) -> None:
+        t = Text()
+
+        def row(label: str, value: Text | str) -> None:
+            t.append(f"{label:<12}", style="bold")
+            t.append_text(value if isinstance(value, Text) else Text(value))
+            t.append("\n")
+
+        since = state.open_compile_since()
+        comp = Text(f"{len(state.compiles)} ({fmt.secs(state.compile_total_s)}, first "
+                    f"{fmt.secs(state.first_compile_s)})")
+        if state.recompiles_after_warmup:
+            comp.append(f" · {state.recompiles_after_warmup} after warm-up", style="bold red")
+        if since is not None:
+            comp.append(f" · compiling {fmt.clock(now - since)}", style="bold yellow")
+        row("Compiles", comp)
+        row("", Text(split_text(state), style="dim"))
+        row("Throughput", f"{fmt.ms(state.steady_step_time_s)}/step · "
+                          f"{fmt.num(state.steady_samples_per_s)} samples/s · "
+                          f"{fmt.num(state.steady_tokens_per_s, 0)} tokens/s (steady)")
+        verdict = state.input_verdict()
+        inp = Text(f"data wait {fmt.pct(state.data_wait_fraction)} ")
+        inp.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
+        if state.process_tree is not None:
+            inp.append(f" · workload CPU {state.process_tree.total_cpu_percent:.0f}% · "
+                       f"{state.process_tree.dataloader_workers} loader workers")
+        row("Input", inp)
+        c = cost_now(state, now)
+        row("Cost", f"{fmt.usd(c.price_per_hour)}/h · {fmt.usd(c.total_usd)} so far · "
+                    f"{fmt.usd(c.per_1k_steps_steady_usd)}/1k steps · projected {fmt.usd(c.projected_usd)}")
+        kind, units, _ = device_units(state)
+        if units:
+            utils = " ".join(f"{u.util * 100:.0f}%" for u in units[:8] if u.util is not None)
+            row("Devices", f"{kind} {utils}" + (" …" if len(units) > 8 else ""))
+        else:
+            row("Devices", Text("no samples yet", style="dim"))
+        last = state.output[-1].text if state.output else "—"
+        row("Last line", Text(fmt.ellipsize(last, max(10, self.size.width - 16)), style="dim"))
+        self.query_one("#overview-text", Line).show(t)
+        spark = self.query_one("#overview-spark", Sparkline)
+        data = [r.duration_s for r in list(state.history)[-max(8, self.size.width - 4):]]
+        if data != spark.data:
+            spark.data = data

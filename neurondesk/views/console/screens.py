@@ -1,0 +1,140 @@
+"""The final summary, the help and the quit confirmation."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Footer, Static
+
+from neurondesk.core.summary import build_summary
+from neurondesk.views.console import fmt
+from neurondesk.views.summary_writer import summary_rows
+
+
+def summary_renderables(s: dict, where: str | None) -> tuple[Table, Table]:
+    left = Table.grid(padding=(0, 2), expand=True)
+    left.add_column(style="dim", no_wrap=True)
+    left.add_column(ratio=1)
+    for label, value in summary_rows(s):
+        style = ""
+        if label == "exit code" and s["exit_code"] not in (0, None):
+            style = "bold red"
+        if label == "recompiles after warm-up" and s["recompiles_after_warmup"]:
+            style = "bold red"
+        if label == "data wait" and s.get("input_verdict") in ("warn", "input-bound"):
+            style = "bold yellow"
+        left.add_row(label, Text(value, style=style))
+    if where:
+        left.add_row("run folder", Text(where, style="cyan"))
+    right = Table(title="compiles", title_justify="left", box=None, padding=(0, 1), expand=False)
+    for col in ("#", "step", "cause", "location", "duration", "cache"):
+        right.add_column(col, no_wrap=True)
+    shown = s["compiles"][:12]
+    for i, c in enumerate(shown, 1):
+        late = c["step"] is not None and c["step"] >= s["warmup_steps"]
+        right.add_row(str(i), str(c["step"]), c["cause"], fmt.short_location(c["location"]),
+                      fmt.secs(c["duration_s"], 2), c["cache"] or "—", style="bold red" if late else "")
+    if len(s["compiles"]) > len(shown):
+        right.add_row("…", "", f"{len(s['compiles']) - len(shown)} more", "", "", "")
+    return left, right
+
+
+class SummaryScreen(Screen):
+    """The run's final summary; the console stays here until the user quits."""
+
+    BINDINGS = [
+        Binding("escape,b", "app.pop_screen", "Panels"),
+        Binding("q", "app.request_quit", "Quit"),
+        Binding("e", "app.export", "Export"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+    ]
+
+    def __init__(self, state, now: float, where: str | None, note: str = "") -> None:
+        super().__init__(id="summary-screen")
+        self.summary = build_summary(state, now)
+        self.where = where
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        s = self.summary
+        code = s["exit_code"]
+        title = Text()
+        ok = code == 0
+        title.append(f" run finished — exit {code if code is not None else '?'} ",
+                     style="bold white on blue" if ok else "bold white on red")
+        if s["exit_signal"]:
+            title.append(f"  stopped with {s['exit_signal']}", style="yellow")
+        title.append(f"  {fmt.clock(s['elapsed_s'])} · {s['steps']:,} steps · "
+                     f"{s['compile_count']} compiles", style="bold")
+        if self.note:
+            title.append(f"\n{self.note}", style="dim")
+        left, right = summary_renderables(s, self.where)
+        with Vertical(id="summary-body"):
+            yield Static(title, id="summary-title")
+            with VerticalScroll(id="summary-scroll"), Horizontal(id="summary-columns"):
+                yield Static(left, id="summary-left")
+                with Vertical(id="summary-right"):
+                    yield Static(right)
+                    tail = s["stderr_tail"][-8:] if code not in (0, None) else []
+                    if tail:
+                        yield Static(Text("stderr tail\n" + "\n".join(tail), style="red"))
+            yield Static(Text("q quit · esc back to the panels (frozen at the end) · e export the summary again",
+                              style="dim"), id="summary-hint")
+        yield Footer()
+
+
+HELP = """\
+[b]neurondesk console[/b] — every figure comes from the run's events through RunState.
+
+[b]q[/b]  quit (asks first when the workload is still running: stop it, or keep watching)
+[b]s[/b]  stop the workload: SIGINT, then SIGTERM after 10 s, then SIGKILL after 5 s more
+[b]e[/b]  export summary.json and summary.md into the run folder now
+[b]c[/b]  compiles table (↑/↓ selects a compile and shows its shapes, guard, frames, graph)
+[b]l[/b]  log (type in the search box and press enter to filter; esc clears)
+[b]o t d i $[/b]  overview, throughput, devices, input, cost (tabs on small terminals)
+[b]?[/b]  this help   [b]ctrl+p[/b]  command palette
+
+[b]Phases[/b]: starting · compiling #n (live wall timer) · running · input-bound · finished (exit code)
+[b]Steady state[/b]: steps ≥ warm-up (default 5) in which nothing compiled; median step time.
+[b]Input[/b]: data wait ≥ 5% warns, ≥ 20% of the step is input-bound.
+[b]Devices[/b]: NeuronCores (neuron-monitor) or GPUs (NVML) when sampled; the host CPU otherwise.
+"""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static(HELP, id="help-text")
+            yield Button("Close", id="help-close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.app.pop_screen()
+
+
+class QuitScreen(ModalScreen[str]):
+    """Asked when q is pressed while the workload still runs: 'stop', or None to keep watching."""
+
+    BINDINGS = [Binding("escape,n", "dismiss_none", "Keep watching"), Binding("y,s", "stop", "Stop and quit")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-box"):
+            yield Static("The workload is still running.\nStop it (SIGINT, then SIGTERM, then SIGKILL) "
+                         "and quit when it has exited?", id="quit-text")
+            with Horizontal(id="quit-buttons"):
+                yield Button("Stop and quit [y]", id="quit-stop", variant="error")
+                yield Button("Keep watching [esc]", id="quit-cancel", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss("stop" if event.button.id == "quit-stop" else None)
+
+    def action_stop(self) -> None:
+        self.dismiss("stop")
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,169 @@
+"""Record the console's reference runs and render its screenshots from them.
+
+    # render screenshots/*.svg and *.png from the journals checked in under tests/data/journals/
+    python scripts/make_screenshots.py
+
+    # record those journals again (real XLA-on-CPU runs of workloads/train.py; minutes)
+    PJRT_DEVICE=CPU python scripts/make_screenshots.py --record
+
+Screenshots come from the real app (`ConsoleApp` on a `ReplaySource`, the same reducer as a
+live run) driven headless at a fixed size with a frozen clock; PNGs are rendered with
+rsvg-convert (librsvg) or, failing that, cairosvg. Recording runs the workload under a
+`RunSession`, exactly as `neurondesk run` does (probe, log parsers, host/process telemetry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+JOURNALS = REPO / "tests" / "data" / "journals"
+SHOTS = REPO / "screenshots"
+TRAIN = REPO / "workloads" / "train.py"
+DEMO = ["--preset", "demo", "--log-every", "10"]
+
+# name -> workload flags (after the preset)
+RECORDINGS: dict[str, list[str]] = {
+    "plain": [*DEMO, "--steps", "120"],
+    "dynamic": [*DEMO, "--steps", "30", "--dynamic-shape"],
+    "input_bound": [*DEMO, "--steps", "80", "--loader-delay-ms", "250", "--num-workers", "1"],
+    "item": [*DEMO, "--steps", "40", "--graph-break", "item"],
+}
+
+
+# --------------------------------------------------------------------------- recording
+def record(name: str, flags: list[str], out_root: Path) -> Path:
+    """One real run under a RunSession, as `neurondesk run --headless` does; returns its folder."""
+    import shutil
+
+    from neurondesk.core.prices import load_price_table, resolve_price
+    from neurondesk.session import RunOptions, RunSession
+
+    run_dir = out_root / name
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    quote = resolve_price("trn1.2xlarge", None, load_price_table(None))
+    steps = int(flags[flags.index("--steps") + 1])
+    options = RunOptions(instance_type=quote.instance_type, price_per_hour=quote.price_per_hour,
+                         price_source=quote.source, steps_requested=steps, run_dir=run_dir,
+                         run_root=out_root / "_index", cwd=str(REPO))
+    command = [sys.executable, str(TRAIN.relative_to(REPO)), *flags]
+    session = RunSession(command, options)
+    session.start()
+    try:
+        while not session.done:
+            session.pump(timeout=0.1)
+    finally:
+        if not session.done:
+            session.stop()
+    print(f"recorded {name}: {session.state.steps_done} steps, {len(session.state.compiles)} compiles, "
+          f"exit {session.exit_code} -> {run_dir}")
+    return run_dir
+
+
+def record_all(names: list[str]) -> None:
+    import shutil
+
+    tmp = Path("/tmp/neurondesk-recordings")
+    tmp.mkdir(exist_ok=True)
+    for name in names:
+        run_dir = record(name, RECORDINGS[name], tmp)
+        dest = JOURNALS / name
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(run_dir / "events.jsonl", dest / "events.jsonl")
+        size = (dest / "events.jsonl").stat().st_size
+        print(f"  {dest / 'events.jsonl'}: {size / 1024:.0f} KiB")
+
+
+# --------------------------------------------------------------------------- screenshots
+def compile_wall_offset(run_dir: Path, into_s: float = 6.0) -> float:
+    """Seconds into the recording at which the first compile has been running `into_s`."""
+    from neurondesk.store.journal import read_journal
+
+    events, _ = read_journal(run_dir / "events.jsonl")
+    t0 = events[0].t
+    started = next(e for e in events if e.kind == "compile_started")
+    finished = next(e for e in events if e.kind == "compile" and e.t >= started.t)
+    return min(started.t - t0 + into_s, finished.t - t0 - 0.5)
+
+
+def step_offset(run_dir: Path, step: int) -> float:
+    """Seconds into the recording at which the given step ended."""
+    from neurondesk.store.journal import read_journal
+
+    events, _ = read_journal(run_dir / "events.jsonl")
+    return next(e.t for e in events if e.kind == "step" and e.step == step) - events[0].t
+
+
+def shots() -> list[dict]:
+    """(file name, journal, replay until, size, keys) for every screenshot the README shows."""
+    plain, dynamic, ib = JOURNALS / "plain", JOURNALS / "dynamic", JOURNALS / "input_bound"
+    return [
+        dict(name="compile-wall", run=plain, until=compile_wall_offset(plain), size=(160, 48)),
+        dict(name="recompiles", run=dynamic, until=None, size=(160, 48), keys=["escape"]),
+        dict(name="input-bound", run=ib, until=step_offset(ib, 50), size=(160, 48)),
+        dict(name="summary", run=plain, until=None, size=(160, 48)),
+        dict(name="compile-wall-80x24", run=plain, until=compile_wall_offset(plain), size=(80, 24)),
+        dict(name="summary-80x24", run=plain, until=None, size=(80, 24)),
+    ]
+
+
+async def _screenshot(run: Path, until: float | None, size: tuple[int, int], keys: list[str]) -> str:
+    from neurondesk.replay import ReplaySource
+    from neurondesk.views.console.app import ConsoleApp
+
+    source = ReplaySource(run, speed=0, until=until)
+    app = ConsoleApp(source, frozen=True)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await app.poll_now()
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+        return app.export_screenshot(title=f"neurondesk — {run.name}")
+
+
+def render(only: list[str] | None = None) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    try:
+        import cairosvg
+    except ImportError:
+        cairosvg = None
+        print("cairosvg is not installed: writing SVGs only (pip install cairosvg for PNGs)")
+    for shot in shots():
+        if only and shot["name"] not in only:
+            continue
+        svg = asyncio.run(_screenshot(shot["run"], shot["until"], shot["size"], shot.get("keys", [])))
+        path = SHOTS / f"{shot['name']}.svg"
+        path.write_text(svg, encoding="utf-8")
+        line = f"{path.relative_to(REPO)}"
+        if cairosvg is not None:
+            png = path.with_suffix(".png")
+            cairosvg.svg2png(bytestring=svg.encode("utf-8"), write_to=str(png), output_width=shot["size"][0] * 12)
+            line += f" + {png.name}"
+        print(line)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--record", nargs="*", metavar="NAME", help=f"record journals again ({', '.join(RECORDINGS)})")
+    p.add_argument("--only", nargs="*", help="render only these screenshots")
+    args = p.parse_args()
+    if args.record is not None:
+        record_all(args.record or list(RECORDINGS))
+        print(json.dumps({n: len((JOURNALS / n / "events.jsonl").read_bytes()) for n in RECORDINGS
+                          if (JOURNALS / n / "events.jsonl").exists()}))
+        return 0
+    render(args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""The console on live runs (App.run_test + Pilot): a real demo run on XLA-on-CPU, where the export
+and stop keys are checked by what they do to the run folder and the workload process; and a small
+plain-Python workload that ignores SIGINT, for the quit question and the stop escalation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+from conftest import REPO, TRAIN, base_env, needs_xla
+
+from neurondesk.core.state import RunState
+from neurondesk.session import RunOptions, RunSession
+from neurondesk.store.rundir import INDEX_FILE
+from neurondesk.views.console.app import ConsoleApp
+from neurondesk.views.console.log import LogPanel
+from neurondesk.views.console.panel import Line
+from neurondesk.views.console.screens import QuitScreen, SummaryScreen
+from neurondesk.views.console.sources import LiveSource
+
+SIZE = (160, 48)
+
+
+def session_for(tmp_path, command: list[str], steps: int | None = None) -> RunSession:
+    options = RunOptions(instance_type="trn1.2xlarge", price_per_hour=1.3438, price_source="test price",
+                         steps_requested=steps, run_dir=tmp_path / "run", run_root=tmp_path / "runs",
+                         env=base_env(tmp_path), cwd=str(REPO))
+    return RunSession(command, options)
+
+
+async def wait_for(pilot, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        await pilot.pause(0.2)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@needs_xla
+def test_live_demo_run_export_and_stop_keys(tmp_path):
+    steps = 5000  # far more than it will get to: the s key ends it
+    session = session_for(tmp_path, [sys.executable, str(TRAIN), "--preset", "demo", "--steps", str(steps),
+                                     "--log-every", "5"], steps)
+    source = LiveSource(session)
+    app = ConsoleApp(source)
+    seen: dict = {}
+
+    async def go():
+        source.start()
+        source.start()  # exactly once, however often it is asked
+        async with app.run_test(size=SIZE) as pilot:
+            state: RunState = session.state
+            await wait_for(pilot, lambda: state.open_compile_since() is not None, 240, "the first compile")
+            await pilot.pause(0.6)  # a compile here lasts seconds: the screen shows it meanwhile
+            seen["wall"] = app.query_one("#header", Line).text.plain
+            await wait_for(pilot, lambda: state.steps_done >= 10, 300, "ten steps")
+            await pilot.pause(0.5)
+            seen["header"] = app.query_one("#header", Line).text.plain
+            seen["rows"] = app.query_one("#compile-table").row_count
+
+            await pilot.press("e")
+            await pilot.pause()
+            seen["exported"] = json.loads(session.paths.summary_json.read_text())
+
+            await pilot.press("q")  # still running: it asks first
+            await pilot.pause()
+            seen["asked"] = isinstance(app.screen, QuitScreen)
+            await pilot.press("escape")  # keep watching
+            await pilot.pause()
+            seen["still_running"] = source.running
+
+            pid = session.workload.pid
+            await pilot.press("s")
+            await wait_for(pilot, lambda: session.done, 30, "the workload to exit after s")
+            seen["alive_after_stop"] = alive(pid)
+            await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen), 5, "the summary screen")
+            await pilot.pause(0.6)
+            seen["summary_kept"] = isinstance(app.screen, SummaryScreen)
+            log = app.query_one("#log", LogPanel)
+            seen["log_total"] = log._seen_total
+            await pilot.press("q")
+            await pilot.pause()
+        source.finish()  # what run_console does on the way out: nothing left to do, nothing rewritten
+
+    asyncio.run(go())
+    run = session.paths.dir
+    assert "compiling #1 — 0:0" in seen["wall"] and "and counting" in seen["wall"]
+    assert "step " in seen["header"] and "xla-cpu" in seen["header"]
+    assert seen["rows"] >= 1
+    exported = seen["exported"]
+    assert exported["finished"] is False and exported["steps"] >= 10
+    assert seen["asked"] and seen["still_running"]
+    assert not seen["alive_after_stop"]
+    assert seen["summary_kept"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["finished"] is True and summary["exit_signal"] == "SIGINT"
+    assert 10 <= summary["steps"] < steps
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line]
+    assert sum(1 for e in events if e["kind"] == "run_finished") == 1
+    assert any(e["kind"] == "output" for e in events)
+    # quitting wrote nothing twice: the index has this run once
+    from neurondesk.store.index import RunIndex
+
+    rows = RunIndex(tmp_path / "runs" / INDEX_FILE).list_runs(limit=10)
+    assert [r.id for r in rows].count(run.name) == 1
+
+
+STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda *a: print("got SIGINT, carrying on", flush=True))
+print("stubborn workload up", flush=True)
+for i in range(100000):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def test_quit_while_running_stops_the_workload_then_quits(tmp_path):
+    session = session_for(tmp_path, [sys.executable, "-c", STUBBORN])
+    source = LiveSource(session)
+    app = ConsoleApp(source)
+    seen: dict = {}
+
+    async def go():
+        source.start()
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: session.state.output_total >= 5, 60, "the workload's output")
+            await pilot.press("l")
+            await pilot.pause(0.3)
+            seen["log"] = [line.plain for line in app.query_one("#log-lines").lines]
+            t0 = time.monotonic()
+            await pilot.press("q")
+            await pilot.pause()
+            seen["asked"] = isinstance(app.screen, QuitScreen)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: not app.is_running or session.done, 30, "stop and quit")
+            await pilot.pause(0.5)
+            seen["took"] = time.monotonic() - t0
+        seen["exit"] = app.return_code
+        source.finish()
+
+    asyncio.run(go())
+    assert any("stubborn workload up" in line for line in seen["log"])
+    assert seen["asked"]
+    assert session.done
+    summary = json.loads((session.paths.dir / "summary.json").read_text())
+    # it ignored SIGINT, so the escalation went on to SIGTERM
+    assert summary["exit_signal"] == "SIGTERM" and summary["exit_code"] == -15
+    assert 9 <= seen["took"] < 30
+    events = (session.paths.dir / "events.jsonl").read_text()
+    assert "got SIGINT, carrying on" in events
