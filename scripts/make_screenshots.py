@@ -7,8 +7,8 @@
     PJRT_DEVICE=CPU python scripts/make_screenshots.py --record
 
 Screenshots come from the real app (`ConsoleApp` on a `ReplaySource`, the same reducer as a
-live run) driven headless at a fixed size with a frozen clock; PNGs are rendered with
-rsvg-convert (librsvg) or, failing that, cairosvg. Recording runs the workload under a
+live run) driven headless at a fixed size with a frozen clock (an instant replay's clock is the
+recording's); PNGs are rendered with rsvg-convert (librsvg) or, failing that, cairosvg. Recording runs the workload under a
 `RunSession`, exactly as `neurondesk run` does (probe, log parsers, host/process telemetry).
 """
 
@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,8 +44,6 @@ RECORDINGS: dict[str, list[str]] = {
 # --------------------------------------------------------------------------- recording
 def record(name: str, flags: list[str], out_root: Path) -> Path:
     """One real run under a RunSession, as `neurondesk run --headless` does; returns its folder."""
-    import shutil
-
     from neurondesk.core.prices import load_price_table, resolve_price
     from neurondesk.session import RunOptions, RunSession
 
@@ -68,8 +70,6 @@ def record(name: str, flags: list[str], out_root: Path) -> Path:
 
 
 def record_all(names: list[str]) -> None:
-    import shutil
-
     tmp = Path("/tmp/neurondesk-recordings")
     tmp.mkdir(exist_ok=True)
     for name in names:
@@ -122,7 +122,7 @@ async def _screenshot(run: Path, until: float | None, size: tuple[int, int], key
     app = ConsoleApp(source, frozen=True)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        await app.poll_now()
+        app.poll_now()
         await pilot.pause()
         if keys:
             await pilot.press(*keys)
@@ -130,25 +130,55 @@ async def _screenshot(run: Path, until: float | None, size: tuple[int, int], key
         return app.export_screenshot(title=f"neurondesk — {run.name}")
 
 
-def render(only: list[str] | None = None) -> None:
-    SHOTS.mkdir(exist_ok=True)
+TEXT = re.compile(r'<text ([^>]*?)x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)"([^>]*)>([^<]*)</text>')
+
+
+def svg_for_png(svg: str) -> str:
+    """Textual's SVG places each run of text by x and textLength; leading blanks inside a run
+    are collapsed by SVG renderers, shifting the text left. Move them into x instead."""
+
+    def fix(m: re.Match) -> str:
+        pre, x, y, length, post, body = m.groups()
+        chars = html.unescape(body)
+        if not chars:
+            return m.group(0)
+        cell = float(length) / len(chars)
+        core = chars.lstrip("\u00a0 ")
+        lead = len(chars) - len(core)
+        core = core.rstrip("\u00a0 ")
+        if not core:
+            return ""
+        text = html.escape(core, quote=False).replace(" ", "&#160;").replace("\u00a0", "&#160;")
+        return (f'<text {pre}x="{float(x) + lead * cell:.1f}" y="{y}" textLength="{len(core) * cell:.1f}"'
+                f"{post}>{text}</text>")
+
+    return TEXT.sub(fix, svg)
+
+
+def to_png(svg: str, png: Path, width_px: int) -> str | None:
+    """Render with rsvg-convert (honours textLength, so the grid stays a grid), else cairosvg."""
+    fixed = svg_for_png(svg).encode("utf-8")
+    if shutil.which("rsvg-convert"):
+        subprocess.run(["rsvg-convert", "-w", str(width_px), "-o", str(png)], input=fixed, check=True)
+        return "rsvg-convert"
     try:
         import cairosvg
     except ImportError:
-        cairosvg = None
-        print("cairosvg is not installed: writing SVGs only (pip install cairosvg for PNGs)")
+        return None
+    cairosvg.svg2png(bytestring=fixed, write_to=str(png), output_width=width_px)
+    return "cairosvg"
+
+
+def render(only: list[str] | None = None) -> None:
+    SHOTS.mkdir(exist_ok=True)
     for shot in shots():
         if only and shot["name"] not in only:
             continue
         svg = asyncio.run(_screenshot(shot["run"], shot["until"], shot["size"], shot.get("keys", [])))
         path = SHOTS / f"{shot['name']}.svg"
         path.write_text(svg, encoding="utf-8")
-        line = f"{path.relative_to(REPO)}"
-        if cairosvg is not None:
-            png = path.with_suffix(".png")
-            cairosvg.svg2png(bytestring=svg.encode("utf-8"), write_to=str(png), output_width=shot["size"][0] * 12)
-            line += f" + {png.name}"
-        print(line)
+        how = to_png(svg, path.with_suffix(".png"), shot["size"][0] * 12)
+        print(f"{path.relative_to(REPO)}" + (f" + .png ({how})" if how else " (no PNG: install librsvg2-bin or cairosvg)"))
 
 
 def main() -> int:

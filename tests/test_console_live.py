@@ -159,3 +159,25 @@ def test_quit_while_running_stops_the_workload_then_quits(tmp_path):
     assert 9 <= seen["took"] < 30
     events = (session.paths.dir / "events.jsonl").read_text()
     assert "got SIGINT, carrying on" in events
+
+
+def test_run_console_stops_a_running_workload_on_the_way_out(tmp_path, monkeypatch, capsys):
+    """The console closes while the workload still runs (a crash, or a quit without asking):
+    run_console stops it, takes in what it said, and writes the summary once."""
+    from neurondesk.views.console import app as console_app
+
+    script = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+    session = session_for(tmp_path, [sys.executable, "-c", script])
+
+    def fake_run(self):  # the user quits at once; the workload has just started
+        deadline = time.monotonic() + 30
+        while session.state.output_total < 1 and time.monotonic() < deadline:
+            session.pump(timeout=0.1)
+
+    monkeypatch.setattr(console_app.ConsoleApp, "run", fake_run)
+    code = console_app.run_console(session)
+    assert session.done and not session.workload.running()
+    assert code == 130  # the workload died of the SIGINT it was sent
+    summary = json.loads((session.paths.dir / "summary.json").read_text())
+    assert summary["finished"] and summary["exit_signal"] == "SIGINT"
+    assert str(session.paths.dir) in capsys.readouterr().out

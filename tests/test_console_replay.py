@@ -283,7 +283,7 @@ def test_one_render_per_poll_however_many_events_arrived(tmp_path):
 
     async def script(app, pilot):
         calls = []
-        panel = app.query_one("#compiles", CompilesPanel)
+        panel = app.query_one("#input")
         original = panel.render_state
         panel.render_state = lambda s, now: (calls.append(s.steps_done), original(s, now))[1]
         clock.t += 100  # every step is due at once

@@ -83,7 +83,7 @@ class ConsoleApp(App[int]):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.action_request_quit)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
-        self.poll_now()
+        self.call_after_refresh(self.poll_now)  # the first frame, once widgets know their sizes
         self.set_timer(self.poll_s, self._tick)
 
     def on_unmount(self) -> None:
@@ -94,6 +94,7 @@ class ConsoleApp(App[int]):
 
     def on_resize(self, event) -> None:
         self._layout_for(event.size.width, event.size.height)
+        self.call_after_refresh(self.poll_now)  # texts are fitted to widths: render them again
 
     def _layout_for(self, width: int, height: int) -> None:
         tabbed = width < TABBED_BELOW[0] or height < TABBED_BELOW[1]
@@ -176,6 +177,12 @@ class ConsoleApp(App[int]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_back(self) -> None:
+        """From the summary (or help) back to the panels, drawn afresh."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.call_after_refresh(self.poll_now)
 
     def action_summary(self) -> None:
         if not self.source.done:

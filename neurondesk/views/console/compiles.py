@@ -32,7 +32,7 @@ def _cells(c: CompileRecord, warmup: int) -> list[Text]:
     ]
 
 
-def detail(c: CompileRecord, warmup: int) -> Text:
+def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     t = Text()
     t.append(f"compile #{c.index}", style="bold")
     t.append(f"  step {c.step}  {c.cause}  {fmt.secs(c.duration_s, 2)}  cache {c.cache or '—'}  "
@@ -52,8 +52,8 @@ def detail(c: CompileRecord, warmup: int) -> Text:
     if c.error:
         t.append("\n")
         t.append(f"error: {c.error}", style="bold red")
-    for frame in c.frames[:4]:
-        t.append("\n  " + frame, style="dim")
+    for frame in c.frames[:5]:
+        t.append("\n  " + fmt.ellipsize_left(frame, max(20, width - 2)), style="dim")
     return t
 
 
@@ -145,7 +145,11 @@ class CompilesPanel(Panel):
         table = self.table
         box = self.query_one("#compile-detail", Line)
         if state is None or table.row_count == 0:
-            box.show(Text("no compiles yet: the first one starts with the first step", style="dim"))
+            if state is not None and state.open_compile_since() is not None:
+                box.show(Text("the first compile is running: its cause, place, shapes and graph hash "
+                              "show here when it ends", style="yellow"))
+            else:
+                box.show(Text("no compiles yet: the first one starts with the first step", style="dim"))
             return
         try:
             key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
@@ -153,4 +157,4 @@ class CompilesPanel(Panel):
             return
         index = int(key)
         if 1 <= index <= len(state.compiles):
-            box.show(detail(state.compiles[index - 1], state.warmup_steps))
+            box.show(detail(state.compiles[index - 1], state.warmup_steps, box.content_size.width or 80))

@@ -49,6 +49,10 @@ class DevicesPanel(Panel):
         kind, units, note = device_units(state)
         t = Text()
         t.append(note, style="dim" if kind != "host" else "italic yellow")
+        inv = state.inventory
+        if kind == "host" and inv is not None and (inv.neuron_reason or inv.gpu_reason):
+            why = "; ".join(r for r in (inv.neuron_reason, inv.gpu_reason) if r)
+            t.append("\n" + fmt.ellipsize(why, max(20, self.content_size.width)), style="dim")
         width = max(30, self.content_size.width)
         if units:
             # as many columns as fit at ~34 cells each, so 32 NeuronCores stay within 8 lines

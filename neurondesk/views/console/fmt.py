@@ -77,3 +77,8 @@ def bar(fraction: float | None, width: int) -> tuple[str, str]:
 
 def ellipsize(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def ellipsize_left(text: str, width: int) -> str:
+    """Keep the end (file:line) of a long path-like string."""
+    return text if len(text) <= width else "…" + text[len(text) - max(0, width - 1):]

@@ -36,7 +36,7 @@ class HeaderBar(Line):
         top.append(" ")
         command = shlex.join(state.command) if state.command else "(waiting for the run to start)"
         room = self.size.width - 13
-        label = self.source_label if len(self.source_label) + 2 <= room - 30 else ""
+        label = self.source_label if len(self.source_label) + 2 <= room - 50 else ""
         top.append(fmt.ellipsize(command, max(10, room - (len(label) + 2 if label else 0))), style="bold")
         if label:
             top.append(f"  {label}", style="italic dim")

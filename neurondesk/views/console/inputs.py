@@ -22,36 +22,38 @@ class InputPanel(Panel):
     def compose(self) -> ComposeResult:
         yield Line(id="input-text")
 
+    def on_mount(self) -> None:
+        self.border_subtitle = f"warn ≥{INPUT_WARN:.0%} · input-bound ≥{INPUT_BOUND:.0%}"
+
     def render_state(self, state: RunState, now: float) -> None:
         verdict = state.input_verdict()
         frac = state.data_wait_fraction
+        width = max(20, self.content_size.width)
         t = Text()
         t.append("data wait ", style="dim")
         t.append(fmt.pct(frac), style="bold")
-        t.append(" of the step  ")
-        t.append(f" {verdict} ", style=VERDICT_STYLE.get(verdict, ""))
+        t.append(" of the step", style="dim")
         t.append("\n")
-        filled, empty = fmt.bar(frac, 12)
+        t.append(f" {verdict} ", style=VERDICT_STYLE.get(verdict, ""))
+        t.append(" ")
+        filled, empty = fmt.bar(frac, max(4, width - len(verdict) - 3))
         t.append(filled, style="dark_orange3" if verdict == "input-bound" else "cyan")
         t.append(empty, style="on grey19")
-        t.append(f" warn ≥{INPUT_WARN:.0%} bound ≥{INPUT_BOUND:.0%}", style="dim")
-        recent = state.recent_data_wait_fraction()
         t.append("\n")
-        t.append_text(kv(("last 20 steps", fmt.pct(recent)),
-                         ("over", "steady steps" if state.steady_times else "all steps")))
+        t.append_text(kv(("last 20 steps", fmt.pct(state.recent_data_wait_fraction()))))
         tree = state.process_tree
         t.append("\n")
         if tree is None:
             t.append("workload processes: no samples yet", style="dim")
         else:
-            t.append_text(kv(("workload CPU", f"{tree.total_cpu_percent:.0f}%"),
-                             ("RSS", fmt.gib(tree.total_rss))))
+            t.append_text(kv(("workload CPU", f"{tree.total_cpu_percent:.0f}%"), ("RSS", fmt.gib(tree.total_rss))))
             t.append("\n")
             t.append_text(kv(("DataLoader workers", str(tree.dataloader_workers)),
-                             ("their CPU", f"{tree.dataloader_cpu_percent:.0f}%")))
+                             ("CPU", f"{tree.dataloader_cpu_percent:.0f}%")))
             for p in tree.processes[:6]:
-                t.append(f"\n  {p.get('pid', '?'):>7} {p.get('role', '?'):<10} "
-                         f"{p.get('cpu_percent', 0):>5.0f}%  {p.get('name', '')}", style="dim")
+                line = (f"{p.get('pid', '?'):>7} {p.get('role', '?'):<10} {p.get('cpu_percent', 0):>4.0f}% "
+                        f"{p.get('name', '')}")
+                t.append("\n" + fmt.ellipsize(line, width), style="dim")
             if len(tree.processes) > 6:
                 t.append(f"\n  … {len(tree.processes) - 6} more", style="dim")
         self.query_one("#input-text", Line).show(t)

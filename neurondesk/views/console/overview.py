@@ -24,6 +24,7 @@ class OverviewPanel(Panel):
 
     def compose(self) -> ComposeResult:
         yield Line(id="overview-text")
+        yield Line(id="overview-caption")
         yield Sparkline([], id="overview-spark")
 
     def render_state(self, state: RunState, now: float) -> None:
@@ -66,6 +67,9 @@ class OverviewPanel(Panel):
         row("Last line", Text(fmt.ellipsize(last, max(10, self.size.width - 16)), style="dim"))
         self.query_one("#overview-text", Line).show(t)
         spark = self.query_one("#overview-spark", Sparkline)
-        data = [r.duration_s for r in list(state.history)[-max(8, self.size.width - 4):]]
+        data = [r.duration_s for r in state.history if not r.compiled][-max(8, self.size.width - 4):]
+        if data:
+            self.query_one("#overview-caption", Line).show(
+                Text(f"step time, last {len(data)} steps that compiled nothing", style="dim"))
         if data != spark.data:
             spark.data = data

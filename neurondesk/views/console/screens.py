@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Footer, Sparkline, Static
 
 from neurondesk.core.summary import build_summary
 from neurondesk.views.console import fmt
@@ -47,7 +47,7 @@ class SummaryScreen(Screen):
     """The run's final summary; the console stays here until the user quits."""
 
     BINDINGS = [
-        Binding("escape,b", "app.pop_screen", "Panels"),
+        Binding("escape,b", "app.back", "Panels"),
         Binding("q", "app.request_quit", "Quit"),
         Binding("e", "app.export", "Export"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
@@ -56,6 +56,7 @@ class SummaryScreen(Screen):
     def __init__(self, state, now: float, where: str | None, note: str = "") -> None:
         super().__init__(id="summary-screen")
         self.summary = build_summary(state, now)
+        self.durations = [r.duration_s for r in state.history if not r.compiled]
         self.where = where
         self.note = note
 
@@ -79,6 +80,10 @@ class SummaryScreen(Screen):
                 yield Static(left, id="summary-left")
                 with Vertical(id="summary-right"):
                     yield Static(right)
+                    if self.durations:
+                        yield Static(Text(f"\nstep time of the last {len(self.durations):,} steps "
+                                          "that compiled nothing", style="dim"))
+                        yield Sparkline(self.durations, id="summary-spark")
                     tail = s["stderr_tail"][-8:] if code not in (0, None) else []
                     if tail:
                         yield Static(Text("stderr tail\n" + "\n".join(tail), style="red"))

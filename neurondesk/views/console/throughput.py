@@ -64,13 +64,13 @@ class ThroughputPanel(Panel):
             plt.title("step time — waiting for the first step")
             widget.refresh()
             return
-        # braille dots, one point per cell: binned to what the plot can show (plotext's lines
-        # cost ~10x more than dots, and this chart is redrawn while the run goes on)
+        # one dot per cell: binned to what the plot can show (plotext's lines cost ~10x more
+        # than dots, and this chart is redrawn while the run goes on)
         bins = max(20, widget.size.width - 10)
-        plt.scatter(*binned(s.steps, s.step_ms, bins), color="cyan", marker="braille")
+        plt.scatter(*binned(s.steps, s.step_ms, bins), color="cyan", marker="dot")
         rx, ry = binned(s.steps, s.samples_per_s, bins)
         if rx:
-            plt.scatter(rx, ry, color="green", marker="braille", yside="right")
+            plt.scatter(rx, ry, color="green", marker="dot", yside="right")
         for step in s.compile_steps[-40:]:
             plt.vline(step, color="red")
         if state.steady_step_time_s is not None:

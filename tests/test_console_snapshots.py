@@ -1,0 +1,40 @@
+"""Snapshot tests (pytest-textual-snapshot) of the console at fixed sizes, on instant replays of
+recorded runs: the replay's clock is the recording's, so nothing on screen depends on when the
+test runs; the search box's cursor does not blink (frozen=True).
+
+Update after an intended change: pytest tests/test_console_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neurondesk.replay import ReplaySource
+from neurondesk.views.console.app import ConsoleApp
+
+JOURNALS = Path(__file__).parent / "data" / "journals"
+
+
+def app_for(name: str, until_into_first_compile: float | None = None) -> ConsoleApp:
+    until = None
+    if until_into_first_compile is not None:
+        probe = ReplaySource(JOURNALS / name, speed=0)
+        started = next(e for e in probe.events if e.kind == "compile_started")
+        until = started.t - probe.t0 + until_into_first_compile
+    return ConsoleApp(ReplaySource(JOURNALS / name, speed=0, until=until), frozen=True)
+
+
+def test_compile_wall_160x48(snap_compare):
+    assert snap_compare(app_for("plain", until_into_first_compile=5.0), terminal_size=(160, 48))
+
+
+def test_recompiles_panels_160x48(snap_compare):
+    assert snap_compare(app_for("dynamic"), press=["escape"], terminal_size=(160, 48))
+
+
+def test_summary_80x24(snap_compare):
+    assert snap_compare(app_for("plain"), terminal_size=(80, 24))
+
+
+def test_overview_tab_80x24(snap_compare):
+    assert snap_compare(app_for("input_bound"), press=["escape"], terminal_size=(80, 24))
