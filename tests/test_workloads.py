@@ -163,7 +163,8 @@ def test_traps_do_what_they_claim_in_xla_metrics(data_mod):
     base = [*TINY, "--steps", str(steps)]
     configs = {
         "plain": [*base, "--log-every", "1"],  # logging every step must not add executions
-        "optimizer_step": [*base, "--xla-style", "optimizer_step"],
+        "optimizer_step": [*base, "--xla-style", "optimizer_step", "--log-every", "1"],
+        "bf16": [*base, "--precision", "bf16"],
         "loader": [*base, "--xla-style", "loader", "--log-every", "1"],
         "item": [*base, "--graph-break", "item"],
         "print": [*base, "--graph-break", "print"],
@@ -175,9 +176,10 @@ def test_traps_do_what_they_claim_in_xla_metrics(data_mod):
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.splitlines()[-1])
     assert all(r["rc"] == 0 for r in res.values())
-    for name in ("plain", "optimizer_step", "loader"):
+    for name in ("plain", "optimizer_step", "loader", "bf16"):
         assert res[name]["executions"] == steps, name  # one graph per step
-        assert loss_steps(res[name]["stdout"]) == list(range(1, steps + 1)) or name == "optimizer_step"
+    for name in ("plain", "optimizer_step", "loader"):
+        assert loss_steps(res[name]["stdout"]) == list(range(1, steps + 1)), name
     assert res["plain"]["compiles"] == 2  # step 1 (AdamW state init) and the steady step; no recompiles
     for name in ("item", "print", "branch"):
         assert res[name]["executions"] == 2 * steps, name  # the host read cuts each step in two

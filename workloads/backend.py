@@ -25,7 +25,7 @@ class Backend:
             import torch_xla
             import torch_xla.core.xla_model as xm
 
-            self._torch_xla, self._xm = torch_xla, xm
+            self.torch_xla, self.xm = torch_xla, xm
             self.device = torch_xla.device()
             self.hw = xm.xla_device_hw(self.device)  # 'CPU', 'TPU', 'NEURON', ...
         elif kind == "cuda":
@@ -38,12 +38,12 @@ class Backend:
     def sync(self) -> None:
         """End-of-step graph cut: launches the pending XLA graph (async); no-op elsewhere."""
         if self.kind == "xla":
-            self._torch_xla.sync()
+            self.torch_xla.sync()
 
     def wait(self) -> None:
         """Block until the device is idle (only at timing-window boundaries)."""
         if self.kind == "xla":
-            self._xm.wait_device_ops()
+            self.xm.wait_device_ops()
         elif self.kind == "cuda":
             torch.cuda.synchronize()
 

@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     backend = Backend(args.device)
     xla = backend.kind == "xla"
     if xla:
-        backend._xm.set_rng_state(args.seed)  # dropout on XLA uses its own RNG
+        backend.xm.set_rng_state(args.seed)  # dropout on XLA uses its own RNG
     model = TinyModel(**{k: getattr(args, k) for k in MODEL_KEYS}, dropout=args.dropout)
     n_params = count_parameters(model)
     model = model.to(backend.device).train()
@@ -144,7 +144,6 @@ def main(argv=None) -> int:
     timer = StepTimer(backend)
     # xla-style loader syncs step k at the next() of step k+1, so its loss is ready one step later.
     log = LossLog(backend, lag=2 if xla_style == "loader" else 1)
-    step = 0
     for step, (ids, labels) in enumerate(batches(args, backend, seq_lens), start=1):
         if step == args.crash_at_step:
             raise RuntimeError(f"crash requested at step {step} (--crash-at-step)")
@@ -153,12 +152,12 @@ def main(argv=None) -> int:
             loss = step_fn(model, ids, labels, args.graph_break)
         loss.backward()
         if xla_style == "optimizer_step":
-            backend._xm.optimizer_step(opt)  # reduce_gradients (no-op on 1 device) + opt.step()
-            backend._xm.mark_step()
+            backend.xm.optimizer_step(opt)  # reduce_gradients (no-op on 1 device) + opt.step()
+            backend.xm.mark_step()
         else:
             opt.step()
             if xla_style == "sync":
-                backend.sync()
+                backend.torch_xla.sync()  # called here so the console attributes the step's graph to train.py
         last = step == args.steps
         if step == 1 or step % args.log_every == 0 or last:
             log.record(step, loss)
