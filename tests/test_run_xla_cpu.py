@@ -190,3 +190,15 @@ def test_history_lists_the_run(plain):
     assert out.returncode == 0, out.stderr
     assert plain.summary["run_id"] in out.stdout
     assert os.path.exists(plain.run_dir.parent / "runs" / "runs.sqlite")
+
+
+def test_trace_new_batch_size_is_a_shape_change_recompile(tmp_path):
+    run = neurondesk_run(tmp_path, ["--preset", "demo", "--batch-sizes", "1,8", "--iters", "8"],
+                         workload=TRAIN.parent / "trace.py")
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = run.summary
+    assert s["steps"] == 16  # an inference loop: every sync that runs a graph is a step
+    causes = [(c["step"], c["cause"]) for c in s["compiles"]]
+    assert causes == [(0, "first"), (8, "shape-change")]
+    second = s["compiles"][1]
+    assert second["previous_shapes"][0][0] == 1 and second["input_shapes"][0][0] == 8
