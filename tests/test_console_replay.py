@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Tabs
 from neurondesk.core import events as ev
 from neurondesk.core.state import OUTPUT_KEEP
 from neurondesk.replay import ReplaySource
-from neurondesk.store.journal import JournalWriter
+from neurondesk.store.journal import JournalWriter, read_journal
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.compiles import CompilesPanel
 from neurondesk.views.console.log import MAX_LINES, LogPanel, LogView
@@ -41,10 +41,16 @@ def text(app, selector: str) -> str:
     return app.query_one(selector, Line).text.plain
 
 
+def recorded(name: str) -> list:
+    events, problems = read_journal(JOURNALS / name / "events.jsonl")
+    assert not problems
+    return events
+
+
 def first_compile_offset(name: str, into: float) -> float:
-    src = ReplaySource(JOURNALS / name, speed=0)
-    started = next(e for e in src.events if e.kind == "compile_started")
-    return started.t - src.t0 + into
+    events = recorded(name)
+    started = next(e for e in events if e.kind == "compile_started")
+    return started.t - events[0].t + into
 
 
 # ---------------------------------------------------------------------------- ReplaySource
@@ -59,7 +65,8 @@ class FakeClock:
 def test_replay_releases_events_by_recorded_time_times_speed():
     clock = FakeClock()
     src = ReplaySource(JOURNALS / "plain", speed=4.0, clock=clock)
-    offsets = [e.t - src.t0 for e in src.events]
+    events = recorded("plain")
+    offsets = [e.t - events[0].t for e in events]
     assert src.poll() == sum(1 for o in offsets if o <= 0)
     clock.t += 2.5  # 2.5 s of wall time at x4 = 10 s of the recording
     src.poll()
@@ -69,7 +76,8 @@ def test_replay_releases_events_by_recorded_time_times_speed():
     clock.t += 1000
     src.poll()
     assert src.done and src.state.finished
-    assert src.now() == pytest.approx(src.t_end)
+    assert src.now() == pytest.approx(events[-1].t)
+    assert src.applied == len(events)
 
 
 def test_instant_replay_gives_the_same_state_as_the_summary_reducer():
@@ -81,6 +89,18 @@ def test_instant_replay_gives_the_same_state_as_the_summary_reducer():
     assert src.done
     assert src.state.steps_done == ref.steps_done and src.state.event_count == ref.event_count
     assert src.state.steady_samples_per_s == ref.steady_samples_per_s
+
+
+def test_replay_reads_the_journal_as_it_goes_and_skips_bad_lines(tmp_path):
+    run = tmp_path / "torn"
+    run.mkdir()
+    lines = (JOURNALS / "item" / "events.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "events.jsonl").write_bytes(b"".join(lines[:10]) + b"{not json\n" + b"".join(lines[10:]) + b'{"t": 1')
+    src = ReplaySource(run, speed=0)
+    src.poll()
+    assert src.done and src.applied == len(lines)
+    assert [p.line for p in src.problems] == [11, len(lines) + 2]
+    assert "torn last line" in src.problems[-1].error
 
 
 def test_replay_until_stops_mid_run_and_a_missing_folder_says_what_to_give(tmp_path):
@@ -163,8 +183,8 @@ def test_split_point_when_a_step_runs_several_graphs():
 
 
 def test_input_bound_run_says_so_in_the_header_and_the_input_panel():
-    src = ReplaySource(JOURNALS / "input_bound", speed=0)
-    mid = next(e.t for e in src.events if e.kind == "step" and e.step == 50) - src.t0
+    events = recorded("input_bound")
+    mid = next(e.t for e in events if e.kind == "step" and e.step == 50) - events[0].t
 
     async def script(app, pilot):
         return text(app, "#header"), text(app, "#input-text"), text(app, "#devices-text")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from neurondesk.replay import ReplaySource
+from neurondesk.store.journal import read_journal
 from neurondesk.views.console.app import ConsoleApp
 
 JOURNALS = Path(__file__).parent / "data" / "journals"
@@ -18,9 +19,9 @@ JOURNALS = Path(__file__).parent / "data" / "journals"
 def app_for(name: str, until_into_first_compile: float | None = None) -> ConsoleApp:
     until = None
     if until_into_first_compile is not None:
-        probe = ReplaySource(JOURNALS / name, speed=0)
-        started = next(e for e in probe.events if e.kind == "compile_started")
-        until = started.t - probe.t0 + until_into_first_compile
+        events, _ = read_journal(JOURNALS / name / "events.jsonl")
+        started = next(e for e in events if e.kind == "compile_started")
+        until = started.t - events[0].t + until_into_first_compile
     return ConsoleApp(ReplaySource(JOURNALS / name, speed=0, until=until), frozen=True)
 
 

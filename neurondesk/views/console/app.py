@@ -268,7 +268,7 @@ def run_replay(run_dir, speed: float = 1.0, until: float | None = None) -> int:
     from neurondesk.replay import ReplaySource
 
     source = ReplaySource(run_dir, speed=speed, until=until)
+    ConsoleApp(source).run()
     for p in source.problems[:5]:
         sys.stderr.write(f"neurondesk: {run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
-    ConsoleApp(source).run()
     return 0

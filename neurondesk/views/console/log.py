@@ -21,7 +21,7 @@ from neurondesk.core.state import RunState
 from neurondesk.views.console.panel import Panel
 
 MAX_LINES = 5000  # the widget's bound; RunState keeps the same number of lines
-WRITE_EVERY_S = 1.0  # new lines are shown in batches, once a second at most
+WRITE_FRAMES = 2  # new lines are shown in batches, every 2nd frame (once a second)
 TAG_STYLE = {"compile": "cyan", "error": "bold red", "noise": "dim"}
 
 
@@ -102,7 +102,7 @@ class LogPanel(Panel):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._seen_total = 0  # state.output_total already shown
-        self._written_at: float | None = None
+        self._fresh = True
         self.needle = ""
 
     def compose(self) -> ComposeResult:
@@ -115,13 +115,13 @@ class LogPanel(Panel):
 
     def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
         if state.output_total != self._seen_total and (
-                self._written_at is None or abs(now - self._written_at) >= WRITE_EVERY_S or state.finished):
-            self._written_at = now
+                self._fresh or frame % WRITE_FRAMES == 0 or state.finished):
+            self._fresh = False
             self.render_state(state, now)
 
     def invalidate(self) -> None:
         super().invalidate()
-        self._written_at = None
+        self._fresh = True
 
     def render_state(self, state: RunState, now: float) -> None:
         new = state.output_total - self._seen_total
