@@ -26,6 +26,30 @@ def summary_from_run_dir(run_dir: Path) -> tuple[dict, list[JournalProblem]]:
     return build_summary(state), problems
 
 
+def iter_journal(path: Path, problems: list[JournalProblem]):
+    """The journal's events one by one, as read_journal reads them (bad lines go to `problems`),
+    without holding the whole file: a long run replays in constant memory."""
+    import json
+
+    from neurondesk.core.events import EVENT_TYPES, event_from_dict
+
+    with Path(path).open("rb") as f:
+        for no, raw in enumerate(f, start=1):
+            text = raw.decode("utf-8", "replace")
+            if not text.strip():
+                continue
+            try:
+                d = json.loads(text)
+                if not isinstance(d, dict):
+                    raise TypeError(f"expected a JSON object, got {type(d).__name__}")
+                if d.get("kind") not in EVENT_TYPES:
+                    raise ValueError(f"unknown event kind {d.get('kind')!r}")
+                yield event_from_dict(d)
+            except (ValueError, TypeError) as e:
+                error = f"torn last line ({e})" if not raw.endswith(b"\n") else str(e)
+                problems.append(JournalProblem(no, error, text.rstrip("\n")[:200]))
+
+
 class ReplaySource:
     """Plays a recorded run into its own RunState, as fast as it was recorded times ``speed``.
 
@@ -33,7 +57,8 @@ class ReplaySource:
     position: (clock() - start) x speed seconds of recorded time, or everything at once when
     ``speed`` is 0. ``until`` stops the replay at that offset (seconds of recorded time), for a
     screen mid-run. ``now()`` is the replay's position as a recorded wall time, for the views'
-    live timers. No Textual here: the console polls it the way it pumps a live session.
+    live timers. The journal is read as the replay goes. No Textual here: the console polls it
+    the way it pumps a live session.
     """
 
     live = False
@@ -49,13 +74,15 @@ class ReplaySource:
         if speed < 0:
             raise ValueError(f"--speed {speed}: give a positive factor, or 0 for all at once")
         self.run_dir = Path(run_dir)
-        self.events, self.problems = read_journal(path)
+        self.problems: list[JournalProblem] = []
+        self._events = iter_journal(path, self.problems)
+        self._next = next(self._events, None)  # the first event not applied yet
         self.speed = speed
         self.until = until
         self.clock = clock or time.monotonic
         self.state = RunState()
-        self.t0 = self.events[0].t if self.events else 0.0
-        self.t_end = self.events[-1].t if self.events else 0.0
+        self.t0 = self._next.t if self._next is not None else 0.0
+        self.last_t = self.t0  # of the last event applied
         self.applied = 0
         self._start: float | None = None
 
@@ -65,35 +92,38 @@ class ReplaySource:
         return f"replay of {self.run_dir.name} ({speed})"
 
     def position(self) -> float:
-        """Seconds of recorded time played so far."""
+        """Seconds of recorded time played so far (inf: all at once)."""
         if self._start is None:
             return 0.0
-        end = self.t_end - self.t0
-        pos = end if self.speed == 0 else (self.clock() - self._start) * self.speed
-        if self.until is not None:
-            pos = min(pos, self.until)
-        return min(pos, end)
+        pos = float("inf") if self.speed == 0 else (self.clock() - self._start) * self.speed
+        return pos if self.until is None else min(pos, self.until)
 
     def poll(self, max_events: int = 100_000) -> int:
         """Apply the events that are due; return how many."""
         if self._start is None:
             self._start = self.clock()
-        limit = self.position()
+        limit = self.t0 + self.position()
         n = 0
-        events, state = self.events, self.state
-        while self.applied < len(events) and n < max_events and events[self.applied].t - self.t0 <= limit:
-            state.apply(events[self.applied])
-            self.applied += 1
+        state, e = self.state, self._next
+        while e is not None and n < max_events and e.t <= limit:
+            state.apply(e)
+            self.last_t = e.t
             n += 1
+            e = next(self._events, None)
+        self._next = e
+        self.applied += n
         return n
 
     @property
     def done(self) -> bool:
-        """Every event played (a replay stopped by ``until`` is never done)."""
-        return self.applied >= len(self.events)
+        """Every event played (a replay stopped by ``until`` before the end is not done)."""
+        return self._next is None
 
     def now(self) -> float:
-        return self.t0 + self.position()
+        pos = self.position()
+        if self.done or pos == float("inf"):
+            return self.last_t
+        return self.t0 + pos
 
     def stop(self) -> str:
         return "a replay has no workload to stop"
