@@ -30,6 +30,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", type=Path, help="folder for this run (default: a new one under the user data dir)")
     p.add_argument("--neuron-monitor-replay", metavar="FILE",
                    help="feed a recorded neuron-monitor stream (JSON lines) instead of running neuron-monitor")
+    g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
+    g.add_argument("--check", action="store_true", help="smoke test: at least one step (all requested steps) ran")
+    g.add_argument("--max-recompiles-after-warmup", type=int, metavar="N", help="fail above N recompiles after warm-up")
+    g.add_argument("--loss-finite", action="store_true", help="fail when no loss was seen or a loss was nan/inf")
+    g.add_argument("--max-first-compile-s", type=float, metavar="S", help="fail when the first compile took over S s")
+    g.add_argument("--min-samples-per-s", type=float, metavar="X", help="fail below X steady samples/s")
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
@@ -66,10 +72,35 @@ def _options(args, command: list[str]):
     )
 
 
+def _thresholds(args):
+    from neurondesk.core.checks import Thresholds
+
+    t = Thresholds(args.max_recompiles_after_warmup, args.loss_finite, args.max_first_compile_s,
+                   args.min_samples_per_s)
+    return t if args.check or t != Thresholds() else None
+
+
+def _gate(session, thresholds, code: int) -> int:
+    """Failed checks: one line each on stderr; exit 3 if the workload itself exited 0.
+
+    A workload that failed keeps its own exit status (a crash is worse than a failed check)."""
+    from neurondesk.core.checks import describe, evaluate
+
+    if thresholds is None or not session.summary_written:
+        return code
+    failed = evaluate(session.summary(), thresholds)
+    for line in failed:
+        sys.stderr.write(f"neurondesk check failed: {line}\n")
+    if not failed:
+        sys.stderr.write(f"neurondesk check passed: {describe(thresholds)}\n")
+    return code if code != 0 else (3 if failed else 0)
+
+
 def _run_session(command: list[str], args, env: dict[str, str] | None = None) -> int:
     from neurondesk.collectors.workload import WorkloadStartError
     from neurondesk.session import RunSession
 
+    thresholds = _thresholds(args)
     options = _options(args, command)
     options.env = env
     session = RunSession(command, options)
@@ -77,10 +108,10 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
         if args.headless or not sys.stdout.isatty():
             from neurondesk.views.headless import HeadlessPrinter
 
-            return HeadlessPrinter(session).run()
+            return _gate(session, thresholds, HeadlessPrinter(session).run())
         from neurondesk.views.console.app import run_console
 
-        return run_console(session)
+        return _gate(session, thresholds, run_console(session))
     except WorkloadStartError as exc:
         _die(f"{exc} (run folder kept: {session.paths.dir if session.paths else '-'})", 127)
     except FileExistsError as exc:
@@ -141,28 +172,6 @@ def cmd_replay(args) -> int:
     return 1
 
 
-def cmd_history(args) -> int:
-    from neurondesk.store.index import RunIndex, RunIndexError
-    from neurondesk.store.rundir import INDEX_FILE, default_run_root
-
-    path = default_run_root() / INDEX_FILE
-    if not path.exists():
-        sys.stdout.write(f"no runs recorded yet (index {path} does not exist)\n")
-        return 0
-    try:
-        rows = RunIndex(path).list_runs(limit=args.limit)
-    except RunIndexError as exc:
-        _die(str(exc))
-    fmt = "{:<22} {:<20} {:<8} {:>7} {:>10} {:>10} {:>6}  {}"
-    sys.stdout.write(fmt.format("run", "started", "device", "steps", "samples/s", "$/1k st.", "exit", "command") + "\n")
-    for r in rows:
-        sps = "—" if r.steady_samples_per_s is None else f"{r.steady_samples_per_s:,.1f}"
-        usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
-        sys.stdout.write(fmt.format(r.id, (r.started_at or "")[:19], r.device_kind or "—", r.steps or 0, sps, usd,
-                                    "—" if r.exit_code is None else r.exit_code, (r.command or "")[:60]) + "\n")
-    return 0
-
-
 def cmd_devices(args) -> int:
     import json
 
@@ -200,9 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--until", type=float, help="stop the replay this many seconds into the recording")
     rep.set_defaults(fn=cmd_replay)
 
-    hist = sub.add_parser("history", help="list past runs")
-    hist.add_argument("--limit", type=int, default=50)
-    hist.set_defaults(fn=cmd_history)
+    from neurondesk.cli_reports import add_parsers
+
+    add_parsers(sub)  # compare, history (and the cost board), prices
     devs = sub.add_parser("devices", help="what is on this machine: Neuron devices, GPUs, CPU")
     devs.add_argument("--json", action="store_true")
     devs.add_argument("--from-file", metavar="PATH", help="read a saved neuron-ls output (JSON or table)")

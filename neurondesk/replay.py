@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.store.journal import JournalProblem, read_journal
 from neurondesk.store.rundir import EVENTS_FILE
 
 
-def state_from_run_dir(run_dir: Path) -> tuple[RunState, list[JournalProblem]]:
+def state_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple[RunState, list[JournalProblem]]:
+    """``target_loss``: reduce as if the run had been started with this --target-loss (compare)."""
     path = Path(run_dir) / EVENTS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: give a run folder made by `neurondesk run` (see `neurondesk history`)")
     events, problems = read_journal(path)
     state = RunState()
     for e in events:
+        if target_loss is not None and isinstance(e, ev.RunStarted):
+            e = dataclasses.replace(e, target_loss=target_loss)
         state.apply(e)
     return state, problems
 
 
-def summary_from_run_dir(run_dir: Path) -> tuple[dict, list[JournalProblem]]:
-    state, problems = state_from_run_dir(run_dir)
+def summary_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple[dict, list[JournalProblem]]:
+    state, problems = state_from_run_dir(run_dir, target_loss)
     return build_summary(state), problems
 
 

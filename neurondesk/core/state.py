@@ -144,6 +144,8 @@ class RunState:
     loss_last: float | None = None
     loss_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
     steps_to_target: int | None = None
+    time_to_target_s: float | None = None  # wall seconds from the run's start to the loss line that reached it
+    loss_nonfinite: int = 0  # nan / inf losses seen
 
     # latest telemetry samples (device & host collectors); views render these as they are
     inventory: dev.DeviceInventory | None = None
@@ -153,6 +155,10 @@ class RunState:
     gpu: dev.GpuSample | None = None
     cache: dev.CacheScan | None = None
     workload_cpu_history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    # neuron-monitor's per-core `flops` (FLOP/s, cores with an owner summed), over the samples taken
+    # in steady state (a steady step seen, no compile open): the HFU numerator is their mean
+    hw_flops_sum: float = 0.0
+    hw_flops_samples: int = 0
 
     output: deque = field(default_factory=lambda: deque(maxlen=OUTPUT_KEEP))  # latest OutputLine events
     output_total: int = 0
@@ -339,9 +345,12 @@ class RunState:
             self.loss_first = e.value
         self.loss_last = e.value
         self.loss_history.append((step, e.value))
+        if not math.isfinite(e.value):
+            self.loss_nonfinite += 1
         if (self.steps_to_target is None and self.target_loss is not None
                 and math.isfinite(e.value) and e.value <= self.target_loss):
             self.steps_to_target = step
+            self.time_to_target_s = max(0.0, e.t - self.started_t) if self.started_t is not None else None
 
     def _on_device_inventory(self, e: dev.DeviceInventory) -> None:
         self.inventory = e
@@ -355,6 +364,11 @@ class RunState:
 
     def _on_neuron_sample(self, e: dev.NeuronSample) -> None:
         self.neuron = e
+        if self.steady_from is not None and not self.compile_open and not self.finished:
+            flops = [c["flops"] for c in e.cores if c.get("flops") is not None and c.get("owner_pid") is not None]
+            if flops:
+                self.hw_flops_sum += float(sum(flops))
+                self.hw_flops_samples += 1
 
     def _on_gpu_sample(self, e: dev.GpuSample) -> None:
         self.gpu = e

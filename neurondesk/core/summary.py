@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from neurondesk.core.cost import cost_figures
+from neurondesk.core.cost import cost_figures, cost_so_far
+from neurondesk.core.mfu import mfu_for_state
+from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
 
 SUMMARY_VERSION = 1
@@ -17,8 +19,14 @@ def _round(x: float | None, nd: int = 6) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def build_summary(state: RunState, now: float | None = None) -> dict:
+def _sig(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
+def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> dict:
+    """``peaks``: the table whose chip rows give MFU's peak FLOPS (default: the bundled one)."""
     elapsed = state.elapsed_s(now)
+    util = mfu_for_state(state, peaks)
     figures = cost_figures(
         state.price_per_hour,
         elapsed,
@@ -75,6 +83,16 @@ def build_summary(state: RunState, now: float | None = None) -> dict:
             "last": state.loss_last,
             "target": state.target_loss,
             "steps_to_target": state.steps_to_target,
+            "time_to_target_s": _round(state.time_to_target_s, 3),
+            "nonfinite": state.loss_nonfinite,
+        },
+        "mfu": _sig(util.mfu),
+        "hfu": _sig(util.hfu),
+        "mfu_note": util.note,
+        "flops": {
+            "model_per_s": _sig(util.model_flops_per_s),
+            "hardware_per_s": _sig(util.hardware_flops_per_s),
+            "peak_per_s": _sig(util.peak_flops_per_s),
         },
         "cost": {
             "instance_type": state.instance_type,
@@ -86,6 +104,7 @@ def build_summary(state: RunState, now: float | None = None) -> dict:
             "per_million_tokens_usd": _round(figures.per_million_tokens_usd),
             "compile_share": _round(figures.compile_share, 4),
             "projected_usd": _round(figures.projected_usd),
+            "to_target_usd": _round(cost_so_far(state.price_per_hour, state.time_to_target_s)),
         },
         "errors": [{"source": e.source, "message": e.message, "code": e.code} for e in state.errors[-20:]],
         "stderr_tail": state.stderr_tail,

@@ -75,9 +75,15 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
     ]
 
 
+def report_rows(s: dict) -> list[tuple[str, str]]:
+    """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
+    why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
+    return [*summary_rows(s), ("MFU / HFU", f"{_pct(s.get('mfu'))} / {_pct(s.get('hfu'))}{why}")]
+
+
 def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
-    lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in summary_rows(s)]
+    lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
     if s["compiles"]:
         lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | graph |",
                   "|---|---|---|---|---|---|---|"]
@@ -114,7 +120,7 @@ def to_csv(s: dict) -> str:
 
 
 def to_text_table(s: dict) -> str:
-    rows = summary_rows(s)
+    rows = report_rows(s)
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows) + "\n"
 

@@ -1,0 +1,182 @@
+"""The report commands of the CLI: compare, history (run list and cost board), prices."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import platformdirs
+
+from neurondesk.views.tables import FORMATS
+
+
+def _die(msg: str, code: int = 2) -> None:
+    sys.stderr.write(f"neurondesk: {msg}\n")
+    raise SystemExit(code)
+
+
+def local_prices_path() -> Path:
+    """The locally refreshed price table, used before the bundled one (same JSON format)."""
+    return Path(platformdirs.user_config_dir("neurondesk")) / "prices.json"
+
+
+# ---------------------------------------------------------------------- compare
+def resolve_run(text: str) -> Path:
+    """A run folder, or a run id: under the run root, or wherever the run index says it is."""
+    from neurondesk.store.index import RunIndex, RunIndexError
+    from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, default_run_root
+
+    candidates = [Path(text), default_run_root() / text]
+    index = default_run_root() / INDEX_FILE
+    if index.exists():
+        try:
+            candidates += [Path(r.run_dir) for r in RunIndex(index).list_runs(limit=-1) if r.id == text]
+        except RunIndexError:
+            pass
+    for candidate in candidates:
+        if (candidate / EVENTS_FILE).exists():
+            return candidate
+    _die(f"run {text!r} not found: give a run folder (holding events.jsonl) or a run id from `neurondesk history`")
+    raise AssertionError  # unreachable
+
+
+def cmd_compare(args) -> int:
+    from neurondesk.core.compare import choose_target, compare
+    from neurondesk.replay import summary_from_run_dir
+    from neurondesk.views.compare_writer import WRITERS
+
+    if len(args.runs) < 2:
+        _die("compare needs at least two runs: neurondesk compare RUN_A RUN_B [...]")
+    dirs = [resolve_run(r) for r in args.runs]
+    summaries = []
+    for d in dirs:
+        try:
+            s, problems = summary_from_run_dir(d)
+        except (OSError, ValueError) as exc:
+            _die(str(exc))
+        for p in problems[:3]:
+            sys.stderr.write(f"neurondesk: {d}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+        summaries.append(s)
+    target, _ = choose_target(summaries, args.target_loss)
+    if target is not None:  # reduce every run again as if it had been started with this target
+        summaries = [s if s["loss"]["target"] == target else summary_from_run_dir(d, target)[0]
+                     for s, d in zip(summaries, dirs, strict=True)]
+    sys.stdout.write(WRITERS[args.format](compare(summaries, args.target_loss)))
+    return 0
+
+
+# ---------------------------------------------------------------------- history / cost board
+RUN_COLUMNS = [("id", "run", "text"), ("started_at", "started", "text"), ("device", "device", "text"),
+               ("steps", "steps", "int"), ("samples_per_s", "samples/s", "rate"),
+               ("per_1k_steps_steady_usd", "$/1k st.", "usd"), ("exit_code", "exit", "int"),
+               ("command", "command", "text")]
+BOARD_COLUMNS = [("period", "period (UTC)", "text"), ("device", "device", "text"), ("runs", "runs", "int"),
+                 ("steps", "steps", "int"), ("cost_usd", "cost", "usd"),
+                 ("per_1k_steps_steady_usd", "$/1k steps steady", "usd"),
+                 ("per_1k_steps_all_in_usd", "$/1k steps all-in", "usd"),
+                 ("per_million_tokens_usd", "$/1M tokens", "usd"), ("compile_share", "compile share", "pct")]
+
+
+def cmd_history(args) -> int:
+    from neurondesk.core.board import cost_board, device_of, parse_since
+    from neurondesk.store.index import RunIndex, RunIndexError
+    from neurondesk.store.rundir import INDEX_FILE, default_run_root
+    from neurondesk.views.tables import render
+
+    since = None
+    if args.since:
+        try:
+            since = parse_since(args.since, datetime.now(UTC))
+        except ValueError as exc:
+            _die(str(exc))
+    path = default_run_root() / INDEX_FILE
+    if not path.exists():
+        sys.stdout.write(f"no runs recorded yet (index {path} does not exist)\n")
+        return 0
+    try:
+        rows = RunIndex(path).list_runs(since=since, limit=-1 if args.group_by else args.limit)
+    except RunIndexError as exc:
+        _die(str(exc))
+    if args.group_by:
+        sys.stdout.write(render(BOARD_COLUMNS, cost_board([r.summary for r in rows], args.group_by), args.format))
+        return 0
+    if args.format == "text":
+        fmt = "{:<22} {:<20} {:<8} {:>7} {:>10} {:>10} {:>6}  {}"
+        sys.stdout.write(fmt.format("run", "started", "device", "steps", "samples/s", "$/1k st.", "exit", "command") + "\n")
+        for r in rows:
+            sps = "—" if r.steady_samples_per_s is None else f"{r.steady_samples_per_s:,.1f}"
+            usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
+            sys.stdout.write(fmt.format(r.id, (r.started_at or "")[:19], r.device_kind or "—", r.steps or 0, sps, usd,
+                                        "—" if r.exit_code is None else r.exit_code, (r.command or "")[:60]) + "\n")
+        return 0
+    table = [{"id": r.id, "started_at": r.started_at, "device": device_of(r.summary), "steps": r.steps,
+              "samples_per_s": r.steady_samples_per_s, "per_1k_steps_steady_usd": r.usd_per_1k_steps_steady,
+              "exit_code": r.exit_code, "command": r.command} for r in rows]
+    sys.stdout.write(render(RUN_COLUMNS, table, args.format))
+    return 0
+
+
+# ---------------------------------------------------------------------- prices
+PRICE_COLUMNS = [("instance_type", "instance", "text"), ("price_per_hour", "$/hour", "usd_h"),
+                 ("accelerators", "accel.", "int"), ("chip", "chip", "text"),
+                 ("bf16_dense_tflops", "dense bf16 TF/chip", "num"), ("region", "region", "text"),
+                 ("source", "source", "text"), ("as_of", "as of", "text"), ("table", "table", "text"),
+                 ("note", "note", "text")]
+
+
+def cmd_prices(args) -> int:
+    from neurondesk.collectors.price_list import PriceRefreshError, refresh
+    from neurondesk.core.prices import load_price_table
+    from neurondesk.views.tables import render
+
+    path = local_prices_path()
+    if args.action == "refresh":
+        if not args.region:
+            _die("prices refresh needs --region, e.g. neurondesk prices refresh --region us-east-1")
+        today = date.today().isoformat()
+        try:
+            doc = refresh(path, args.region, today, load_price_table(None))
+        except PriceRefreshError as exc:
+            _die(f"prices refresh failed: {exc}", 1)
+        rows = doc["instances"].values()
+        priced = sum(r["price_per_hour"] is not None for r in rows)
+        sys.stdout.write(f"wrote {path}: {priced} of {len(rows)} instance types priced "
+                         f"({args.region}, Price List API, {today}); it is used before the bundled table\n")
+        return 0
+    table = load_price_table(path)
+    for warning in table.warnings:
+        sys.stderr.write(f"neurondesk: {warning}\n")
+    rows = []
+    for name in sorted(table.instances):
+        r = table.instances[name]
+        chip = table.chips.get(r.chip)
+        rows.append({"instance_type": name, "price_per_hour": r.price_per_hour, "accelerators": r.accelerators,
+                     "chip": r.chip, "bf16_dense_tflops": chip.bf16_dense_tflops if chip else None,
+                     "region": r.region, "source": r.source, "as_of": r.as_of, "table": r.table, "note": r.note})
+    sys.stdout.write(render(PRICE_COLUMNS, rows, args.format))
+    if args.format == "text":
+        sys.stdout.write(f"\nlocal table: {path} ({'in use' if path.exists() else 'none; `neurondesk prices refresh --region R` writes it'})\n")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    cmp_ = sub.add_parser("compare", help="runs side by side: throughput, compile, cost, MFU, verdict")
+    cmp_.add_argument("runs", nargs="+", metavar="RUN", help="run folders or run ids (two or more)")
+    cmp_.add_argument("--target-loss", type=float, help="compare steps, time and cost to this loss")
+    cmp_.add_argument("--format", choices=("md", "json", "csv"), default="md")
+    cmp_.set_defaults(fn=cmd_compare)
+
+    hist = sub.add_parser("history", help="past runs, or the cost board with --group-by")
+    hist.add_argument("--limit", type=int, default=50, help="runs listed (default 50; the board uses them all)")
+    hist.add_argument("--since", help="only runs started since: 7d, 12h, 2w, or a date (2026-11-01)")
+    hist.add_argument("--group-by", choices=("day", "week"), help="the cost board: per period (UTC) and device")
+    hist.add_argument("--format", choices=FORMATS, default="text")
+    hist.set_defaults(fn=cmd_history)
+
+    pr = sub.add_parser("prices", help="the price table in use (list), or refresh it from the AWS Price List API")
+    pr.add_argument("action", nargs="?", choices=("list", "refresh"), default="list")
+    pr.add_argument("--region", help="for refresh: the AWS region code whose prices to fetch (e.g. us-east-1)")
+    pr.add_argument("--format", choices=FORMATS, default="text")
+    pr.set_defaults(fn=cmd_prices)
+

@@ -1,0 +1,86 @@
+"""Render a comparison (core/compare.py) as Markdown, JSON or CSV. Nothing is computed here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from neurondesk.views.summary_writer import _jsonable
+
+
+def fmt_value(x, kind: str) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if kind == "ms":
+        return f"{x * 1000:,.1f} ms"
+    if kind == "s":
+        return f"{x:,.2f} s"
+    if kind == "rate":
+        return f"{x:,.1f}"
+    if kind in ("usd", "usd_h"):
+        text = f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+        return text + ("/h" if kind == "usd_h" else "")
+    if kind == "pct":
+        return f"{x * 100:.2f}%"
+    if kind == "loss":
+        return f"{x:.4f}"
+    if kind == "int":
+        return f"{x:,}"
+    if kind == "num":
+        return f"{x:g}"
+    return str(x)
+
+
+def _cell(row: dict, i: int) -> str:
+    text = fmt_value(row["values"][i], row["kind"])
+    return f"**{text}**" if row["best"] == i else text
+
+
+def to_markdown(c: dict) -> str:
+    runs = c["runs"]
+    head = ["| |", *(f" {r['label']}: {r['run_id']} |" for r in runs)]
+    lines = ["# neurondesk compare", ""]
+    loud = [w for w in c["warnings"] if w["level"] == "loud"]
+    lines += [f"> **WARNING: {w['message']}**" for w in loud]
+    if loud:
+        lines.append("")
+    lines += ["".join(head), "|---" * (len(runs) + 1) + "|"]
+    for row in c["rows"]:
+        cells = [_cell(row, i).replace("|", r"\|") for i in range(len(runs))]
+        lines.append(f"| {row['label']} | " + " | ".join(cells) + " |")
+    lines += ["", "**best** in bold where lower (or higher) is better.", ""]
+    lines += [f"- {r['label']}: `{r['command']}`" for r in runs]
+    notes = [f"- {r['label']} MFU: {r['mfu_note']}" for r in runs if r.get("mfu_note")]
+    if notes:
+        lines += ["", *notes]
+    others = [w for w in c["warnings"] if w["level"] != "loud"]
+    if others:
+        lines += ["", "## Warnings", "", *(f"- {w['message']}" for w in others)]
+    if c["payback_text"]:
+        lines += ["", "## Compile payback", "", *(f"- {t}" for t in c["payback_text"])]
+    lines += ["", f"**Verdict:** {c['verdict']}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(c: dict) -> str:
+    return json.dumps(_jsonable(c), indent=2) + "\n"
+
+
+def to_csv(c: dict) -> str:
+    """One row per metric, one column per run, raw numbers; warnings and the verdict as rows too."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["metric", *(f"{r['label']}:{r['run_id']}" for r in c["runs"])])
+    for row in c["rows"]:
+        w.writerow([row["key"], *("" if v is None else v for v in row["values"])])
+    for warning in c["warnings"]:
+        w.writerow([f"warning:{warning['level']}", warning["message"]])
+    w.writerow(["verdict", c["verdict"]])
+    return buf.getvalue()
+
+
+WRITERS = {"md": to_markdown, "json": to_json, "csv": to_csv}

@@ -1,0 +1,218 @@
+"""`neurondesk prices`: PriceList parsing on answers built from the documented structure
+(shared/PRICING.md §3.3), the refresh through a stand-in pricing client, its one-line failures, and
+the real CLI without boto3."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, base_env
+
+from neurondesk.collectors.price_list import (
+    PriceRefreshError,
+    build_local_table,
+    fetch_prices,
+    filters,
+    parse_price_list,
+    refresh,
+)
+from neurondesk.core.prices import load_price_table, resolve_price
+
+BUNDLED = load_price_table(None)
+
+
+def product(instance="trn1.32xlarge", usd="21.5000000000", region="us-east-1", market="OnDemand",
+            unit="Hrs", sku="ABCDEFGHJKLMNPQR", term="JRTCKXETXF", rate="6YS6EN2CT7", **attrs) -> str:
+    """One PriceList entry, a JSON string, shaped as in PRICING.md §3.3 (codes are opaque)."""
+    return json.dumps({
+        "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+            "instanceType": instance, "location": "US East (N. Virginia)", "regionCode": region,
+            "operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+            "licenseModel": "No License required", "marketoption": market, "operation": "RunInstances",
+            "vcpu": "128", **attrs}},
+        "serviceCode": "AmazonEC2",
+        "terms": {
+            "OnDemand": {f"{sku}.{term}": {
+                "offerTermCode": term, "effectiveDate": "2026-11-01T00:00:00Z", "termAttributes": {},
+                "priceDimensions": {f"{sku}.{term}.{rate}": {
+                    "unit": unit, "beginRange": "0", "endRange": "Inf",
+                    "description": f"${usd} per On Demand Linux {instance} Instance Hour",
+                    "pricePerUnit": {"USD": usd}}}}},
+            "Reserved": {f"{sku}.4NA7Y494T4": {
+                "offerTermCode": "4NA7Y494T4", "effectiveDate": "2026-11-01T00:00:00Z",
+                "termAttributes": {"LeaseContractLength": "1yr", "OfferingClass": "standard",
+                                   "PurchaseOption": "No Upfront"},
+                "priceDimensions": {f"{sku}.4NA7Y494T4.6YS6EN2CT7": {
+                    "unit": "Hrs", "pricePerUnit": {"USD": "13.2289500000"}}}}},
+        },
+        "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z",
+    })
+
+
+def test_on_demand_hourly_price_is_found_without_hard_coded_codes():
+    items = [
+        product(sku="CB000000000000CB", usd="15.49", market="CapacityBlock"),  # Capacity Block: skipped
+        product(sku="ZERO00000000ZERO", usd="0.0000000000", term="ZZZZ", rate="YYYY"),  # RI-applied row
+        product(sku="OTHER0000000REGN", usd="23.0", region="us-west-2"),  # another region
+        product(instance="trn1.2xlarge", usd="1.34375"),  # another instance type
+        product(sku="QWERTYUIOPASDFGH", term="ABCDE12345", rate="FGHIJ67890"),
+    ]
+    p = parse_price_list(items, "trn1.32xlarge", "us-east-1")
+    assert (p.price_per_hour, p.note, p.sku, p.effective) == (21.5, None, "QWERTYUIOPASDFGH", "2026-11-01T00:00:00Z")
+    # decoded dicts work too, and a non-hourly unit is not an hourly price
+    assert parse_price_list([json.loads(items[-1])], "trn1.32xlarge", "us-east-1").price_per_hour == 21.5
+    assert parse_price_list([product(unit="Quantity")], "trn1.32xlarge", "us-east-1").price_per_hour is None
+
+
+def test_only_capacity_blocks_means_no_on_demand_price_and_says_so():
+    p = parse_price_list([product("p5e.48xlarge", "43.26", market="CapacityBlock")], "p5e.48xlarge", "us-east-1")
+    assert p.price_per_hour is None
+    assert p.note == ("no On-Demand hourly price for p5e.48xlarge in us-east-1 in the Price List API "
+                      "(1 Capacity Block rows skipped)")
+
+
+def test_ambiguous_prices_keep_the_lowest_and_note_it():
+    p = parse_price_list([product(sku="A" * 16, usd="22.0"), product(sku="B" * 16, usd="21.5")],
+                         "trn1.32xlarge", "us-east-1")
+    assert p.price_per_hour == 21.5 and p.note.startswith("2 On-Demand prices matched (21.5, 22.0)")
+
+
+class FakePaginator:
+    def __init__(self, client):
+        self.client = client
+
+    def paginate(self, **kwargs):
+        self.client.calls.append(kwargs)
+        instance = next(f["Value"] for f in kwargs["Filters"] if f["Field"] == "instanceType")
+        items = self.client.answers.get(instance, [])
+        # two pages, as the real paginator may return (NextToken handled by boto3)
+        return iter([{"PriceList": items[:1], "NextToken": "t"}, {"PriceList": items[1:]}])
+
+
+class FakePricingClient:
+    """Stands in for boto3.client("pricing"): answers get_products pages from a dict."""
+
+    def __init__(self, answers):
+        self.answers, self.calls = answers, []
+
+    def get_paginator(self, name):
+        assert name == "get_products"
+        return FakePaginator(self)
+
+
+class NoCredentialsError(Exception):
+    """Named like botocore.exceptions.NoCredentialsError (botocore is not installed here)."""
+
+
+class EndpointConnectionError(Exception):
+    """Named like botocore.exceptions.EndpointConnectionError."""
+
+
+class RaisingPricingClient:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def get_paginator(self, name):
+        raise self.exc
+
+
+def test_fetch_sends_the_documented_filters_per_instance_type():
+    client = FakePricingClient({"trn1.32xlarge": [product(sku="X" * 16, usd="0.0"), product()]})
+    (p,) = fetch_prices(client, ["trn1.32xlarge"], "us-east-1")
+    assert p.price_per_hour == 21.5  # found on the second page
+    (call,) = client.calls
+    assert call["ServiceCode"] == "AmazonEC2"
+    assert {f["Field"]: f["Value"] for f in call["Filters"]} == {
+        "instanceType": "trn1.32xlarge", "regionCode": "us-east-1", "operatingSystem": "Linux",
+        "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+        "licenseModel": "No License required"}
+    assert all(f["Type"] == "TERM_MATCH" for f in call["Filters"]) and call["Filters"] == filters("trn1.32xlarge",
+                                                                                                   "us-east-1")
+
+
+def test_refresh_writes_a_dated_local_table_that_overrides_the_bundled_rows(tmp_path):
+    path = tmp_path / "cfg" / "prices.json"
+    client = FakePricingClient({"trn1.2xlarge": [product("trn1.2xlarge", "1.2", region="us-west-2")],
+                                "g5.xlarge": [product("g5.xlarge", "1.1", region="us-west-2")]})
+    doc = refresh(path, "us-west-2", "2026-11-30", BUNDLED, client=client)
+    assert len(client.calls) == len(BUNDLED.instances)  # every instance type of the bundled table
+    assert json.loads(path.read_text()) == doc and doc["compiled"] == "2026-11-30"
+    row = doc["instances"]["trn1.2xlarge"]
+    assert row == {"price_per_hour": 1.2, "source": "AWS-PRICELIST", "as_of": "2026-11-30", "accelerators": 1,
+                   "chip": "trainium", "kind": "neuron", "region": "us-west-2"}
+    assert doc["instances"]["p5.48xlarge"]["price_per_hour"] is None  # not in the answer: null, with why
+    assert "no On-Demand hourly price for p5.48xlarge in us-west-2" in doc["instances"]["p5.48xlarge"]["note"]
+    table = load_price_table(path)
+    quote = resolve_price("trn1.2xlarge", None, table)
+    assert quote.price_per_hour == 1.2
+    assert quote.source == f"local table {path}: AWS-PRICELIST (2026-11-30), us-west-2"
+    assert table.chips["trainium"].bf16_dense_tflops == 190  # peaks still from the bundled table
+
+
+@pytest.mark.parametrize(("exc", "hint"), [
+    (NoCredentialsError("Unable to locate credentials"), "configure AWS credentials"),
+    (EndpointConnectionError('Could not connect to the endpoint URL: "https://api.pricing.us-east-1'
+                             '.amazonaws.com/"'), "no network route to the Price List API"),
+])
+def test_refresh_failure_is_one_line_and_changes_nothing(tmp_path, exc, hint):
+    path = tmp_path / "prices.json"
+    path.write_text('{"instances": {}}\n')
+    before = path.read_bytes()
+    with pytest.raises(PriceRefreshError) as info:
+        refresh(path, "us-east-1", "2026-11-30", BUNDLED, client=RaisingPricingClient(exc))
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith(f"Price List API query failed ({type(exc).__name__}: ")
+    assert hint in msg and msg.endswith("nothing changed")
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["prices.json"]
+
+
+def test_an_answer_that_prices_nothing_changes_nothing(tmp_path):
+    path = tmp_path / "prices.json"
+    with pytest.raises(PriceRefreshError, match="priced none of .* in 'mars-north-1'"):
+        refresh(path, "mars-north-1", "2026-11-30", BUNDLED, client=FakePricingClient({}))
+    assert not path.exists()
+
+
+def test_local_table_keeps_the_bundled_hardware_columns():
+    from neurondesk.collectors.price_list import OnDemandPrice
+
+    doc = build_local_table([OnDemandPrice("p5.48xlarge", 55.04)], BUNDLED, "us-east-1", "2026-11-30")
+    assert doc["instances"]["p5.48xlarge"]["accelerators"] == 8 and doc["instances"]["p5.48xlarge"]["chip"] == "h100"
+
+
+def cli(*args, tmp_path):
+    env = base_env(tmp_path)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    return subprocess.run([sys.executable, "-m", "neurondesk.cli", "prices", *args], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=REPO)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("boto3") is not None, reason="boto3 is installed here")
+def test_cli_refresh_without_boto3_fails_in_one_line(tmp_path):
+    p = cli("refresh", "--region", "us-east-1", tmp_path=tmp_path)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.splitlines() == ["neurondesk: prices refresh failed: boto3 is not installed: "
+                                     "pip install 'neurondesk[aws]'; nothing changed"]
+    assert not (tmp_path / "config").exists()
+
+
+def test_cli_list_shows_source_and_date_per_row_and_the_local_table(tmp_path):
+    refresh(tmp_path / "config" / "neurondesk" / "prices.json", "us-east-1", "2026-11-30", BUNDLED,
+            client=FakePricingClient({"trn1.2xlarge": [product("trn1.2xlarge", "1.5")]}))
+    rows = json.loads(cli("list", "--format", "json", tmp_path=tmp_path).stdout)
+    by = {r["instance_type"]: r for r in rows}
+    assert (by["trn1.2xlarge"]["price_per_hour"], by["trn1.2xlarge"]["source"], by["trn1.2xlarge"]["as_of"]) == (
+        1.5, "AWS-PRICELIST", "2026-11-30")
+    assert by["trn1.2xlarge"]["table"].startswith("local table ")
+    # not in the answer: the refreshed table says there is no On-Demand price there, and why
+    assert (by["trn1.32xlarge"]["price_per_hour"], by["trn1.32xlarge"]["source"]) == (None, "AWS-PRICELIST")
+    assert by["trn1.32xlarge"]["note"].startswith("no On-Demand hourly price for trn1.32xlarge in us-east-1")
+    text = cli(tmp_path=tmp_path).stdout
+    assert "trn1.2xlarge" in text and "$1.50/h" in text and "2026-11-30" in text
+    assert f"local table: {tmp_path / 'config' / 'neurondesk' / 'prices.json'} (in use)" in text
+    bundled = cli(tmp_path=tmp_path / "elsewhere").stdout
+    assert "VAN-2601" in bundled and "2026-01-21" in bundled and "none; `neurondesk prices refresh" in bundled
