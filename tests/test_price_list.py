@@ -212,7 +212,7 @@ def test_cli_list_shows_source_and_date_per_row_and_the_local_table(tmp_path):
     assert (by["trn1.32xlarge"]["price_per_hour"], by["trn1.32xlarge"]["source"]) == (None, "AWS-PRICELIST")
     assert by["trn1.32xlarge"]["note"].startswith("no On-Demand hourly price for trn1.32xlarge in us-east-1")
     text = cli(tmp_path=tmp_path).stdout
-    assert "trn1.2xlarge" in text and "$1.50/h" in text and "2026-11-30" in text
+    assert "trn1.2xlarge" in text and "$1.5000/h" in text and "2026-11-30" in text
     assert f"local table: {tmp_path / 'config' / 'neurondesk' / 'prices.json'} (in use)" in text
     bundled = cli(tmp_path=tmp_path / "elsewhere").stdout
     assert "VAN-2601" in bundled and "2026-01-21" in bundled and "none; `neurondesk prices refresh" in bundled

@@ -21,9 +21,10 @@ def fmt_value(x, kind: str) -> str:
         return f"{x:,.2f} s"
     if kind == "rate":
         return f"{x:,.1f}"
-    if kind in ("usd", "usd_h"):
-        text = f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
-        return text + ("/h" if kind == "usd_h" else "")
+    if kind == "usd_h":
+        return f"${x:,.4f}/h"  # list prices have up to 5 decimals (1.34375)
+    if kind == "usd":
+        return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
     if kind == "pct":
         return f"{x * 100:.2f}%"
     if kind == "loss":
