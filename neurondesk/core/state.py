@@ -159,6 +159,9 @@ class RunState:
     # in steady state (a steady step seen, no compile open): the HFU numerator is their mean
     hw_flops_sum: float = 0.0
     hw_flops_samples: int = 0
+    # mean device utilisation (% over the cores / GPUs this run uses), one value per steady sample
+    device_util_steady: array = field(default_factory=lambda: array("d"))
+    device_util_source: str | None = None
 
     output: deque = field(default_factory=lambda: deque(maxlen=OUTPUT_KEEP))  # latest OutputLine events
     output_total: int = 0
@@ -362,9 +365,22 @@ class RunState:
         self.process_tree = e
         self.workload_cpu_history.append((e.t, e.total_cpu_percent))
 
+    def _sampling_steady(self) -> bool:
+        """A telemetry sample counts toward steady-state figures when the last step was steady
+        and no compile is open."""
+        return bool(self.history) and self.history[-1].steady and not self.compile_open and not self.finished
+
+    def _note_device_util(self, values: list[float], source: str) -> None:
+        if values and self._sampling_steady():
+            self.device_util_steady.append(sum(values) / len(values))
+            self.device_util_source = source
+
     def _on_neuron_sample(self, e: dev.NeuronSample) -> None:
         self.neuron = e
-        if self.steady_from is not None and not self.compile_open and not self.finished:
+        used = [c for c in e.cores if c.get("owner_pid") is not None]
+        self._note_device_util([float(c["utilization"]) for c in used if c.get("utilization") is not None],
+                               "neuron-monitor neuroncore_utilization")
+        if self._sampling_steady():
             flops = [c["flops"] for c in e.cores if c.get("flops") is not None and c.get("owner_pid") is not None]
             if flops:
                 self.hw_flops_sum += float(sum(flops))
@@ -372,6 +388,10 @@ class RunState:
 
     def _on_gpu_sample(self, e: dev.GpuSample) -> None:
         self.gpu = e
+        ours = {p.get("gpu") for p in e.processes}
+        gpus = [g for g in e.gpus if not ours or g.get("index") in ours]
+        self._note_device_util([float(g["util_gpu"]) for g in gpus if g.get("util_gpu") is not None],
+                               "NVML utilization.gpu")
 
     def _on_cache_scan(self, e: dev.CacheScan) -> None:
         self.cache = e

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from neurondesk.core.cost import cost_figures, cost_so_far
+from neurondesk.core.diagnostics import device_utilization, input_advice
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
@@ -21,6 +22,22 @@ def _round(x: float | None, nd: int = 6) -> float | None:
 
 def _sig(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else float(f"{x:.{digits}g}")
+
+
+def _devices(state: RunState) -> dict | None:
+    """What was on the machine (the inventory taken at start), reasons included."""
+    inv = state.inventory
+    if inv is None:
+        return None
+    neuron = inv.neuron or {}
+    return {
+        "neuron_devices": len(neuron.get("devices") or []) if inv.neuron else 0,
+        "neuron_cores": sum(d.get("nc_count") or 0 for d in neuron.get("devices") or []),
+        "neuron_reason": inv.neuron_reason,
+        "gpus": [g.get("name") for g in inv.gpus],
+        "gpu_reason": inv.gpu_reason,
+        "cpu": inv.cpu,
+    }
 
 
 def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> dict:
@@ -78,6 +95,9 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         },
         "data_wait_fraction": _round(state.data_wait_fraction, 4),
         "input_verdict": state.input_verdict(),
+        "input_advice": input_advice(state),
+        "device_utilization": device_utilization(state),
+        "devices": _devices(state),
         "loss": {
             "first": state.loss_first,
             "last": state.loss_last,
