@@ -27,9 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "neurondesk" / "probe" / "bootstrap"))
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-import torch  # noqa: E402
-
 import _neurondesk_probe as probe_mod  # noqa: E402
+import torch  # noqa: E402
 
 
 def reader(server: socket.socket, counter: list[int]) -> None:
