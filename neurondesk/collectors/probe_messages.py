@@ -12,6 +12,8 @@ import json
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.core import events as ev
 
+PROBE_FILE = "_neurondesk_probe.py"
+
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
     raw = line.decode("utf-8", "replace").strip()
@@ -36,6 +38,7 @@ def _enrich_compile(msg: dict, debug_text: str) -> None:
     block = blocks[0]
     msg["graph_hash"] = msg.get("graph_hash") or block.graph_hash
     msg["reason"] = msg.get("reason") or block.cause
-    msg["frames"] = msg.get("frames") or list(block.frames)
+    # The probe's own sync wrapper sits in the stack torch_xla printed; it is not the user's story.
+    msg["frames"] = msg.get("frames") or [f for f in block.frames if PROBE_FILE not in f]
     if not msg.get("location") and block.location:
         msg["location"] = block.location
