@@ -8,7 +8,7 @@ from pathlib import Path
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
-from neurondesk.store.journal import JournalProblem, read_journal
+from neurondesk.store.journal import JournalProblem, iter_journal
 from neurondesk.store.rundir import EVENTS_FILE
 
 
@@ -17,9 +17,9 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple
     path = Path(run_dir) / EVENTS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: give a run folder made by `neurondesk run` (see `neurondesk history`)")
-    events, problems = read_journal(path)
+    problems: list[JournalProblem] = []
     state = RunState()
-    for e in events:
+    for e in iter_journal(path, problems):
         if target_loss is not None and isinstance(e, ev.RunStarted):
             e = dataclasses.replace(e, target_loss=target_loss)
         state.apply(e)
@@ -29,30 +29,6 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple
 def summary_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple[dict, list[JournalProblem]]:
     state, problems = state_from_run_dir(run_dir, target_loss)
     return build_summary(state), problems
-
-
-def iter_journal(path: Path, problems: list[JournalProblem]):
-    """The journal's events one by one, as read_journal reads them (bad lines go to `problems`),
-    without holding the whole file: a long run replays in constant memory."""
-    import json
-
-    from neurondesk.core.events import EVENT_TYPES, event_from_dict
-
-    with Path(path).open("rb") as f:
-        for no, raw in enumerate(f, start=1):
-            text = raw.decode("utf-8", "replace")
-            if not text.strip():
-                continue
-            try:
-                d = json.loads(text)
-                if not isinstance(d, dict):
-                    raise TypeError(f"expected a JSON object, got {type(d).__name__}")
-                if d.get("kind") not in EVENT_TYPES:
-                    raise ValueError(f"unknown event kind {d.get('kind')!r}")
-                yield event_from_dict(d)
-            except (ValueError, TypeError) as e:
-                error = f"torn last line ({e})" if not raw.endswith(b"\n") else str(e)
-                problems.append(JournalProblem(no, error, text.rstrip("\n")[:200]))
 
 
 class ReplaySource:

@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -141,11 +141,10 @@ def _ends_without_newline(path: Path) -> bool:
         return False
 
 
-def read_journal(path: Path | str) -> tuple[list[Event], list[JournalProblem]]:
-    """All readable events in order, and one JournalProblem per line that was skipped."""
+def iter_journal(path: Path | str, problems: list[JournalProblem]) -> Iterator[Event]:
+    """The journal's readable events one by one, in order, without holding the whole file (a long
+    run replays in constant memory); each skipped line adds a JournalProblem to ``problems``."""
     path = Path(path)
-    events: list[Event] = []
-    problems: list[JournalProblem] = []
     try:
         f = path.open("rb")
     except OSError as e:
@@ -161,9 +160,17 @@ def read_journal(path: Path | str) -> tuple[list[Event], list[JournalProblem]]:
                     raise TypeError(f"expected a JSON object, got {type(d).__name__}")
                 if d.get("kind") not in EVENT_TYPES:  # the live registry: later parts add kinds
                     raise ValueError(f"unknown event kind {d.get('kind')!r}")
-                events.append(event_from_dict(d))
+                event = event_from_dict(d)
             except (ValueError, TypeError) as e:
                 torn = not raw.endswith(b"\n")  # only the last line can lack its newline
                 error = f"torn last line ({e})" if torn else str(e)
                 problems.append(JournalProblem(no, error, text.rstrip("\n")[:200]))
+                continue
+            yield event
+
+
+def read_journal(path: Path | str) -> tuple[list[Event], list[JournalProblem]]:
+    """All readable events in order, and one JournalProblem per line that was skipped."""
+    problems: list[JournalProblem] = []
+    events = list(iter_journal(path, problems))
     return events, problems
