@@ -340,3 +340,35 @@ def test_cli_replay_rejects_a_bad_speed_and_a_missing_folder(tmp_path, capsys):
         main(["replay", str(tmp_path), "--speed", "-1"])
     assert e.value.code == 2
     assert "--speed -1" in capsys.readouterr().err
+
+
+def test_compile_table_keeps_the_latest_rows_and_counts_them_all(tmp_path):
+    from neurondesk.views.console.compiles import TABLE_ROWS
+
+    run = tmp_path / "many"
+    run.mkdir()
+    n = TABLE_ROWS + 100
+    with JournalWriter(run / "events.jsonl") as w:
+        w.write(ev.RunStarted(t=1.0, run_id="many", command=["python", "x.py"]))
+        for i in range(n):
+            w.write(ev.CompileFinished(t=2.0 + i, source="probe", duration_s=0.5, pid=1, step=i,
+                                       point="p", location="x.py:1", input_shapes=[[8, i + 1]]))
+
+    async def script(app, pilot):
+        await pilot.press("c")
+        table = app.query_one("#compile-table", DataTable)
+        return table.row_count, table.get_row_at(0)[0].plain, text(app, "#compile-stats")
+
+    rows, first_index, stats = run_app(ReplaySource(run, speed=0), WIDE, script)
+    assert rows == TABLE_ROWS
+    assert first_index == str(n - TABLE_ROWS + 1)
+    assert f"compiles {n}" in stats
+
+
+def test_keys_are_in_the_command_palette_too():
+    async def script(app, pilot):
+        return [c.title for c in app.get_system_commands(app.screen)]
+
+    titles = run_app(ReplaySource(JOURNALS / "item", speed=0, until=1.0), WIDE, script)
+    for title in ("Quit", "Stop the workload", "Export the summary", "Show Compiles", "Show Log", "Help"):
+        assert title in titles
