@@ -372,3 +372,35 @@ def test_keys_are_in_the_command_palette_too():
     titles = run_app(ReplaySource(JOURNALS / "item", speed=0, until=1.0), WIDE, script)
     for title in ("Quit", "Stop the workload", "Export the summary", "Show Compiles", "Show Log", "Help"):
         assert title in titles
+
+
+@pytest.mark.parametrize("kind", ["neuron", "gpu"])
+def test_devices_show_neuron_cores_or_gpus_when_they_are_sampled(tmp_path, kind):
+    from neurondesk.core import device_events as dev
+
+    run = tmp_path / kind
+    run.mkdir()
+    with JournalWriter(run / "events.jsonl") as w:
+        w.write(ev.RunStarted(t=1.0, run_id=kind, command=["python", "x.py"]))
+        w.write(dev.HostSample(t=1.5, cpu_percent=10.0, per_cpu_percent=[10.0] * 4, memory_total=64 << 30,
+                               memory_used=8 << 30))
+        if kind == "neuron":
+            w.write(dev.NeuronSample(t=2.0, cores=[
+                {"core": i, "utilization": 50.0 + i, "memory": {"tensors": 1 << 30}, "memory_total": 16 << 30}
+                for i in range(32)]))
+        else:
+            w.write(dev.GpuSample(t=2.0, gpus=[
+                {"index": i, "name": "H100", "util_gpu": 90.0, "memory_used": 40 << 30, "memory_total": 80 << 30}
+                for i in range(2)]))
+
+    async def script(app, pilot):
+        return text(app, "#devices-text")
+
+    shown = run_app(ReplaySource(run, speed=0), WIDE, script)
+    assert "host CPU per core" not in shown
+    if kind == "neuron":
+        assert "32 NeuronCores" in shown and "nc31" in shown and "81%" in shown
+        assert "device memory 32.0/512G over 32 NeuronCores" in shown
+    else:
+        assert "2 GPUs" in shown and "gpu1" in shown and "40.0/80G" in shown
+    assert "8.0 GiB / 64.0 GiB host" in shown

@@ -35,9 +35,9 @@ class CostPanel(Panel):
             ("compile share", fmt.pct(c.compile_share)),
         ]
         if state.steps_requested:
-            rows.append((f"projected {state.steps_requested:,} st.", fmt.usd(c.projected_usd)))
+            rows.append((f"projected {state.steps_requested:,}", fmt.usd(c.projected_usd)))
         for i, (label, value) in enumerate(rows):
-            t.append(f"{label:<19}", style="dim")
+            t.append(f"{label:<20}", style="dim")
             t.append(value, style="bold" if label in ("so far", "$/1k steps steady") else "")
             if i < len(rows) - 1:
                 t.append("\n")

@@ -95,6 +95,13 @@ def device_units(state: RunState) -> tuple[str, list[Unit], str]:
     return "none", [], "no device or host samples yet"
 
 
+def memory_sum(units: list[Unit]) -> tuple[int | None, int | None]:
+    """Used and total memory over the units that report them."""
+    used = [u.mem_used for u in units if u.mem_used is not None]
+    total = [u.mem_total for u in units if u.mem_total is not None]
+    return (sum(used) if used else None), (sum(total) if total else None)
+
+
 def split_text(state: RunState) -> str:
     """Executions per step, and where a step is split when it runs several graphs."""
     per = state.executions_per_step

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 
 from neurondesk.core.state import RunState
 from neurondesk.views.console import fmt
-from neurondesk.views.console.derived import device_units
+from neurondesk.views.console.derived import device_units, memory_sum
 from neurondesk.views.console.panel import Line, Panel
 
 
@@ -26,6 +26,10 @@ def _mem(used: int | None, total: int | None) -> str:
     return fmt.gib(used)
 
 
+MAX_ROWS = 8  # bars are laid out in columns so that at most this many rows are used
+LEVELS = " ▁▂▃▄▅▆▇█"
+
+
 class DevicesPanel(Panel):
     NAME = "Devices"
     KEY = "d"
@@ -41,6 +45,44 @@ class DevicesPanel(Panel):
         super().invalidate()
         self._samples = ()
 
+    @staticmethod
+    def _bars(t: Text, kind: str, units: list, width: int) -> None:
+        """One bar per unit, in as many columns as keep it within MAX_ROWS rows; each unit's
+        memory beside its bar when there is room, else the sum below them."""
+        per_mem = kind != "host"
+        cols = -(-len(units) // MAX_ROWS)
+        if per_mem and width // cols < 30:
+            per_mem = False
+        fixed = 13 + (10 if per_mem else 0)
+        cols = max(cols, min(4, width // (fixed + 8), -(-len(units) // 2))) if len(units) > 2 else 1
+        cell = width // cols
+        bar_w = max(4, cell - fixed)
+        for i, u in enumerate(units):
+            t.append("\n" if i % cols == 0 else "")
+            filled, empty = fmt.bar(u.util, bar_w)
+            t.append(f"{u.label:>5} ")
+            t.append(filled, style=util_style(u.util))
+            t.append(empty, style="on grey19")
+            t.append(f" {fmt.pct(u.util, 0):>4}")
+            if per_mem:
+                t.append(f" {_mem(u.mem_used, u.mem_total):>9}", style="dim")
+            t.append("  " if (i + 1) % cols else "")
+        if kind != "host" and not per_mem:
+            used, total = memory_sum(units)
+            what = {"neuron": "NeuronCores", "gpu": "GPUs"}.get(kind, kind)
+            t.append(f"\n  device memory {_mem(used, total)} over {len(units)} {what}", style="dim")
+
+    @staticmethod
+    def _spark(t: Text, units: list, width: int) -> None:
+        """Many units (a 128-vCPU host): one cell per unit, its height the utilisation."""
+        per_line = max(16, min(64, width - 12))
+        for start in range(0, len(units), per_line):
+            chunk = units[start:start + per_line]
+            t.append(f"\n{start:>4}-{start + len(chunk) - 1:<4} ", style="dim")
+            for u in chunk:
+                level = 0 if u.util is None else round(max(0.0, min(1.0, u.util)) * 8)
+                t.append(LEVELS[level], style=util_style(u.util) + " on grey19")
+
     def render_state(self, state: RunState, now: float) -> None:
         samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), self.content_size)
         if samples == self._samples:
@@ -54,21 +96,10 @@ class DevicesPanel(Panel):
             why = "; ".join(r for r in (inv.neuron_reason, inv.gpu_reason) if r)
             t.append("\n" + fmt.ellipsize(why, max(20, self.content_size.width)), style="dim")
         width = max(30, self.content_size.width)
-        if units:
-            # as many columns as fit at ~34 cells each, so 32 NeuronCores stay within 8 lines
-            cols = max(1, min(4, width // 34, (len(units) + 3) // 4 or 1))
-            cell = width // cols
-            bar_w = max(6, cell - 22 if kind != "host" else cell - 13)
-            for i, u in enumerate(units):
-                t.append("\n" if i % cols == 0 else "")
-                filled, empty = fmt.bar(u.util, bar_w)
-                t.append(f"{u.label:>5} ")
-                t.append(filled, style=util_style(u.util))
-                t.append(empty, style="on grey19")
-                t.append(f" {fmt.pct(u.util, 0):>4}")
-                if kind != "host":
-                    t.append(f" {_mem(u.mem_used, u.mem_total):>9}", style="dim")
-                t.append("  " if (i + 1) % cols else "")
+        if len(units) > MAX_ROWS * 4:
+            self._spark(t, units, width)
+        elif units:
+            self._bars(t, kind, units, width)
         host = state.host
         if host is not None:
             t.append("\n")
