@@ -404,3 +404,14 @@ def test_devices_show_neuron_cores_or_gpus_when_they_are_sampled(tmp_path, kind)
     else:
         assert "2 GPUs" in shown and "gpu1" in shown and "40.0/80G" in shown
     assert "8.0 GiB / 64.0 GiB host" in shown
+
+
+def test_the_console_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, neurondesk.cli, neurondesk.session, neurondesk.views.console.app, "
+            "neurondesk.views.console.sources; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parent.parent)
+    assert out.stdout.strip() == "False"

@@ -1,6 +1,8 @@
-"""The console app: polls its source four times a second and re-renders the visible panels once
-per poll, however many events arrived. Wide terminals show every panel; small ones fold them into
-tabs. When the run ends, the final summary stays up until the user quits."""
+"""The console app. It polls its source (a live RunSession or a ReplaySource) four times a second,
+on a timer re-armed only once the poll is done, and redraws the visible panels twice a second
+(and at once when the phase changes), however many events arrived in between. Wide terminals show
+every panel; small ones fold them into tabs. When the run ends, the final summary stays up until
+the user quits."""
 
 from __future__ import annotations
 
