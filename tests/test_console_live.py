@@ -181,3 +181,30 @@ def test_run_console_stops_a_running_workload_on_the_way_out(tmp_path, monkeypat
     summary = json.loads((session.paths.dir / "summary.json").read_text())
     assert summary["finished"] and summary["exit_signal"] == "SIGINT"
     assert str(session.paths.dir) in capsys.readouterr().out
+
+
+def test_sigterm_to_the_console_stops_the_workload_and_quits(tmp_path):
+    import signal
+
+    script = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+    session = session_for(tmp_path, [sys.executable, "-c", script])
+    source = LiveSource(session)
+    app = ConsoleApp(source)
+    seen: dict = {}
+
+    async def go():
+        source.start()
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: session.state.output_total >= 1, 60, "the workload's output")
+            handler = signal.getsignal(signal.SIGTERM)
+            assert handler not in (signal.SIG_DFL, None), "the console did not take SIGTERM over"
+            os.kill(os.getpid(), signal.SIGTERM)
+            await wait_for(pilot, lambda: session.done, 30, "the workload to stop")
+            await pilot.pause(0.6)
+            seen["running"] = app.is_running
+        source.finish()
+
+    asyncio.run(go())
+    assert not seen["running"]
+    summary = json.loads((session.paths.dir / "summary.json").read_text())
+    assert summary["exit_signal"] == "SIGINT"

@@ -82,7 +82,7 @@ class ConsoleApp(App[int]):
             self.query_one("#log-search", Input).cursor_blink = False
         self._layout_for(self.size.width, self.size.height)
         try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.action_request_quit)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._on_sigterm)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         self.call_after_refresh(self.poll_now)  # the first frame, once widgets know their sizes
@@ -226,6 +226,15 @@ class ConsoleApp(App[int]):
 
     async def action_quit(self) -> None:  # the palette's "Quit" goes through the same question
         self.action_request_quit()
+
+    def _on_sigterm(self) -> None:
+        """Terminated from outside: stop the workload (if it runs) and quit once it has exited."""
+        if self.source.live and not self.source.done:
+            if not self.quit_when_done:
+                self.quit_when_done = True
+                self.source.stop()
+            return
+        self.exit(0)
 
     def _quit_answer(self, answer: str | None) -> None:
         if answer == "stop":
