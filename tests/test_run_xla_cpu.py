@@ -202,3 +202,52 @@ def test_trace_new_batch_size_is_a_shape_change_recompile(tmp_path):
     assert causes == [(0, "first"), (8, "shape-change")]
     second = s["compiles"][1]
     assert second["previous_shapes"][0][0] == 1 and second["input_shapes"][0][0] == 8
+
+
+@pytest.mark.parametrize("style", ["optimizer_step", "loader"])
+def test_other_xla_loop_styles_count_one_step_per_optimizer_step(tmp_path, style):
+    # xm.optimizer_step + xm.mark_step, and MpDeviceLoader (whose next() syncs the previous step)
+    run = neurondesk_run(tmp_path, [*DEMO, "--steps", "20", "--xla-style", style])
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = run.summary
+    assert s["steps"] == 20 and s["executions_per_step"] == 1
+    assert s["recompiles_after_warmup"] == 0
+    own = workload_timing(run.stdout)
+    assert s["steady"]["samples_per_s"] == pytest.approx(own["samples_per_s"], rel=0.05)
+
+
+TORCH_XLA_COMPILE_SCRIPT = """
+import torch, torch_xla
+dev = torch_xla.device()
+model = torch.nn.Sequential(torch.nn.Embedding(100, 16), torch.nn.Flatten(), torch.nn.Linear(16 * 8, 100)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+def step(x, y):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+step = torch_xla.compile(step)
+for i in range(12):
+    x = torch.randint(0, 100, (4, 8), device=dev)
+    y = torch.randint(0, 100, (4,), device=dev)
+    step(x, y)  # STEP LINE
+"""
+
+
+def test_torch_xla_compile_function_steps_and_its_two_syncs(tmp_path):
+    script = tmp_path / "compile_fn.py"
+    script.write_text(TORCH_XLA_COMPILE_SCRIPT)
+    run = neurondesk_run(tmp_path, [], workload=script)
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = run.summary
+    assert s["steps"] == 12
+    # torch_xla.compile syncs the pending input graph on entry and the step on exit: 2 graphs a step,
+    # both reached from the user's call line, told apart by their call path.
+    assert s["executions_per_step"] == 2
+    step_line = f"{script}:{TORCH_XLA_COMPILE_SCRIPT.splitlines().index('    step(x, y)  # STEP LINE') + 1}"
+    assert [(c["step"], c["cause"], c["location"]) for c in s["compiles"]] == [
+        (0, "first", step_line), (0, "first", step_line)]
+    assert "torch_xla.compile" in s["compiles"][1]["reason"]

@@ -296,15 +296,17 @@ class RunState:
         key = e.point or e.location or e.graph_hash
         if key is None:
             return ("first" if not self.compiles else "new-graph"), None
-        seen = self.points.setdefault(key, [])
+        seen = self.points.get(key)
         shapes = e.input_shapes
-        if not seen:
-            seen.append(shapes)
+        if seen is None:
+            self.points[key] = [shapes] if shapes is not None else []
             return "first", None
-        if shapes is not None and all(s != shapes for s in seen):
+        if shapes is not None and seen and shapes not in seen:
             previous = seen[-1]
             seen.append(shapes)
             return "shape-change", previous
+        if shapes is not None and not seen:
+            seen.append(shapes)
         return "new-graph", None
 
     def _pair_dynamo(self, record: CompileRecord) -> None:

@@ -28,6 +28,7 @@ from collections import deque
 
 _PROBE_FILE = os.path.abspath(__file__)
 _LIB_MARKERS = (os.sep + "torch" + os.sep, os.sep + "torch_xla" + os.sep, "site-packages", "dist-packages")
+_STDLIB = os.path.dirname(os.__file__) + os.sep  # contextlib, functools ... are not the user's code
 _MAX_PENDING = 20000  # messages kept while the console is not reading; beyond that, dropped and counted
 
 _probe: Probe | None = None
@@ -100,6 +101,7 @@ class Probe:
         self.step_start_wall: float | None = None
         self.opt_stepped = False  # an optimizer step happened since the last boundary
         self.lead_optimizer: int | None = None
+        self.has_optimizer = False  # an optimizer exists: syncs before its first step are inside step 0
         self.device_reported = False
         self.is_xla = False
         self.samples = 0
@@ -244,10 +246,26 @@ class Probe:
         f = sys._getframe(depth)
         while f is not None:
             fn = f.f_code.co_filename
-            if fn != _PROBE_FILE and not fn.startswith("<") and not any(m in fn for m in _LIB_MARKERS):
+            if (fn != _PROBE_FILE and not fn.startswith(("<", _STDLIB))
+                    and not any(m in fn for m in _LIB_MARKERS)):
                 return f"{fn}:{f.f_lineno}"
             f = f.f_back
         return None
+
+    @staticmethod
+    def sync_point(depth: int = 2) -> str:
+        """The call path from the sync up to the user's frame: two syncs reached from the same user
+        line through different library lines (torch_xla.compile's entry and exit) differ."""
+        parts = []
+        f = sys._getframe(depth)
+        while f is not None and len(parts) < 12:
+            fn = f.f_code.co_filename
+            if fn != _PROBE_FILE:
+                parts.append(f"{os.path.basename(fn)}:{f.f_lineno}")
+                if not fn.startswith(("<", _STDLIB)) and not any(m in fn for m in _LIB_MARKERS):
+                    break
+            f = f.f_back
+        return ">".join(parts)
 
     # ---------------------------------------------------------------- steps
     def note_activity(self) -> None:
@@ -328,6 +346,14 @@ class Probe:
     def patch_optimizer(self, module) -> None:
         module.register_optimizer_step_pre_hook(self._opt_pre)
         module.register_optimizer_step_post_hook(self._opt_post)
+        real_init = module.Optimizer.__init__
+        probe = self
+
+        def __init__(opt, *args, **kwargs):
+            probe.has_optimizer = True
+            return real_init(opt, *args, **kwargs)
+
+        module.Optimizer.__init__ = __init__
 
     def _opt_pre(self, optimizer, args, kwargs):
         if self.disabled:
@@ -501,9 +527,11 @@ class Probe:
         compiles = after[0] - before[0]
         execs = compiles + after[1] - before[1]
         self.is_xla = True
-        if execs and not self.device_reported and self.lead_optimizer is None:
+        if execs and not self.device_reported and not self.has_optimizer:
             self.report_xla_device()  # an inference loop: no optimizer will tell us the device
-        boundary = self.opt_stepped or self.lead_optimizer is None
+        # Training: the first sync after an optimizer step ends the step. With no optimizer at
+        # all (inference, tracing) every sync that runs a graph is a step.
+        boundary = self.opt_stepped or not self.has_optimizer
         trigger = "loader" if self.in_loader else "sync"
         self.step_execs += execs
         if compiles:
@@ -526,10 +554,11 @@ class Probe:
             values = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
             durations = (values + durations)[:n] if len(values) < n else values[-n:]
         location = self.user_location(depth + 1)
+        point = f"{trigger}@{self.sync_point(depth + 1)}"
         debug_text = self.read_debug_text()
         for i, d in enumerate(durations):
             self.send({"kind": "compile", "source": "probe", "step": self.step, "duration_s": d,
-                       "cache": "miss", "trigger": trigger, "point": f"{trigger}@{location}",
+                       "cache": "miss", "trigger": trigger, "point": point,
                        "location": location, "input_shapes": self.shapes or None,
                        "debug_text": debug_text if i == 0 else None})
 
