@@ -12,6 +12,7 @@ taken over the steady steps of the lead process (the first process that reported
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from array import array
 from collections import Counter, deque
@@ -342,6 +343,8 @@ class RunState:
         self.pending_neuron.append(e)
 
     def _on_graph_break(self, e: ev.GraphBreak) -> None:
+        if e.step is None:  # from the log: the step in progress
+            e = dataclasses.replace(e, step=self.current_step)
         self.graph_breaks.append(e)
 
     def _on_loss(self, e: ev.LossReported) -> None:

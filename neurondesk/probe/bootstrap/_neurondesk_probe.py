@@ -34,6 +34,13 @@ _MAX_PENDING = 20000  # messages kept while the console is not reading; beyond t
 _probe: Probe | None = None
 
 
+def _is_compiling() -> bool:
+    """Replaced by torch.compiler.is_compiling once torch is loaded. Every hook that torch can
+    call from inside a torch.compile'd region returns at once when it is True: dynamo then
+    traces the hook as a no-op instead of breaking the user's graph on our code."""
+    return False
+
+
 def install() -> None:
     """Called by the bootstrap sitecustomize. Cheap: imports nothing heavy."""
     global _probe
@@ -52,6 +59,7 @@ class _PostImportFinder:
     def __init__(self, probe: Probe) -> None:
         self.probe = probe
         self.patches = {
+            "torch.compiler": probe.patch_compiler,
             "torch.optim.optimizer": probe.patch_optimizer,
             "torch.nn.modules.module": probe.patch_module,
             "torch.utils.data.dataloader": probe.patch_dataloader,
@@ -108,6 +116,9 @@ class Probe:
         self.tokens = 0
         self.tokens_known = True
         self.shapes: list[list[int]] = []
+        self.loader_samples = 0
+        self.loader_tokens = 0
+        self.loader_shapes: list[list[int]] = []
         self.data_wait = 0.0
         self.step_execs = 0
         self.step_compiles = 0
@@ -283,6 +294,11 @@ class Probe:
             if self.tokens_known and self.tokens:
                 msg["tokens"] = self.tokens
             msg["input_shapes"] = self.shapes
+        elif self.loader_samples:
+            msg["samples"] = self.loader_samples
+            if self.loader_tokens:
+                msg["tokens"] = self.loader_tokens
+            msg["input_shapes"] = self.loader_shapes
         if self.is_xla:
             msg["executions"] = self.step_execs
         if self.dropped:
@@ -294,6 +310,8 @@ class Probe:
         self.samples = self.tokens = 0
         self.tokens_known = True
         self.shapes = []
+        self.loader_samples = self.loader_tokens = 0
+        self.loader_shapes = []
         self.data_wait = 0.0
         self.step_execs = self.step_compiles = 0
 
@@ -343,6 +361,11 @@ class Probe:
                    "precision": None})
 
     # optimizer hooks
+    def patch_compiler(self, module) -> None:
+        global _is_compiling
+        if hasattr(module, "is_compiling"):
+            _is_compiling = module.is_compiling
+
     def patch_optimizer(self, module) -> None:
         module.register_optimizer_step_pre_hook(self._opt_pre)
         module.register_optimizer_step_post_hook(self._opt_post)
@@ -356,7 +379,7 @@ class Probe:
         module.Optimizer.__init__ = __init__
 
     def _opt_pre(self, optimizer, args, kwargs):
-        if self.disabled:
+        if _is_compiling() or self.disabled:
             return None
         self.guarded(self._on_opt_pre, optimizer)
         return None
@@ -371,7 +394,7 @@ class Probe:
             self.end_step()  # two steps with no sync in between: close the previous one here
 
     def _opt_post(self, optimizer, args, kwargs):
-        if self.disabled:
+        if _is_compiling() or self.disabled:
             return None
         if id(optimizer) == self.lead_optimizer:
             if self.is_xla:
@@ -385,8 +408,9 @@ class Probe:
         self.global_fwd_hook = module.register_module_forward_pre_hook(self._first_forward)
 
     def _first_forward(self, mod, args):
-        # The first module called is the outermost one; hook only it and drop the global hook
-        # before anything else runs, so dynamo never traces through our hook.
+        # The first module called is the outermost one; hook only it and drop the global hook.
+        if _is_compiling():
+            return None
         handle, self.global_fwd_hook = self.global_fwd_hook, None
         if handle is None or self.disabled:
             return None
@@ -399,7 +423,7 @@ class Probe:
         self._top_forward(mod, args, {})
 
     def _top_forward(self, mod, args, kwargs):
-        if self.disabled:
+        if _is_compiling() or self.disabled:
             return None
         try:
             self.note_activity()
@@ -447,13 +471,35 @@ class Probe:
                 return real_next(it)
             t0 = time.perf_counter()
             try:
-                return real_next(it)
+                batch = real_next(it)
             finally:
                 if probe.step_start is None:
                     probe.step_start, probe.step_start_wall = t0, time.time()
                 probe.data_wait += time.perf_counter() - t0
+            probe.note_batch(batch)
+            return batch
 
         cls.__next__ = __next__
+
+    def note_batch(self, batch) -> None:
+        """Samples and tokens from a DataLoader batch: used for the steps in which the model's
+        forward could not be seen (a forward inside a torch.compile'd function)."""
+        x = batch
+        for _ in range(3):
+            if isinstance(x, dict):
+                x = x.get("input_ids", next(iter(x.values()), None))
+            elif isinstance(x, (list, tuple)):
+                x = x[0] if x else None
+            else:
+                break
+        shape = getattr(x, "shape", None)
+        if not shape:
+            return
+        self.loader_samples += shape[0]
+        dtype = getattr(x, "dtype", None)
+        if len(shape) >= 2 and dtype is not None and not dtype.is_floating_point:
+            self.loader_tokens += shape[0] * shape[1]
+        self.loader_shapes.append(list(shape))
 
     def patch_parallel_loader(self, module) -> None:
         cls = module.PerDeviceLoader
@@ -591,7 +637,7 @@ class Probe:
             def make(real=real, name=name):
                 def wrapper(self, *args, **kwargs):
                     guard = probe.value_guard
-                    if probe.disabled or getattr(guard, "on", False):
+                    if _is_compiling() or probe.disabled or getattr(guard, "on", False):
                         return real(self, *args, **kwargs)
                     guard.on = True
                     try:
