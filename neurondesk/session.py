@@ -173,6 +173,18 @@ class RunSession:
         if self.workload is not None:
             self.workload.signal(sig)
 
+    def abort(self, reason: str) -> None:
+        """neurondesk itself is going down: end the workload (it runs in its own process group and
+        would be orphaned) and write what was recorded."""
+        if self.done:
+            return
+        if self.workload is not None:
+            self.workload.signal(signal.SIGTERM)
+        self.record(ev.Notice(t=time.time(), level="error", message=f"neurondesk stopped: {reason}"))
+        self.record(ev.RunFinished(t=time.time(), exit_code=None, signal="SIGTERM",
+                                   stderr_tail=list(self.stderr_tail)))
+        self.finish()
+
     def summary(self, now: float | None = None) -> dict:
         return build_summary(self.state, now)
 

@@ -76,6 +76,10 @@ class HeadlessPrinter:
                 if now - last_status >= every:
                     self._show_status(now)
                     last_status = now
+        except BaseException as exc:
+            if self.session.paths is not None:  # started: never leave an orphaned workload behind
+                self.session.abort(f"{type(exc).__name__}: {exc}")
+            raise
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
