@@ -147,7 +147,12 @@ class RunSession:
             self.record(decode_probe_line(item.line, item.t))
         elif isinstance(item, RawOutput):
             if self.log_file is not None:
-                self.log_file.write(f"{item.stream}: {item.text}\n")
+                try:
+                    self.log_file.write(f"{item.stream}: {item.text}\n")
+                except OSError as exc:  # the journal has the line too; stop the copy, say why once
+                    self.log_file = None
+                    self.state.notices.append(ev.Notice(t=item.t, level="warn",
+                                                        message=f"workload.log not written further: {exc}"))
             if item.stream == "stderr":
                 self.stderr_tail.append(item.text)
             for e in self.parser.feed(item.stream, item.text, item.t):
@@ -208,10 +213,22 @@ class RunSession:
             except JournalError as exc:
                 self.journal_error = str(exc)
         if self.log_file is not None:
-            self.log_file.close()
+            try:
+                self.log_file.close()
+            except OSError:
+                pass  # workload.log is a convenience copy; every line is in the journal
             self.log_file = None
-        summary = self.export_summary()
-        self.summary_written = True
+        try:
+            summary = self.export_summary()
+            self.summary_written = True
+        except OSError as exc:
+            summary = self.summary()
+            self.state.notices.append(ev.Notice(
+                t=time.time(), level="error",
+                message=(f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}; free disk space, "
+                         f"then rebuild it with `neurondesk summary {self.paths.dir}`")))
+        if self.journal_error:
+            self.state.notices.append(ev.Notice(t=time.time(), level="error", message=self.journal_error))
         try:
             root = self.options.run_root or default_run_root()
             RunIndex(root / INDEX_FILE).record(summary, self.paths.dir)
