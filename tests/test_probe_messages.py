@@ -1,0 +1,51 @@
+"""Probe messages to typed events: odd lines become ParseProblems, never exceptions."""
+
+from __future__ import annotations
+
+import json
+
+from neurondesk.collectors.probe_messages import decode_probe_line
+from neurondesk.core import events as ev
+
+BLOCK = """
+Compilation Analysis: ================================================================================
+Compilation Analysis: Compilation Cause
+Compilation Analysis:   most likely user code trying to access tensor value before torch_xla.sync
+Compilation Analysis: Graph Info: 
+Compilation Analysis:   Graph Hash: 4e96de616eded805e04ee720abc6fa9b
+Compilation Analysis:   Number of Graph Inputs: 62
+Compilation Analysis:   Number of Graph Outputs: 1
+Compilation Analysis: Python Frame Triggered Execution: 
+Compilation Analysis:   wrapper (/x/neurondesk/probe/bootstrap/_neurondesk_probe.py:600)
+Compilation Analysis:   train_loop (/home/u/train.py:88)
+Compilation Analysis: --------------------------------------------------------------------------------
+Compilation Analysis: ================================================================================
+"""
+
+
+def _line(d: dict) -> bytes:
+    return (json.dumps(d) + "\n").encode()
+
+
+def test_compile_message_is_enriched_from_its_debug_text_without_the_probe_frame():
+    e = decode_probe_line(_line({"kind": "compile", "t": 5.0, "pid": 3, "source": "probe", "step": 2,
+                                 "duration_s": 1.5, "trigger": "value-access", "debug_text": BLOCK}), 9.0)
+    assert isinstance(e, ev.CompileFinished)
+    assert e.t == 5.0 and e.step == 2 and e.duration_s == 1.5
+    assert e.graph_hash == "4e96de616eded805e04ee720abc6fa9b"
+    assert e.reason.startswith("most likely user code")
+    assert e.frames == ["train_loop (/home/u/train.py:88)"]
+    assert e.location == "/home/u/train.py:88"  # the probe gave none: the block's user frame
+
+
+def test_missing_time_takes_the_arrival_time_and_unknown_keys_are_ignored():
+    e = decode_probe_line(_line({"kind": "step", "pid": 1, "step": 0, "duration_s": 0.1, "future_key": 1}), 7.5)
+    assert isinstance(e, ev.StepEnded) and e.t == 7.5
+
+
+def test_garbage_lines_are_parse_problems():
+    for raw in (b"\xff\xfe not json\n", b"[1, 2]\n", b'{"no": "kind"}\n', b'{"kind": "warp_drive", "t": 1}\n',
+                b'{"kind": "step", "t": 1}\n', b'{"kind": "step", "t": 1, "pid"' + b"x" * 100000):
+        e = decode_probe_line(raw, 3.0)
+        assert isinstance(e, ev.ParseProblem), raw[:40]
+        assert e.source == "probe" and e.t == 3.0 and len(e.raw) <= 2000
