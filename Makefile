@@ -11,14 +11,16 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test,workload]'
 	touch $(STAMP)
 
-.PHONY: venv demo test lint bench screenshots
+.PHONY: venv demo test screenshots
 venv: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/neurondesk demo
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/python -m pytest -q
 
-lint: $(STAMP)
-	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks
+
+screenshots: $(STAMP)
+	$(VENV)/bin/python scripts/make_screenshots.py
