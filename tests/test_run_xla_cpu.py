@@ -68,7 +68,9 @@ def test_summary_contract_keys_and_status_line(plain):
     assert "VAN-2601" in s["cost"]["price_source"]
     assert s["cost"]["total_usd"] > 0
     assert s["loss"]["first"] is not None and s["loss"]["last"] is not None
-    assert "neurondesk:" in plain.stderr and "samples/s" in plain.stderr  # the status line
+    status = [line for line in plain.stderr.splitlines() if line.startswith("neurondesk: ")]
+    assert status[0].startswith("neurondesk: starting")
+    assert status[-1].startswith("neurondesk: finished (exit 0) | step 60/60 |") and "samples/s steady" in status[-1]
     assert "first compile" in plain.stdout  # the summary table
     assert (plain.run_dir / "summary.md").read_text().startswith("# neurondesk run")
 

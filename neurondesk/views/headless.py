@@ -84,6 +84,8 @@ class HeadlessPrinter:
             for s, h in old.items():
                 signal.signal(s, h)
         self._clear_status()
+        if not self.tty:
+            self._show_status(time.time())  # a log keeps the final status line too
         summary = self.session.summary()
         self.out.write(f"\nneurondesk summary ({self.session.paths.dir})\n")
         self.out.write(to_text_table(summary))
