@@ -113,7 +113,7 @@ def model_flops_per_s(config: dict, tokens_per_s: float | None, steps_per_s: flo
 def mfu_for_state(state: RunState, table: PriceTable | None = None) -> MfuResult:
     table = table or bundled_table()
     world = state.world
-    total = sum(state.steady_times)
+    total = state.steady_total_s
     steps_per_s = len(state.steady_times) / total if total > 0 else None
     model, how = model_flops_per_s(state.config, state.steady_tokens_per_s, steps_per_s, world)
     hw = state.hw_flops_sum / state.hw_flops_samples if state.hw_flops_samples else None

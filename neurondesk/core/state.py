@@ -84,15 +84,19 @@ class SplitPoint:
     count: int = 0
 
 
-def quantile(values, q: float) -> float | None:
-    """Linear-interpolated quantile of a non-empty sequence (None when empty)."""
-    if not values:
+def quantile_sorted(xs, q: float) -> float | None:
+    """Linear-interpolated quantile of an already sorted sequence (None when empty)."""
+    if not xs:
         return None
-    xs = sorted(values)
     pos = (len(xs) - 1) * q
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def quantile(values, q: float) -> float | None:
+    """Linear-interpolated quantile of a sequence (None when empty)."""
+    return quantile_sorted(sorted(values), q)
 
 
 @dataclass
@@ -123,7 +127,10 @@ class RunState:
     total_step_s: float = 0.0
     total_wait_s: float = 0.0
     steady_from: int | None = None
-    steady_times: array = field(default_factory=lambda: array("d"))
+    steady_times: array = field(default_factory=lambda: array("d"))  # every steady step: exact median
+    steady_total_s: float = 0.0
+    _sorted: array = field(default_factory=lambda: array("d"))  # steady_times sorted, as of _sorted_n
+    _sorted_n: int = 0
     steady_samples: int = 0
     steady_tokens: int = 0
     steady_samples_known: bool = True
@@ -235,6 +242,7 @@ class RunState:
             if self.steady_from is None:
                 self.steady_from = e.step
             self.steady_times.append(e.duration_s)
+            self.steady_total_s += e.duration_s
             self.steady_wait_s += e.data_wait_s
             if samples is None:
                 self.steady_samples_known = False
@@ -431,24 +439,36 @@ class RunState:
     def recompiles_after_warmup(self) -> int:
         return sum(1 for c in self.compiles if c.step is not None and c.step >= self.warmup_steps)
 
+    def steady_quantile(self, q: float, exact: bool = False) -> float | None:
+        """Quantile of the steady step times. Sorting a million steps at every screen refresh is
+        too slow, so unless `exact` the sorted copy is reused until 0.1% more steps arrived (the
+        summary asks for the exact one). Depends on counts only: a replay gives the same numbers."""
+        n = len(self.steady_times)
+        if n == 0:
+            return None
+        if n != self._sorted_n and (exact or n - self._sorted_n >= max(1, n // 1000)):
+            self._sorted = array("d", sorted(self.steady_times))
+            self._sorted_n = n
+        return quantile_sorted(self._sorted, q)
+
     @property
     def steady_step_time_s(self) -> float | None:
-        return quantile(self.steady_times, 0.5)
+        return self.steady_quantile(0.5)
 
     @property
     def steady_step_time_p90_s(self) -> float | None:
-        return quantile(self.steady_times, 0.9)
+        return self.steady_quantile(0.9)
 
     @property
     def steady_samples_per_s(self) -> float | None:
-        total = sum(self.steady_times)
+        total = self.steady_total_s
         if not self.steady_times or not self.steady_samples_known or total <= 0:
             return None
         return self.steady_samples * self.world / total
 
     @property
     def steady_tokens_per_s(self) -> float | None:
-        total = sum(self.steady_times)
+        total = self.steady_total_s
         if not self.steady_times or not self.steady_tokens_known or total <= 0 or not self.steady_tokens:
             return None
         return self.steady_tokens * self.world / total
@@ -456,7 +476,7 @@ class RunState:
     @property
     def data_wait_fraction(self) -> float | None:
         if self.steady_times:
-            return self.steady_wait_s / sum(self.steady_times)
+            return self.steady_wait_s / self.steady_total_s if self.steady_total_s > 0 else None
         if self.total_step_s > 0:
             return self.total_wait_s / self.total_step_s
         return None
