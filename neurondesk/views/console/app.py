@@ -136,7 +136,7 @@ class ConsoleApp(App[int]):
             self.notify(f"could not take in events: {exc}", severity="error")
         state, now = self.source.state, self.source.now()
         phase = state.phase(now)[0]
-        due = force or self.polls % RENDER_EVERY == 0 or phase != self._phase or self.source.done
+        due = force or self.polls % RENDER_EVERY == 0 or phase != self._phase
         self._phase = phase
         if due and not isinstance(self.screen, SummaryScreen):
             self.frames += 1
