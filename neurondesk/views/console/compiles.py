@@ -48,7 +48,7 @@ def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     t.append_text(kv(("shapes", shapes), ("graph", c.graph_hash or "—")))
     if c.reason:
         t.append("\n")
-        t.append_text(kv(("guard", c.reason)))
+        t.append_text(kv(("guard" if c.source == "dynamo" else "cause", c.reason)))
     if c.error:
         t.append("\n")
         t.append(f"error: {c.error}", style="bold red")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
+from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.state import RunState
 from neurondesk.views.console import fmt
 from neurondesk.views.console.derived import cost_now
@@ -33,6 +34,7 @@ class CostPanel(Panel):
             ("$/1k steps all-in", fmt.usd(c.per_1k_steps_all_in_usd)),
             ("$/1M tokens", fmt.usd(c.per_million_tokens_usd)),
             ("compile share", fmt.pct(c.compile_share)),
+            ("MFU", fmt.pct(mfu_for_state(state).mfu)),
         ]
         if state.steps_requested:
             rows.append((f"projected {state.steps_requested:,}", fmt.usd(c.projected_usd)))

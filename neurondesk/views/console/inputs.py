@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
+from neurondesk.core.diagnostics import input_advice
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
 from neurondesk.views.console import fmt
 from neurondesk.views.console.panel import Line, Panel, kv
@@ -41,6 +42,10 @@ class InputPanel(Panel):
         t.append(empty, style="on grey19")
         t.append("\n")
         t.append_text(kv(("last 20 steps", fmt.pct(state.recent_data_wait_fraction()))))
+        if verdict in ("warn", "input-bound"):
+            _, _, hint = input_advice(state).partition(" — ")
+            if hint:
+                t.append("\n" + hint, style="yellow")
         tree = state.process_tree
         t.append("\n")
         if tree is None:
