@@ -85,6 +85,10 @@ def device_units(state: RunState) -> tuple[str, list[Unit], str]:
             units.append(Unit(f"nc{c.get('core', len(units))}", None if util is None else util / 100,
                               used, c.get("memory_total")))
         return "neuron", units, f"{len(units)} NeuronCores (neuron-monitor)"
+    if state.neuron is not None and not (state.gpu is not None and state.gpu.gpus):
+        # neuron-monitor is running but this run holds no NeuronCore right now (between runtimes,
+        # or after the workload's runtime exited): say so rather than fall back to the host
+        return "neuron", [], "neuron-monitor: no NeuronCore in use by this run in the latest sample"
     if state.gpu is not None and state.gpu.gpus:
         units = [Unit(f"gpu{g.get('index', i)}", None if g.get("util_gpu") is None else g["util_gpu"] / 100,
                       g.get("memory_used"), g.get("memory_total")) for i, g in enumerate(state.gpu.gpus)]
