@@ -415,3 +415,27 @@ def test_the_console_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "False"
+
+
+def test_devices_show_the_compile_cache_and_collector_trouble(tmp_path):
+    from neurondesk.core import device_events as dev
+
+    run = tmp_path / "cache"
+    run.mkdir()
+    with JournalWriter(run / "events.jsonl") as w:
+        w.write(ev.RunStarted(t=1.0, run_id="cache", command=["python", "x.py"]))
+        w.write(dev.NeuronSample(t=1.5, cores=[{"core": 0, "utilization": 40.0, "owner_pid": 9}]))
+        w.write(dev.CacheScan(t=2.0, path="/var/tmp/neuron-compile-cache", exists=True, size_bytes=3 << 30,
+                              entries={"done": 12, "failed": 1, "locked": 0, "empty": 0},
+                              free_bytes=5 << 30, disk_total_bytes=100 << 30,
+                              warnings=["compile cache disk has 5% free (under 10%)"]))
+        w.write(ev.Notice(t=3.0, level="warn", source="neuron-monitor",
+                          message="neuron-monitor exited with status 1; restarting in 2 s"))
+
+    async def script(app, pilot):
+        return text(app, "#devices-text")
+
+    shown = run_app(ReplaySource(run, speed=0), WIDE, script)
+    assert "compile cache /var/tmp/neuron-compile-cache: 3.0 GiB, 12 done, 1 failed, 5% disk free" in shown
+    assert "5% free (under 10%)" in shown
+    assert "neuron-monitor: neuron-monitor exited with status 1; restarting in 2 s" in shown

@@ -84,7 +84,8 @@ class DevicesPanel(Panel):
                 t.append(LEVELS[level], style=util_style(u.util) + " on grey19")
 
     def render_state(self, state: RunState, now: float) -> None:
-        samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), self.content_size)
+        samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), id(state.cache),
+                   len(state.notices), self.content_size)
         if samples == self._samples:
             return  # nothing new sampled since the last render
         self._samples = samples
@@ -115,4 +116,25 @@ class DevicesPanel(Panel):
         if state.process_tree is not None and state.process_tree.compilers:
             c = state.process_tree.compilers
             t.append(f"\n  {len(c)} compiler process{'es' if len(c) > 1 else ''} running", style="yellow")
+        self._cache(t, state, width)
+        # collector trouble (neuron-monitor restarting, a collector that stopped): shown, not fatal
+        for n in [n for n in state.notices if n.level in ("warn", "error") and n.source != "probe"][-2:]:
+            t.append("\n" + fmt.ellipsize(f"{n.source}: {n.message}", width), style="yellow")
         self.query_one("#devices-text", Line).show(t)
+
+    @staticmethod
+    def _cache(t: Text, state: RunState, width: int) -> None:
+        """The Neuron compile cache, once it exists (or is remote): size, entries, free disk."""
+        c = state.cache
+        if c is None or not (c.exists or c.remote):
+            return
+        if c.remote:
+            line = f"compile cache {c.path} (remote, not scanned)"
+        else:
+            entries = ", ".join(f"{v} {k}" for k, v in c.entries.items() if v)
+            free = (f", {c.free_bytes / c.disk_total_bytes:.0%} disk free"
+                    if c.free_bytes is not None and c.disk_total_bytes else "")
+            line = f"compile cache {c.path}: {fmt.gib(c.size_bytes)}, {entries or 'empty'}{free}"
+        t.append("\n" + fmt.ellipsize(line, width), style="dim")
+        for w in c.warnings:
+            t.append("\n" + fmt.ellipsize(w, width), style="yellow")
