@@ -436,6 +436,6 @@ def test_devices_show_the_compile_cache_and_collector_trouble(tmp_path):
         return text(app, "#devices-text")
 
     shown = run_app(ReplaySource(run, speed=0), WIDE, script)
-    assert "compile cache /var/tmp/neuron-compile-cache: 3.0 GiB, 12 done, 1 failed, 5% disk free" in shown
+    assert "compile cache 3.0 GiB, 12 done, 1 failed, 5% disk free · /var/tmp/" in shown
     assert "5% free (under 10%)" in shown
     assert "neuron-monitor: neuron-monitor exited with status 1; restarting in 2 s" in shown

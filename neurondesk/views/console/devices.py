@@ -134,7 +134,7 @@ class DevicesPanel(Panel):
             entries = ", ".join(f"{v} {k}" for k, v in c.entries.items() if v)
             free = (f", {c.free_bytes / c.disk_total_bytes:.0%} disk free"
                     if c.free_bytes is not None and c.disk_total_bytes else "")
-            line = f"compile cache {c.path}: {fmt.gib(c.size_bytes)}, {entries or 'empty'}{free}"
+            line = f"compile cache {fmt.gib(c.size_bytes)}, {entries or 'empty'}{free} · {c.path}"
         t.append("\n" + fmt.ellipsize(line, width), style="dim")
         for w in c.warnings:
             t.append("\n" + fmt.ellipsize(w, width), style="yellow")
