@@ -13,6 +13,7 @@ taken over the steady steps of the lead process (the first process that reported
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from array import array
 from collections import Counter, deque
@@ -447,7 +448,10 @@ class RunState:
         if n == 0:
             return None
         if n != self._sorted_n and (exact or n - self._sorted_n >= max(1, n // 1000)):
-            self._sorted = array("d", sorted(self.steady_times))
+            # merge the new tail into the sorted copy: no list of a million float objects, so the
+            # console's memory stays flat (large arrays are returned to the OS when freed)
+            tail = sorted(self.steady_times[self._sorted_n:])
+            self._sorted = array("d", heapq.merge(self._sorted, tail))
             self._sorted_n = n
         return quantile_sorted(self._sorted, q)
 
