@@ -1,0 +1,35 @@
+"""Bad input at the command line: one clear line naming the input and what to do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO, base_env
+
+
+def nd(tmp_path, *args):
+    return subprocess.run([sys.executable, "-m", "neurondesk.cli", *args], capture_output=True, text=True,
+                          cwd=REPO, env=base_env(tmp_path), timeout=60)
+
+
+def test_missing_workload_executable_exits_127_and_keeps_the_run_folder(tmp_path):
+    p = nd(tmp_path, "run", "--headless", "--instance-type", "trn1.2xlarge", "--run-dir", str(tmp_path / "r"),
+           "--", "no-such-program-xyz", "--flag")
+    assert p.returncode == 127
+    assert "'no-such-program-xyz' is not an executable on PATH" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["exit_code"] == 127 and summary["steps"] == 0
+
+
+def test_summary_of_a_folder_without_a_journal_says_what_to_give(tmp_path):
+    p = nd(tmp_path, "summary", str(tmp_path / "nothing"))
+    assert p.returncode == 2
+    assert "events.jsonl not found" in p.stderr and "neurondesk history" in p.stderr
+
+
+def test_nothing_to_run(tmp_path):
+    p = nd(tmp_path, "run", "--headless", "--instance-type", "trn1.2xlarge")
+    assert p.returncode == 2 and "nothing to run" in p.stderr
