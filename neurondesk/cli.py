@@ -40,7 +40,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def _price(args) -> tuple[str | None, float | None, str]:
     from neurondesk.collectors.imds import detect_instance
-    from neurondesk.core.prices import load_price_table, resolve_price
+    from neurondesk.core.prices import resolve_price
+    from neurondesk.store.price_files import load_price_table
 
     instance = args.instance_type
     imds_note = ""

@@ -127,7 +127,7 @@ PRICE_COLUMNS = [("instance_type", "instance", "text"), ("price_per_hour", "$/ho
 
 def cmd_prices(args) -> int:
     from neurondesk.collectors.price_list import PriceRefreshError, refresh
-    from neurondesk.core.prices import load_price_table
+    from neurondesk.store.price_files import load_price_table
     from neurondesk.views.tables import render
 
     path = local_prices_path()

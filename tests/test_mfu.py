@@ -8,7 +8,8 @@ from conftest import FIXTURES
 
 from neurondesk.collectors.devices.neuron_monitor import parse_report
 from neurondesk.core import events as ev
-from neurondesk.core.mfu import bundled_table, cuda_chip, resolve_peak
+from neurondesk.core.mfu import cuda_chip, resolve_peak
+from neurondesk.core.prices import bundled_price_table
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 
@@ -55,7 +56,7 @@ def test_h100_peak_is_the_dense_figure_not_the_sparse_one():
 
 
 def test_gpu_without_instance_type_uses_its_name_and_the_gpus_used():
-    table = bundled_table()
+    table = bundled_price_table()
     assert cuda_chip("NVIDIA L40S") == "l40s" and cuda_chip("NVIDIA L4") == "l4"  # not l4 for an L40S
     assert cuda_chip("NVIDIA A100-SXM4-40GB") == "a100" and cuda_chip("NVIDIA A10G") == "a10g"
     peak = resolve_peak("cuda", "NVIDIA A100-SXM4-80GB", None, "bf16", 2, table)
@@ -66,7 +67,7 @@ def test_gpu_without_instance_type_uses_its_name_and_the_gpus_used():
 
 
 def test_fp8_uses_the_fp8_dense_peak_and_fp32_says_which_peak_it_is_held_to():
-    table = bundled_table()
+    table = bundled_price_table()
     assert resolve_peak("neuron", "", "trn2.48xlarge", "fp8", 1, table).flops_per_s == pytest.approx(16 * 1299e12)
     fp32 = resolve_peak("neuron", "", "trn1.32xlarge", "fp32", 32, table)
     assert fp32.flops_per_s == pytest.approx(16 * 190e12)

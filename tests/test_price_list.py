@@ -20,7 +20,8 @@ from neurondesk.collectors.price_list import (
     parse_price_list,
     refresh,
 )
-from neurondesk.core.prices import load_price_table, resolve_price
+from neurondesk.core.prices import resolve_price
+from neurondesk.store.price_files import load_price_table
 
 BUNDLED = load_price_table(None)
 

@@ -5,10 +5,10 @@ import pytest
 
 from neurondesk.core.prices import (
     PRICE_FLAG,
-    load_price_table,
     peak_dense_flops,
     resolve_price,
 )
+from neurondesk.store.price_files import load_price_table
 
 BRIEF_ROWS = {
     "trn1.2xlarge": ("neuron", 1),

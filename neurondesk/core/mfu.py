@@ -18,21 +18,14 @@ MFU = model FLOP/s ÷ the dense peak FLOP/s of the hardware the run used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
-from neurondesk.core.prices import PriceTable, load_price_table
+from neurondesk.core.prices import PriceTable, bundled_price_table
 from neurondesk.core.state import RunState
 
 # GPU name fragments -> chip key in the price table; the longer names first ("l40s" before "l4").
 CUDA_CHIPS = (("h200", "h200"), ("h100", "h100"), ("a100", "a100"), ("a10g", "a10g"),
               ("l40s", "l40s"), ("l4", "l4"))
 PEAK_KINDS = ("neuron", "cuda")
-
-
-@cache
-def bundled_table() -> PriceTable:
-    """The chip peaks ship with the package (constant data, not a live price)."""
-    return load_price_table(None)
 
 
 @dataclass(frozen=True)
@@ -111,7 +104,7 @@ def model_flops_per_s(config: dict, tokens_per_s: float | None, steps_per_s: flo
 
 
 def mfu_for_state(state: RunState, table: PriceTable | None = None) -> MfuResult:
-    table = table or bundled_table()
+    table = table or bundled_price_table()  # chip peaks: constant data
     world = state.world
     total = state.steady_total_s
     steps_per_s = len(state.steady_times) / total if total > 0 else None

@@ -5,7 +5,8 @@ package. A locally refreshed table, when one is given and readable, overrides it
 refresh that fetched only a few instance types still leaves the rest answerable. Every quote says
 where its price came from; a missing price is ``None`` with the reason, never a guess.
 
-``parse_price_table`` is pure; ``load_price_table`` only reads the two JSON files.
+``parse_price_table`` is pure; ``bundled_price_table`` reads the package's own JSON once; the
+user's refreshed table is read by ``neurondesk.store.price_files``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 KINDS = ("neuron", "cuda")
@@ -135,23 +136,12 @@ def merge_tables(base: PriceTable, over: PriceTable) -> PriceTable:
     )
 
 
-def load_price_table(local_override: Path | None = None) -> PriceTable:
-    """The bundled table, overridden row by row by ``local_override`` when that file exists.
-
-    An unusable local file is ignored with a line in ``warnings`` (the caller shows it): a stale
-    cache must not stop a run. A broken bundled table is a packaging bug and raises.
-    """
+@cache
+def bundled_price_table() -> PriceTable:
+    """The table that ships with the package: constant data, read once (a broken one is a
+    packaging bug and raises). Files on the user's machine are read by the store."""
     text = resources.files("neurondesk.core").joinpath("prices.json").read_text(encoding="utf-8")
-    table = parse_price_table(json.loads(text), BUNDLED)
-    if local_override is None or not local_override.exists():
-        return table
-    try:
-        data = json.loads(local_override.read_text(encoding="utf-8"))
-        local = parse_price_table(data, f"local table {local_override}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, PriceTableError) as e:
-        msg = f"ignored local price table {local_override}: {e}; delete it or refresh it"
-        return merge_tables(table, PriceTable({}, {}, warnings=(msg,)))
-    return merge_tables(table, local)
+    return parse_price_table(json.loads(text), BUNDLED)
 
 
 def resolve_price(
