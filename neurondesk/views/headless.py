@@ -10,15 +10,11 @@ import time
 from neurondesk.collectors.workload import RawOutput
 from neurondesk.core.state import RunState
 from neurondesk.session import RunSession
+from neurondesk.views import fmt
 from neurondesk.views.summary_writer import to_text_table
 
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
-
-
-def _clock(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 def status_line(state: RunState, now: float) -> str:
@@ -31,7 +27,7 @@ def status_line(state: RunState, now: float) -> str:
         parts.append(f"{len(state.compiles)} compiles ({state.compile_total_s:.1f} s)")
     if state.price_per_hour is not None:
         parts.append(f"${state.price_per_hour / 3600 * state.elapsed_s(now):,.4f} so far")
-    parts.append(_clock(state.elapsed_s(now)))
+    parts.append(fmt.clock(state.elapsed_s(now)))
     return " | ".join(parts)
 
 

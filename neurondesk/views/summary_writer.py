@@ -7,6 +7,8 @@ import io
 import json
 import math
 
+from neurondesk.views import fmt
+
 
 def _jsonable(x):
     if isinstance(x, float) and not math.isfinite(x):
@@ -24,22 +26,12 @@ def to_json(summary: dict) -> str:
 
 def _fmt(x, unit: str = "", nd: int = 3) -> str:
     if x is None:
-        return "—"
+        return fmt.NONE
     if isinstance(x, float):
         if not math.isfinite(x):
             return str(x)
         return f"{x:,.{nd}f}{unit}"
     return f"{x}{unit}"
-
-
-def _usd(x) -> str:
-    if x is None:
-        return "—"
-    return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
-
-
-def _pct(x) -> str:
-    return "—" if x is None else f"{x * 100:.1f}%"
 
 
 def summary_rows(s: dict) -> list[tuple[str, str]]:
@@ -62,23 +54,23 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
          f"{_fmt(steady['step_time_p90_s'] and steady['step_time_p90_s'] * 1000, ' ms', 1)}"),
         ("samples/s (steady)", _fmt(steady["samples_per_s"], "", 1)),
         ("tokens/s (steady)", _fmt(steady["tokens_per_s"], "", 0)),
-        ("data wait", f"{_pct(s['data_wait_fraction'])} ({s.get('input_verdict', '—')})"),
+        ("data wait", f"{fmt.pct(s['data_wait_fraction'])} ({s.get('input_verdict', '—')})"),
         ("loss first → last", f"{_fmt(loss['first'], '', 4)} → {_fmt(loss['last'], '', 4)}"),
         ("steps to target loss", _fmt(loss["steps_to_target"])),
         ("instance, price", f"{cost['instance_type'] or '—'}, {price}"),
         ("price source", cost["price_source"] or "—"),
-        ("cost so far", _usd(cost["total_usd"])),
-        ("$ / 1k steps steady", _usd(cost["per_1k_steps_steady_usd"])),
-        ("$ / 1k steps all-in", _usd(cost["per_1k_steps_all_in_usd"])),
-        ("$ / 1M tokens", _usd(cost["per_million_tokens_usd"])),
-        ("compile share of cost", _pct(cost["compile_share"])),
+        ("cost so far", fmt.usd(cost["total_usd"])),
+        ("$ / 1k steps steady", fmt.usd(cost["per_1k_steps_steady_usd"])),
+        ("$ / 1k steps all-in", fmt.usd(cost["per_1k_steps_all_in_usd"])),
+        ("$ / 1M tokens", fmt.usd(cost["per_million_tokens_usd"])),
+        ("compile share of cost", fmt.pct(cost["compile_share"])),
     ]
 
 
 def report_rows(s: dict) -> list[tuple[str, str]]:
     """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
     why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
-    return [*summary_rows(s), ("MFU / HFU", f"{_pct(s.get('mfu'))} / {_pct(s.get('hfu'))}{why}")]
+    return [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}")]
 
 
 def to_markdown(s: dict) -> str:

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable
 
 from neurondesk.core.state import CompileRecord, RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.derived import split_text
 from neurondesk.views.console.panel import Line, Panel, kv
 

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.state import RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.derived import cost_now
 from neurondesk.views.console.panel import Line, Panel
 

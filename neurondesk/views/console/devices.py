@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from neurondesk.core.state import RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.derived import device_units, memory_sum
 from neurondesk.views.console.panel import Line, Panel
 

@@ -7,7 +7,7 @@ import shlex
 from rich.text import Text
 
 from neurondesk.core.state import RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.derived import phase_text
 from neurondesk.views.console.panel import Line
 

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 
 from neurondesk.core.diagnostics import input_advice
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.panel import Line, Panel, kv
 
 VERDICT_STYLE = {"ok": "bold green", "warn": "bold yellow", "input-bound": "bold white on dark_orange3",

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.widgets import Sparkline
 
 from neurondesk.core.state import RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.derived import cost_now, device_units, split_text
 from neurondesk.views.console.inputs import VERDICT_STYLE
 from neurondesk.views.console.panel import Line, Panel

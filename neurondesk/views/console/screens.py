@@ -11,7 +11,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Sparkline, Static
 
 from neurondesk.core.summary import build_summary
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.summary_writer import summary_rows
 
 

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual_plotext import PlotextPlot
 
 from neurondesk.core.state import RunState
-from neurondesk.views.console import fmt
+from neurondesk.views import fmt
 from neurondesk.views.console.derived import binned, step_series
 from neurondesk.views.console.panel import Line, Panel, kv
 

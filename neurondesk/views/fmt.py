@@ -1,4 +1,4 @@
-"""Formatting for the console's panels: numbers to short strings. No metrics here."""
+"""Numbers to short strings, for every view (console, headless, summary files). No metrics here."""
 
 from __future__ import annotations
 
