@@ -14,7 +14,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "workloads" / "train.py"
-FIXTURES = REPO.parent / "shared" / "fixtures" / "neuron"
+# Every fixture a test reads lives inside the repository, so a plain clone tests alone. The Neuron
+# tool outputs (no Trainium here) are copies of the documented-format fixtures, kept verbatim.
+DATA = REPO / "tests" / "data"
+FIXTURES = DATA / "neuron"
 
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 needs_xla = pytest.mark.skipif(not HAS_XLA, reason="torch-xla is not installed in this interpreter; `make test` installs it")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import FIXTURES
+
 from neurondesk.collectors.devices.inventory import collect_inventory, format_inventory_text, inventory_event
 from neurondesk.collectors.devices.neuron_ls import NOT_FOUND
 from neurondesk.core.device_events import DeviceInventory
 from neurondesk.core.events import event_from_dict, event_to_dict
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
 
 
 def test_this_machine_says_why_neuron_and_gpu_are_absent(tmp_path: Path) -> None:

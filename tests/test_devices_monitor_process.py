@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
+from conftest import FIXTURES
 
 from neurondesk.collectors.devices.neuron_monitor import (
     NOT_FOUND,
@@ -21,7 +22,6 @@ from neurondesk.collectors.devices.neuron_monitor import (
 from neurondesk.core.device_events import NeuronSample
 from neurondesk.core.events import Notice, ParseProblem
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
 STREAM = FIXTURES / "neuron-monitor-trn1.jsonl"
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from neurondesk.collectors.devices.neuron_ls import (
     NOT_FOUND,
@@ -19,7 +20,6 @@ from neurondesk.collectors.devices.neuron_ls import (
     run_neuron_ls,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
 GIB = 2**30
 
 

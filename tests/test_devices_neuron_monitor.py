@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from neurondesk.collectors.devices.neuron_monitor import (
     MAX_RAW_KEPT,
@@ -20,7 +21,6 @@ from neurondesk.collectors.devices.neuron_monitor import (
 from neurondesk.core.device_events import NeuronSample
 from neurondesk.core.events import ParseProblem, event_from_dict, event_to_dict
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
 STREAM = FIXTURES / "neuron-monitor-trn1.jsonl"
 LINES = STREAM.read_text().splitlines()
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice, OutputLine
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
 TRAIN_LOG = FIXTURES / "torch-neuronx-train.log"
 
 H1 = "MODULE_12338015013531573548+00875417"
@@ -41,7 +39,6 @@ def neuron(events, cls):
 # ---------------------------------------------------------------- the shipped fixture
 
 
-@pytest.mark.skipif(not TRAIN_LOG.exists(), reason=f"fixture {TRAIN_LOG} not present (../shared is a sibling checkout)")
 def test_fixture_train_log_compiles_and_cache_hits():
     lines = TRAIN_LOG.read_text().splitlines()
     events = run([(float(i), line) for i, line in enumerate(lines)], flush_at=len(lines))
@@ -68,7 +65,6 @@ def test_fixture_train_log_compiles_and_cache_hits():
     assert not of(events, LogError)
 
 
-@pytest.mark.skipif(not TRAIN_LOG.exists(), reason=f"fixture {TRAIN_LOG} not present")
 def test_fixture_train_log_tags():
     lines = TRAIN_LOG.read_text().splitlines()
     p = OutputParser()

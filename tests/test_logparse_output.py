@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser, parse_metrics_report
 from neurondesk.collectors.logparse.metrics_report import parse_value
@@ -18,9 +18,6 @@ from neurondesk.core.events import (
     event_from_dict,
     event_to_dict,
 )
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"{FIXTURES} not present (../shared checkout)")
 
 
 def test_every_line_gives_its_output_line_first():
@@ -123,7 +120,6 @@ def test_binary_garbage_never_raises_and_every_event_round_trips():
     assert p.lines == lines
 
 
-@needs_fixtures
 def test_fixture_lines_cut_at_random_points_never_raise():
     rng = random.Random(7)
     lines = (FIXTURES / "torch-neuronx-train.log").read_text().splitlines()
@@ -152,7 +148,6 @@ def test_flush_empties_the_state():
     assert p.flush(3.0) == []
 
 
-@needs_fixtures
 def test_fixture_metrics_report_parses_and_yields_no_false_events():
     text = (FIXTURES / "torch-xla-metrics-report.txt").read_text()
     r = parse_metrics_report(text)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser, cause_category, parse_debug_block_text
 from neurondesk.core.events import CompileFinished, CompileStarted, Notice, OutputLine, ParseProblem
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "neuron"
 TRAIN_LOG = FIXTURES / "torch-neuronx-train.log"
 RULE = "=" * 80
 DASH = "-" * 80
@@ -71,7 +69,6 @@ def test_cause_categories(cause, category):
 # ---------------------------------------------------------------- whole-text parsing (the probe's side)
 
 
-@pytest.mark.skipif(not TRAIN_LOG.exists(), reason=f"fixture {TRAIN_LOG} not present (../shared is a sibling checkout)")
 def test_fixture_blocks_from_text():
     blocks = parse_debug_block_text(TRAIN_LOG.read_text())
     kinds = [b.kind for b in blocks]
