@@ -20,6 +20,8 @@ def _die(msg: str, code: int = 2) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="no console: a status line, then the summary")
+    p.add_argument("--detach", action="store_true",
+                   help="start the run and return at once (print its folder); watch it with `neurondesk attach`")
     p.add_argument("--instance-type", help="EC2 instance type for pricing (default: ask the EC2 metadata service)")
     p.add_argument("--price-per-hour", type=float, help="USD per hour; overrides the price table")
     p.add_argument("--warmup-steps", type=int, default=5, help="steps excluded from steady state (default 5)")
@@ -61,7 +63,7 @@ def _price(args) -> tuple[str | None, float | None, str]:
 
 
 def _options(args, command: list[str]):
-    from neurondesk.session import RunOptions
+    from neurondesk.recorder.options import RunOptions
 
     instance, price, source = _price(args)
     return RunOptions(
@@ -81,15 +83,16 @@ def _thresholds(args):
     return t if args.check or t != Thresholds() else None
 
 
-def _gate(session, thresholds, code: int) -> int:
+def _gate(source, summary_written: bool, thresholds, code: int) -> int:
     """Failed checks: one line each on stderr; exit 3 if the workload itself exited 0.
 
     A workload that failed keeps its own exit status (a crash is worse than a failed check)."""
     from neurondesk.core.checks import describe, evaluate
+    from neurondesk.core.summary import build_summary
 
-    if thresholds is None or not session.summary_written:
+    if thresholds is None or not summary_written:
         return code
-    failed = evaluate(session.summary(), thresholds)
+    failed = evaluate(build_summary(source.state), thresholds)
     for line in failed:
         sys.stderr.write(f"neurondesk check failed: {line}\n")
     if not failed:
@@ -98,26 +101,39 @@ def _gate(session, thresholds, code: int) -> int:
 
 
 def _run_session(command: list[str], args, env: dict[str, str] | None = None) -> int:
-    from neurondesk.collectors.workload import WorkloadStartError
-    from neurondesk.session import RunSession
+    """Launch a recorder that owns the run, then watch it (console or status line) unless --detach."""
+    from neurondesk.recorder.follow import FollowSource
+    from neurondesk.recorder.launch import LaunchError, launch_recorder
 
     thresholds = _thresholds(args)
     options = _options(args, command)
     options.env = env
-    session = RunSession(command, options)
     try:
-        if args.headless or not sys.stdout.isatty():
-            from neurondesk.views.headless import HeadlessPrinter
-
-            return _gate(session, thresholds, HeadlessPrinter(session).run())
-        from neurondesk.views.console.app import run_console
-
-        return _gate(session, thresholds, run_console(session))
-    except WorkloadStartError as exc:
-        _die(f"{exc} (run folder kept: {session.paths.dir if session.paths else '-'})", 127)
+        launched = launch_recorder(command, options)
     except FileExistsError as exc:
         _die(str(exc))
-    return 1
+    except LaunchError as exc:
+        _die(str(exc), 1)
+    if args.detach:
+        sys.stdout.write(f"{launched.paths.dir}\n")
+        return 0
+    source = FollowSource(launched.paths.dir, recorder=launched.process)
+    code = _watch(source, headless=args.headless)
+    if source.state.exit_code == 127 and not source.state.steps_done:
+        for note in source.state.notices:  # the workload never started: say why, as one line
+            if note.level == "error":
+                _die(f"{note.message} (run folder kept: {launched.paths.dir})", 127)
+    return _gate(source, source.paths.summary_json.exists(), thresholds, code)
+
+
+def _watch(source, headless: bool) -> int:
+    if headless or not sys.stdout.isatty():
+        from neurondesk.views.headless import HeadlessPrinter
+
+        return HeadlessPrinter(source).run()
+    from neurondesk.views.console.app import run_console
+
+    return run_console(source)
 
 
 def cmd_run(args) -> int:
@@ -144,7 +160,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    from neurondesk.replay import summary_from_run_dir
+    from neurondesk.recorder.replay import recording_gap, summary_from_run_dir
     from neurondesk.views.summary_writer import WRITERS
 
     try:
@@ -153,6 +169,9 @@ def cmd_summary(args) -> int:
         _die(str(exc))
     for p in problems[:5]:
         sys.stderr.write(f"neurondesk: {args.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+    gap = recording_gap(args.run_dir, summary)
+    if gap:
+        sys.stderr.write(f"neurondesk: {gap}\n")
     sys.stdout.write(WRITERS[args.format](summary))
     return 0
 
@@ -165,12 +184,32 @@ def cmd_replay(args) -> int:
         _die(f"replay plays a run in the console and needs a terminal; for text, "
              f"use: neurondesk summary {args.run_dir} --format text")
     try:
+        from neurondesk.recorder.replay import ReplaySource
         from neurondesk.views.console.app import run_replay
 
-        return run_replay(args.run_dir, speed=speed, until=args.until)
+        return run_replay(ReplaySource(args.run_dir, speed=speed, until=args.until))
     except (OSError, ValueError) as exc:
         _die(str(exc))
     return 1
+
+
+def cmd_attach(args) -> int:
+    from neurondesk.recorder.follow import FollowSource
+    from neurondesk.recorder.runs import RunNotFound, resolve_live_run
+
+    try:
+        run_dir = resolve_live_run(args.run)
+    except RunNotFound as exc:
+        _die(str(exc))
+    return _watch(FollowSource(run_dir, attached=True), headless=args.headless)
+
+
+def cmd_ls(args) -> int:
+    from neurondesk.recorder.runs import finished_runs, live_runs
+    from neurondesk.views.runs_list import format_runs
+
+    sys.stdout.write(format_runs(live_runs(), finished_runs(limit=args.last)))
+    return 0
 
 
 def cmd_devices(args) -> int:
@@ -209,6 +248,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--instant", action="store_true", help="all at once (same as --speed 0)")
     rep.add_argument("--until", type=float, help="stop the replay this many seconds into the recording")
     rep.set_defaults(fn=cmd_replay)
+
+    att = sub.add_parser("attach", help="watch a live run: neurondesk attach [RUN] (default: the latest)")
+    att.add_argument("run", nargs="?", help="run id, its folder, or an id prefix (default: the latest live run)")
+    att.add_argument("--headless", action="store_true", help="the status line instead of the console")
+    att.set_defaults(fn=cmd_attach)
+
+    ls = sub.add_parser("ls", help="live runs, then the most recent finished ones")
+    ls.add_argument("--last", type=int, default=10, help="finished runs to list (default 10)")
+    ls.set_defaults(fn=cmd_ls)
 
     from neurondesk.cli_reports import add_parsers
 

@@ -43,7 +43,7 @@ def resolve_run(text: str) -> Path:
 
 def cmd_compare(args) -> int:
     from neurondesk.core.compare import choose_target, compare
-    from neurondesk.replay import summary_from_run_dir
+    from neurondesk.recorder.replay import summary_from_run_dir
     from neurondesk.views.compare_writer import WRITERS
 
     if len(args.runs) < 2:

@@ -22,11 +22,14 @@ def test_run_id_from_the_given_time():
 def test_create_run_dir(tmp_path):
     paths = create_run_dir(tmp_path / "runs", "20260304-050607-beef")
     assert paths.dir.is_dir()
-    assert [p.name for p in (paths.events, paths.summary_json, paths.summary_md, paths.workload_log)] == [
+    assert [p.name for p in (paths.events, paths.summary_json, paths.summary_md, paths.stdout_log,
+                             paths.stderr_log, paths.recorder_lock)] == [
         "events.jsonl",
         "summary.json",
         "summary.md",
-        "workload.log",
+        "stdout.log",
+        "stderr.log",
+        "recorder.lock",
     ]
     with pytest.raises(FileExistsError):
         create_run_dir(tmp_path / "runs", "20260304-050607-beef")

@@ -2,7 +2,8 @@
 
 Everything that arrives (probe messages over the private Unix socket, stdout and stderr lines,
 the exit) is put on one queue as raw items, stamped with the time it arrived; the consumer
-(the run session) decodes and parses them in a single thread.
+(the recorder) decodes and parses them in a single thread. The workload's output goes to files
+in the run folder, so the training never depends on neurondesk being alive to read a pipe.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 MAX_LINE = 1 << 20  # longer output lines are cut (and marked) rather than held in memory
+OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload runs
 
 
 @dataclass(frozen=True)
@@ -64,19 +66,26 @@ def probe_environment(base: dict[str, str], socket_path: str, tag: str | None = 
 
 
 class WorkloadProcess:
-    def __init__(self, command: list[str], out: queue.SimpleQueue, *, cwd: str | None = None,
-                 env: dict[str, str] | None = None, tag: str | None = None) -> None:
+    """The workload writes its stdout and stderr into files of the run folder (``stdout_path``,
+    ``stderr_path``), not into pipes: if neurondesk dies, the next ``print`` of the training must
+    not die with it. A tail thread reads the files as they grow and queues their lines."""
+
+    def __init__(self, command: list[str], out: queue.SimpleQueue, *, stdout_path: Path, stderr_path: Path,
+                 cwd: str | None = None, env: dict[str, str] | None = None, tag: str | None = None) -> None:
         self.command = command
         self.out = out
         self.cwd = cwd
         self.base_env = dict(os.environ if env is None else env)
         self.tag = tag
+        self.output_paths = {"stdout": Path(stdout_path), "stderr": Path(stderr_path)}
         self.proc: subprocess.Popen | None = None
         self.sock_dir = tempfile.mkdtemp(prefix="nd-")  # short: Unix socket paths max ~107 bytes
         self.socket_path = os.path.join(self.sock_dir, "probe.sock")
         self.server: socket.socket | None = None
         self.threads: list[threading.Thread] = []
+        self.probe_threads: list[threading.Thread] = []
         self.stopping = threading.Event()
+        self.exited = threading.Event()
         self.sent_signal: str | None = None
 
     # ------------------------------------------------------------------ start
@@ -92,23 +101,27 @@ class WorkloadProcess:
         self.server.listen(64)
         self._spawn(self._accept_loop, "nd-accept")
         env = probe_environment(self.base_env, self.socket_path, self.tag)
+        files = {name: _open_output(path) for name, path in self.output_paths.items()}
         try:
             self.proc = subprocess.Popen(
                 self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True,  # its own process group: we forward signals to all of it
+                stdout=files["stdout"], stderr=files["stderr"],
+                start_new_session=True,  # its own process group, out of the terminal's reach (SIGHUP)
             )
         except OSError as exc:
             self.cleanup()
             raise WorkloadStartError(f"cannot start the workload {self.command[0]!r}: {exc.strerror or exc}") from exc
-        self._spawn(lambda: self._read_stream(self.proc.stdout, "stdout"), "nd-stdout")
-        self._spawn(lambda: self._read_stream(self.proc.stderr, "stderr"), "nd-stderr")
+        finally:
+            for fd in files.values():
+                os.close(fd)
+        self._spawn(self._tail_output, "nd-output")
         self._spawn(self._wait_exit, "nd-wait")
 
-    def _spawn(self, target, name: str) -> None:
+    def _spawn(self, target, name: str) -> threading.Thread:
         th = threading.Thread(target=target, name=name, daemon=True)
         th.start()
         self.threads.append(th)
+        return th
 
     def _accept_loop(self) -> None:
         while not self.stopping.is_set():
@@ -116,38 +129,36 @@ class WorkloadProcess:
                 conn, _ = self.server.accept()
             except OSError:
                 return
-            self._spawn(lambda c=conn: self._read_probe(c), "nd-probe")
+            self.probe_threads.append(self._spawn(lambda c=conn: self._read_probe(c), "nd-probe"))
 
     def _read_probe(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as f:
             for line in f:
                 self.out.put(RawProbe(time.time(), line[:MAX_LINE]))
 
-    def _read_stream(self, pipe, stream: str) -> None:
-        with pipe:
+    def _tail_output(self) -> None:
+        tails = [OutputTail(path, stream) for stream, path in self.output_paths.items()]
+        try:
             while True:
-                line = pipe.readline(MAX_LINE)
-                if not line:
+                done = self.exited.is_set()  # read once more after the exit: the last lines
+                for tail in tails:
+                    for text in tail.read_lines(final=done):
+                        self.out.put(RawOutput(time.time(), tail.stream, text))
+                if done:
                     return
-                text = line.decode("utf-8", "replace").rstrip("\r\n")
-                if len(line) >= MAX_LINE and not line.endswith(b"\n"):
-                    text += " …[line cut at 1 MiB by neurondesk]"
-                    self._skip_rest_of_line(pipe)
-                self.out.put(RawOutput(time.time(), stream, text))
-
-    @staticmethod
-    def _skip_rest_of_line(pipe) -> None:
-        while True:
-            chunk = pipe.readline(MAX_LINE)
-            if not chunk or chunk.endswith(b"\n"):
-                return
+                self.exited.wait(OUTPUT_POLL_S)
+        finally:
+            for tail in tails:
+                tail.close()
 
     def _wait_exit(self) -> None:
         code = self.proc.wait()
-        for th in self.threads:
-            if th.name in ("nd-stdout", "nd-stderr"):
-                th.join(timeout=5)  # let the last output lines arrive before the exit
-        time.sleep(0.05)  # and the probe's last messages
+        self.exited.set()
+        for th in list(self.threads):
+            if th.name == "nd-output":
+                th.join(timeout=5)  # the last output lines arrive before the exit
+        for th in list(self.probe_threads):
+            th.join(timeout=1.0)  # and the probe's last messages (children may hold theirs open)
         self.out.put(RawExit(time.time(), code))
 
     # ------------------------------------------------------------------ control
@@ -188,3 +199,59 @@ class WorkloadProcess:
         if self.server is not None:
             self.server.close()
         shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+
+def _open_output(path: Path) -> int:
+    """The workload's own output file: appended to, private to the user, never through a symlink."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+
+
+class OutputTail:
+    """Reads a growing output file line by line; a line is taken once its newline is written
+    (or at the end, ``final``). Lines over MAX_LINE are cut and marked."""
+
+    CUT = " …[line cut at 1 MiB by neurondesk]"
+
+    def __init__(self, path: Path, stream: str) -> None:
+        self.path = path
+        self.stream = stream
+        self.fd: int | None = None
+        self.partial = b""
+        self.skipping = False  # inside the rest of a line already cut
+
+    def read_lines(self, final: bool = False) -> list[str]:
+        if self.fd is None:
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                return []
+        lines: list[str] = []
+        while True:
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                break
+            parts = (self.partial + chunk).split(b"\n")
+            self.partial = parts.pop()
+            for raw in parts:
+                if self.skipping:
+                    self.skipping = False
+                    continue
+                lines.append(self._text(raw[:MAX_LINE]) + (self.CUT if len(raw) > MAX_LINE else ""))
+            if len(self.partial) >= MAX_LINE:
+                lines.append(self._text(self.partial[:MAX_LINE]) + self.CUT)
+                self.partial = b""
+                self.skipping = True
+        if final and self.partial:
+            if not self.skipping:
+                lines.append(self._text(self.partial))
+            self.partial = b""
+        return lines
+
+    @staticmethod
+    def _text(raw: bytes) -> str:
+        return raw.decode("utf-8", "replace").rstrip("\r")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

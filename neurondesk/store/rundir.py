@@ -19,7 +19,11 @@ HOME_ENV = "NEURONDESK_HOME"
 EVENTS_FILE = "events.jsonl"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
-WORKLOAD_LOG = "workload.log"
+STDOUT_LOG = "stdout.log"  # the workload writes its output here itself: no pipe to a process that can die
+STDERR_LOG = "stderr.log"
+RECORDER_INFO = "recorder.json"  # pid and control socket of the recorder that owns the run
+RECORDER_LOCK = "recorder.lock"  # held (flock) by that recorder for as long as it lives
+RECORDER_LOG = "recorder.log"  # the recorder's own stderr: a crash of neurondesk itself lands here
 INDEX_FILE = "runs.sqlite"  # in the run root
 
 
@@ -53,8 +57,24 @@ class RunPaths:
         return self.dir / SUMMARY_MD
 
     @property
-    def workload_log(self) -> Path:
-        return self.dir / WORKLOAD_LOG
+    def stdout_log(self) -> Path:
+        return self.dir / STDOUT_LOG
+
+    @property
+    def stderr_log(self) -> Path:
+        return self.dir / STDERR_LOG
+
+    @property
+    def recorder_info(self) -> Path:
+        return self.dir / RECORDER_INFO
+
+    @property
+    def recorder_lock(self) -> Path:
+        return self.dir / RECORDER_LOCK
+
+    @property
+    def recorder_log(self) -> Path:
+        return self.dir / RECORDER_LOG
 
 
 def create_run_dir(root: Path, run_id: str) -> RunPaths:

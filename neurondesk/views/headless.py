@@ -7,14 +7,14 @@ import signal
 import sys
 import time
 
-from neurondesk.collectors.workload import RawOutput
 from neurondesk.core.state import RunState
-from neurondesk.session import RunSession
+from neurondesk.core.summary import build_summary
 from neurondesk.views import fmt
 from neurondesk.views.summary_writer import to_text_table
 
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
+POLL_S = 0.05  # how often the journal is read when nothing new came
 
 
 def status_line(state: RunState, now: float) -> str:
@@ -32,10 +32,16 @@ def status_line(state: RunState, now: float) -> str:
 
 
 class HeadlessPrinter:
-    def __init__(self, session: RunSession, out=None, err=None) -> None:
-        self.session = session
+    """Follows a live run's source (see neurondesk.recorder.follow): echoes the workload's output
+    lines as they are journaled, keeps one status line, prints the summary at the end. Ctrl-C and
+    SIGTERM are passed on to the workload through the recorder (SIGINT, then SIGTERM, then
+    SIGKILL); closing the terminal only ends this printer: the recorder keeps the run."""
+
+    def __init__(self, source, out=None, err=None, echo: bool = True) -> None:
+        self.source = source
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.echo = echo
         self.tty = self.err.isatty()
         self.status_shown = False
         self.interrupts = 0
@@ -46,7 +52,7 @@ class HeadlessPrinter:
             self.status_shown = False
 
     def _show_status(self, now: float) -> None:
-        line = status_line(self.session.state, now)
+        line = status_line(self.source.state, now)
         if self.tty:
             self.err.write("\r\x1b[K" + line[: 200])
             self.status_shown = True
@@ -57,65 +63,64 @@ class HeadlessPrinter:
     def _on_signal(self, signum, frame) -> None:
         # First Ctrl-C: pass it on (the workload may save and exit); then SIGTERM, then SIGKILL.
         self.interrupts += 1
-        sig = (signum, signal.SIGTERM, signal.SIGKILL)[min(self.interrupts - 1, 2)]
-        self.session.forward_signal(sig)
+        sig = (signal.Signals(signum).name, "SIGTERM", "SIGKILL")[min(self.interrupts - 1, 2)]
+        self.source.send_signal(sig)
 
-    def run(self) -> int:
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def run(self, handle_signals: bool = True) -> int:
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
         try:
-            self.session.start()
             last_status = 0.0
             every = STATUS_EVERY_S if self.tty else PLAIN_STATUS_EVERY_S
-            while not self.session.done:
-                self._pump_and_echo()
+            while not self.source.done:
+                self._poll_and_echo()
                 now = time.time()
                 if now - last_status >= every:
                     self._show_status(now)
                     last_status = now
-        except BaseException as exc:
-            if self.session.paths is not None:  # started: never leave an orphaned workload behind
-                self.session.abort(f"{type(exc).__name__}: {exc}")
-            raise
+                if not self.source.new_events:
+                    time.sleep(POLL_S)
+            self.source.finish()
+            self._poll_and_echo()
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+        return self._final()
+
+    def _final(self) -> int:
         self._clear_status()
+        state = self.source.state
         if not self.tty:
             self._show_status(time.time())  # a log keeps the final status line too
-        summary = self.session.summary()
-        self.out.write(f"\nneurondesk summary ({self.session.paths.dir})\n")
+        summary = build_summary(state)
+        self.out.write(f"\nneurondesk summary ({self.source.run_dir})\n")
         self.out.write(to_text_table(summary))
         for note in summary["notices"]:
             self.err.write(f"neurondesk: {note}\n")
+        if self.source.recorder_lost:
+            self.err.write(f"neurondesk: {recorder_lost_message(self.source)}\n")
         self.out.flush()
-        code = self.session.exit_code
+        self.err.flush()
+        code = state.exit_code
         if code is None:
             return 1
         return 128 - code if code < 0 else code
 
-    def _pump_and_echo(self) -> None:
-        # Echo output lines as they are handled, so they interleave with the status line cleanly.
-        session = self.session
-        item = None
-        try:
-            item = session.queue.get(timeout=0.1)
-        except Exception:  # noqa: BLE001 - queue.Empty
+    def _poll_and_echo(self) -> None:
+        self.source.poll()
+        lines = [e for e in self.source.new_events if e.kind == "output"] if self.echo else []
+        if not lines:
             return
-        items = [item]
-        while len(items) < 5000:
-            try:
-                items.append(session.queue.get_nowait())
-            except Exception:  # noqa: BLE001
-                break
-        echoed = False
-        for it in items:
-            if isinstance(it, RawOutput):
-                if not echoed:
-                    self._clear_status()
-                    echoed = True
-                (self.out if it.stream == "stdout" else self.err).write(it.text + "\n")
-            session.handle(it)
-        session.after_batch()
-        if echoed:
-            self.out.flush()
-            self.err.flush()
+        self._clear_status()
+        for e in lines:
+            (self.out if e.stream == "stdout" else self.err).write(e.text + "\n")
+        self.out.flush()
+        self.err.flush()
+
+
+def recorder_lost_message(source) -> str:
+    state = source.state
+    when = time.strftime("%H:%M:%S", time.localtime(state.last_t)) if state.last_t else "its start"
+    pid = source.workload_pid
+    return (f"the recorder of {source.run_dir} stopped at {when} before the workload ended; what came after "
+            f"is not recorded (steps, compiles, the exit). The workload (pid {pid if pid else '?'}) may still "
+            f"run: its output goes on into {source.run_dir}/stdout.log and stderr.log")

@@ -23,7 +23,7 @@ from neurondesk.views.console.inputs import InputPanel
 from neurondesk.views.console.log import LogPanel, LogView
 from neurondesk.views.console.overview import OverviewPanel
 from neurondesk.views.console.panel import Panel
-from neurondesk.views.console.screens import HelpScreen, QuitScreen, SummaryScreen
+from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScreen, SummaryScreen
 from neurondesk.views.console.throughput import ThroughputPanel
 
 POLL_S = 0.25
@@ -192,10 +192,8 @@ class ConsoleApp(App[int]):
             return
         if isinstance(self.screen, SummaryScreen):
             return
-        where = None
-        paths = getattr(getattr(self.source, "session", None), "paths", None)
-        if paths is not None:
-            where = str(paths.dir)
+        run_dir = getattr(self.source, "run_dir", None) if self.source.live else None
+        where = str(run_dir) if run_dir is not None else None
         note = "" if self.source.live else getattr(self.source, "label", "")
         self.push_screen(SummaryScreen(self.source.state, self.source.now(), where, note))
 
@@ -214,6 +212,10 @@ class ConsoleApp(App[int]):
         self.notify(f"summary written: {path}", title="export")
 
     def action_request_quit(self) -> None:
+        if self.source.live and not self.source.done and getattr(self.source, "attached", False):
+            if not isinstance(self.screen, DetachScreen):
+                self.push_screen(DetachScreen(), self._detach_answer)
+            return
         if self.source.live and not self.source.done:
             if self.quit_when_done:
                 self.notify("waiting for the workload to exit (SIGTERM after 10 s, SIGKILL 5 s later)")
@@ -228,13 +230,20 @@ class ConsoleApp(App[int]):
         self.action_request_quit()
 
     def _on_sigterm(self) -> None:
-        """Terminated from outside: stop the workload (if it runs) and quit once it has exited."""
-        if self.source.live and not self.source.done:
+        """Terminated from outside: an attached console detaches; the console of `run` stops the
+        workload (if it runs) and quits once it has exited."""
+        if self.source.live and not self.source.done and not getattr(self.source, "attached", False):
             if not self.quit_when_done:
                 self.quit_when_done = True
                 self.source.stop()
             return
         self.exit(0)
+
+    def _detach_answer(self, answer: str | None) -> None:
+        if answer == "stop":
+            self.notify(self.source.stop(), title="stop")
+        if answer in ("stop", "detach"):
+            self.exit(0)
 
     def _quit_answer(self, answer: str | None) -> None:
         if answer == "stop":
@@ -253,33 +262,29 @@ class ConsoleApp(App[int]):
         yield from (c for c in super().get_system_commands(screen) if c.title not in ("Quit the application",))
 
 
-def run_console(session) -> int:
-    """Open the console on a live run: start the workload once, watch it, and on the way out make
-    sure it has stopped and its summary is written. Returns the workload's exit status."""
-    from neurondesk.views.console.sources import LiveSource
+def run_console(source) -> int:
+    """Open the console on a live run's source (the recorder already owns the run). On the way
+    out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
+    the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
+    from neurondesk.core.summary import build_summary
     from neurondesk.views.summary_writer import to_text_table
 
-    source = LiveSource(session)
-    app = ConsoleApp(source)
-    source.start()
-    try:
-        app.run()
-    finally:
-        source.finish()
-    if session.paths is not None:
-        sys.stdout.write(f"neurondesk summary ({session.paths.dir})\n")
-        sys.stdout.write(to_text_table(session.summary()))
-    code = session.exit_code
+    ConsoleApp(source).run()
+    if getattr(source, "attached", False) and not source.done:
+        sys.stdout.write(f"neurondesk: detached from {source.run_dir}; the run goes on "
+                         f"(`neurondesk attach {source.run_dir.name}` to watch it again)\n")
+        return 0
+    source.finish()
+    sys.stdout.write(f"neurondesk summary ({source.run_dir})\n")
+    sys.stdout.write(to_text_table(build_summary(source.state)))
+    code = source.state.exit_code
     if code is None:
         return 1
     return 128 - code if code < 0 else code
 
 
-def run_replay(run_dir, speed: float = 1.0, until: float | None = None) -> int:
-    from neurondesk.replay import ReplaySource
-
-    source = ReplaySource(run_dir, speed=speed, until=until)
+def run_replay(source) -> int:
     ConsoleApp(source).run()
     for p in source.problems[:5]:
-        sys.stderr.write(f"neurondesk: {run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+        sys.stderr.write(f"neurondesk: {source.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
     return 0

@@ -143,3 +143,31 @@ class QuitScreen(ModalScreen[str]):
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
+
+
+class DetachScreen(ModalScreen[str]):
+    """Asked when q is pressed in an attached console: detach ('detach', the default) or stop the
+    training too ('stop'); escape keeps watching. The run goes on either way unless asked."""
+
+    BINDINGS = [Binding("n,enter,d", "detach", "Detach"), Binding("y,s", "stop", "Stop the training"),
+                Binding("escape", "dismiss_none", "Keep watching")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-box"):
+            yield Static("Detach from this run? The training goes on, recorded.\n"
+                         "Stop the training too? [y/N]", id="quit-text")
+            with Horizontal(id="quit-buttons"):
+                yield Button("Detach [n]", id="detach", variant="primary")
+                yield Button("Stop the training [y]", id="detach-stop", variant="error")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss("stop" if event.button.id == "detach-stop" else "detach")
+
+    def action_detach(self) -> None:
+        self.dismiss("detach")
+
+    def action_stop(self) -> None:
+        self.dismiss("stop")
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

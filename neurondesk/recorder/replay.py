@@ -26,6 +26,28 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple
     return state, problems
 
 
+def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
+    """What a summary of an unfinished journal lacks, in words; None for a finished run."""
+    from datetime import datetime
+
+    from neurondesk.store.liveness import read_recorder_info, recorder_alive
+
+    if summary.get("finished"):
+        return None
+    if recorder_alive(run_dir):
+        return f"{run_dir} is still being recorded: this summary covers the run so far"
+    started = summary.get("started_at")
+    last = None
+    if started and summary.get("elapsed_s") is not None:
+        last = datetime.fromisoformat(started).timestamp() + summary["elapsed_s"]
+    when = datetime.fromtimestamp(last).strftime("%Y-%m-%d %H:%M:%S") if last else "an unknown time"
+    info = read_recorder_info(run_dir)
+    pid = f" (pid {info.workload_pid})" if info and info.workload_pid else ""
+    return (f"the recording of {run_dir} stopped at {when} (its recorder is gone) before the workload "
+            f"ended: steps, compiles and the exit after that are missing; the workload{pid} may have run on, "
+            f"its output is in {Path(run_dir) / 'stdout.log'} and stderr.log")
+
+
 def summary_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple[dict, list[JournalProblem]]:
     state, problems = state_from_run_dir(run_dir, target_loss)
     return build_summary(state), problems

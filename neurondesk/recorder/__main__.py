@@ -1,0 +1,24 @@
+"""``python -m neurondesk.recorder``: the recorder process. Its launch spec (command, options,
+the workload's environment) arrives as one JSON object on stdin, never on disk or in argv."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from neurondesk.recorder.options import RunOptions
+from neurondesk.recorder.recorder import serve
+from neurondesk.store.rundir import RunPaths
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.readline())
+    sys.stdin.close()
+    options = RunOptions.from_json(json.dumps(spec["options"]))
+    options.env = spec.get("env")
+    return serve(list(spec["command"]), options, RunPaths(Path(spec["run_dir"])))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""The recorder's control socket: how a viewer asks the recorder to signal, stop or export.
+
+One JSON line in, one JSON line out: ``{"op": "signal", "sig": "SIGINT"}`` -> ``{"ok": true,
+"message": "..."}``. The server only queues the request for the recorder's own loop (which owns
+the run's state) and waits for its answer; it never touches the run itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from neurondesk.store.liveness import read_recorder_info, recorder_alive
+
+OPS = ("signal", "stop", "export")
+SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
+REPLY_TIMEOUT_S = 10.0
+
+
+@dataclass
+class ControlRequest:
+    """Queued for the recorder's loop; ``answer()`` wakes the waiting connection."""
+
+    op: str
+    args: dict
+    reply: dict = field(default_factory=dict)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def answer(self, ok: bool, message: str) -> None:
+        self.reply = {"ok": ok, "message": message}
+        self.done.set()
+
+
+class ControlServer:
+    def __init__(self, path: str, put) -> None:
+        self.path = path
+        self.put = put  # the recorder's queue.put
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        os.chmod(path, 0o600)
+        self.sock.listen(8)
+        self.thread = threading.Thread(target=self._serve, name="nd-control", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._handle, args=(conn,), name="nd-control-conn", daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(REPLY_TIMEOUT_S)
+            try:
+                line = conn.makefile("rb").readline(4096)
+                msg = json.loads(line)
+                op = msg.get("op") if isinstance(msg, dict) else None
+                if op not in OPS:
+                    reply = {"ok": False, "message": f"unknown request {op!r}; expected one of {', '.join(OPS)}"}
+                else:
+                    req = ControlRequest(op, {k: v for k, v in msg.items() if k != "op"})
+                    self.put(req)
+                    ok = req.done.wait(REPLY_TIMEOUT_S)
+                    reply = req.reply if ok else {"ok": False, "message": "the recorder did not answer in time"}
+                conn.sendall((json.dumps(reply) + "\n").encode())
+            except (OSError, ValueError):
+                return  # a viewer that went away or sent garbage: nothing to do
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        finally:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+class ControlError(RuntimeError):
+    """The recorder could not be reached; the message says why and what to do."""
+
+
+def request(run_dir: Path | str, op: str, **args) -> str:
+    """Ask the recorder of ``run_dir``; returns its answer's message, raises ControlError."""
+    if not recorder_alive(run_dir):
+        raise ControlError(f"no recorder runs for {run_dir}: the run has ended, or its recorder was killed")
+    info = read_recorder_info(run_dir)
+    if info is None:
+        raise ControlError(f"{run_dir}/recorder.json is missing or unreadable; the recorder cannot be reached")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(REPLY_TIMEOUT_S + 2)
+            s.connect(info.control_socket)
+            s.sendall((json.dumps({"op": op, **args}) + "\n").encode())
+            reply = json.loads(s.makefile("rb").readline(65536) or b"{}")
+    except (OSError, ValueError) as exc:
+        raise ControlError(f"cannot reach the recorder of {run_dir} ({exc})") from exc
+    if not reply.get("ok"):
+        raise ControlError(reply.get("message") or "the recorder refused the request")
+    return str(reply.get("message", ""))

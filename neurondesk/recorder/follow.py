@@ -1,0 +1,123 @@
+"""A live run as a viewer sees it: its journal followed as the recorder appends to it, reduced
+into the viewer's own RunState (the same reducer a replay uses: live and replay are one screen).
+Requests (stop, signal, export) go to the recorder over its control socket; a viewer never holds
+the recorder's objects, so it can come and go while the run goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from neurondesk.core.state import RunState
+from neurondesk.recorder.control import ControlError, request
+from neurondesk.store.journal_tail import JournalTail
+from neurondesk.store.liveness import read_recorder_info, recorder_alive
+from neurondesk.store.rundir import RunPaths
+
+ALIVE_CHECK_S = 1.0
+FINISH_WAIT_S = 30.0  # after the run's end, for the recorder to write the summary and index row
+
+
+class FollowSource:
+    live = True
+
+    def __init__(self, run_dir: Path | str, *, attached: bool = False,
+                 recorder: subprocess.Popen | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.paths = RunPaths(Path(run_dir))
+        self.run_dir = self.paths.dir
+        self.attached = attached  # opened by `attach` (q detaches) rather than by `run`
+        self.recorder = recorder  # the recorder process when this viewer launched it
+        self.clock = clock
+        self.state = RunState()
+        self.tail = JournalTail(self.paths.events)
+        self.new_events: list = []
+        self.recorder_lost = False  # the recorder died before the run finished
+        self._alive_checked = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{'attached to' if self.attached else 'run folder'} {self.run_dir}"
+
+    def poll(self, max_events: int | None = None) -> int:
+        """Take in what the recorder journaled since the last poll; ``new_events`` holds it."""
+        events = self.tail.read_new()
+        state = self.state
+        for e in events:
+            state.apply(e)
+        self.new_events = events
+        if not state.finished and not self.recorder_lost:
+            now = time.monotonic()
+            if now - self._alive_checked >= ALIVE_CHECK_S:
+                self._alive_checked = now
+                if not self._recorder_running():
+                    self.new_events += self._last_words()
+                    self.recorder_lost = not self.state.finished
+        return len(self.new_events)
+
+    def _recorder_running(self) -> bool:
+        if self.recorder is not None and self.recorder.poll() is not None:
+            return False
+        return recorder_alive(self.run_dir)
+
+    def _last_words(self) -> list:
+        """What it journaled between our last read and its death."""
+        events = self.tail.read_new()
+        for e in events:
+            self.state.apply(e)
+        return events
+
+    @property
+    def done(self) -> bool:
+        return self.state.finished or self.recorder_lost
+
+    @property
+    def running(self) -> bool:
+        return not self.done
+
+    @property
+    def workload_pid(self) -> int | None:
+        info = read_recorder_info(self.run_dir)
+        return info.workload_pid if info else None
+
+    def now(self) -> float:
+        return self.clock()
+
+    def _ask(self, op: str, **args) -> str:
+        try:
+            return request(self.run_dir, op, **args)
+        except ControlError as exc:
+            return str(exc)
+
+    def stop(self) -> str:
+        if self.done:
+            return "the workload has already exited"
+        return self._ask("stop")
+
+    def send_signal(self, sig: str) -> str:
+        return self._ask("signal", sig=sig)
+
+    def export_summary(self) -> Path:
+        try:
+            return Path(request(self.run_dir, "export"))
+        except ControlError as exc:
+            raise OSError(str(exc)) from exc
+
+    def finish(self, timeout_s: float = FINISH_WAIT_S) -> bool:
+        """After the run's end: wait for the recorder to write the summary and index row and
+        exit. True when it did (summary.json is there)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self._recorder_running():
+            self.poll()
+            time.sleep(0.05)
+        self.poll()
+        if self.recorder is not None and self.recorder.poll() is None and not recorder_alive(self.run_dir):
+            try:
+                self.recorder.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.paths.summary_json.exists() and not self._recorder_running()
+
+    def close(self) -> None:
+        self.tail.close()

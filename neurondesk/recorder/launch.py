@@ -1,0 +1,85 @@
+"""Start a recorder process for a run and wait until it has journaled the run's start.
+
+The recorder runs in a session of its own (``start_new_session``): closing the terminal, a
+dropped ssh connection or the death of the console that launched it does not reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from neurondesk.recorder.options import RunOptions
+from neurondesk.store.rundir import RunPaths, create_run_dir, default_run_root, make_run_id
+
+READY_TIMEOUT_S = 60.0
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@dataclass
+class LaunchedRun:
+    paths: RunPaths
+    process: subprocess.Popen  # the recorder (reap it with poll()/wait() when it ends)
+
+
+def make_run_paths(options: RunOptions) -> RunPaths:
+    if options.run_dir is not None:
+        options.run_dir.mkdir(parents=True, exist_ok=True)
+        if (options.run_dir / "events.jsonl").exists():
+            raise FileExistsError(f"{options.run_dir} already holds a run (events.jsonl); choose another --run-dir")
+        return RunPaths(options.run_dir)
+    root = options.run_root or default_run_root()
+    return create_run_dir(root, make_run_id(datetime.now()))
+
+
+def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
+    paths = make_run_paths(options)
+    spec = {"command": command, "options": json.loads(options.to_json()), "run_dir": str(paths.dir),
+            "env": options.env if options.env is not None else dict(os.environ)}
+    log_fd = os.open(paths.recorder_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "neurondesk.recorder"], stdin=subprocess.PIPE,
+                                stdout=log_fd, stderr=log_fd, start_new_session=True,
+                                cwd=options.cwd or os.getcwd())
+    finally:
+        os.close(log_fd)
+    try:
+        proc.stdin.write((json.dumps(spec) + "\n").encode())
+        proc.stdin.close()
+    except OSError:
+        pass  # it died at once: said below with its log
+    _wait_ready(paths, proc)
+    return LaunchedRun(paths, proc)
+
+
+def _wait_ready(paths: RunPaths, proc: subprocess.Popen) -> None:
+    """Until the journal holds the run's first event (viewers can follow it from there)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if paths.events.stat().st_size > 0:
+                return
+        except FileNotFoundError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    try:
+        log = paths.recorder_log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        log = []
+    if log:
+        why = log[-1]
+    elif proc.returncode is not None:
+        why = f"it exited with status {proc.returncode}"
+    else:
+        why = f"no journal after {READY_TIMEOUT_S:.0f} s"
+    raise LaunchError(f"the recorder for {paths.dir} did not start: {why} (its log: {paths.recorder_log})")

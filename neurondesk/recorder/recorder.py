@@ -1,0 +1,263 @@
+"""The recorder: owns one run. It starts the workload and the telemetry collectors, decodes what
+they send, appends every event to the journal *before* reducing it, and at the end writes the
+summary files and the index row. Viewers (console, headless line) follow the journal; none of
+them can stop this process by dying, and this process dying cannot stop the workload.
+
+Everything that reaches the run state goes through ``record()``: journal, then reduce. Notices
+are events like any other, so a replay of the journal is the live run, notices included.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import time
+from collections import deque
+
+from neurondesk.collectors.devices.neuron_monitor import process_tag
+from neurondesk.collectors.logparse import OutputParser
+from neurondesk.collectors.probe_messages import decode_probe_line
+from neurondesk.collectors.telemetry import Telemetry
+from neurondesk.collectors.workload import RawExit, RawOutput, RawProbe, WorkloadProcess
+from neurondesk.core import events as ev
+from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary
+from neurondesk.recorder.control import SIGNALS, ControlRequest, ControlServer
+from neurondesk.recorder.options import RunOptions
+from neurondesk.store.index import RunIndex
+from neurondesk.store.journal import JournalError, JournalWriter
+from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
+from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
+from neurondesk.store.summary_files import write_summary_files
+from neurondesk.views.summary_writer import to_json, to_markdown  # text only
+
+STDERR_TAIL = 30
+PUMP_BATCH = 5000
+
+
+class Stopped(Exception):
+    """The recorder was told to go down (SIGTERM to itself); the workload runs on."""
+
+
+class Recorder:
+    def __init__(self, command: list[str], options: RunOptions, paths: RunPaths) -> None:
+        self.command = list(command)
+        self.options = options
+        self.paths = paths
+        self.run_id = paths.dir.name
+        self.state = RunState()
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.parser = OutputParser()
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self.journal: JournalWriter | None = None
+        self.workload: WorkloadProcess | None = None
+        self.telemetry: Telemetry | None = None
+        self.control: ControlServer | None = None
+        self.lock: RecorderLock | None = None
+        self.exit_code: int | None = None
+        self.done = False
+        self.summary_written = False
+        self.journal_error: str | None = None
+        self.stop_requested: str | None = None
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        self.lock = RecorderLock(self.paths.dir)
+        self.journal = JournalWriter(self.paths.events)
+        o = self.options
+        self.record(ev.RunStarted(
+            t=time.time(), run_id=self.run_id, command=self.command, cwd=o.cwd or os.getcwd(),
+            host=socket.gethostname(), instance_type=o.instance_type, price_per_hour=o.price_per_hour,
+            price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
+            samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
+            steps_requested=o.steps_requested))
+        self.flush()
+        tag = process_tag(self.run_id)
+        self.workload = WorkloadProcess(self.command, self.queue, cwd=o.cwd, env=o.env, tag=tag,
+                                        stdout_path=self.paths.stdout_log, stderr_path=self.paths.stderr_log)
+        try:
+            self.workload.start()
+        except Exception as exc:
+            self.record(ev.Notice(t=time.time(), level="error", message=str(exc)))
+            self.record(ev.RunFinished(t=time.time(), exit_code=127))
+            self.finish()
+            raise
+        self.control = ControlServer(os.path.join(self.workload.sock_dir, "control.sock"), self.queue.put)
+        self.control.start()
+        write_recorder_info(self.paths.dir, RecorderInfo(os.getpid(), self.control.path, self.workload.pid))
+        if o.telemetry:
+            try:
+                self.telemetry = Telemetry(self.queue.put, tag=tag, env=o.env,
+                                           neuron_monitor_replay=o.neuron_monitor_replay)
+                self.telemetry.start(self.workload.pid)
+            except Exception as exc:  # noqa: BLE001 - telemetry is extra; the run goes on without it
+                self.record(ev.Notice(t=time.time(), level="warn", source="telemetry",
+                                      message=f"telemetry not started: {exc!r}"))
+
+    # ------------------------------------------------------------------ events
+    def record(self, e: ev.Event) -> None:
+        """Journal first (an event that cannot be reduced is still on disk), then reduce."""
+        try:
+            self.journal.write(e)  # keeps the event buffered even when the flush it triggers fails
+        except JournalError as exc:
+            self._journal_trouble(exc)
+        self.state.apply(e)
+
+    def _journal_trouble(self, exc: JournalError) -> None:
+        if self.journal_error is None:
+            self.journal_error = str(exc)
+            self.record(ev.Notice(t=time.time(), level="error", message=str(exc)))
+        self.journal_error = str(exc)
+
+    def flush(self) -> None:
+        try:
+            self.journal.flush()
+            self.journal_error = None
+        except JournalError as exc:  # disk full: events stay buffered in memory; said once
+            self._journal_trouble(exc)
+
+    def pump(self, timeout: float = 0.1) -> int:
+        """Handle what has arrived (waiting up to ``timeout`` for the first item), then flush, so
+        viewers see it at once. Returns the number of items handled."""
+        n = 0
+        while n < PUMP_BATCH:
+            try:
+                item = self.queue.get(timeout=timeout) if n == 0 else self.queue.get_nowait()
+            except queue.Empty:
+                break
+            n += 1
+            try:
+                self.handle(item)
+            except Exception as exc:  # noqa: BLE001 - one bad item never ends the recording
+                self.record(ev.Notice(t=time.time(), level="error",
+                                      message=f"neurondesk could not take in a {type(item).__name__}: {exc!r}"))
+        if n and not self.done:
+            self.flush()
+        return n
+
+    def handle(self, item) -> None:
+        if isinstance(item, RawProbe):
+            self.record(decode_probe_line(item.line, item.t))
+        elif isinstance(item, RawOutput):
+            if item.stream == "stderr":
+                self.stderr_tail.append(item.text)
+            for e in self.parser.feed(item.stream, item.text, item.t):
+                self.record(e)
+        elif isinstance(item, ControlRequest):
+            self._control(item)
+        elif isinstance(item, ev.Event):  # from the telemetry collectors
+            if not self.done:
+                self.record(item)
+        elif isinstance(item, RawExit):
+            for e in self.parser.flush(item.t):
+                self.record(e)
+            self.exit_code = item.code
+            self.record(ev.RunFinished(t=item.t, exit_code=item.code,
+                                       signal=self.workload.sent_signal if self.workload else None,
+                                       stderr_tail=list(self.stderr_tail)))
+            self.finish()
+
+    def _control(self, req: ControlRequest) -> None:
+        if req.op == "export":
+            try:
+                self.export_summary()
+                req.answer(True, str(self.paths.summary_json))
+            except OSError as exc:
+                req.answer(False, f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}")
+            return
+        w = self.workload
+        if self.done or w is None or not w.running():
+            req.answer(False, "the workload has already exited")
+        elif req.op == "stop":
+            w.stop()
+            req.answer(True, "stopping the workload: SIGINT now, SIGTERM after 10 s, SIGKILL 5 s later")
+        elif req.args.get("sig") in SIGNALS:
+            w.signal(getattr(signal, req.args["sig"]))
+            req.answer(True, f"{req.args['sig']} sent to the workload")
+        else:
+            req.answer(False, f"cannot send {req.args.get('sig')!r}; expected one of {', '.join(SIGNALS)}")
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> int:
+        """Record until the workload exits (or this recorder is told to stop). Returns the
+        workload's exit status as a shell would give it."""
+        while not self.done:
+            if self.stop_requested:
+                self._stop_recording(self.stop_requested)
+                break
+            self.pump(timeout=0.1)
+        code = self.exit_code
+        if code is None:
+            return 1
+        return 128 - code if code < 0 else code
+
+    def request_stop(self, why: str) -> None:
+        """From a signal handler: only sets a flag; the loop acts on it."""
+        self.stop_requested = why
+
+    def _stop_recording(self, why: str) -> None:
+        """The recorder goes down, the workload does not: say so in the journal, write what we have."""
+        pid = self.workload.pid if self.workload else None
+        self.record(ev.Notice(
+            t=time.time(), level="error",
+            message=(f"the recorder stopped ({why}) while the workload (pid {pid}) still ran; it runs on "
+                     f"unrecorded, its output goes on into {self.paths.stdout_log.name} and "
+                     f"{self.paths.stderr_log.name}")))
+        self.finish()
+
+    def summary(self, now: float | None = None) -> dict:
+        return build_summary(self.state, now)
+
+    def export_summary(self, now: float | None = None) -> dict:
+        """Write summary.json and summary.md now (the run may still be going)."""
+        s = self.summary(now)
+        write_summary_files(self.paths, to_json(s), to_markdown(s))
+        return s
+
+    def finish(self) -> None:
+        """Idempotent: write the summary and the index row once, then close the journal. Every
+        problem met on the way is journaled before the journal closes."""
+        if self.done:
+            return
+        self.done = True
+        if self.telemetry is not None:
+            self.telemetry.stop()
+        try:
+            summary = self.export_summary()
+            self.summary_written = True
+        except OSError as exc:
+            summary = self.summary()
+            self.record(ev.Notice(
+                t=time.time(), level="error",
+                message=(f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}; free disk space, "
+                         f"then rebuild it with `neurondesk summary {self.paths.dir}`")))
+        try:
+            root = self.options.run_root or default_run_root()
+            RunIndex(root / INDEX_FILE).record(summary, self.paths.dir)
+        except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
+            self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
+        if self.journal is not None:
+            try:
+                self.journal.close()
+            except JournalError as exc:
+                self.journal_error = str(exc)
+        if self.control is not None:
+            self.control.close()
+        if self.workload is not None and not self.workload.running():
+            self.workload.cleanup()
+
+
+def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
+    """The recorder process's life: signals first (it is in a session of its own, away from the
+    terminal; SIGTERM or SIGINT ends the recording but never the workload), then record."""
+    recorder = Recorder(command, options, paths)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, f: recorder.request_stop(signal.Signals(s).name))
+    try:
+        recorder.start()
+    except Exception:  # noqa: BLE001 - journaled by start(): notice + exit 127
+        return 127
+    return recorder.run()  # the loop flushes after every batch, so at least every 0.1 s

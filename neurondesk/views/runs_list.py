@@ -1,0 +1,37 @@
+"""`neurondesk ls`: live runs, then the most recent finished ones. Text only; the rows are typed
+values made by the wiring (neurondesk.recorder.runs), passed in by the command line."""
+
+from __future__ import annotations
+
+import shlex
+
+from neurondesk.views import fmt
+from neurondesk.views.tables import render
+
+LIVE_COLUMNS = [("id", "live run", "text"), ("command", "command", "text"), ("phase", "phase", "text"),
+                ("step", "step", "text"), ("elapsed", "elapsed", "text"), ("cost", "cost so far", "usd")]
+DONE_COLUMNS = [("id", "finished run", "text"), ("command", "command", "text"), ("started", "started", "text"),
+                ("steps", "steps", "int"), ("exit", "exit", "text"), ("cost", "cost", "usd")]
+COMMAND_WIDTH = 48
+
+
+def _command(cmd) -> str:
+    text = shlex.join(cmd) if isinstance(cmd, list) else (cmd or "")
+    return text if len(text) <= COMMAND_WIDTH else text[: COMMAND_WIDTH - 1] + "…"
+
+
+def format_runs(live: list, finished: list) -> str:
+    out = []
+    if live:
+        rows = [{"id": r.run_id, "command": _command(r.command), "phase": r.phase,
+                 "step": f"{r.step}" + (f"/{r.steps_requested}" if r.steps_requested else ""),
+                 "elapsed": fmt.clock(r.elapsed_s), "cost": r.cost_so_far_usd} for r in live]
+        out.append(render(LIVE_COLUMNS, rows))
+    else:
+        out.append("no live run (start one with `neurondesk run --detach -- CMD`)\n")
+    if finished:
+        rows = [{"id": r.run_id, "command": _command(r.command), "started": (r.started_at or "")[:19],
+                 "steps": r.steps, "exit": "—" if r.exit_code is None else str(r.exit_code),
+                 "cost": r.total_usd} for r in finished]
+        out.append("\n" + render(DONE_COLUMNS, rows))
+    return "".join(out)
