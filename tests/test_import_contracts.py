@@ -1,0 +1,171 @@
+"""DESIGN.md's arrows as import contracts ([tool.importlinter] in pyproject.toml, run by `make test`).
+
+Each contract is shown able to fail: the project's own contract text, pointed at a tiny fake package
+in tmp_path, is kept when the fake respects every arrow and broken, through the planted import,
+when it does not. The probe's bootstrap folder is not a package (it goes on the workload's
+PYTHONPATH as-is), so import-linter never sees it: its imports are checked here, statically and in
+a fresh interpreter. Core is also imported in a fresh interpreter to see what it really pulls in.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+FAKE = "fakedesk"
+
+
+def contracts_config() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v)  # a JSON string or list of strings is valid TOML
+
+
+def fake_config_toml(config: dict) -> str:
+    """The project's contracts, every `neurondesk` renamed to the fake package."""
+    lines = ["[tool.importlinter]"]
+    for k, v in config.items():
+        if k != "contracts":
+            lines.append(f"{k} = {_toml_value(v)}")
+    for c in config["contracts"]:
+        lines.append("\n[[tool.importlinter.contracts]]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in c.items()]
+    return re.sub(r"\bneurondesk\b", FAKE, "\n".join(lines) + "\n")
+
+
+# A miniature neurondesk that keeps every arrow. Keys are paths under tmp_path/fakedesk.
+CLEAN = {
+    "__init__.py": "",
+    "probe/__init__.py": "import json\nimport socket\n",
+    "core/__init__.py": "",
+    "core/events.py": "import dataclasses\nimport json\nfrom datetime import datetime\n",
+    "core/prices.py": "from importlib import resources\n\nfrom fakedesk.core import events\n",
+    "collectors/__init__.py": "",
+    "collectors/workload.py": "import subprocess\n\nimport psutil\n\nfrom fakedesk.core import events\n",
+    "store/__init__.py": "",
+    "store/journal.py": "import os\nimport sqlite3\n\nfrom fakedesk.core import events\n",
+    "session.py": "from fakedesk.collectors import workload\nfrom fakedesk.store import journal\n",
+    "recorder/__init__.py": "",
+    "recorder/wiring.py": "from fakedesk import session\nfrom fakedesk.collectors import workload\n",
+    "views/__init__.py": "",
+    "views/headless.py": "from fakedesk.core import events\nfrom fakedesk.store import journal\n",
+    "views/console.py": "import textual\nfrom rich.text import Text\n\nfrom fakedesk.core import prices\n",
+    "cli.py": "from fakedesk.recorder import wiring\nfrom fakedesk.views import console, headless\n",
+}
+
+# contract id -> (file planted, its source, a line of the chain lint-imports must print)
+VIOLATIONS = {
+    "probe": ("probe/leak.py", "from fakedesk.core import events\n", "fakedesk.probe.leak -> fakedesk.core.events"),
+    "core": ("core/clock.py", "import time\n", "fakedesk.core.clock -> time"),
+    "views": ("views/tap.py", "from fakedesk.collectors import workload\n",
+              "fakedesk.views.tap -> fakedesk.collectors.workload"),
+    "views-below-recorder": ("views/attach.py", "from fakedesk.recorder import wiring\n",
+                             "fakedesk.views.attach -> fakedesk.recorder.wiring"),
+    "store": ("store/ui.py", "import textual\n", "fakedesk.store.ui -> textual"),
+    "collectors": ("collectors/ui.py", "from fakedesk.views import headless\n",
+                   "fakedesk.collectors.ui -> fakedesk.views.headless"),
+}
+
+
+def lint_fake(root: Path, files: dict[str, str]) -> subprocess.CompletedProcess:
+    for rel, text in files.items():
+        path = root / FAKE / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    config = root / "contracts.toml"
+    config.write_text(fake_config_toml(contracts_config()))
+    env = {"PYTHONPATH": str(root), "PATH": "", "COLUMNS": "250"}  # wide: contract names are not wrapped
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo", str(config)], cwd=root,
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def broken_sections(output: str, config: dict) -> dict[str, str]:
+    """Contract id -> the text lint-imports printed under that contract's 'Broken contracts' heading."""
+    tail = output.split("Broken contracts", 1)[1] if "Broken contracts" in output else ""
+    heads = {}
+    for c in config["contracts"]:
+        name = re.sub(r"\bneurondesk\b", FAKE, c["name"])
+        m = re.search(re.escape(name) + r"\n-+\n", tail)
+        if m:
+            heads[c["id"]] = m.start()
+    starts = sorted(heads.values()) + [len(tail)]
+    return {cid: tail[s:starts[starts.index(s) + 1]] for cid, s in heads.items()}
+
+
+def test_every_contract_has_a_planted_violation() -> None:
+    assert {c["id"] for c in contracts_config()["contracts"]} == set(VIOLATIONS)
+
+
+def test_a_package_that_keeps_every_arrow_passes(tmp_path: Path) -> None:
+    p = lint_fake(tmp_path, CLEAN)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"Contracts: {len(VIOLATIONS)} kept, 0 broken." in p.stdout
+
+
+def test_each_contract_fails_on_its_planted_import(tmp_path: Path) -> None:
+    planted = {path: text for path, text, _ in VIOLATIONS.values()}
+    p = lint_fake(tmp_path, {**CLEAN, **planted})
+    assert p.returncode == 1, p.stdout + p.stderr
+    sections = broken_sections(p.stdout, contracts_config())
+    assert set(sections) == set(VIOLATIONS), p.stdout
+    for cid, (_, _, chain) in VIOLATIONS.items():
+        assert chain in sections[cid], f"{cid}: expected {chain!r} in\n{sections[cid]}"
+
+
+# ------------------------------------------------------------------ what import-linter cannot see
+
+BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
+# The workload's own packages, imported lazily by hooks that only run once the user imported them.
+PROBE_MAY_IMPORT = {"__future__", "torch", "torch_xla", "_neurondesk_probe", "sitecustomize"}
+
+
+@pytest.mark.parametrize("path", sorted(BOOTSTRAP.glob("*.py")), ids=lambda p: p.name)
+def test_probe_bootstrap_imports_only_the_stdlib_and_the_workloads_torch(path: Path) -> None:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):  # function-level imports too
+        if isinstance(node, ast.Import):
+            names += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append(("." * node.level + (node.module or ""), node.lineno))
+    assert names, "no imports found: is this the probe?"
+    bad = [(n, line) for n, line in names
+           if n.split(".")[0] not in sys.stdlib_module_names | PROBE_MAY_IMPORT]
+    assert not bad, f"{path.name} imports outside the stdlib and the workload's torch: {bad}"
+
+
+def test_probe_loads_from_its_folder_with_the_stdlib_alone() -> None:
+    # -I -S: no site-packages, no PYTHONPATH, no user site: a bare interpreter, as the workload's
+    # may be. Loaded the way the workload loads it: the bootstrap folder on sys.path.
+    code = (f"import sys; sys.path.insert(0, {str(BOOTSTRAP)!r}); import _neurondesk_probe, sitecustomize; "
+            "import json; print(json.dumps(sorted(sys.modules)))")
+    p = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    loaded = json.loads(p.stdout)
+    assert [m for m in loaded if m.startswith("neurondesk")] == []
+    assert not {"torch", "psutil", "textual", "pynvml"} & set(loaded)
+
+
+def test_core_imported_alone_pulls_in_no_console_library_and_no_io_module() -> None:
+    code = ("import importlib, json, pkgutil, sys; import neurondesk.core as c\n"
+            "for m in pkgutil.walk_packages(c.__path__, 'neurondesk.core.'): importlib.import_module(m.name)\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    loaded = set(json.loads(p.stdout))
+    assert "neurondesk.core.state" in loaded
+    forbidden = {"textual", "rich", "psutil", "pynvml", "platformdirs", "torch", "sqlite3", "subprocess", "socket"}
+    assert not forbidden & loaded
+    assert sorted(m for m in loaded if m.startswith("neurondesk.") and not m.startswith("neurondesk.core")) == []
