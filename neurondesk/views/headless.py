@@ -15,6 +15,7 @@ from neurondesk.views.summary_writer import to_text_table
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
 POLL_S = 0.05  # how often the journal is read when nothing new came
+ATTACH_ECHO_BACK_S = 5.0  # on attach, echo the output of the last few seconds, not the whole history
 
 
 def status_line(state: RunState, now: float) -> str:
@@ -45,6 +46,10 @@ class HeadlessPrinter:
         self.tty = self.err.isatty()
         self.status_shown = False
         self.interrupts = 0
+        self.attached = bool(getattr(source, "attached", False))
+        # attached to a run already going: its earlier output is in stdout.log, not echoed again
+        self.echo_from = time.time() - ATTACH_ECHO_BACK_S if self.attached else 0.0
+        self.detached = False
 
     def _clear_status(self) -> None:
         if self.status_shown:
@@ -61,6 +66,9 @@ class HeadlessPrinter:
         self.err.flush()
 
     def _on_signal(self, signum, frame) -> None:
+        if self.attached:  # Ctrl-C in an attached printer detaches; the run goes on
+            self.detached = True
+            return
         # First Ctrl-C: pass it on (the workload may save and exit); then SIGTERM, then SIGKILL.
         self.interrupts += 1
         sig = (signal.Signals(signum).name, "SIGTERM", "SIGKILL")[min(self.interrupts - 1, 2)]
@@ -72,6 +80,10 @@ class HeadlessPrinter:
             last_status = 0.0
             every = STATUS_EVERY_S if self.tty else PLAIN_STATUS_EVERY_S
             while not self.source.done:
+                if self.detached:
+                    self._clear_status()
+                    self.err.write(f"neurondesk: detached from {self.source.run_dir}; the run goes on\n")
+                    return 0
                 self._poll_and_echo()
                 now = time.time()
                 if now - last_status >= every:
@@ -107,7 +119,8 @@ class HeadlessPrinter:
 
     def _poll_and_echo(self) -> None:
         self.source.poll()
-        lines = [e for e in self.source.new_events if e.kind == "output"] if self.echo else []
+        since = self.echo_from
+        lines = [e for e in self.source.new_events if e.kind == "output" and e.t >= since] if self.echo else []
         if not lines:
             return
         self._clear_status()
