@@ -20,7 +20,6 @@ from neurondesk.store.index import RunIndex
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
 
 STEPS_PY = REPO / "tests" / "data" / "workloads" / "steps.py"
-NEURON_MONITOR_FIXTURE = REPO / "tests" / "data" / "neuron" / "neuron-monitor-trn1.jsonl"
 ND = [sys.executable, "-m", "neurondesk.cli"]
 
 
@@ -195,11 +194,12 @@ def test_the_training_outlives_its_console(tmp_path, how):
 
 def test_live_summary_equals_the_replayed_journal_notices_included(tmp_path):
     """The recorder's summary (reduced live) and `neurondesk summary` (the journal reduced again)
-    are the same document, device samples and notices included."""
+    are the same document, notices included: here a neuron-monitor stream that cannot be read
+    (a real collector failure, restarted with backoff) gives warnings during the run."""
     env = base_env(tmp_path)
     run_dir = tmp_path / "run"
     p = subprocess.run([*ND, "run", "--headless", "--instance-type", "trn1.2xlarge", "--run-dir", str(run_dir),
-                        "--neuron-monitor-replay", str(NEURON_MONITOR_FIXTURE), "--",
+                        "--neuron-monitor-replay", str(tmp_path / "no-such-stream.jsonl"), "--",
                         *workload_cmd(tmp_path, 25, 0.1)], capture_output=True, text=True, env=env, cwd=REPO,
                        timeout=120)
     assert p.returncode == 0, p.stderr
@@ -208,9 +208,8 @@ def test_live_summary_equals_the_replayed_journal_notices_included(tmp_path):
                          env=env, cwd=REPO, timeout=30)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == live
-    assert live["steps"] == 25 and live["notices"], live["notices"]
-    kinds = journal_kinds(run_dir)
-    assert "neuron_sample" in kinds and "notice" in kinds
+    assert live["steps"] == 25
+    assert any("neuron-monitor" in n and "restarting" in n for n in live["notices"]), live["notices"]
     # the viewer's own table (its reduction of the followed journal) is the replayed one too
     text = subprocess.run([*ND, "summary", str(run_dir), "--format", "text"], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=30).stdout

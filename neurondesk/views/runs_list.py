@@ -16,7 +16,9 @@ COMMAND_WIDTH = 48
 
 
 def _command(cmd) -> str:
-    text = shlex.join(cmd) if isinstance(cmd, list) else (cmd or "")
+    """Paths shortened to their last part: `python train.py --steps 100` reads better than a venv path."""
+    words = cmd if isinstance(cmd, list) else shlex.split(cmd or "")
+    text = shlex.join(w.rsplit("/", 1)[-1] if "/" in w and not w.startswith("-") else w for w in words)
     return text if len(text) <= COMMAND_WIDTH else text[: COMMAND_WIDTH - 1] + "…"
 
 
