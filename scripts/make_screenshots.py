@@ -20,8 +20,10 @@ import html
 import json
 import re
 import shutil
+import tempfile
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,9 +45,11 @@ RECORDINGS: dict[str, list[str]] = {
 
 # --------------------------------------------------------------------------- recording
 def record(name: str, flags: list[str], out_root: Path) -> Path:
-    """One real run under a RunSession, as `neurondesk run --headless` does; returns its folder."""
+    """One real run owned by a recorder process, as `neurondesk run --headless` does; returns its folder."""
     from neurondesk.core.prices import load_price_table, resolve_price
-    from neurondesk.session import RunOptions, RunSession
+    from neurondesk.recorder.follow import FollowSource
+    from neurondesk.recorder.launch import launch_recorder
+    from neurondesk.recorder.options import RunOptions
 
     run_dir = out_root / name
     if run_dir.exists():
@@ -56,22 +60,23 @@ def record(name: str, flags: list[str], out_root: Path) -> Path:
                          price_source=quote.source, steps_requested=steps, run_dir=run_dir,
                          run_root=out_root / "_index", cwd=str(REPO))
     command = [sys.executable, str(TRAIN.relative_to(REPO)), *flags]
-    session = RunSession(command, options)
-    session.start()
+    source = FollowSource(launch_recorder(command, options).paths.dir)
     try:
-        while not session.done:
-            session.pump(timeout=0.1)
+        while not source.done:
+            source.poll()
+            time.sleep(0.1)
     finally:
-        if not session.done:
-            session.stop()
-    print(f"recorded {name}: {session.state.steps_done} steps, {len(session.state.compiles)} compiles, "
-          f"exit {session.exit_code} -> {run_dir}")
+        if not source.done:
+            source.stop()
+    source.finish()
+    state = source.state
+    print(f"recorded {name}: {state.steps_done} steps, {len(state.compiles)} compiles, "
+          f"exit {state.exit_code} -> {run_dir}")
     return run_dir
 
 
 def record_all(names: list[str]) -> None:
-    tmp = Path("/tmp/neurondesk-recordings")
-    tmp.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="neurondesk-recordings-"))
     for name in names:
         run_dir = record(name, RECORDINGS[name], tmp)
         dest = JOURNALS / name
@@ -115,7 +120,7 @@ def shots() -> list[dict]:
 
 
 async def _screenshot(run: Path, until: float | None, size: tuple[int, int], keys: list[str]) -> str:
-    from neurondesk.replay import ReplaySource
+    from neurondesk.recorder.replay import ReplaySource
     from neurondesk.views.console.app import ConsoleApp
 
     source = ReplaySource(run, speed=0, until=until)

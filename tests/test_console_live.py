@@ -13,22 +13,26 @@ import time
 from conftest import REPO, TRAIN, base_env, needs_xla
 
 from neurondesk.core.state import RunState
-from neurondesk.session import RunOptions, RunSession
+from neurondesk.recorder.follow import FollowSource
+from neurondesk.recorder.launch import launch_recorder
+from neurondesk.recorder.options import RunOptions
+from neurondesk.store.liveness import recorder_alive
 from neurondesk.store.rundir import INDEX_FILE
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.log import LogPanel
 from neurondesk.views.console.panel import Line
-from neurondesk.views.console.screens import QuitScreen, SummaryScreen
-from neurondesk.views.console.sources import LiveSource
+from neurondesk.views.console.screens import DetachScreen, QuitScreen, SummaryScreen
 
 SIZE = (160, 48)
 
 
-def session_for(tmp_path, command: list[str], steps: int | None = None) -> RunSession:
+def follow(tmp_path, command: list[str], steps: int | None = None, attached: bool = False) -> FollowSource:
+    """A real recorder process owns the run; the console follows it, as `neurondesk run` does."""
     options = RunOptions(instance_type="trn1.2xlarge", price_per_hour=1.3438, price_source="test price",
                          steps_requested=steps, run_dir=tmp_path / "run", run_root=tmp_path / "runs",
                          env=base_env(tmp_path), cwd=str(REPO))
-    return RunSession(command, options)
+    launched = launch_recorder(command, options)
+    return FollowSource(launched.paths.dir, attached=attached, recorder=None if attached else launched.process)
 
 
 async def wait_for(pilot, predicate, timeout: float, what: str) -> None:
@@ -49,17 +53,14 @@ def alive(pid: int) -> bool:
 @needs_xla
 def test_live_demo_run_export_and_stop_keys(tmp_path):
     steps = 5000  # far more than it will get to: the s key ends it
-    session = session_for(tmp_path, [sys.executable, str(TRAIN), "--preset", "demo", "--steps", str(steps),
-                                     "--log-every", "5"], steps)
-    source = LiveSource(session)
+    source = follow(tmp_path, [sys.executable, str(TRAIN), "--preset", "demo", "--steps", str(steps),
+                               "--log-every", "5"], steps)
     app = ConsoleApp(source)
     seen: dict = {}
 
     async def go():
-        source.start()
-        source.start()  # exactly once, however often it is asked
         async with app.run_test(size=SIZE) as pilot:
-            state: RunState = session.state
+            state: RunState = source.state
             await wait_for(pilot, lambda: state.open_compile_since() is not None, 240, "the first compile")
             await pilot.pause(0.6)  # a compile here lasts seconds: the screen shows it meanwhile
             seen["wall"] = app.query_one("#header", Line).text.plain
@@ -70,7 +71,7 @@ def test_live_demo_run_export_and_stop_keys(tmp_path):
 
             await pilot.press("e")
             await pilot.pause()
-            seen["exported"] = json.loads(session.paths.summary_json.read_text())
+            seen["exported"] = json.loads(source.paths.summary_json.read_text())
 
             await pilot.press("q")  # still running: it asks first
             await pilot.pause()
@@ -79,9 +80,9 @@ def test_live_demo_run_export_and_stop_keys(tmp_path):
             await pilot.pause()
             seen["still_running"] = source.running
 
-            pid = session.workload.pid
+            pid = source.workload_pid
             await pilot.press("s")
-            await wait_for(pilot, lambda: session.done, 30, "the workload to exit after s")
+            await wait_for(pilot, lambda: source.done, 30, "the workload to exit after s")
             seen["alive_after_stop"] = alive(pid)
             await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen), 5, "the summary screen")
             await pilot.pause(0.6)
@@ -90,10 +91,10 @@ def test_live_demo_run_export_and_stop_keys(tmp_path):
             seen["log_total"] = log._seen_total
             await pilot.press("q")
             await pilot.pause()
-        source.finish()  # what run_console does on the way out: nothing left to do, nothing rewritten
+        source.finish()  # what run_console does on the way out: the recorder writes the summary once
 
     asyncio.run(go())
-    run = session.paths.dir
+    run = source.run_dir
     assert "compiling #1 — 0:0" in seen["wall"] and "and counting" in seen["wall"]
     assert "step " in seen["header"] and "xla-cpu" in seen["header"]
     assert seen["rows"] >= 1
@@ -126,15 +127,13 @@ for i in range(100000):
 
 
 def test_quit_while_running_stops_the_workload_then_quits(tmp_path):
-    session = session_for(tmp_path, [sys.executable, "-c", STUBBORN])
-    source = LiveSource(session)
+    source = follow(tmp_path, [sys.executable, "-c", STUBBORN])
     app = ConsoleApp(source)
     seen: dict = {}
 
     async def go():
-        source.start()
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: session.state.output_total >= 5, 60, "the workload's output")
+            await wait_for(pilot, lambda: source.state.output_total >= 5, 60, "the workload's output")
             await pilot.press("l")
             await pilot.pause(0.3)
             seen["log"] = [line.plain for line in app.query_one("#log-lines").lines]
@@ -143,7 +142,7 @@ def test_quit_while_running_stops_the_workload_then_quits(tmp_path):
             await pilot.pause()
             seen["asked"] = isinstance(app.screen, QuitScreen)
             await pilot.press("y")
-            await wait_for(pilot, lambda: not app.is_running or session.done, 30, "stop and quit")
+            await wait_for(pilot, lambda: not app.is_running or source.done, 30, "stop and quit")
             await pilot.pause(0.5)
             seen["took"] = time.monotonic() - t0
         seen["exit"] = app.return_code
@@ -152,59 +151,87 @@ def test_quit_while_running_stops_the_workload_then_quits(tmp_path):
     asyncio.run(go())
     assert any("stubborn workload up" in line for line in seen["log"])
     assert seen["asked"]
-    assert session.done
-    summary = json.loads((session.paths.dir / "summary.json").read_text())
+    assert source.done
+    summary = json.loads((source.run_dir / "summary.json").read_text())
     # it ignored SIGINT, so the escalation went on to SIGTERM
     assert summary["exit_signal"] == "SIGTERM" and summary["exit_code"] == -15
     assert 9 <= seen["took"] < 30
-    events = (session.paths.dir / "events.jsonl").read_text()
+    events = (source.run_dir / "events.jsonl").read_text()
     assert "got SIGINT, carrying on" in events
 
 
-def test_run_console_stops_a_running_workload_on_the_way_out(tmp_path, monkeypatch, capsys):
-    """The console closes while the workload still runs (a crash, or a quit without asking):
-    run_console stops it, takes in what it said, and writes the summary once."""
+def test_a_console_that_dies_leaves_the_run_going_and_says_how_to_attach(tmp_path, monkeypatch, capsys):
+    """The console closes while the workload still runs (a crash of the app): the recorder keeps
+    the run; run_console says how to get back to it instead of stopping it."""
     from neurondesk.views.console import app as console_app
 
-    script = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
-    session = session_for(tmp_path, [sys.executable, "-c", script])
+    script = "import time\nprint('up', flush=True)\ntime.sleep(3)\nprint('bye', flush=True)\n"
+    source = follow(tmp_path, [sys.executable, "-c", script])
 
-    def fake_run(self):  # the user quits at once; the workload has just started
+    def crashing_run(self):
         deadline = time.monotonic() + 30
-        while session.state.output_total < 1 and time.monotonic() < deadline:
-            session.pump(timeout=0.1)
+        while source.state.output_total < 1 and time.monotonic() < deadline:
+            source.poll()
+            time.sleep(0.05)
+        raise RuntimeError("a bug in a widget")
 
-    monkeypatch.setattr(console_app.ConsoleApp, "run", fake_run)
-    code = console_app.run_console(session)
-    assert session.done and not session.workload.running()
-    assert code == 130  # the workload died of the SIGINT it was sent
-    summary = json.loads((session.paths.dir / "summary.json").read_text())
-    assert summary["finished"] and summary["exit_signal"] == "SIGINT"
-    assert str(session.paths.dir) in capsys.readouterr().out
+    monkeypatch.setattr(console_app.ConsoleApp, "run", crashing_run)
+    code = console_app.run_console(source)
+    assert code == 1
+    out = capsys.readouterr()
+    assert "a bug in a widget" in out.err and f"neurondesk attach {source.run_dir.name}" in out.err
+    assert recorder_alive(source.run_dir)  # the run goes on
+    assert source.finish()  # and is recorded to its end
+    summary = json.loads((source.run_dir / "summary.json").read_text())
+    assert summary["finished"] and summary["exit_code"] == 0
+    assert "bye" in (source.run_dir / "stdout.log").read_text()
+
+
+def test_attached_console_q_detaches_by_default_and_the_run_goes_on(tmp_path):
+    script = "import time\nfor i in range(60):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.1)\n"
+    source = follow(tmp_path, [sys.executable, "-c", script], attached=True)
+    app = ConsoleApp(source)
+    seen: dict = {}
+
+    async def go():
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: source.state.output_total >= 3, 60, "the workload's output")
+            await pilot.press("q")
+            await pilot.pause()
+            seen["asked"] = isinstance(app.screen, DetachScreen)
+            await pilot.press("enter")  # the default: detach, do not stop
+            await pilot.pause(0.3)
+            seen["running_app"] = app.is_running
+
+    asyncio.run(go())
+    assert seen["asked"] and not seen["running_app"]
+    assert recorder_alive(source.run_dir) and not source.done
+    wait = FollowSource(source.run_dir)
+    assert wait.finish(timeout_s=60)
+    summary = json.loads((source.run_dir / "summary.json").read_text())
+    assert summary["exit_code"] == 0 and summary["exit_signal"] is None
 
 
 def test_sigterm_to_the_console_stops_the_workload_and_quits(tmp_path):
     import signal
 
     script = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
-    session = session_for(tmp_path, [sys.executable, "-c", script])
-    source = LiveSource(session)
+    source = follow(tmp_path, [sys.executable, "-c", script])
     app = ConsoleApp(source)
     seen: dict = {}
 
     async def go():
-        source.start()
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: session.state.output_total >= 1, 60, "the workload's output")
+            await wait_for(pilot, lambda: source.state.output_total >= 1, 60, "the workload's output")
             handler = signal.getsignal(signal.SIGTERM)
             assert handler not in (signal.SIG_DFL, None), "the console did not take SIGTERM over"
             os.kill(os.getpid(), signal.SIGTERM)
-            await wait_for(pilot, lambda: session.done, 30, "the workload to stop")
+            await wait_for(pilot, lambda: source.done, 30, "the workload to stop")
             await pilot.pause(0.6)
             seen["running"] = app.is_running
         source.finish()
 
     asyncio.run(go())
     assert not seen["running"]
-    summary = json.loads((session.paths.dir / "summary.json").read_text())
+    summary = json.loads((source.run_dir / "summary.json").read_text())
     assert summary["exit_signal"] == "SIGINT"

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Tabs
 
 from neurondesk.core import events as ev
 from neurondesk.core.state import OUTPUT_KEEP
-from neurondesk.replay import ReplaySource
+from neurondesk.recorder.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter, read_journal
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.compiles import CompilesPanel
@@ -81,7 +81,7 @@ def test_replay_releases_events_by_recorded_time_times_speed():
 
 
 def test_instant_replay_gives_the_same_state_as_the_summary_reducer():
-    from neurondesk.replay import state_from_run_dir
+    from neurondesk.recorder.replay import state_from_run_dir
 
     src = ReplaySource(JOURNALS / "plain", speed=0)
     src.poll()
@@ -410,8 +410,8 @@ def test_the_console_never_imports_torch():
     import subprocess
     import sys
 
-    code = ("import sys, neurondesk.cli, neurondesk.session, neurondesk.views.console.app, "
-            "neurondesk.views.console.sources; print('torch' in sys.modules)")
+    code = ("import sys, neurondesk.cli, neurondesk.recorder.recorder, neurondesk.recorder.follow, "
+            "neurondesk.views.console.app; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "False"

@@ -269,11 +269,19 @@ def run_console(source) -> int:
     from neurondesk.core.summary import build_summary
     from neurondesk.views.summary_writer import to_text_table
 
-    ConsoleApp(source).run()
-    if getattr(source, "attached", False) and not source.done:
-        sys.stdout.write(f"neurondesk: detached from {source.run_dir}; the run goes on "
-                         f"(`neurondesk attach {source.run_dir.name}` to watch it again)\n")
-        return 0
+    again = f"`neurondesk attach {source.run_dir.name}` to watch it again"
+    try:
+        ConsoleApp(source).run()
+    except Exception as exc:  # noqa: BLE001 - the console's failure is not the run's
+        sys.stderr.write(f"neurondesk: the console failed ({type(exc).__name__}: {exc}); the run goes on, "
+                         f"recorded: {again}\n")
+        return 1
+    if not source.done:
+        if getattr(source, "attached", False):
+            sys.stdout.write(f"neurondesk: detached from {source.run_dir}; the run goes on ({again})\n")
+            return 0
+        sys.stderr.write(f"neurondesk: the console closed while the run goes on, recorded: {again}\n")
+        return 1
     source.finish()
     sys.stdout.write(f"neurondesk summary ({source.run_dir})\n")
     sys.stdout.write(to_text_table(build_summary(source.state)))
