@@ -20,9 +20,9 @@ import html
 import json
 import re
 import shutil
-import tempfile
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
