@@ -18,18 +18,34 @@ Messages are JSON lines shaped like neurondesk events, sent over a Unix socket t
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
 import socket
 import sys
 import threading
 import time
-from collections import deque
 
 _PROBE_FILE = os.path.abspath(__file__)
 _LIB_MARKERS = (os.sep + "torch" + os.sep, os.sep + "torch_xla" + os.sep, "site-packages", "dist-packages")
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # contextlib, functools ... are not the user's code
-_MAX_PENDING = 20000  # messages kept while the console is not reading; beyond that, dropped and counted
+
+# Sending. Messages are buffered and handed to the kernel in batches: when a message that a viewer
+# waits for arrives (_URGENT), when the buffer is large, or once _FLUSH_S has passed since the last
+# send (checked at each message, so at every step boundary, and by a small flusher thread while the
+# program is quiet), and at exit. The socket never blocks the training: while the recorder does not
+# read, at most _MAX_PENDING messages (or _MAX_PENDING_BYTES) wait in the buffer, plus the one batch
+# the kernel took only part of; newer ones are dropped, counted, and reported in a `probe_dropped`
+# message as soon as the recorder reads again (and at exit).
+_MAX_PENDING = 20000
+_MAX_PENDING_BYTES = 16 << 20
+_FLUSH_BYTES = 64 << 10
+_FLUSH_S = 0.05
+_EXIT_WAIT_S = 2.0  # at exit, wait at most this long for a slow recorder to take the last messages
+_URGENT = frozenset({"process_attached", "device_seen", "compile", "compile_started", "notice"})
+# A recorder that died must not kill the workload with SIGPIPE, even one that set SIGPIPE to SIG_DFL.
+_MSG_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 
 _probe: Probe | None = None
 
@@ -51,6 +67,7 @@ def install() -> None:
     if hasattr(os, "register_at_fork"):
         # A forked DataLoader worker shares our socket; it must stay silent.
         os.register_at_fork(after_in_child=_probe.disable_in_forked_child)
+    atexit.register(_probe.flush_at_exit)
 
 
 class _PostImportFinder:
@@ -97,11 +114,22 @@ class Probe:
         self.socket_path = socket_path
         self.disabled = False
         self.pid = os.getpid()
+        self.pid_tail = f',"pid":{self.pid}}}\n'  # the end of every preformatted step line
+        # sending state, guarded by self.lock (the flusher thread and the compile watcher send too)
         self.sock: socket.socket | None = None
-        self.pending: deque[bytes] = deque()
-        self.dropped = 0
+        self.buf: list[bytes] = []  # whole messages not yet handed to the kernel
+        self.buf_bytes = 0
+        self.partial: bytes | memoryview = b""  # the rest of a batch the kernel took only part of
+        self.last_flush = 0.0  # perf_counter of the last attempt to send
+        self.flusher_started = False
+        self.steps_ended = 0  # step messages made, sent or dropped: the `steps` of probe_dropped
+        self.dropped = 0  # messages dropped because the recorder did not read
+        self.dropped_steps = 0  # how many of those were step messages
+        self.dropped_reported = 0  # `dropped` as of the last probe_dropped message queued
         self.hello_sent = False
-        self.lock = threading.Lock()  # guards the socket and pending queue only
+        self.lock = threading.Lock()  # guards the socket and the buffer only
+        self.last_shapes: list | None = None  # the input shapes of the last step message, and their JSON
+        self.last_shapes_json = ""
         self.train_thread = threading.main_thread().ident
         # step state
         self.step = 0
@@ -164,7 +192,9 @@ class Probe:
     def disable_in_forked_child(self) -> None:
         self.disabled = True
         self.sock = None  # the parent's connection; never write to it from here
-        self.pending.clear()
+        self.buf, self.buf_bytes, self.partial = [], 0, b""
+        self.dropped = self.dropped_reported  # nothing to report from here either
+        self.lock = threading.Lock()  # the parent's may have been held by its flusher at the fork
 
     def _unhook(self) -> None:
         for handle in (self.top_module_hook, self.global_fwd_hook):
@@ -175,47 +205,141 @@ class Probe:
                 pass
 
     def send(self, msg: dict) -> None:
+        """Queue one message (a dict shaped like an event). Never blocks, never raises OSError."""
+        if self.disabled:
+            return
         msg.setdefault("t", time.time())
         msg.setdefault("pid", self.pid)
-        if not self.hello_sent:
-            self.hello_sent = True
-            self.send(self._hello())
         data = (json.dumps(msg, separators=(",", ":"), default=str) + "\n").encode()
-        with self.lock:
-            if self.sock is None and not self._connect():
-                return
-            self.pending.append(data)
-            self._drain()
+        self._queue(data, False, msg.get("kind") in _URGENT)
 
-    def _connect(self) -> bool:
+    def _queue(self, data: bytes, is_step: bool, urgent: bool) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            if self.sock is None:
+                if self.disabled or not self._connect(now):
+                    return
+            full = len(self.buf) >= _MAX_PENDING or self.buf_bytes >= _MAX_PENDING_BYTES
+            if full and now - self.last_flush >= _FLUSH_S:
+                self._flush(now)  # the recorder may be reading again: that makes room
+                full = len(self.buf) >= _MAX_PENDING or self.buf_bytes >= _MAX_PENDING_BYTES
+            if is_step:
+                self.steps_ended += 1  # after that flush: a drop report it queues is before this step
+            if full:
+                self.dropped += 1
+                if is_step:
+                    self.dropped_steps += 1
+                return
+            self.buf.append(data)
+            self.buf_bytes += len(data)
+            if urgent or self.buf_bytes >= _FLUSH_BYTES or now - self.last_flush >= _FLUSH_S:
+                self._flush(now)
+
+    def _connect(self, now: float) -> bool:
         try:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(self.socket_path)
-            s.setblocking(False)  # never let a slow console block training
-            self.sock = s
-            return True
+            try:
+                s.settimeout(2.0)  # a recorder that is stopped with a full backlog must not hang us
+                s.connect(self.socket_path)
+                s.setblocking(False)  # never let a slow recorder block training
+            except BaseException:
+                s.close()
+                raise
         except OSError:
             self.disabled = True  # nobody is listening: stay out of the way
             return False
+        self.sock = s
+        self.last_flush = now
+        if not self.hello_sent:
+            self.hello_sent = True
+            hello = (json.dumps(self._hello(), separators=(",", ":"), default=str) + "\n").encode()
+            self.buf.append(hello)
+            self.buf_bytes += len(hello)
+        if not self.flusher_started:
+            self.flusher_started = True
+            threading.Thread(target=self._flusher, name="neurondesk-probe-flush", daemon=True).start()
+        return True
 
-    def _drain(self) -> None:
-        while self.pending:
-            head = self.pending[0]
-            try:
-                n = self.sock.send(head)
-            except BlockingIOError:
-                break
-            except OSError:
-                self.disabled = True
-                self.pending.clear()
-                return
-            if n < len(head):
-                self.pending[0] = head[n:]
-                break
-            self.pending.popleft()
-        while len(self.pending) > _MAX_PENDING:
-            self.pending.popleft()
-            self.dropped += 1
+    def _flush(self, now: float) -> None:
+        """Hand the buffer to the kernel, as far as it takes it without blocking. Holds self.lock."""
+        self.last_flush = now
+        sock = self.sock
+        if sock is None:
+            return
+        try:
+            while True:
+                if not self.partial:
+                    if self.dropped != self.dropped_reported:
+                        self._queue_drop_report()  # the recorder reads again: tell it what it missed
+                    if not self.buf:
+                        return
+                    self.partial = self.buf[0] if len(self.buf) == 1 else b"".join(self.buf)
+                    self.buf, self.buf_bytes = [], 0
+                n = sock.send(self.partial, _MSG_NOSIGNAL)
+                if n < len(self.partial):
+                    self.partial = memoryview(self.partial)[n:]
+                    return
+                self.partial = b""
+        except (BlockingIOError, InterruptedError):
+            return  # the recorder is not reading right now: keep it for the next try
+        except OSError:
+            self._lost_peer()  # EPIPE, ECONNRESET, ENOTCONN ...: the recorder is gone
+
+    def _lost_peer(self) -> None:
+        """The recorder is gone: stop sending for good. No reconnect, no notice, no output; the
+        hooks see `disabled` and return at once, so the rest of the run costs nothing."""
+        self.disabled = True
+        self.buf, self.buf_bytes, self.partial = [], 0, b""
+        sock, self.sock = self.sock, None
+        try:
+            if sock is not None:
+                sock.close()
+        except OSError:
+            pass
+
+    def _queue_drop_report(self) -> None:
+        self.dropped_reported = self.dropped
+        data = (json.dumps({"kind": "probe_dropped", "t": time.time(), "pid": self.pid, "dropped": self.dropped,
+                            "dropped_steps": self.dropped_steps, "steps": self.steps_ended},
+                           separators=(",", ":")) + "\n").encode()
+        self.buf.append(data)
+        self.buf_bytes += len(data)
+
+    def _flusher(self) -> None:
+        # Sends what waits in the buffer while the program is quiet (a long step, an eval, a
+        # checkpoint after a burst of fast steps), so viewers hear of it within ~0.1 s.
+        try:
+            while not self.disabled:
+                time.sleep(_FLUSH_S)
+                if not (self.buf or self.partial or self.dropped != self.dropped_reported):
+                    continue
+                now = time.perf_counter()
+                if now - self.last_flush >= _FLUSH_S:
+                    with self.lock:
+                        self._flush(now)
+        except Exception:  # noqa: BLE001 - fail open: without it, steps and exit still send
+            return
+
+    def flush_at_exit(self) -> None:
+        """atexit: send what is left (with a probe_dropped report if anything was dropped), waiting
+        a little for a slow recorder, never long, never raising."""
+        if self.sock is None:
+            return
+        try:
+            with self.lock:
+                deadline = time.perf_counter() + _EXIT_WAIT_S
+                if self.dropped != self.dropped_reported:
+                    self._queue_drop_report()  # over the cap if need be: it is the final count
+                while True:
+                    now = time.perf_counter()
+                    self._flush(now)
+                    if self.sock is None or not (self.partial or self.buf):
+                        return
+                    left = deadline - now
+                    if left <= 0 or not select.select([], [self.sock], [], min(left, 0.5))[1]:
+                        return  # the recorder has stopped reading: leave the rest
+        except Exception:  # noqa: BLE001 - never raise at the user's exit
+            return
 
     def _hello(self) -> dict:
         torch = sys.modules.get("torch")
@@ -285,26 +409,22 @@ class Probe:
             self.step_start_wall = time.time()
 
     def end_step(self) -> None:
+        # The step message is formatted here rather than through json.dumps of a dict: the same
+        # JSON (keys, order, number formats; tests/test_probe_send.py checks it), a fraction of the
+        # cost. Floats are repr'd as json does; the counts are ints we keep ourselves.
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
-        msg = {"kind": "step", "t": time.time(), "step": self.step, "duration_s": now - start,
-               "data_wait_s": self.data_wait, "compiles": self.step_compiles}
+        line = (f'{{"kind":"step","t":{time.time()!r},"step":{self.step},"duration_s":{now - start!r},'
+                f'"data_wait_s":{self.data_wait!r},"compiles":{self.step_compiles}')
         if self.samples:
-            msg["samples"] = self.samples
-            if self.tokens_known and self.tokens:
-                msg["tokens"] = self.tokens
-            msg["input_shapes"] = self.shapes
+            line += self._inputs_json(self.samples, self.tokens if self.tokens_known else 0, self.shapes)
         elif self.loader_samples:
-            msg["samples"] = self.loader_samples
-            if self.loader_tokens:
-                msg["tokens"] = self.loader_tokens
-            msg["input_shapes"] = self.loader_shapes
+            line += self._inputs_json(self.loader_samples, self.loader_tokens, self.loader_shapes)
         if self.is_xla:
-            msg["executions"] = self.step_execs
+            line += f',"executions":{self.step_execs}'
         if self.dropped:
-            msg["dropped_before"] = self.dropped
-        self.send(msg)
-        self.step += 1
+            line += f',"dropped_before":{self.dropped}'
+        self.step += 1  # counts on through drops: the receiver can tell how many it missed
         self.step_start = now
         self.opt_stepped = False
         self.samples = self.tokens = 0
@@ -314,6 +434,20 @@ class Probe:
         self.loader_shapes = []
         self.data_wait = 0.0
         self.step_execs = self.step_compiles = 0
+        self._queue((line + self.pid_tail).encode(), True, False)
+
+    def _inputs_json(self, samples, tokens, shapes) -> str:
+        """`,"samples":..,"tokens":..,"input_shapes":..` of a step message; the shapes' JSON is
+        reused while they do not change (the usual case: one batch shape)."""
+        if shapes != self.last_shapes:
+            self.last_shapes = shapes
+            self.last_shapes_json = json.dumps(shapes, separators=(",", ":"), default=str)
+        if type(samples) is not int or type(tokens) is not int:  # noqa: E721 - not a subclass: SymInt
+            out = "," + json.dumps({"samples": samples, **({"tokens": tokens} if tokens else {})},
+                                   separators=(",", ":"), default=str)[1:-1]
+        else:
+            out = f',"samples":{samples},"tokens":{tokens}' if tokens else f',"samples":{samples}'
+        return out + ',"input_shapes":' + self.last_shapes_json
 
     def report_device(self, optimizer) -> None:
         self.device_reported = True

@@ -1,0 +1,179 @@
+"""The probe's cost per optimizer step, installed the way a real run installs it.
+
+100,000 `optimizer.step()` calls per round on a one-element parameter (SGD, eager torch on the
+CPU) with the real probe, against the same loop without it, in interleaved rounds of the same
+invocation. The probe is installed as the bootstrap installs it: `install()` before torch is
+imported, so the post-import finder patches `torch.optim.optimizer` (global optimizer-step hooks)
+and `torch.compiler` exactly as in a workload. It talks over a real Unix socket to a reader in
+another process (its own GIL) that reads lines the way the recorder does: line by line from the
+connection, each stamped with its arrival time and queued, then decoded on another thread.
+
+For the rounds without the probe, its two global optimizer-step hooks are taken out of torch's
+hook tables (and put back for the next round with it): the loop is then plain torch.
+
+    .venv/bin/python benchmarks/probe_step_microbench.py [--steps 100000] [--rounds 5]
+
+Writes benchmarks/results/probe_step_microbench.json (the same command is in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
+RESULTS = REPO / "benchmarks" / "results"
+
+# The recorder's reading side (collectors/workload.py): one thread per connection reads lines and
+# queues them with their arrival time; another thread decodes them. Here decoding counts kinds.
+READER = r"""
+import json, os, queue, socket, sys, threading, time
+MAX_LINE = 1 << 20
+path = sys.argv[1]
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(path)
+server.listen(64)
+q = queue.SimpleQueue()
+counts = {}
+def read(conn):
+    with conn, conn.makefile("rb") as f:
+        for line in f:
+            q.put((time.time(), line[:MAX_LINE]))
+    q.put(None)
+def decode():
+    while True:
+        item = q.get()
+        if item is None:
+            return
+        kind = json.loads(item[1]).get("kind")
+        counts[kind] = counts.get(kind, 0) + 1
+print("ready", flush=True)
+conn, _ = server.accept()
+reader = threading.Thread(target=read, args=(conn,))
+decoder = threading.Thread(target=decode)
+reader.start(); decoder.start()
+reader.join(); decoder.join()
+print(json.dumps(counts), flush=True)
+"""
+
+
+def machine() -> str:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=100_000, help="optimizer steps per round and arm")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-write", action="store_true", help="print only, leave the results file alone")
+    args = ap.parse_args()
+
+    folder = tempfile.mkdtemp(prefix="nd-mb-")
+    path = os.path.join(folder, "probe.sock")
+    reader = subprocess.Popen([sys.executable, "-c", READER, path], stdout=subprocess.PIPE, text=True)
+    assert reader.stdout.readline().strip() == "ready"
+
+    # As the bootstrap sitecustomize does it, before the workload imports torch.
+    os.environ["NEURONDESK_SOCKET"] = path
+    sys.path.insert(0, str(BOOTSTRAP))
+    import _neurondesk_probe as probe_mod
+
+    probe_mod.install()
+    sys.path.remove(str(BOOTSTRAP))
+    import torch  # the finder patches torch.optim.optimizer and torch.compiler here
+    import torch.optim.optimizer as optmod
+
+    probe = probe_mod._probe
+    pre, post = dict(optmod._global_optimizer_pre_hooks), dict(optmod._global_optimizer_post_hooks)
+    assert len(pre) == 1 and len(post) == 1, "the probe's optimizer hooks were not installed by the finder"
+
+    def probe_on(on: bool) -> None:
+        for table, saved in ((optmod._global_optimizer_pre_hooks, pre), (optmod._global_optimizer_post_hooks, post)):
+            table.clear()
+            if on:
+                table.update(saved)
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=0.0)
+
+    def timed(n: int) -> float:
+        step = opt.step
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        return time.perf_counter() - t0
+
+    probe_on(True)
+    timed(1000)  # warm-up: hello, device report, first connect
+    probe_on(False)
+    timed(1000)
+    probe_steps = 1000
+    with_s, without_s = [], []
+    for _ in range(args.rounds):
+        probe_on(False)
+        without_s.append(timed(args.steps))
+        probe_on(True)
+        with_s.append(timed(args.steps))
+        probe_steps += args.steps
+    probe_on(True)
+    assert not probe.disabled, "the probe disabled itself during the benchmark"
+
+    # Hand over what is still buffered, then end the connection so the reader reports its counts.
+    for name in ("flush_at_exit", "_at_exit"):
+        if hasattr(probe, name):
+            getattr(probe, name)()
+            break
+    with probe.lock:
+        if probe.sock is not None:
+            probe.sock.shutdown(socket.SHUT_WR)
+    counts = json.loads(reader.stdout.readline())
+    reader.wait(timeout=60)
+
+    per_round_us = [(w - wo) / args.steps * 1e6 for w, wo in zip(with_s, without_s, strict=True)]
+    rate_with = args.steps / statistics.median(with_s)
+    rate_without = args.steps / statistics.median(without_s)
+    cmd = f".venv/bin/python benchmarks/probe_step_microbench.py --steps {args.steps} --rounds {args.rounds}"
+    result = {
+        "benchmark": "probe_step_microbench",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": cmd,
+        "machine": machine(),
+        "torch": torch.__version__,
+        "steps_per_round": args.steps,
+        "rounds": args.rounds,
+        "steps_per_s_without_probe": round(rate_without),
+        "steps_per_s_with_probe": round(rate_with),
+        "probe_cost_us_per_step_median": round(statistics.median(per_round_us), 2),
+        "probe_cost_us_per_step_rounds": [round(x, 2) for x in per_round_us],
+        "probe_steps": probe_steps,
+        "reader_received": counts,
+        "goal_us_per_step": 20,
+        "note": "cost = (with - without) / steps for each interleaved round; median over rounds",
+    }
+    print(json.dumps(result, indent=2))
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "probe_step_microbench.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
