@@ -104,6 +104,7 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
     """Launch a recorder that owns the run, then watch it (console or status line) unless --detach."""
     from neurondesk.recorder.follow import FollowSource
     from neurondesk.recorder.launch import LaunchError, launch_recorder
+    from neurondesk.views.headless import start_failed
 
     thresholds = _thresholds(args)
     options = _options(args, command)
@@ -119,7 +120,8 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
         return 0
     source = FollowSource(launched.paths.dir, recorder=launched.process)
     code = _watch(source, headless=args.headless)
-    if source.state.exit_code == 127 and not source.state.steps_done:
+    if start_failed(source.state):
+        source.finish()
         for note in source.state.notices:  # the workload never started: say why, as one line
             if note.level == "error":
                 _die(f"{note.message} (run folder kept: {launched.paths.dir})", 127)

@@ -77,7 +77,7 @@ class HeadlessPrinter:
     def run(self, handle_signals: bool = True) -> int:
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
         try:
-            last_status = 0.0
+            last_status = time.time()  # the first status line after a moment: a failed start prints none
             every = STATUS_EVERY_S if self.tty else PLAIN_STATUS_EVERY_S
             while not self.source.done:
                 if self.detached:
@@ -101,6 +101,8 @@ class HeadlessPrinter:
     def _final(self) -> int:
         self._clear_status()
         state = self.source.state
+        if start_failed(state):
+            return 127  # the command line says why, in one line
         if not self.tty:
             self._show_status(time.time())  # a log keeps the final status line too
         summary = build_summary(state)
@@ -128,6 +130,11 @@ class HeadlessPrinter:
             (self.out if e.stream == "stdout" else self.err).write(e.text + "\n")
         self.out.flush()
         self.err.flush()
+
+
+def start_failed(state: RunState) -> bool:
+    """The workload never started (no such program): nothing ran, so there is nothing to sum up."""
+    return state.finished and state.exit_code == 127 and not state.processes and not state.output_total
 
 
 def recorder_lost_message(source) -> str:
