@@ -1,4 +1,4 @@
-"""The device event kinds: registered, frozen, and equal after a JSON journal round trip."""
+"""The device event kinds: registered, frozen, typed records, and equal after a JSON journal round trip."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 
 from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
 from neurondesk.core import device_events as de
-from neurondesk.core.events import EVENT_TYPES, Event, ParseProblem, event_from_dict, event_to_dict
+from neurondesk.core.codec import event_from_dict, event_to_dict
+from neurondesk.core.events import Event, ParseProblem
+from neurondesk.core.registry import EVENT_TYPES
 
 KINDS = {
     "device_inventory": de.DeviceInventory,
@@ -40,11 +42,11 @@ def test_real_host_and_process_tree_samples_round_trip() -> None:
     tree = ProcessTreeSampler(os.getpid()).sample(t=2.0)
     for event in (host.sample(t=1.0), tree):
         assert _journal(event) == event
-    assert tree.processes[0]["pid"] == os.getpid() and tree.processes[0]["role"] == "main"
+    assert tree.processes[0].pid == os.getpid() and tree.processes[0].role == "main"
 
 
 def test_gpu_sample_round_trips_and_is_frozen() -> None:
-    g = de.GpuSample(t=1.0, gpus=[{"index": 0, "name": "x", "power_w": 1.5}], driver="570", processes=[])
+    g = de.GpuSample(t=1.0, gpus=[de.GpuReading(index=0, name="x", power_w=1.5)], driver="570", processes=[])
     assert _journal(g) == g
     with pytest.raises(dataclasses.FrozenInstanceError):
         g.driver = "other"  # type: ignore[misc]
@@ -54,3 +56,21 @@ def test_a_newer_journal_with_extra_keys_still_replays() -> None:
     d = event_to_dict(de.CacheScan(t=1.0, path="/c", exists=True, entries={"done": 1}))
     d["added_in_a_later_version"] = 1
     assert event_from_dict(d) == de.CacheScan(t=1.0, path="/c", exists=True, entries={"done": 1})
+
+
+def test_samples_given_as_dicts_become_records() -> None:
+    """Older code and journals hold the tool's values as dicts: they are built into records."""
+    s = de.NeuronSample(t=1.0, cores=[{"core": 0, "utilization": 90.0, "owner_pid": 7}],
+                        runtimes=[{"pid": 7, "loaded_models": [{"model_id": 1, "cores": [0]}]}])
+    assert s.cores == [de.NeuronCoreSample(core=0, utilization=90.0, owner_pid=7)]
+    assert s.runtimes[0].loaded_models[0] == de.LoadedModel(model_id=1, cores=[0])
+    tree = de.ProcessTreeSample(t=1.0, processes=[{"pid": 5, "role": "main"}],
+                                compilers=[{"pid": 6, "cmdline": "neuronx-cc compile"}])
+    assert tree.processes[0].role == "main" and tree.compilers[0].cmdline == "neuronx-cc compile"
+    assert tree.processes[0]["pid"] == 5  # read-only dict-style access for callers not yet moved
+    with pytest.raises(KeyError):
+        tree.processes[0]["no_such_field"]
+    inv = de.DeviceInventory(t=1.0, cpu={"model": "EPYC", "logical_cores": 2},
+                             neuron={"devices": [{"index": 0, "nc_count": 2, "core_ids": [0, 1]}], "source": "json",
+                                     "total_cores": 2})
+    assert inv.cpu == de.CpuInfo(model="EPYC", logical_cores=2) and inv.neuron.total_cores == 2

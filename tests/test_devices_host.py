@@ -77,15 +77,15 @@ def test_dataloader_workers_of_a_real_python_process(tmp_path: Path, method: str
         sampler.sample()
         time.sleep(0.2)
         s = sampler.sample(t=42.0)
-        workers = [p for p in s.processes if p["role"] == "dataloader"]
+        workers = [p for p in s.processes if p.role == "dataloader"]
         assert s.t == 42.0 and s.root_alive
         assert s.dataloader_workers == len(workers) == 2  # a resource tracker, if any, is not one
-        assert {p["ppid"] for p in workers} == {proc.pid}
-        assert all(p["rss"] > 0 and p["threads"] >= 1 for p in workers)
-        main = next(p for p in s.processes if p["pid"] == proc.pid)
-        assert main["role"] == "main" and s.total_rss >= main["rss"] + sum(p["rss"] for p in workers)
+        assert {p.ppid for p in workers} == {proc.pid}
+        assert all(p.rss > 0 and p.threads >= 1 for p in workers)
+        main = next(p for p in s.processes if p.pid == proc.pid)
+        assert main.role == "main" and s.total_rss >= main.rss + sum(p.rss for p in workers)
         assert s.compilers == []
-        assert {p["role"] for p in s.processes} <= {"main", "dataloader", "helper"}
+        assert {p.role for p in s.processes} <= {"main", "dataloader", "helper"}
 
 
 def test_compiler_child_named_neuronx_cc(tmp_path: Path) -> None:
@@ -104,9 +104,9 @@ def test_compiler_child_named_neuronx_cc(tmp_path: Path) -> None:
         time.sleep(0.3)
         s = sampler.sample()
         (cc,) = s.compilers
-        child = next(p for p in s.processes if p["pid"] == cc["pid"])
-        assert child["role"] == "compiler" and child["name"] == "neuronx-cc" and child["ppid"] == proc.pid
-        assert cc["cmdline"] == f"{fake_cc} 30" and cc["elapsed_s"] >= 0.25
+        child = next(p for p in s.processes if p.pid == cc.pid)
+        assert child.role == "compiler" and child.name == "neuronx-cc" and child.ppid == proc.pid
+        assert cc.cmdline == f"{fake_cc} 30" and cc.elapsed_s >= 0.25
         assert s.dataloader_workers == 0  # a non-python child is not a DataLoader worker
         assert s.total_cpu_percent > 0
 
@@ -123,10 +123,10 @@ def test_vanished_children_and_a_vanished_root_are_fine() -> None:
     with running([sys.executable, "-c", launcher]) as proc:
         sampler = ProcessTreeSampler(proc.pid)
         before = sampler.sample()
-        assert proc.pid in [p["pid"] for p in before.processes] and 2 <= len(before.processes) <= 3
+        assert proc.pid in [p.pid for p in before.processes] and 2 <= len(before.processes) <= 3
         time.sleep(0.7)  # the second child has exited and been reaped
         after = sampler.sample()
-        assert after.root_alive and [p["pid"] for p in after.processes] == [proc.pid]  # zombie left out
+        assert after.root_alive and [p.pid for p in after.processes] == [proc.pid]  # zombie left out
     gone = sampler.sample()
     assert not gone.root_alive and gone.processes == [] and gone.total_cpu_percent == 0.0
 

@@ -41,7 +41,7 @@ def test_fixture_inventory_from_a_saved_neuron_ls_file() -> None:
 def test_fixture_inventory_event_round_trips_through_the_journal() -> None:
     d = collect_inventory(neuron_ls_file=str(FIXTURES / "neuron-ls-trn1.2xlarge.json"))
     event = inventory_event(d, t=3.0)
-    assert isinstance(event, DeviceInventory) and event.neuron["devices"][0]["numa_node"] == -1
+    assert isinstance(event, DeviceInventory) and event.neuron.devices[0].numa_node == -1
     assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
 
 

@@ -37,7 +37,7 @@ def report(n: int) -> dict:
 
 
 def core(s: NeuronSample, idx: int) -> dict:
-    return next(c for c in s.cores if c["core"] == idx)
+    return next(c for c in s.cores if c.core == idx)
 
 
 # ---------------------------------------------------------------- config and tags
@@ -96,7 +96,7 @@ def test_fixture_every_monitor_stream_parses_and_round_trips(path: Path) -> None
             for rt in raw["neuron_runtime_data"]
             for c in rt["report"]["neuroncore_counters"]["neuroncores_in_use"]
         }
-        assert [c["core"] for c in s.cores] == sorted(int(c) for c in cores)
+        assert [c.core for c in s.cores] == sorted(int(c) for c in cores)
         assert event_from_dict(json.loads(json.dumps(event_to_dict(s)))) == s
 
 
@@ -132,34 +132,34 @@ def test_fixture_first_report_has_host_data_and_no_runtime() -> None:
 def test_fixture_training_report_takes_each_core_from_its_owner() -> None:
     s = sample(LINES[3])  # the report pretty-printed in NEURON-FORMATS.md §2.3
     c0, c1 = core(s, 0), core(s, 1)
-    assert (c0["owner_pid"], c0["utilization"], c0["flops"]) == (41872, 71.38, 33071564845056)
-    assert c0["memory"]["tensors"] == 6442450944 and c0["memory"]["model_code"] == 184549376
-    assert c0["memory_total"] == 7163906048  # == that runtime's neuron_device total: not summed
-    assert c1["owner_pid"] == 41873 and c1["owner_tag"] == "41873"
-    rt = next(r for r in s.runtimes if r["pid"] == 41872)
-    assert rt["total_latency"]["p50"] == 0.144911261 and rt["device_latency"]["p100"] == 0.139962008
-    assert (rt["vcpu_user"], rt["vcpu_system"]) == (64.8, 5.1)
-    assert rt["host_memory"] == 8527872 and rt["host_breakdown"]["dma_buffers"] == 8388608
-    assert rt["loaded_models"][0]["model_id"] == 10001 and rt["loaded_models"][0]["cores"] == [0]
-    assert s.executions_completed == sum(r["executions"]["completed"] for r in s.runtimes) == 14
+    assert (c0.owner_pid, c0.utilization, c0.flops) == (41872, 71.38, 33071564845056)
+    assert c0.memory["tensors"] == 6442450944 and c0.memory["model_code"] == 184549376
+    assert c0.memory_total == 7163906048  # == that runtime's neuron_device total: not summed
+    assert c1.owner_pid == 41873 and c1.owner_tag == "41873"
+    rt = next(r for r in s.runtimes if r.pid == 41872)
+    assert rt.total_latency["p50"] == 0.144911261 and rt.device_latency["p100"] == 0.139962008
+    assert (rt.vcpu_user, rt.vcpu_system) == (64.8, 5.1)
+    assert rt.host_memory == 8527872 and rt.host_breakdown["dma_buffers"] == 8388608
+    assert rt.loaded_models[0].model_id == 10001 and rt.loaded_models[0].cores == [0]
+    assert s.executions_completed == sum(r.executions["completed"] for r in s.runtimes) == 14
 
 
 def test_fixture_compiling_report_has_null_latencies() -> None:
     s = sample(LINES[1])
-    assert all(r["total_latency"] is None and r["device_latency"] is None for r in s.runtimes)
-    assert [core(s, i)["owner_pid"] for i in (0, 1)] == [41872, 41873]  # runtime memory only
+    assert all(r.total_latency is None and r.device_latency is None for r in s.runtimes)
+    assert [core(s, i).owner_pid for i in (0, 1)] == [41872, 41873]  # runtime memory only
 
 
 def test_fixture_numerical_error_is_counted_by_class() -> None:
     s = sample(LINES[5])
     assert s.errors_by_class["numerical"] == 1 and sum(s.errors_by_class.values()) == 1
-    rt = next(r for r in s.runtimes if r["pid"] == 41873)
-    assert rt["executions"]["completed_with_num_err"] == 1
+    rt = next(r for r in s.runtimes if r.pid == 41873)
+    assert rt.executions["completed_with_num_err"] == 1
 
 
 def test_fixture_eval_graph_shows_two_loaded_models() -> None:
-    rt = next(r for r in sample(LINES[7]).runtimes if r["pid"] == 41872)
-    assert [(m["model_id"], m["is_running"]) for m in rt["loaded_models"]] == [(10001, True), (10003, False)]
+    rt = next(r for r in sample(LINES[7]).runtimes if r.pid == 41872)
+    assert [(m.model_id, m.is_running) for m in rt.loaded_models] == [(10001, True), (10003, False)]
 
 
 def test_fixture_exited_rank_error_is_collected_not_fatal() -> None:
@@ -167,8 +167,8 @@ def test_fixture_exited_rank_error_is_collected_not_fatal() -> None:
     assert s.group_errors == [
         "runtime 41873 neuron_runtime_vcpu_usage: open /proc/41873/stat: no such file or directory"
     ]
-    assert core(s, 0)["owner_pid"] == 41872
-    assert core(s, 1)["owner_pid"] is None and core(s, 1)["utilization"] == 0.0  # nobody owns it now
+    assert core(s, 0).owner_pid == 41872
+    assert core(s, 1).owner_pid is None and core(s, 1).utilization == 0.0  # nobody owns it now
 
 
 def test_fixture_samples_survive_the_journal_round_trip() -> None:
@@ -188,8 +188,8 @@ def test_owner_wins_even_when_a_non_owner_reports_nonzero_memory() -> None:
     ] = 4096  # a runtime-internal allocation on a core it does not own
     other["neuroncore_counters"]["neuroncores_in_use"]["0"]["neuroncore_utilization"] = 0.5
     c0 = core(sample(json.dumps(r)), 0)
-    assert c0["owner_pid"] == 41872 and c0["utilization"] == 71.38
-    assert c0["memory"]["runtime_memory"] == 34816  # the owner's value, not 34816 + 4096
+    assert c0.owner_pid == 41872 and c0.utilization == 71.38
+    assert c0.memory["runtime_memory"] == 34816  # the owner's value, not 34816 + 4096
 
 
 def test_older_tools_without_flops_latency_and_new_hardware_keys() -> None:
@@ -200,8 +200,8 @@ def test_older_tools_without_flops_latency_and_new_hardware_keys() -> None:
         del rt["report"]["execution_stats"]["latency_stats"]
     r["neuron_hardware_info"] = {"neuron_device_count": 1, "neuroncore_per_device_count": 2, "error": ""}
     s = sample(json.dumps(r))
-    assert core(s, 0)["flops"] is None and core(s, 0)["utilization"] == 71.38
-    assert s.runtimes[0]["total_latency"] is None
+    assert core(s, 0).flops is None and core(s, 0).utilization == 71.38
+    assert s.runtimes[0].total_latency is None
     assert s.hardware == {"neuron_device_count": 1, "neuroncore_per_device_count": 2}
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from neurondesk.collectors.devices.nvml import NvmlSampler, gpu_processes, gpu_record, read_gpus
-from neurondesk.core.device_events import GpuSample
+from neurondesk.core.device_events import GpuProcess, GpuReading, GpuSample
 
 
 def test_nvml_not_available_is_a_reason_not_an_exception() -> None:
@@ -61,17 +61,17 @@ def test_nvml_mapping_with_fake_handle_no_gpu_here() -> None:
         nvmlDeviceGetGraphicsRunningProcesses=lambda h: [procs[0]],  # same pid listed twice
     )
     rec = gpu_record(fake, "h0", 3)
-    assert rec == {
-        "index": 3, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1234",
-        "memory_total": 80 * 2**30, "memory_used": 3 * 2**30, "util_gpu": 87.0, "util_memory": 40.0,
-        "power_w": 312.5, "power_limit_w": 700.0, "temperature_c": None,
-    }  # fmt: skip
+    assert rec == GpuReading(
+        index=3, name="NVIDIA H100 80GB HBM3", uuid="GPU-1234",
+        memory_total=80 * 2**30, memory_used=3 * 2**30, util_gpu=87.0, util_memory=40.0,
+        power_w=312.5, power_limit_w=700.0, temperature_c=None,
+    )  # fmt: skip
     assert gpu_processes(fake, "h0", 3, {100, 101, 102}) == [
-        {"pid": 100, "gpu": 3, "used_memory": 2 * 2**30},
-        {"pid": 101, "gpu": 3, "used_memory": None},
-        {"pid": 102, "gpu": 3, "used_memory": None},
+        GpuProcess(pid=100, gpu=3, used_memory=2 * 2**30),
+        GpuProcess(pid=101, gpu=3, used_memory=None),
+        GpuProcess(pid=102, gpu=3, used_memory=None),
     ]
-    assert [p["pid"] for p in gpu_processes(fake, "h0", 3, None)] == [100, 101, 102, 999]
+    assert [p.pid for p in gpu_processes(fake, "h0", 3, None)] == [100, 101, 102, 999]
     del fake.nvmlDeviceGetGraphicsRunningProcesses  # an older binding without it
     fake.nvmlDeviceGetComputeRunningProcesses = not_supported
     assert gpu_processes(fake, "h0", 3, None) == []

@@ -1,33 +1,34 @@
 """Turn one JSON line from the probe into a typed event.
 
-The probe sends dicts shaped like events (it cannot import them). Anything odd becomes a
-ParseProblem, never an exception. A compile message may carry the raw PT_XLA_DEBUG analysis
-text its process wrote during that compile; it is parsed here into hash, cause and frames.
+The probe sends dicts shaped like events (it cannot import them). They go through the core's
+validating codec, so a message with a field of the wrong type is refused here, with the reason,
+and never reaches the reducer. Anything odd becomes a ParseProblem, never an exception. A
+compile message may carry the raw PT_XLA_DEBUG analysis text its process wrote during that
+compile; it is parsed here into hash, cause and frames.
 """
 
 from __future__ import annotations
 
-import json
-
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.core import events as ev
+from neurondesk.core.codec import event_from_dict, loads
 
 PROBE_FILE = "_neurondesk_probe.py"
 
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
-    raw = line.decode("utf-8", "replace").strip()
     try:
-        msg = json.loads(raw)
+        msg = loads(line)
         if not isinstance(msg, dict) or "kind" not in msg:
             raise ValueError("not an event object")
         msg.setdefault("t", t_received)
-        debug_text = msg.pop("debug_text", None)
-        msg.pop("dropped_before", None)
-        if msg["kind"] == "compile" and debug_text:
-            _enrich_compile(msg, debug_text)
-        return ev.event_from_dict(msg)
+        if "debug_text" in msg:
+            debug_text = msg.pop("debug_text")
+            if msg["kind"] == "compile" and debug_text:
+                _enrich_compile(msg, debug_text)
+        return event_from_dict(msg)  # keys it does not know ("dropped_before") are ignored
     except (ValueError, KeyError, TypeError) as exc:
+        raw = line.decode("utf-8", "replace").strip()
         return ev.ParseProblem(t=t_received, source="probe", raw=raw[:2000], error=f"{type(exc).__name__}: {exc}")
 
 

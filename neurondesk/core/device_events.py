@@ -1,16 +1,134 @@
 """Device and host telemetry events (Neuron, NVIDIA, host CPU/memory, process tree, compile cache).
 
-Every field is JSON-friendly (str/int/float/bool/None, lists and dicts of those; dict keys are
-strings), so ``event_to_dict`` -> JSON -> ``event_from_dict`` gives back an equal event. The
-collectors in ``neurondesk.collectors.devices`` build them; the core only reduces them.
+The collectors in ``neurondesk.collectors.devices`` build them; the core reduces them and the views
+read them by attribute. What a tool reports per core, per GPU or per process is a small frozen
+record (``NeuronCoreSample``, ``GpuReading``, ``ProcessInfo`` ...) with our own field names, never
+the tool's raw keys. Every field is JSON-friendly, so an event written to the journal and read back
+through ``core/codec.py`` is equal to the one written; journals recorded when these lists held plain
+dicts decode into the same records.
+
+A record list given as dicts (older code, tests) is turned into records on construction. Records
+also answer ``record["field"]`` for callers that still read them as dicts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from neurondesk.core.events import Event, register_event_type
+import msgspec
+
+from neurondesk.core.events import Event
+
+
+class _Record:
+    """Read-only mapping-style access (``r["pid"]``) for code written against the old dicts."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in {f.name for f in fields(self)}:  # type: ignore[arg-type]
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+def _records(owner: object, name: str, cls: type) -> None:
+    """Replace dicts in ``owner.name`` (a list, or a single value) with ``cls`` records."""
+    value = getattr(owner, name)
+    if isinstance(value, dict):
+        object.__setattr__(owner, name, msgspec.convert(value, cls))
+    elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        object.__setattr__(owner, name, [msgspec.convert(v, cls) if isinstance(v, dict) else v for v in value])
+
+
+# ---------------------------------------------------------------- inventory (neuron-ls, NVML, CPU)
+
+
+@dataclass(frozen=True)
+class NeuronProcess(_Record):
+    pid: int | None
+    command: str = ""  # may be "" (container) or already truncated by neuron-ls
+    runtime_version: str | None = None  # None for "NA" (not a Neuron Runtime 2.x process)
+
+
+@dataclass(frozen=True)
+class NeuronDevice(_Record):
+    index: int
+    nc_count: int  # logical NeuronCores (what neuron-monitor's core keys count)
+    core_ids: list[int]
+    memory_bytes: int | None = None
+    bdf: str | None = None  # "0000:00:1e.0" or the short "00:1e.0"; kept as printed
+    cpu_affinity: str | None = None  # e.g. "0-31,64-95"
+    numa_node: int | None = None  # -1 means no NUMA topology
+    connected_to: list[int] = field(default_factory=list)
+    processes: list[NeuronProcess] = field(default_factory=list)
+    logical_nc_config: int | None = None  # trn2 only
+    physical_nc_count: int | None = None  # only from the 2.21 trn2 table with a LOGICAL NC column
+
+    def __post_init__(self) -> None:
+        _records(self, "processes", NeuronProcess)
+
+
+@dataclass(frozen=True)
+class NeuronInventory(_Record):
+    """What neuron-ls lists (parsed in collectors/devices/neuron_ls.py)."""
+
+    devices: list[NeuronDevice]
+    source: str  # "json" | "text"
+    instance_type: str | None = None
+    instance_id: str | None = None
+    logical_nc_config: int | None = None
+    warnings: list[str] = field(default_factory=list)  # entries or rows that were skipped
+
+    def __post_init__(self) -> None:
+        _records(self, "devices", NeuronDevice)
+
+    @property
+    def total_cores(self) -> int:
+        return sum(d.nc_count for d in self.devices)
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(d.memory_bytes or 0 for d in self.devices)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = msgspec.to_builtins(self)
+        d["total_cores"] = self.total_cores
+        return d
+
+
+@dataclass(frozen=True)
+class GpuReading(_Record):
+    """One GPU as NVML reads it; fields the GPU will not tell are None (``error`` when the GPU
+    itself could not be opened)."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    memory_total: int | None = None
+    memory_used: int | None = None
+    util_gpu: float | None = None  # %
+    util_memory: float | None = None  # %
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuProcess(_Record):
+    pid: int
+    gpu: int  # GpuReading.index
+    used_memory: int | None = None
+
+
+@dataclass(frozen=True)
+class CpuInfo(_Record):
+    model: str | None = None
+    arch: str | None = None
+    logical_cores: int | None = None
+    physical_cores: int | None = None
+    memory_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -18,27 +136,76 @@ class DeviceInventory(Event):
     """What accelerators and CPU the machine has, or why a kind could not be read."""
 
     kind: ClassVar[str] = "device_inventory"
-    neuron: dict[str, Any] | None = None  # NeuronInventory.to_dict()
+    neuron: NeuronInventory | None = None
     neuron_reason: str | None = None  # why ``neuron`` is None
-    gpus: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[GpuReading] = field(default_factory=list)
     gpu_driver: str | None = None
     gpu_reason: str | None = None  # why there are no GPUs
-    cpu: dict[str, Any] = field(default_factory=dict)
+    cpu: CpuInfo = field(default_factory=CpuInfo)
+
+    def __post_init__(self) -> None:
+        _records(self, "neuron", NeuronInventory)
+        _records(self, "gpus", GpuReading)
+        _records(self, "cpu", CpuInfo)
+
+
+# ---------------------------------------------------------------- neuron-monitor
+
+
+@dataclass(frozen=True)
+class NeuronCoreSample(_Record):
+    """One NeuronCore in one report, from the runtime that owns it ("owner wins", never summed)."""
+
+    core: int | str  # global index; kept as text if neuron-monitor ever prints a non-number
+    utilization: float | None = None  # %
+    flops: int | None = None  # FLOP/s
+    memory: dict[str, int] = field(default_factory=dict)  # category -> bytes
+    memory_total: int | None = None
+    owner_pid: int | None = None  # None: nobody uses it
+    owner_tag: str | None = None
+    v3d: dict[str, float] | None = None  # trn2: physical core -> utilisation %
+
+
+@dataclass(frozen=True)
+class LoadedModel(_Record):
+    model_id: int | None = None
+    name: str = ""
+    is_running: bool = False
+    cores: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NeuronRuntimeSample(_Record):
+    """One Neuron runtime (process) in one report."""
+
+    pid: int | None = None
+    tag: str = ""
+    error: str | None = None
+    period: float | None = None  # seconds the execution figures cover
+    executions: dict[str, int] = field(default_factory=dict)  # completed, failed, timed_out ...
+    errors_by_class: dict[str, int] = field(default_factory=dict)
+    total_latency: dict[str, float | None] | None = None  # percentile -> seconds
+    device_latency: dict[str, float | None] | None = None
+    vcpu_user: float | None = None
+    vcpu_system: float | None = None
+    host_memory: int | None = None
+    device_memory: int | None = None
+    host_breakdown: dict[str, int] = field(default_factory=dict)
+    loaded_models: list[LoadedModel] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _records(self, "loaded_models", LoadedModel)
 
 
 @dataclass(frozen=True)
 class NeuronSample(Event):
-    """One neuron-monitor report, aggregated per core with "owner wins" (never summed).
-
-    ``cores``: [{"core", "utilization", "flops", "memory": {category: bytes}, "memory_total",
-    "owner_pid", "owner_tag", "v3d"}]. ``runtimes``: one dict per runtime (pid, tag, executions,
-    errors by class, latency percentiles, vCPU, memory). ``raw`` is the line as read.
-    """
+    """One neuron-monitor report: per core (``cores``), per runtime (``runtimes``) and the host.
+    ``raw`` is the line as read."""
 
     kind: ClassVar[str] = "neuron_sample"
     raw: str = ""
-    cores: list[dict[str, Any]] = field(default_factory=list)
-    runtimes: list[dict[str, Any]] = field(default_factory=list)
+    cores: list[NeuronCoreSample] = field(default_factory=list)
+    runtimes: list[NeuronRuntimeSample] = field(default_factory=list)
     executions_completed: int = 0  # summed over runtimes (each counts its own executions)
     errors_by_class: dict[str, int] = field(default_factory=dict)
     host_vcpu: dict[str, float] = field(default_factory=dict)  # average_usage: user, system, idle ...
@@ -47,23 +214,35 @@ class NeuronSample(Event):
     host_memory_used: int | None = None
     swap_total: int | None = None
     swap_used: int | None = None
-    ecc: list[dict[str, int]] = field(default_factory=list)
+    ecc: list[dict[str, int]] = field(default_factory=list)  # per device: counter -> count
     instance_type: str | None = None
     hardware: dict[str, Any] = field(default_factory=dict)
     group_errors: list[str] = field(default_factory=list)  # non-empty "error" strings: shown, not fatal
 
+    def __post_init__(self) -> None:
+        _records(self, "cores", NeuronCoreSample)
+        _records(self, "runtimes", NeuronRuntimeSample)
+
+
+# ---------------------------------------------------------------- NVML
+
 
 @dataclass(frozen=True)
 class GpuSample(Event):
-    """NVML reading. ``gpus``: [{"index", "name", "uuid", "memory_total", "memory_used",
-    "util_gpu", "util_memory", "power_w", "power_limit_w", "temperature_c"}];
-    ``processes``: [{"pid", "gpu", "used_memory"}] for the watched pids."""
+    """NVML reading: every GPU, and the memory each watched process holds on which GPU."""
 
     kind: ClassVar[str] = "gpu_sample"
-    gpus: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[GpuReading] = field(default_factory=list)
     driver: str | None = None
-    processes: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[GpuProcess] = field(default_factory=list)
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        _records(self, "gpus", GpuReading)
+        _records(self, "processes", GpuProcess)
+
+
+# ---------------------------------------------------------------- host (psutil)
 
 
 @dataclass(frozen=True)
@@ -79,21 +258,50 @@ class HostSample(Event):
 
 
 @dataclass(frozen=True)
+class ProcessInfo(_Record):
+    """One process of the workload's tree. ``role``: main | rank | dataloader | compiler | helper |
+    other."""
+
+    pid: int
+    ppid: int = 0
+    name: str = ""
+    role: str = "other"
+    cpu_percent: float = 0.0  # since the previous sample (0.0 the first time a process is seen)
+    cpu_time_s: float = 0.0
+    rss: int = 0
+    threads: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CompilerProcess(_Record):
+    pid: int
+    cpu_percent: float = 0.0
+    cpu_time_s: float = 0.0
+    elapsed_s: float = 0.0
+    cmdline: str = ""
+
+
+@dataclass(frozen=True)
 class ProcessTreeSample(Event):
-    """The workload's process tree. ``processes``: [{"pid", "ppid", "name", "role", "cpu_percent",
-    "cpu_time_s", "rss", "threads", "elapsed_s"}]; role is main | rank | dataloader | compiler |
-    helper | other. ``compilers``: the compiler processes only (pid, cpu_percent, cpu_time_s,
-    elapsed_s, cmdline)."""
+    """The workload's process tree; ``compilers``: the compiler processes only."""
 
     kind: ClassVar[str] = "process_tree"
     root_pid: int = 0
     root_alive: bool = True
-    processes: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[ProcessInfo] = field(default_factory=list)
     total_cpu_percent: float = 0.0
     total_rss: int = 0
     dataloader_workers: int = 0
     dataloader_cpu_percent: float = 0.0
-    compilers: list[dict[str, Any]] = field(default_factory=list)
+    compilers: list[CompilerProcess] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _records(self, "processes", ProcessInfo)
+        _records(self, "compilers", CompilerProcess)
+
+
+# ---------------------------------------------------------------- Neuron compile cache
 
 
 @dataclass(frozen=True)
@@ -112,8 +320,3 @@ class CacheScan(Event):
     disk_total_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
-
-
-for _cls in (DeviceInventory, NeuronSample, GpuSample, HostSample, ProcessTreeSample, CacheScan):
-    register_event_type(_cls)
-del _cls

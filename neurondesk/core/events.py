@@ -2,13 +2,16 @@
 
 Each event is a frozen dataclass with a ``kind`` tag. ``t`` is the wall-clock time (Unix
 seconds) at which the source saw the thing happen; the core never reads the clock itself.
-Journal lines are ``event_to_dict(e)`` as JSON; ``event_from_dict`` reads them back, ignoring
-keys it does not know (a newer journal still replays) and rejecting unknown kinds with KeyError.
+
+Every kind is listed in ``core/registry.py`` (device and host telemetry kinds live in
+``core/device_events.py``); ``core/codec.py`` turns events into journal lines and back, checking
+every field's type. ``event_to_dict`` / ``event_from_dict`` here are that codec's, kept under
+their old names.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 
@@ -208,42 +211,35 @@ class RunFinished(Event):
     stderr_tail: list[str] = field(default_factory=list)
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls
-    for cls in (
-        RunStarted,
-        ProcessAttached,
-        DeviceSeen,
-        StepEnded,
-        GraphExecuted,
-        CompileStarted,
-        CompileFinished,
-        DynamoRecompile,
-        GraphBreak,
-        LossReported,
-        WorkloadConfig,
-        OutputLine,
-        LogError,
-        ParseProblem,
-        Notice,
-        RunFinished,
-    )
-}
+@dataclass(frozen=True)
+class ProbeDropped(Event):
+    """The probe in process ``pid`` had to drop messages (the recorder fell behind). Counts are
+    totals for that process so far, so a later one replaces an earlier one."""
 
-
-def register_event_type(cls: type[Event]) -> type[Event]:
-    """Used by later parts (device telemetry) to add their own kinds."""
-    EVENT_TYPES[cls.kind] = cls
-    return cls
+    kind: ClassVar[str] = "probe_dropped"
+    pid: int
+    dropped: int  # messages dropped so far
+    dropped_steps: int = 0  # step messages among them
+    steps: int = 0  # steps the probe ended so far in that process (its own counter)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
-    d = asdict(event)
-    d["kind"] = event.kind
-    return d
+    """The event as JSON-friendly builtins, ``kind`` included (see core/codec.py)."""
+    from neurondesk.core.codec import event_to_dict as to_dict
+
+    return to_dict(event)
 
 
 def event_from_dict(d: dict[str, Any]) -> Event:
-    cls = EVENT_TYPES[d["kind"]]
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in names})
+    """A validated event from a decoded journal line; raises EventDecodeError (a ValueError)."""
+    from neurondesk.core.codec import event_from_dict as from_dict
+
+    return from_dict(d)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EVENT_TYPES":  # moved to core/registry.py; read-only there
+        from neurondesk.core.registry import EVENT_TYPES
+
+        return EVENT_TYPES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

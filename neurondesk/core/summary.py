@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
+
 from neurondesk.core.cost import cost_figures, cost_so_far
 from neurondesk.core.diagnostics import device_utilization, input_advice
 from neurondesk.core.mfu import mfu_for_state
@@ -29,14 +31,14 @@ def _devices(state: RunState) -> dict | None:
     inv = state.inventory
     if inv is None:
         return None
-    neuron = inv.neuron or {}
+    devices = inv.neuron.devices if inv.neuron is not None else []
     return {
-        "neuron_devices": len(neuron.get("devices") or []) if inv.neuron else 0,
-        "neuron_cores": sum(d.get("nc_count") or 0 for d in neuron.get("devices") or []),
+        "neuron_devices": len(devices),
+        "neuron_cores": sum(d.nc_count or 0 for d in devices),
         "neuron_reason": inv.neuron_reason,
-        "gpus": [g.get("name") for g in inv.gpus],
+        "gpus": [g.name for g in inv.gpus],
         "gpu_reason": inv.gpu_reason,
-        "cpu": inv.cpu,
+        "cpu": msgspec.to_builtins(inv.cpu),
     }
 
 
@@ -129,5 +131,15 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "errors": [{"source": e.source, "message": e.message, "code": e.code} for e in state.errors[-20:]],
         "stderr_tail": state.stderr_tail,
         "parse_problems": state.parse_problems,
-        "notices": [n.message for n in state.notices if n.level in ("warn", "error")][-20:],
+        "steps_lost": state.steps_lost,
+        "probe_messages_lost": state.messages_lost,
+        "reduce_errors": state.reduce_errors,
+        "reduce_error_samples": list(state.reduce_error_samples),
+        "notices": _notices(state),
     }
+
+
+def _notices(state: RunState) -> list[str]:
+    """The latest warnings and errors, then what the recorder itself lost or skipped."""
+    lines = [n.message for n in state.notices if n.level in ("warn", "error")][-20:]
+    return lines + [x for x in (state.steps_lost_text, state.reduce_error_text) if x]

@@ -3,14 +3,14 @@
 Writing goes through a byte buffer and raw ``os.write`` on an O_APPEND descriptor, so that after a
 failed write (disk full) exactly the bytes not yet on disk stay in memory and a later flush
 continues where the last one stopped: no event is lost and none is written twice. Reading is
-tolerant: a torn last line (killed mid-write), a malformed line or an unknown kind is reported
-with its line number and skipped.
+tolerant: a torn last line (killed mid-write), a malformed line, an unknown kind or a field of
+the wrong type is reported with its line number and skipped. Lines are encoded and decoded by
+``core/codec.py`` (every kind is known there, whatever else was imported).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import threading
@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from neurondesk.core.events import EVENT_TYPES, Event, event_from_dict, event_to_dict
+from neurondesk.core.codec import decode_event_line, encode_event
+from neurondesk.core.events import Event
+
+__all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "read_journal"]
 
 FLUSH_INTERVAL_S = 1.0
 
@@ -34,11 +37,6 @@ class JournalProblem:
     line: int  # 1-based
     error: str
     raw: str  # the line, cut to 200 characters
-
-
-def encode_event(event: Event) -> bytes:
-    # ensure_ascii: any text the workload printed (lone surrogates included) survives as escapes.
-    return json.dumps(event_to_dict(event), separators=(",", ":"), default=str).encode("ascii") + b"\n"
 
 
 class JournalWriter:
@@ -151,20 +149,14 @@ def iter_journal(path: Path | str, problems: list[JournalProblem]) -> Iterator[E
         raise JournalError(f"cannot read the event journal {path}: {e.strerror or e}") from e
     with f:
         for no, raw in enumerate(f, start=1):
-            text = raw.decode("utf-8", "replace")
-            if not text.strip():
-                continue
             try:
-                d = json.loads(text)
-                if not isinstance(d, dict):
-                    raise TypeError(f"expected a JSON object, got {type(d).__name__}")
-                if d.get("kind") not in EVENT_TYPES:  # the live registry: later parts add kinds
-                    raise ValueError(f"unknown event kind {d.get('kind')!r}")
-                event = event_from_dict(d)
-            except (ValueError, TypeError) as e:
+                event = decode_event_line(raw)
+            except ValueError as e:  # EventDecodeError: not JSON, unknown kind, wrong field types
+                if not raw.strip():
+                    continue
                 torn = not raw.endswith(b"\n")  # only the last line can lack its newline
                 error = f"torn last line ({e})" if torn else str(e)
-                problems.append(JournalProblem(no, error, text.rstrip("\n")[:200]))
+                problems.append(JournalProblem(no, error, raw.decode("utf-8", "replace").rstrip("\n")[:200]))
                 continue
             yield event
 

@@ -85,6 +85,14 @@ def to_markdown(s: dict) -> str:
     if s.get("split_points"):
         lines += ["", "## Graph executions inside a step (split points)", ""]
         lines += [f"- {p['trigger']} at {p['location'] or '?'}: {p['count']}×" for p in s["split_points"]]
+    if s.get("steps_lost") or s.get("reduce_errors"):
+        lines += ["", "## What the recording missed", ""]
+        if s.get("steps_lost"):
+            lines.append(f"- {s['steps_lost']:,} step events were lost (the recorder fell behind); "
+                         "the step count is the probe's own")
+        if s.get("reduce_errors"):
+            lines.append(f"- {s['reduce_errors']:,} event(s) could not be reduced and were skipped")
+            lines += [f"  - {x}" for x in s.get("reduce_error_samples") or []]
     if s.get("stderr_tail") and s["exit_code"] not in (0, None):
         lines += ["", "## End of the workload's stderr", "", "```", *s["stderr_tail"], "```"]
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from neurondesk.core.device_events import HostSample, ProcessTreeSample
+from neurondesk.core.device_events import CompilerProcess, HostSample, ProcessInfo, ProcessTreeSample
 
 LAUNCHER_MARKERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
 # How multiprocessing starts a worker: spawn/forkserver put these in the child's command line;
@@ -152,12 +152,12 @@ class ProcessTreeSampler:
         _assign_roles(infos, self.root_pid)
         workers = [i for i in infos if i["role"] == "dataloader"]
         compilers = [
-            {k: i[k] for k in ("pid", "cpu_percent", "cpu_time_s", "elapsed_s")}
-            | {"cmdline": " ".join(i["cmdline"])}
+            CompilerProcess(pid=i["pid"], cpu_percent=i["cpu_percent"], cpu_time_s=i["cpu_time_s"],
+                            elapsed_s=i["elapsed_s"], cmdline=" ".join(i["cmdline"]))
             for i in infos
             if i["role"] == "compiler" and _is_compiler(i)
         ]
-        processes = [{k: v for k, v in i.items() if k != "cmdline"} for i in infos]
+        processes = [ProcessInfo(**{k: v for k, v in i.items() if k != "cmdline"}) for i in infos]
         return ProcessTreeSample(
             t=t,
             root_pid=self.root_pid,

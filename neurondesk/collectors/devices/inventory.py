@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
+
 from neurondesk.collectors.devices import NEURON_BIN_DIR, human_bytes
 from neurondesk.collectors.devices.host import cpu_info
 from neurondesk.collectors.devices.neuron_ls import NeuronLsResult, parse_file, run_neuron_ls
@@ -22,7 +24,8 @@ def collect_inventory(
 ) -> dict[str, Any]:
     """{"neuron": dict|None, "neuron_reason", "gpus": [...], "gpu_driver", "gpu_reason", "cpu"}.
 
-    The keys are DeviceInventory's fields, so ``DeviceInventory(t=..., **d)`` makes the event.
+    Plain JSON-friendly values (``neurondesk devices --json`` prints them); the keys are
+    DeviceInventory's fields, so ``inventory_event(d)`` makes the typed event.
     ``neuron_ls_file`` reads a saved neuron-ls output instead of running the tool.
     """
     if neuron_ls_file is not None:
@@ -41,7 +44,7 @@ def collect_inventory(
     return {
         "neuron": ls.inventory.to_dict() if ls.inventory is not None else None,
         "neuron_reason": ls.reason,
-        "gpus": gpus,
+        "gpus": msgspec.to_builtins(gpus),
         "gpu_driver": gpu_sample.driver if gpu_sample is not None else None,
         "gpu_reason": gpu_reason,
         "cpu": cpu_info(),
@@ -49,6 +52,7 @@ def collect_inventory(
 
 
 def inventory_event(d: dict[str, Any], t: float | None = None) -> DeviceInventory:
+    """The event for ``collect_inventory()``'s dict (its records are built from the dicts)."""
     return DeviceInventory(t=time.time() if t is None else t, **d)
 
 

@@ -11,62 +11,22 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from neurondesk.collectors.devices import NEURON_BIN_DIR, find_neuron_tool
+from neurondesk.core.device_events import NeuronDevice, NeuronInventory, NeuronProcess
+
+# the records live in core (DeviceInventory.neuron carries them); re-exported here
+__all__ = ["NeuronDevice", "NeuronInventory", "NeuronLsError", "NeuronLsResult", "NeuronProcess", "parse_file",
+           "parse_json", "parse_output", "parse_text", "run_neuron_ls"]
 
 NOT_FOUND = "neuron-ls not found on PATH or in /opt/aws/neuron/bin"
 
 
 class NeuronLsError(ValueError):
     """Output that is neither neuron-ls JSON nor a neuron-ls table."""
-
-
-@dataclass(frozen=True)
-class NeuronProcess:
-    pid: int | None
-    command: str = ""  # may be "" (container) or already truncated by neuron-ls
-    runtime_version: str | None = None  # None for "NA" (not a Neuron Runtime 2.x process)
-
-
-@dataclass(frozen=True)
-class NeuronDevice:
-    index: int
-    nc_count: int  # logical NeuronCores (what neuron-monitor's core keys count)
-    core_ids: list[int]
-    memory_bytes: int | None = None
-    bdf: str | None = None  # "0000:00:1e.0" or the short "00:1e.0"; kept as printed
-    cpu_affinity: str | None = None  # e.g. "0-31,64-95"
-    numa_node: int | None = None  # -1 means no NUMA topology
-    connected_to: list[int] = field(default_factory=list)
-    processes: list[NeuronProcess] = field(default_factory=list)
-    logical_nc_config: int | None = None  # trn2 only
-    physical_nc_count: int | None = None  # only from the 2.21 trn2 table with a LOGICAL NC column
-
-
-@dataclass(frozen=True)
-class NeuronInventory:
-    devices: list[NeuronDevice]
-    source: str  # "json" | "text"
-    instance_type: str | None = None
-    instance_id: str | None = None
-    logical_nc_config: int | None = None
-    warnings: list[str] = field(default_factory=list)  # entries or rows that were skipped
-
-    @property
-    def total_cores(self) -> int:
-        return sum(d.nc_count for d in self.devices)
-
-    @property
-    def memory_bytes(self) -> int:
-        return sum(d.memory_bytes or 0 for d in self.devices)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["total_cores"] = self.total_cores
-        return d
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from neurondesk.collectors.devices import NEURON_BIN_DIR, find_neuron_tool
 from neurondesk.collectors.devices.neuron_ls import as_int
 from neurondesk.collectors.devices.supervisor import RestartingProcess
-from neurondesk.core.device_events import NeuronSample
+from neurondesk.core.device_events import LoadedModel, NeuronCoreSample, NeuronRuntimeSample, NeuronSample
 from neurondesk.core.events import Event, Notice, ParseProblem
 
 SOURCE = "neuron-monitor"
@@ -108,7 +108,7 @@ def _core_key(core: str) -> tuple[int, int | str]:
     return (n, n) if n is not None else (1 << 30, core)
 
 
-def _runtime(rt: dict[str, Any], errors: list[str], cores: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _runtime(rt: dict[str, Any], errors: list[str], cores: dict[str, list[dict[str, Any]]]) -> NeuronRuntimeSample:
     pid = as_int(rt.get("pid"))
     tag = str(rt.get("neuron_runtime_tag") or (pid if pid is not None else ""))
     label = f"runtime {tag}" if tag == str(pid) else f"runtime {tag} (pid {pid})"
@@ -131,12 +131,12 @@ def _runtime(rt: dict[str, Any], errors: list[str], cores: dict[str, list[dict[s
         idx = sorted({i for i in (as_int(sg.get("neuroncore_index")) for sg in subgraphs) if i is not None})
         model_cores.update(str(i) for i in idx)
         model_rows.append(
-            {
-                "model_id": as_int(m.get("model_id")),
-                "name": str(m.get("name", "")),
-                "is_running": m.get("is_running") is True,
-                "cores": idx,
-            }
+            LoadedModel(
+                model_id=as_int(m.get("model_id")),
+                name=str(m.get("name", "")),
+                is_running=m.get("is_running") is True,
+                cores=idx,
+            )
         )
     for core in set(counters) | set(core_mem):
         c, m = _obj(counters, core), _obj(core_mem, core)
@@ -158,31 +158,38 @@ def _runtime(rt: dict[str, Any], errors: list[str], cores: dict[str, list[dict[s
     stats = _obj(report, "execution_stats")
     latency = _obj(stats, "latency_stats")
     vcpu = _obj(_obj(report, "neuron_runtime_vcpu_usage"), "vcpu_usage")
-    return {
-        "pid": pid,
-        "tag": tag,
-        "error": str(rt["error"]) if rt.get("error") else None,
-        "period": _num(stats.get("period")),
-        "executions": _ints(_obj(stats, "execution_summary")),
-        "errors_by_class": _ints(_obj(stats, "error_summary")),
-        "total_latency": _percentiles(latency.get("total_latency")),
-        "device_latency": _percentiles(latency.get("device_latency")),
-        "vcpu_user": _num(vcpu.get("user")),
-        "vcpu_system": _num(vcpu.get("system")),
-        "host_memory": as_int(used.get("host")),
-        "device_memory": as_int(used.get("neuron_device")),
-        "host_breakdown": _ints(_obj(_obj(used, "usage_breakdown"), "host")),
-        "loaded_models": model_rows,
-    }
+    return NeuronRuntimeSample(
+        pid=pid,
+        tag=tag,
+        error=str(rt["error"]) if rt.get("error") else None,
+        period=_num(stats.get("period")),
+        executions=_ints(_obj(stats, "execution_summary")),
+        errors_by_class=_ints(_obj(stats, "error_summary")),
+        total_latency=_percentiles(latency.get("total_latency")),
+        device_latency=_percentiles(latency.get("device_latency")),
+        vcpu_user=_num(vcpu.get("user")),
+        vcpu_system=_num(vcpu.get("system")),
+        host_memory=as_int(used.get("host")),
+        device_memory=as_int(used.get("neuron_device")),
+        host_breakdown=_ints(_obj(_obj(used, "usage_breakdown"), "host")),
+        loaded_models=model_rows,
+    )
 
 
-def _owner(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+def _owner(core: int | str, candidates: list[dict[str, Any]]) -> NeuronCoreSample:
     """The runtime that owns a core: a loaded model there, else the most memory, else the busiest."""
     best = max(candidates, key=lambda c: (c["_has_model"], c["memory_total"], c["utilization"]))
-    out = {k: v for k, v in best.items() if k != "_has_model"}
-    if not (best["_has_model"] or best["memory_total"] or best["utilization"] or best["flops"]):
-        out["owner_pid"] = out["owner_tag"] = None  # nobody uses it
-    return out
+    used = best["_has_model"] or best["memory_total"] or best["utilization"] or best["flops"]
+    return NeuronCoreSample(
+        core=core,
+        utilization=best["utilization"],
+        flops=best["flops"],
+        memory=best["memory"],
+        memory_total=best["memory_total"],
+        owner_pid=best["owner_pid"] if used else None,  # nobody uses it
+        owner_tag=best["owner_tag"] if used else None,
+        v3d=best["v3d"],
+    )
 
 
 def _sample(report: dict[str, Any], raw: str, t: float) -> NeuronSample:
@@ -194,10 +201,10 @@ def _sample(report: dict[str, Any], raw: str, t: float) -> NeuronSample:
             runtimes.append(_runtime(rt, errors, per_core))
         else:
             errors.append("neuron_runtime_data entry is not an object")
-    cores = [{"core": _core_key(k)[1], **_owner(per_core[k])} for k in sorted(per_core, key=_core_key)]
+    cores = [_owner(_core_key(k)[1], per_core[k]) for k in sorted(per_core, key=_core_key)]
     errors_by_class: dict[str, int] = {}
     for r in runtimes:
-        for k, v in r["errors_by_class"].items():
+        for k, v in r.errors_by_class.items():
             errors_by_class[k] = errors_by_class.get(k, 0) + v
 
     system = _obj(report, "system_data")
@@ -222,7 +229,7 @@ def _sample(report: dict[str, Any], raw: str, t: float) -> NeuronSample:
         raw=raw,
         cores=cores,
         runtimes=runtimes,
-        executions_completed=sum(r["executions"].get("completed", 0) for r in runtimes),
+        executions_completed=sum(r.executions.get("completed", 0) for r in runtimes),
         errors_by_class=errors_by_class,
         host_vcpu={k: float(v) for k, v in _obj(vcpu, "average_usage").items() if _num(v) is not None},
         host_vcpu_busy=busy,

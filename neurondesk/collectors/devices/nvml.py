@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
-from neurondesk.core.device_events import GpuSample
+from neurondesk.core.device_events import GpuProcess, GpuReading, GpuSample
 
 _NOT_AVAILABLE_64 = 2**63  # NVML's "value not available" is 2**64-1
 
@@ -33,30 +33,30 @@ def _text(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def gpu_record(nvml: Any, handle: Any, index: int) -> dict[str, Any]:
-    """One GPU as a JSON-friendly dict; fields the GPU will not tell are None."""
+def gpu_record(nvml: Any, handle: Any, index: int) -> GpuReading:
+    """One GPU; fields the GPU will not tell are None."""
     mem = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
     util = _try(nvml.nvmlDeviceGetUtilizationRates, handle)
     power = _try(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
     limit = _try(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)  # milliwatts
     temp = _try(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
-    return {
-        "index": index,
-        "name": _text(_try(nvml.nvmlDeviceGetName, handle)),
-        "uuid": _text(_try(nvml.nvmlDeviceGetUUID, handle)),
-        "memory_total": int(mem.total) if mem is not None else None,
-        "memory_used": int(mem.used) if mem is not None else None,
-        "util_gpu": float(util.gpu) if util is not None else None,
-        "util_memory": float(util.memory) if util is not None else None,
-        "power_w": power / 1000.0 if isinstance(power, int | float) else None,
-        "power_limit_w": limit / 1000.0 if isinstance(limit, int | float) else None,
-        "temperature_c": float(temp) if isinstance(temp, int | float) else None,
-    }
+    return GpuReading(
+        index=index,
+        name=_text(_try(nvml.nvmlDeviceGetName, handle)),
+        uuid=_text(_try(nvml.nvmlDeviceGetUUID, handle)),
+        memory_total=int(mem.total) if mem is not None else None,
+        memory_used=int(mem.used) if mem is not None else None,
+        util_gpu=float(util.gpu) if util is not None else None,
+        util_memory=float(util.memory) if util is not None else None,
+        power_w=power / 1000.0 if isinstance(power, int | float) else None,
+        power_limit_w=limit / 1000.0 if isinstance(limit, int | float) else None,
+        temperature_c=float(temp) if isinstance(temp, int | float) else None,
+    )
 
 
-def gpu_processes(nvml: Any, handle: Any, index: int, pids: set[int] | None) -> list[dict[str, Any]]:
+def gpu_processes(nvml: Any, handle: Any, index: int, pids: set[int] | None) -> list[GpuProcess]:
     """Compute and graphics processes on one GPU, limited to ``pids`` when given."""
-    seen: dict[int, dict[str, Any]] = {}
+    seen: dict[int, GpuProcess] = {}
     for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         fn = getattr(nvml, getter, None)
         for p in (_try(fn, handle) if fn else None) or []:
@@ -65,7 +65,7 @@ def gpu_processes(nvml: Any, handle: Any, index: int, pids: set[int] | None) -> 
                 continue
             used = getattr(p, "usedGpuMemory", None)
             used = int(used) if isinstance(used, int) and used < _NOT_AVAILABLE_64 else None
-            seen.setdefault(pid, {"pid": pid, "gpu": index, "used_memory": used})
+            seen.setdefault(pid, GpuProcess(pid=pid, gpu=index, used_memory=used))
     return list(seen.values())
 
 
@@ -126,12 +126,13 @@ class NvmlSampler:
             count = int(nvml.nvmlDeviceGetCount())
         except Exception as e:  # noqa: BLE001 - reported in the sample, never raised
             return GpuSample(t=t, driver=self.driver, error=f"NVML device count failed: {_why(e)}")
-        gpus, procs = [], []
+        gpus: list[GpuReading] = []
+        procs: list[GpuProcess] = []
         for i in range(count):
             try:
                 handle = nvml.nvmlDeviceGetHandleByIndex(i)
             except Exception as e:  # noqa: BLE001 - e.g. a GPU that fell off the bus
-                gpus.append({"index": i, "error": _why(e)})
+                gpus.append(GpuReading(index=i, error=_why(e)))
                 continue
             gpus.append(gpu_record(nvml, handle, i))
             procs.extend(gpu_processes(nvml, handle, i, wanted))

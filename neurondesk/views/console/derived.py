@@ -79,19 +79,17 @@ def device_units(state: RunState) -> tuple[str, list[Unit], str]:
     if state.neuron is not None and state.neuron.cores:
         units = []
         for c in state.neuron.cores:
-            mem = c.get("memory") or {}
-            used = sum(v for v in mem.values() if isinstance(v, int | float)) if mem else None
-            util = c.get("utilization")
-            units.append(Unit(f"nc{c.get('core', len(units))}", None if util is None else util / 100,
-                              used, c.get("memory_total")))
+            used = sum(c.memory.values()) if c.memory else None
+            util = c.utilization
+            units.append(Unit(f"nc{c.core}", None if util is None else util / 100, used, c.memory_total))
         return "neuron", units, f"{len(units)} NeuronCores (neuron-monitor)"
     if state.neuron is not None and not (state.gpu is not None and state.gpu.gpus):
         # neuron-monitor is running but this run holds no NeuronCore right now (between runtimes,
         # or after the workload's runtime exited): say so rather than fall back to the host
         return "neuron", [], "neuron-monitor: no NeuronCore in use by this run in the latest sample"
     if state.gpu is not None and state.gpu.gpus:
-        units = [Unit(f"gpu{g.get('index', i)}", None if g.get("util_gpu") is None else g["util_gpu"] / 100,
-                      g.get("memory_used"), g.get("memory_total")) for i, g in enumerate(state.gpu.gpus)]
+        units = [Unit(f"gpu{g.index}", None if g.util_gpu is None else g.util_gpu / 100, g.memory_used,
+                      g.memory_total) for g in state.gpu.gpus]
         return "gpu", units, f"{len(units)} GPUs (NVML)"
     if state.host is not None:
         units = [Unit(f"cpu{i}", p / 100, None, None) for i, p in enumerate(state.host.per_cpu_percent)]

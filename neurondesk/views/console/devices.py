@@ -85,7 +85,7 @@ class DevicesPanel(Panel):
 
     def render_state(self, state: RunState, now: float) -> None:
         samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), id(state.cache),
-                   len(state.notices), self.content_size)
+                   len(state.notices), state.reduce_errors, self.content_size)
         if samples == self._samples:
             return  # nothing new sampled since the last render
         self._samples = samples
@@ -120,6 +120,8 @@ class DevicesPanel(Panel):
         # collector trouble (neuron-monitor restarting, a collector that stopped): shown, not fatal
         for n in [n for n in state.notices if n.level in ("warn", "error") and n.source != "probe"][-2:]:
             t.append("\n" + fmt.ellipsize(f"{n.source}: {n.message}", width), style="yellow")
+        if state.reduce_errors:  # events the reducer skipped: the figures may miss them
+            t.append("\n" + fmt.ellipsize(state.reduce_error_text, width), style="yellow")
         self.query_one("#devices-text", Line).show(t)
 
     @staticmethod

@@ -56,8 +56,7 @@ class InputPanel(Panel):
             t.append_text(kv(("DataLoader workers", str(tree.dataloader_workers)),
                              ("CPU", f"{tree.dataloader_cpu_percent:.0f}%")))
             for p in tree.processes[:6]:
-                line = (f"{p.get('pid', '?'):>7} {p.get('role', '?'):<10} {p.get('cpu_percent', 0):>4.0f}% "
-                        f"{p.get('name', '')}")
+                line = f"{p.pid:>7} {p.role:<10} {p.cpu_percent:>4.0f}% {p.name}"
                 t.append("\n" + fmt.ellipsize(line, width), style="dim")
             if len(tree.processes) > 6:
                 t.append(f"\n  … {len(tree.processes) - 6} more", style="dim")

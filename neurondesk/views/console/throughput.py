@@ -55,6 +55,8 @@ class ThroughputPanel(Panel):
             rule = (f"steady: median of {len(state.steady_times):,} steps from step {state.steady_from} "
                     f"(step ≥ {state.warmup_steps}, no compile)")
         t.append(rule, style="dim")
+        if state.steps_lost:  # the step count is right (the probe's own counter); these steps are not charted
+            t.append("\n" + state.steps_lost_text, style="yellow")
         self.query_one("#throughput-text", Line).show(t)
 
     def _plot(self, state: RunState) -> None:

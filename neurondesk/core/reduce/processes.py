@@ -1,0 +1,43 @@
+"""The workload's processes: which ones the probe attached to, which report steps, which one leads
+(the first that reported a step: steady figures are its), and the device the training runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from neurondesk.core import events as ev
+
+
+class ProcessReducer:
+    def __init__(self) -> None:
+        self.processes: dict[int, ev.ProcessAttached] = {}
+        self.lead_pid: int | None = None
+        self.step_pids: set[int] = set()
+        self.device_kind: str | None = None
+        self.device_name: str | None = None
+        self.precision: str | None = None
+
+    def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
+        # "step" is also the StepReducer's; this one runs first, so a step knows its lead
+        return {"process_attached": self.on_process_attached, "device_seen": self.on_device_seen,
+                "step": self.on_step}
+
+    @property
+    def world(self) -> int:
+        return max(1, len(self.step_pids))
+
+    def on_process_attached(self, e: ev.ProcessAttached) -> None:
+        self.processes[e.pid] = e
+
+    def on_device_seen(self, e: ev.DeviceSeen) -> None:
+        if self.device_kind is None or e.pid == self.lead_pid:
+            self.device_kind, self.device_name = e.device_kind, e.device_name
+            if e.precision:
+                self.precision = e.precision
+
+    def on_step(self, e: ev.StepEnded) -> None:
+        pid = e.pid
+        if pid != self.lead_pid:
+            self.step_pids.add(pid)
+            if self.lead_pid is None:
+                self.lead_pid = pid

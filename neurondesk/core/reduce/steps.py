@@ -1,0 +1,214 @@
+"""Steps and throughput: the lead process's steps, the steady ones and their quantiles, data wait,
+graph executions per step and where a step is split, and the step count corrected for step
+messages the probe had to drop.
+
+Steady state (the README quotes this): a step is *steady* when its index is at least
+`warmup_steps` (default 5) and nothing compiled during it — no compile the probe counted in the
+step, and no compile event (probe, dynamo or Neuron log) attributed to it. Steady figures are
+taken over the steady steps of the lead process (the first process that reported a step).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from neurondesk.core import events as ev
+from neurondesk.core.reduce.processes import ProcessReducer
+from neurondesk.core.reduce.run import RunReducer
+
+HISTORY = 2000  # steps kept for charts; aggregates cover every step
+INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
+
+
+@dataclass
+class StepRecord:
+    step: int
+    t: float
+    duration_s: float
+    samples: int | None
+    tokens: int | None
+    data_wait_s: float
+    executions: int | None
+    compiled: bool
+    steady: bool
+
+
+@dataclass
+class SplitPoint:
+    trigger: str
+    location: str | None
+    count: int = 0
+
+
+def quantile_sorted(xs, q: float) -> float | None:
+    """Linear-interpolated quantile of an already sorted sequence (None when empty)."""
+    if not xs:
+        return None
+    pos = (len(xs) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def quantile(values, q: float) -> float | None:
+    """Linear-interpolated quantile of a sequence (None when empty)."""
+    return quantile_sorted(sorted(values), q)
+
+
+class StepReducer:
+    def __init__(self, run: RunReducer, procs: ProcessReducer) -> None:
+        self._run = run
+        self._procs = procs
+        self.steps_done = 0  # the lead's steps: max(its highest step index + 1, the probe's own count)
+        self.history: deque[StepRecord] = deque(maxlen=HISTORY)
+        self.total_step_s = 0.0
+        self.total_wait_s = 0.0
+        self.steady_from: int | None = None
+        self.steady_times = array("d")  # every steady step: exact median
+        self.steady_total_s = 0.0
+        self._sorted = array("d")  # steady_times sorted, as of _sorted_n
+        self._sorted_n = 0
+        self.steady_samples = 0
+        self.steady_tokens = 0
+        self.steady_samples_known = True
+        self.steady_tokens_known = True
+        self.steady_wait_s = 0.0
+        self.steady_execs: Counter = Counter()
+        self.all_execs: Counter = Counter()
+        self.steps_with_compile: set[int] = set()  # marked by the CompileReducer
+        self.split_points: dict[tuple, SplitPoint] = {}
+        self._lead_next = 0  # the lead's highest step index + 1
+        # the probe's drop reports, per process: (messages dropped, step messages dropped, steps ended)
+        self.probe_drops: dict[int, tuple[int, int, int]] = {}
+
+    def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
+        return {"step": self.on_step, "graph_executed": self.on_graph_executed,
+                "probe_dropped": self.on_probe_dropped}
+
+    # ------------------------------------------------------------------ reduce
+    def mark_compiled(self, step: int) -> None:
+        self.steps_with_compile.add(step)
+
+    def on_step(self, e: ev.StepEnded) -> None:
+        if e.pid != self._procs.lead_pid:
+            return
+        run = self._run
+        samples = run.samples_override if run.samples_override is not None else e.samples
+        tokens = run.tokens_override if run.tokens_override is not None else e.tokens
+        step, duration, wait, execs = e.step, e.duration_s, e.data_wait_s, e.executions
+        compiled = e.compiles > 0 or step in self.steps_with_compile
+        steady = step >= run.warmup_steps and not compiled
+        if step >= self._lead_next:
+            self._lead_next = step + 1
+        drops = self.probe_drops.get(e.pid)
+        self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
+        self.total_step_s += duration
+        self.total_wait_s += wait
+        if execs is not None:
+            self.all_execs[execs] += 1
+        if steady:
+            if self.steady_from is None:
+                self.steady_from = step
+            self.steady_times.append(duration)
+            self.steady_total_s += duration
+            self.steady_wait_s += wait
+            if samples is None:
+                self.steady_samples_known = False
+            else:
+                self.steady_samples += samples
+            if tokens is None:
+                self.steady_tokens_known = False
+            else:
+                self.steady_tokens += tokens
+            if execs is not None:
+                self.steady_execs[execs] += 1
+        self.history.append(StepRecord(step, e.t, duration, samples, tokens, wait, execs, compiled, steady))
+
+    def on_graph_executed(self, e: ev.GraphExecuted) -> None:
+        key = (e.trigger, e.location)
+        point = self.split_points.get(key)
+        if point is None:
+            point = self.split_points[key] = SplitPoint(e.trigger, e.location)
+        point.count += 1
+
+    def on_probe_dropped(self, e: ev.ProbeDropped) -> None:
+        # running totals of that process: keep the largest seen, whatever order they arrive in
+        old = self.probe_drops.get(e.pid, (0, 0, 0))
+        now = (max(old[0], e.dropped), max(old[1], e.dropped_steps), max(old[2], e.steps))
+        self.probe_drops[e.pid] = now
+        if e.pid == self._procs.lead_pid:
+            self.steps_done = max(self._lead_next, now[2])
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def steps_lost(self) -> int:
+        """Step messages the probes dropped (the recorder fell behind), all processes."""
+        return sum(d[1] for d in self.probe_drops.values())
+
+    @property
+    def messages_lost(self) -> int:
+        return sum(d[0] for d in self.probe_drops.values())
+
+    def steady_quantile(self, q: float, exact: bool = False) -> float | None:
+        """Quantile of the steady step times. Sorting a million steps at every screen refresh is
+        too slow, so unless `exact` the sorted copy is reused until 0.1% more steps arrived (the
+        summary asks for the exact one). Depends on counts only: a replay gives the same numbers."""
+        n = len(self.steady_times)
+        if n == 0:
+            return None
+        if n != self._sorted_n and (exact or n - self._sorted_n >= max(1, n // 1000)):
+            # merge the new tail into the sorted copy: no list of a million float objects, so the
+            # console's memory stays flat (large arrays are returned to the OS when freed)
+            tail = sorted(self.steady_times[self._sorted_n:])
+            self._sorted = array("d", heapq.merge(self._sorted, tail))
+            self._sorted_n = n
+        return quantile_sorted(self._sorted, q)
+
+    @property
+    def steady_samples_per_s(self) -> float | None:
+        total = self.steady_total_s
+        if not self.steady_times or not self.steady_samples_known or total <= 0:
+            return None
+        return self.steady_samples * self._procs.world / total
+
+    @property
+    def steady_tokens_per_s(self) -> float | None:
+        total = self.steady_total_s
+        if not self.steady_times or not self.steady_tokens_known or total <= 0 or not self.steady_tokens:
+            return None
+        return self.steady_tokens * self._procs.world / total
+
+    @property
+    def data_wait_fraction(self) -> float | None:
+        if self.steady_times:
+            return self.steady_wait_s / self.steady_total_s if self.steady_total_s > 0 else None
+        if self.total_step_s > 0:
+            return self.total_wait_s / self.total_step_s
+        return None
+
+    def recent_data_wait_fraction(self, n: int = 20) -> float | None:
+        recent = [r for r in list(self.history)[-n:] if not r.compiled]
+        total = sum(r.duration_s for r in recent)
+        return sum(r.data_wait_s for r in recent) / total if total > 0 else None
+
+    @property
+    def executions_per_step(self) -> int | None:
+        counts = self.steady_execs or self.all_execs
+        return counts.most_common(1)[0][0] if counts else None
+
+    def input_verdict(self) -> str:
+        frac = self.data_wait_fraction
+        if frac is None:
+            return "unknown"
+        if frac >= INPUT_BOUND:
+            return "input-bound"
+        return "warn" if frac >= INPUT_WARN else "ok"
+
+    @property
+    def last_step_steady(self) -> bool:
+        return bool(self.history) and self.history[-1].steady

@@ -1,0 +1,80 @@
+"""Device and host telemetry: the latest sample of each kind (views render them as they are), and
+what is measured in steady state: device utilisation and neuron-monitor's hardware FLOPs."""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Callable
+
+from neurondesk.core import device_events as dev
+from neurondesk.core.reduce.compiles import CompileReducer
+from neurondesk.core.reduce.run import RunReducer
+from neurondesk.core.reduce.steps import HISTORY, StepReducer
+
+
+class TelemetryReducer:
+    def __init__(self, run: RunReducer, steps: StepReducer, compiles: CompileReducer) -> None:
+        self._run = run
+        self._steps = steps
+        self._compiles = compiles
+        self.inventory: dev.DeviceInventory | None = None
+        self.host: dev.HostSample | None = None
+        self.process_tree: dev.ProcessTreeSample | None = None
+        self.neuron: dev.NeuronSample | None = None
+        self.gpu: dev.GpuSample | None = None
+        self.cache: dev.CacheScan | None = None
+        self.workload_cpu_history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        # neuron-monitor's per-core `flops` (FLOP/s, cores with an owner summed), over the samples
+        # taken in steady state: the HFU numerator is their mean
+        self.hw_flops_sum = 0.0
+        self.hw_flops_samples = 0
+        # mean device utilisation (% over the cores / GPUs this run uses), one value per steady sample
+        self.device_util_steady = array("d")
+        self.device_util_source: str | None = None
+
+    def handlers(self) -> dict[str, Callable]:
+        return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
+                "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
+                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan}
+
+    def sampling_steady(self) -> bool:
+        """A sample counts toward steady-state figures when the last step was steady and no
+        compile is open."""
+        return self._steps.last_step_steady and not self._compiles.compile_open and not self._run.finished
+
+    def _note_device_util(self, values: list[float], source: str) -> None:
+        if values and self.sampling_steady():
+            self.device_util_steady.append(sum(values) / len(values))
+            self.device_util_source = source
+
+    def on_device_inventory(self, e: dev.DeviceInventory) -> None:
+        self.inventory = e
+
+    def on_host_sample(self, e: dev.HostSample) -> None:
+        self.host = e
+
+    def on_process_tree(self, e: dev.ProcessTreeSample) -> None:
+        self.process_tree = e
+        self.workload_cpu_history.append((e.t, e.total_cpu_percent))
+
+    def on_neuron_sample(self, e: dev.NeuronSample) -> None:
+        self.neuron = e
+        used = [c for c in e.cores if c.owner_pid is not None]
+        self._note_device_util([float(c.utilization) for c in used if c.utilization is not None],
+                               "neuron-monitor neuroncore_utilization")
+        if self.sampling_steady():
+            flops = [c.flops for c in used if c.flops is not None]
+            if flops:
+                self.hw_flops_sum += float(sum(flops))
+                self.hw_flops_samples += 1
+
+    def on_gpu_sample(self, e: dev.GpuSample) -> None:
+        self.gpu = e
+        ours = {p.gpu for p in e.processes}
+        gpus = [g for g in e.gpus if not ours or g.index in ours]
+        self._note_device_util([float(g.util_gpu) for g in gpus if g.util_gpu is not None],
+                               "NVML utilization.gpu")
+
+    def on_cache_scan(self, e: dev.CacheScan) -> None:
+        self.cache = e

@@ -1,0 +1,56 @@
+"""Every event kind, in one place.
+
+A kind is known because it is listed here, not because some module happened to be imported:
+reading a journal with only ``neurondesk.store`` imported knows ``host_sample`` as well as
+``step``. A new event type is added to its module and to ``EVENT_CLASSES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from neurondesk.core import device_events as dev
+from neurondesk.core import events as ev
+
+EVENT_CLASSES: tuple[type[ev.Event], ...] = (
+    # the run and its processes (launcher, probe)
+    ev.RunStarted,
+    ev.ProcessAttached,
+    ev.DeviceSeen,
+    ev.WorkloadConfig,
+    ev.RunFinished,
+    # steps and compiles (probe, log parsers)
+    ev.StepEnded,
+    ev.GraphExecuted,
+    ev.CompileStarted,
+    ev.CompileFinished,
+    ev.DynamoRecompile,
+    ev.GraphBreak,
+    ev.LossReported,
+    ev.ProbeDropped,
+    # the workload's output and neurondesk's own messages
+    ev.OutputLine,
+    ev.LogError,
+    ev.ParseProblem,
+    ev.Notice,
+    # device and host telemetry (collectors/devices)
+    dev.DeviceInventory,
+    dev.NeuronSample,
+    dev.GpuSample,
+    dev.HostSample,
+    dev.ProcessTreeSample,
+    dev.CacheScan,
+)
+
+
+def _by_kind() -> dict[str, type[ev.Event]]:
+    out: dict[str, type[ev.Event]] = {}
+    for cls in EVENT_CLASSES:
+        if not cls.kind or cls.kind in out:
+            raise RuntimeError(f"event kind {cls.kind!r} of {cls.__name__} is empty or listed twice")
+        out[cls.kind] = cls
+    return out
+
+
+EVENT_TYPES: Mapping[str, type[ev.Event]] = MappingProxyType(_by_kind())
