@@ -7,8 +7,9 @@
   Neuron         neuron-monitor (or a recorded stream), its own 1 s period, restarted on death
   compile cache  scanned at start and every 30 s
 
-The sampling thread polls, then sleeps until the next period (re-armed after the poll, so a slow
-poll never stacks up). A collector that fails says so once, as a Notice, and the rest go on.
+Each source has its own thread: it polls, then sleeps until its next period (re-armed after the
+poll, so a slow poll never stacks up, and never delays another source). A collector that fails
+says so once, as a Notice, and the rest go on.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ CACHE_EVERY_S = 30.0
 
 
 class Telemetry:
+    """One sampling thread per source (host, process tree, GPU, compile cache; neuron-monitor is a
+    process of its own), so a slow compile-cache walk or a stuck NVML call never delays the 1 Hz
+    host samples. Each thread polls, then sleeps until its next period (re-armed after the poll)."""
+
     def __init__(self, emit: Callable[[Event], None], *, tag: str | None = None,
                  neuron_monitor_replay: str | None = None, env: dict[str, str] | None = None) -> None:
         self.emit = emit
@@ -42,21 +47,26 @@ class Telemetry:
         self.env = dict(os.environ if env is None else env)
         self.root_pid: int | None = None
         self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.threads: list[threading.Thread] = []
         self.monitor: NeuronMonitorProcess | None = None
         self.failed: set[str] = set()
+        self.workload_pids: set[int] | None = None  # the process tree's latest, for NVML's per-process view
 
     def start(self, root_pid: int) -> None:
         self.root_pid = root_pid
-        self.thread = threading.Thread(target=self._loop, name="nd-telemetry", daemon=True)
-        self.thread.start()
+        self._spawn(self._start_sources, "nd-telemetry")
+
+    def _spawn(self, target, name: str, *args) -> None:
+        th = threading.Thread(target=target, args=args, name=name, daemon=True)
+        th.start()
+        self.threads.append(th)
 
     def stop(self) -> None:
         self.stopping.set()
         if self.monitor is not None:
             self.monitor.stop()
-        if self.thread is not None:
-            self.thread.join(timeout=5)
+        for th in list(self.threads):
+            th.join(timeout=5)
 
     def _guard(self, name: str, fn, *args):
         try:
@@ -79,35 +89,42 @@ class Telemetry:
             return  # no Neuron devices: the inventory already says why
         self.monitor.start()
 
-    def _loop(self) -> None:
+    def _every(self, name: str, period: float, sample) -> None:
+        """Call ``sample()`` every ``period`` seconds until stopped; emit what it returns."""
+        while not self.stopping.is_set() and name not in self.failed:
+            started = time.monotonic()
+            event = self._guard(name, sample)
+            if event is not None:
+                self.emit(event)
+            self.stopping.wait(max(0.05, period - (time.monotonic() - started)))
+
+    def _start_sources(self) -> None:
+        host = HostSampler()
+        self._spawn(self._every, "nd-host", "host", PERIOD_S, host.sample)
+        tree = ProcessTreeSampler(self.root_pid)
+        self._spawn(self._every, "nd-tree", "process tree", PERIOD_S, lambda: self._tree_sample(tree))
         inventory = self._guard("device inventory", collect_inventory)
         if inventory is not None:
             self.emit(inventory_event(inventory))
         self._guard("neuron-monitor", self._start_neuron_monitor, inventory)
-        host = HostSampler()
-        tree = ProcessTreeSampler(self.root_pid)
-        nvml = NvmlSampler()
-        nvml_ok = nvml.open() is None
         cache_at = self._guard("compile cache", locate_cache, self.env)
-        last_scan, next_scan = None, 0.0
-        while not self.stopping.is_set():
-            started = time.monotonic()
-            h = self._guard("host", host.sample)
-            if h is not None:
-                self.emit(h)
-            p = self._guard("process tree", tree.sample)
-            if p is not None:
-                self.emit(p)
-            if nvml_ok and "GPU" not in self.failed:
-                pids = {proc["pid"] for proc in p.processes} if p is not None else None
-                g = self._guard("GPU", nvml.sample, pids)
-                if g is not None:
-                    self.emit(g)
-            if cache_at is not None and started >= next_scan:
-                scan = self._guard("compile cache", rescan, last_scan, cache_at)
-                if scan is not None:
-                    self.emit(scan)
-                    last_scan = scan
-                next_scan = started + CACHE_EVERY_S
-            self.stopping.wait(max(0.05, PERIOD_S - (time.monotonic() - started)))
-        nvml.close()
+        if cache_at is not None:
+            last = [None]
+
+            def scan():
+                last[0] = rescan(last[0], cache_at)
+                return last[0]
+
+            self._spawn(self._every, "nd-cache", "compile cache", CACHE_EVERY_S, scan)
+        nvml = NvmlSampler()
+        if nvml.open() is None:
+            try:
+                self._every("GPU", PERIOD_S, lambda: nvml.sample(self.workload_pids))
+            finally:
+                nvml.close()
+
+    def _tree_sample(self, tree: ProcessTreeSampler):
+        p = tree.sample()
+        if p is not None:
+            self.workload_pids = {proc["pid"] for proc in p.processes}
+        return p
