@@ -14,6 +14,7 @@ from neurondesk.views.summary_writer import to_text_table
 
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
+FIRST_STATUS_S = 2.0
 POLL_S = 0.05  # how often the journal is read when nothing new came
 ATTACH_ECHO_BACK_S = 5.0  # on attach, echo the output of the last few seconds, not the whole history
 
@@ -77,7 +78,8 @@ class HeadlessPrinter:
     def run(self, handle_signals: bool = True) -> int:
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
         try:
-            last_status = time.time()  # the first status line after a moment: a failed start prints none
+            opened = time.time()
+            last_status = 0.0
             every = STATUS_EVERY_S if self.tty else PLAIN_STATUS_EVERY_S
             while not self.source.done:
                 if self.detached:
@@ -86,7 +88,9 @@ class HeadlessPrinter:
                     return 0
                 self._poll_and_echo()
                 now = time.time()
-                if now - last_status >= every:
+                # the first line once the workload is seen (or after a moment): a failed start prints none
+                seen = self.source.state.processes or self.source.state.output_total or now - opened >= FIRST_STATUS_S
+                if seen and now - last_status >= every:
                     self._show_status(now)
                     last_status = now
                 if not self.source.new_events:
