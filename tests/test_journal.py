@@ -119,6 +119,33 @@ def test_reader_skips_and_reports_bad_lines(tmp_path):
     assert not problems[0].error.startswith("torn")
 
 
+def test_a_line_with_a_field_of_the_wrong_type_is_skipped_with_its_reason(tmp_path):
+    path = tmp_path / "events.jsonl"
+    lines = [
+        json.dumps({"kind": "step", "t": 1.0, "pid": 1, "step": 0, "duration_s": 0.1}),
+        json.dumps({"kind": "step", "t": "abc", "pid": 1, "step": 1, "duration_s": 0.1}),
+        json.dumps({"kind": "host_sample", "t": 2.0, "per_cpu_percent": ["busy"]}),
+        json.dumps({"kind": "process_tree", "t": 3.0, "processes": [{"pid": "one"}]}),
+        json.dumps({"kind": "loss", "t": 4.0, "value": 2.5}),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    events, problems = read_journal(path)
+    assert [e.kind for e in events] == ["step", "loss"]
+    assert [p.line for p in problems] == [2, 3, 4]
+    assert "Expected `float`, got `str` - at `$.t`" in problems[0].error
+    assert "$.per_cpu_percent[0]" in problems[1].error and "$.processes[0].pid" in problems[2].error
+    assert problems[0].raw.startswith('{"kind": "step", "t": "abc"')
+
+
+def test_lines_are_compact_json_with_the_kind_first(tmp_path):
+    path = tmp_path / "events.jsonl"
+    with JournalWriter(path) as w:
+        w.write(EVENTS[1])
+    line = path.read_bytes()
+    assert line.startswith(b'{"kind":"step","t":2.0,') and line.endswith(b"}\n")
+    assert json.loads(line)["input_shapes"] == [[32, 128]]
+
+
 def test_appending_after_a_torn_line_keeps_the_new_events_readable(tmp_path):
     path = tmp_path / "events.jsonl"
     path.write_text(json.dumps({"kind": "loss", "t": 1.0, "value": 2.5}) + '\n{"kind": "lo')

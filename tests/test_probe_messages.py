@@ -49,3 +49,22 @@ def test_garbage_lines_are_parse_problems():
         e = decode_probe_line(raw, 3.0)
         assert isinstance(e, ev.ParseProblem), raw[:40]
         assert e.source == "probe" and e.t == 3.0 and len(e.raw) <= 2000
+
+
+def test_a_field_of_the_wrong_type_is_refused_before_the_reducer():
+    for msg, where in (({"kind": "step", "t": "abc", "pid": 1, "step": 0, "duration_s": 0.1}, "$.t"),
+                       ({"kind": "step", "t": 1.0, "pid": 1, "step": "3", "duration_s": 0.1}, "$.step"),
+                       ({"kind": "probe_dropped", "t": 1.0, "pid": 1, "dropped": "many"}, "$.dropped")):
+        e = decode_probe_line(_line(msg), 3.0)
+        assert isinstance(e, ev.ParseProblem), msg
+        assert e.error.startswith("EventDecodeError: ") and where in e.error and e.raw.startswith("{")
+
+
+def test_step_lines_as_the_probe_writes_them_and_drop_reports():
+    line = (b'{"kind":"step","t":5.0,"step":3,"duration_s":0.02,"data_wait_s":0.001,"compiles":0,"samples":8,'
+            b'"input_shapes":[[8,64]],"executions":1,"dropped_before":4,"pid":9}\n')
+    assert decode_probe_line(line, 7.0) == ev.StepEnded(t=5.0, pid=9, step=3, duration_s=0.02, samples=8,
+                                                        data_wait_s=0.001, executions=1, input_shapes=[[8, 64]])
+    e = decode_probe_line(_line({"kind": "probe_dropped", "t": 6.0, "pid": 9, "dropped": 4, "dropped_steps": 3,
+                                 "steps": 12}), 7.0)
+    assert e == ev.ProbeDropped(t=6.0, pid=9, dropped=4, dropped_steps=3, steps=12)

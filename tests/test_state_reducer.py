@@ -1,11 +1,17 @@
-"""RunState on synthetic event streams: the steady rule, compile causes, quantiles."""
+"""RunState on synthetic event streams: the steady rule, compile causes, quantiles, reduce errors,
+probe drops, and dynamo reasons paired in any arrival order."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+
+import pytest
 
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState, quantile
+from neurondesk.core.summary import build_summary
+from neurondesk.views.summary_writer import to_markdown
 
 
 def step(i: int, d: float = 0.1, compiles: int = 0, shapes=None) -> ev.StepEnded:
@@ -55,3 +61,137 @@ def test_live_quantiles_end_exact_and_match_a_full_sort():
     xs = list(st.steady_times)
     assert st.steady_quantile(0.5, exact=True) == quantile(xs, 0.5)
     assert st.steady_quantile(0.9, exact=True) == quantile(xs, 0.9)
+
+
+# ---------------------------------------------------------------- composition, errors
+
+
+def test_every_registered_kind_reaches_a_reducer():
+    from neurondesk.core.registry import EVENT_TYPES
+
+    st = RunState()
+    assert set(st._dispatch) == set(EVENT_TYPES)
+    assert [h.__self__ for h in st._dispatch["step"]] == [st.parts.procs, st.parts.steps]  # lead first
+
+
+def test_apply_never_raises_counts_and_keeps_the_first_errors():
+    st = RunState()
+    st.apply(ev.RunStarted(t=0.0, run_id="r", command=["x"], warmup_steps=1))
+    st.apply(step(0))
+    # decodable shapes a handler cannot take (built in code, never through the codec)
+    st.apply(ev.StepEnded(t=1.5, pid=1, step=None, duration_s=0.1))  # type: ignore[arg-type]
+    st.apply(ev.LossReported(t=1.6, value="low"))  # type: ignore[arg-type]
+    for i in range(1, 8):
+        st.apply(ev.StepEnded(t="late", pid=1, step=i, duration_s=0.1))  # type: ignore[arg-type]
+    for i in range(1, 4):
+        st.apply(step(i))
+    assert st.reduce_errors == 9 and len(st.reduce_error_samples) == 5
+    assert st.reduce_error_samples[0].startswith("step at t=1.5: TypeError")
+    assert st.reduce_error_samples[1].startswith("loss at t=1.6: TypeError")
+    assert st.steps_done == 4 and st.steady_from == 1  # the run goes on
+    s = build_summary(st)
+    assert s["reduce_errors"] == 9 and len(s["reduce_error_samples"]) == 5
+    assert s["notices"][-1].startswith("9 event(s) could not be reduced and were skipped (first: step at t=1.5")
+    assert "What the recording missed" in to_markdown(s)
+
+
+# ---------------------------------------------------------------- probe drops
+
+
+def drop(t: float, pid: int, dropped: int, steps_lost: int, steps: int) -> ev.ProbeDropped:
+    return ev.ProbeDropped(t=t, pid=pid, dropped=dropped, dropped_steps=steps_lost, steps=steps)
+
+
+def test_lost_step_events_do_not_make_the_step_count_wrong():
+    st = RunState()
+    kept = [0, 1, 2, 6, 7]  # 3, 4, 5 lost; 8 and 9 lost too, after the last step message seen
+    for i in kept:
+        st.apply(step(i))
+    assert st.steps_done == 8  # the highest index seen + 1, not the 5 messages that arrived
+    st.apply(drop(10.5, 1, dropped=9, steps_lost=5, steps=10))
+    assert st.steps_done == 10 and st.steps_lost == 5 and st.messages_lost == 9
+    st.apply(drop(10.2, 1, dropped=7, steps_lost=4, steps=9))  # an older report, arriving late
+    assert st.steps_done == 10 and st.steps_lost == 5
+    st.apply(step(10))
+    assert st.steps_done == 11
+    s = build_summary(st)
+    assert s["steps"] == 11 and s["steps_lost"] == 5 and s["probe_messages_lost"] == 9
+    assert "5 step events were lost (the recorder fell behind)" in s["notices"]
+
+
+def test_drops_of_another_process_are_counted_but_do_not_move_the_lead():
+    st = RunState()
+    st.apply(drop(0.5, 1, dropped=2, steps_lost=2, steps=3))  # before the lead's first step
+    st.apply(step(3))
+    assert st.lead_pid == 1 and st.steps_done == 4
+    st.apply(ev.StepEnded(t=4.0, pid=2, step=50, duration_s=0.1))
+    st.apply(drop(4.5, 2, dropped=60, steps_lost=40, steps=90))
+    assert st.steps_done == 4 and st.steps_lost == 42 and st.world == 2
+
+
+# ---------------------------------------------------------------- dynamo reasons
+
+
+SIZE = "tensor 'x' size mismatch at index 1. expected 512, actual 497"
+
+
+def dynamo_compile(end: float, duration: float, pid: int | None = 7) -> list[ev.Event]:
+    """The probe's two messages for one dynamo compile of frame 0 (start, then end)."""
+    return [ev.CompileStarted(t=end - duration, source="dynamo", pid=pid),
+            ev.CompileFinished(t=end, source="dynamo", pid=pid, duration_s=duration, trigger="dynamo",
+                               point="dynamo@0:DYNAMO_COMPILE")]
+
+
+def reason(t: float, text: str = SIZE, pid: int | None = 7) -> ev.DynamoRecompile:
+    return ev.DynamoRecompile(t=t, reason=text, function="forward", location="m.py:3", pid=pid)
+
+
+def dynamo_causes(events: list[ev.Event]) -> list[tuple[str, str | None]]:
+    st = RunState()
+    for e in events:
+        st.apply(e)
+    return [(c.cause, c.reason) for c in st.compiles]
+
+
+@pytest.mark.parametrize("duration", [0.05, 2.0, 45.0])  # 45 s: a recompile longer than the old window
+@pytest.mark.parametrize("order", ["reason-first", "compile-first", "reason-in-the-middle"])
+def test_dynamo_reason_pairs_whatever_the_arrival_order_and_delay(order, duration):
+    first = dynamo_compile(10.0, 5.0)
+    start, end = dynamo_compile(20.0 + duration, duration)
+    printed = reason(20.0)  # the guard failure is printed just before the recompile starts
+    if order == "reason-first":
+        events = [*first, printed, start, end]
+    elif order == "compile-first":  # output read late (a tailed file): after the compile's end
+        events = [*first, start, end, dataclasses.replace(printed, t=end.t + 0.1)]
+    else:
+        events = [*first, start, dataclasses.replace(printed, t=20.1), end]
+    assert dynamo_causes(events) == [("first", None), ("shape-change", SIZE)]
+
+
+def test_two_recompiles_pair_oldest_first_and_only_within_their_process():
+    second = "___check_obj_id(L['scale'], 42)"
+    a, b, c = dynamo_compile(10.0, 1.0), dynamo_compile(12.0, 1.0), dynamo_compile(14.0, 1.0)
+    late = [reason(14.5), reason(14.6, second)]
+    assert dynamo_causes([*a, *b, *c, *late]) == [("first", None), ("shape-change", SIZE), ("new-graph", second)]
+    early = [reason(11.0), reason(13.0, second)]
+    assert dynamo_causes([*a, *early, *b, *c]) == [("first", None), ("shape-change", SIZE), ("new-graph", second)]
+    # another rank's guard failure, printed while pid 7's recompile waits, is not pid 7's reason
+    other = reason(12.5, "rank 1: " + SIZE, pid=8)
+    assert dynamo_causes([*a, *b, other, reason(12.6, second)]) == [("first", None), ("new-graph", second)]
+
+
+def test_a_lazily_compiled_backward_never_takes_the_forwards_reason():
+    fwd = dynamo_compile(20.0, 1.0)
+    bwd = [dataclasses.replace(e, t=e.t + 1.5, point="dynamo@0:LAZY_BACKWARD") if isinstance(e, ev.CompileFinished)
+           else dataclasses.replace(e, t=e.t + 1.5) for e in fwd]
+    first = [*dynamo_compile(10.0, 1.0), *[dataclasses.replace(e, t=e.t + 1.5, point="dynamo@0:LAZY_BACKWARD")
+                                           if isinstance(e, ev.CompileFinished) else e
+                                           for e in dynamo_compile(10.0, 1.0)]]
+    # the guard line read late, after the forward recompile and its backward both ended
+    assert dynamo_causes([*first, *fwd, *bwd, reason(21.6)]) == [
+        ("first", None), ("first", None), ("shape-change", SIZE), ("new-graph", None)]
+
+
+def test_a_reason_far_from_any_recompile_is_not_paired():
+    a, b = dynamo_compile(10.0, 1.0), dynamo_compile(200.0, 1.0)
+    assert dynamo_causes([*a, reason(60.0), *b]) == [("first", None), ("new-graph", None)]

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.core import events as ev
-from neurondesk.core.codec import event_from_dict, loads
+from neurondesk.core.codec import decode_known_kind, event_from_dict, loads
 
 PROBE_FILE = "_neurondesk_probe.py"
+_COMPILE_HEAD = b'{"kind":"compile",'
 
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
+    if not line.startswith(_COMPILE_HEAD):  # a compile may carry debug text to parse
+        event = decode_known_kind(line)  # the probe writes "kind" first: straight into its type
+        if event is not None:
+            return event
     try:
         msg = loads(line)
         if not isinstance(msg, dict) or "kind" not in msg:

@@ -11,7 +11,11 @@ an object, an unknown kind, a missing field, or a field of the wrong type (``"t"
 Keys a kind does not know are ignored (a newer journal still replays). Nested records (a core in
 a neuron-monitor sample, a process in the process tree) are built from their JSON objects.
 
-Fast path: msgspec encodes the dataclass and decodes the line. Two cases go through the standard
+Fast path: msgspec encodes the dataclass, and decodes a line that starts with its kind (as
+``encode_event`` writes them, and as the probe sends them) straight into its type, without an
+intermediate dict (``decode_known_kind``). Any other line is decoded to a dict and converted; a
+line the fast path refuses is decoded again the slow way, so the error message is the same
+either way. Two cases go through the standard
 ``json`` module, so that nothing the workload printed is lost and old journals still read:
 text with lone surrogates (an undecodable byte in the workload's output; written as ``\\udcff``
 escapes) and non-finite floats (a ``nan`` loss; written as ``NaN`` / ``Infinity``, which msgspec
@@ -24,6 +28,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -157,5 +162,30 @@ def loads(line: bytes | str) -> Any:
             raise EventDecodeError(f"not JSON ({fast_error})") from None
 
 
+_KIND_HEAD = b'{"kind":"'
+_TYPED: dict[bytes, Callable[[bytes], Event]] = {
+    cls.kind.encode(): msgspec.json.Decoder(cls).decode for cls in EVENT_CLASSES
+}
+
+
+def decode_known_kind(line: bytes) -> Event | None:
+    """The event of a line that begins ``{"kind":"<known kind>",``, decoded straight into its type;
+    None when the line does not begin so or does not decode that way (the caller then takes the
+    general path, which gives the reason)."""
+    if not line.startswith(_KIND_HEAD):
+        return None
+    decode = _TYPED.get(line[9:line.find(b'"', 9)])
+    if decode is None:
+        return None
+    try:
+        return decode(line)
+    except msgspec.DecodeError:  # a wrong type, a missing field, NaN, lone surrogates ...
+        return None
+
+
 def decode_event_line(line: bytes | str) -> Event:
+    if isinstance(line, bytes):
+        event = decode_known_kind(line)
+        if event is not None:
+            return event
     return event_from_dict(loads(line))

@@ -26,6 +26,9 @@ from neurondesk.core.reduce.steps import StepReducer
 # socket), so a reason pairs with a recompile whose [start, end] it falls in, give or take this.
 REASON_SLACK_S = 30.0
 PENDING_KEEP = 64  # unpaired reasons / recompiles kept waiting for their other half
+# dynamo compiles a guard failure never causes (the probe's point ends with the callback trigger):
+# a lazily compiled backward, autotuning, CUDA graph recording. They do not wait for a reason.
+NOT_GUARDED = (":LAZY_BACKWARD", ":TRITON_AUTOTUNING", ":CUDAGRAPH_RECORDING")
 
 
 @dataclass
@@ -153,7 +156,8 @@ class CompileReducer:
             duration_s=duration, location=e.location, graph_hash=e.graph_hash, cache=e.cache,
             trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
             reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error)
-        if e.source == "dynamo" and cause != "first" and record.reason is None:
+        if (e.source == "dynamo" and cause != "first" and record.reason is None
+                and not (e.point or "").endswith(NOT_GUARDED)):
             start = started if started is not None else e.t - (duration or 0.0)
             self.dynamo.recompile(record, start, e.pid)
         if self.pending_neuron and e.source == "probe":

@@ -25,7 +25,7 @@ HISTORY = 2000  # steps kept for charts; aggregates cover every step
 INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     step: int
     t: float
