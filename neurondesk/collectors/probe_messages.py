@@ -18,7 +18,7 @@ _COMPILE_HEAD = b'{"kind":"compile",'
 
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
-    if not line.startswith(_COMPILE_HEAD):  # a compile may carry debug text to parse
+    if not line.startswith(_COMPILE_HEAD):  # a compile may carry debug text to parse (general path)
         event = decode_known_kind(line)  # the probe writes "kind" first: straight into its type
         if event is not None:
             return event

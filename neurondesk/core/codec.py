@@ -168,11 +168,11 @@ _TYPED: dict[bytes, Callable[[bytes], Event]] = {
 }
 
 
-def decode_known_kind(line: bytes) -> Event | None:
+def decode_known_kind(line: bytes | str) -> Event | None:
     """The event of a line that begins ``{"kind":"<known kind>",``, decoded straight into its type;
     None when the line does not begin so or does not decode that way (the caller then takes the
     general path, which gives the reason)."""
-    if not line.startswith(_KIND_HEAD):
+    if type(line) is not bytes or not line.startswith(_KIND_HEAD):  # bytearray, memoryview: general path
         return None
     decode = _TYPED.get(line[9:line.find(b'"', 9)])
     if decode is None:
@@ -184,8 +184,7 @@ def decode_known_kind(line: bytes) -> Event | None:
 
 
 def decode_event_line(line: bytes | str) -> Event:
-    if isinstance(line, bytes):
-        event = decode_known_kind(line)
-        if event is not None:
-            return event
+    event = decode_known_kind(line)
+    if event is not None:
+        return event
     return event_from_dict(loads(line))
