@@ -2,12 +2,13 @@
 
 Drives the real probe hooks the way a step does (forward pre-hook on the outermost module,
 optimizer-step hooks, the XLA sync wrapper, the step message over a real Unix socket to a
-reader thread) and compares with the same loop without the probe. Baseline and probe loops are
+reader thread in this process, sharing its GIL) and compares with the same loop without the probe. Baseline and probe loops are
 interleaved in the same invocation.
 
     .venv/bin/python benchmarks/probe_step_cost.py [--steps 20000]
 
-Writes benchmarks/results/probe_step_cost.json.
+Writes benchmarks/results/probe_step_cost.json. For the cost of the probe installed as a run
+installs it, with the reader in a process of its own, see probe_step_microbench.py.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def main() -> None:
     server.bind(path)
     server.listen(1)
     received = [0]
-    threading.Thread(target=reader, args=(server, received), daemon=True).start()
+    reading = threading.Thread(target=reader, args=(server, received), daemon=True)
+    reading.start()
 
     probe = probe_mod.Probe(path)
     model = torch.nn.Linear(4, 4)
@@ -93,6 +95,14 @@ def main() -> None:
         xla_us = statistics.median(wrap) - statistics.median(raw)
     except ImportError:
         pass
+
+    # The probe sends in batches (every 50 ms, or 64 KiB): hand over the rest, as at the workload's
+    # exit, then close so that the reader has counted every message.
+    probe.flush_at_exit()
+    with probe.lock:
+        if probe.sock is not None:
+            probe.sock.shutdown(socket.SHUT_WR)
+    reading.join(timeout=60)
 
     result = {
         "benchmark": "probe_step_cost",

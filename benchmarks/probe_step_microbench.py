@@ -13,6 +13,9 @@ hook tables (and put back for the next round with it): the loop is then plain to
 
     .venv/bin/python benchmarks/probe_step_microbench.py [--steps 100000] [--rounds 5]
 
+To compare with another version of the probe (say the one before a change), point --probe-dir at a
+folder holding it, e.g. `git show REV:neurondesk/probe/bootstrap/_neurondesk_probe.py > /tmp/p/_neurondesk_probe.py`.
+
 Writes benchmarks/results/probe_step_microbench.json (the same command is in it).
 """
 
@@ -84,6 +87,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=100_000, help="optimizer steps per round and arm")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--probe-dir", default=str(BOOTSTRAP),
+                    help="folder holding the _neurondesk_probe.py to measure (to compare with another version)")
     ap.add_argument("--no-write", action="store_true", help="print only, leave the results file alone")
     args = ap.parse_args()
 
@@ -94,11 +99,11 @@ def main() -> None:
 
     # As the bootstrap sitecustomize does it, before the workload imports torch.
     os.environ["NEURONDESK_SOCKET"] = path
-    sys.path.insert(0, str(BOOTSTRAP))
+    sys.path.insert(0, args.probe_dir)
     import _neurondesk_probe as probe_mod
 
     probe_mod.install()
-    sys.path.remove(str(BOOTSTRAP))
+    sys.path.remove(args.probe_dir)
     import torch  # the finder patches torch.optim.optimizer and torch.compiler here
     import torch.optim.optimizer as optmod
 
@@ -152,6 +157,8 @@ def main() -> None:
     rate_with = args.steps / statistics.median(with_s)
     rate_without = args.steps / statistics.median(without_s)
     cmd = f".venv/bin/python benchmarks/probe_step_microbench.py --steps {args.steps} --rounds {args.rounds}"
+    if Path(args.probe_dir).resolve() != BOOTSTRAP:
+        cmd += f" --probe-dir {args.probe_dir}"
     result = {
         "benchmark": "probe_step_microbench",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -164,10 +171,15 @@ def main() -> None:
         "steps_per_s_with_probe": round(rate_with),
         "probe_cost_us_per_step_median": round(statistics.median(per_round_us), 2),
         "probe_cost_us_per_step_rounds": [round(x, 2) for x in per_round_us],
+        # less sensitive to other load on a shared machine: fastest round of each arm
+        "probe_cost_us_per_step_best_rounds": round((min(with_s) - min(without_s)) / args.steps * 1e6, 2),
+        "probe": str(Path(probe_mod.__file__).resolve().relative_to(REPO)) if args.probe_dir == str(BOOTSTRAP)
+        else probe_mod.__file__,
         "probe_steps": probe_steps,
         "reader_received": counts,
         "goal_us_per_step": 20,
-        "note": "cost = (with - without) / steps for each interleaved round; median over rounds",
+        "note": "cost = (with - without) / steps for each interleaved round; median over rounds. "
+                "The reader process shares the machine's cores with the benchmark.",
     }
     print(json.dumps(result, indent=2))
     if not args.no_write:

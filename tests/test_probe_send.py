@@ -27,7 +27,8 @@ needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed i
 
 DROPPED_FIELDS = ["kind", "t", "pid", "dropped", "dropped_steps", "steps"]
 
-# A training loop as small as they come; each phase waits for the test on stdin.
+# A training loop as small as they come, in phases of N:PAUSE (steps, seconds slept after each);
+# between two phases it waits for the test on stdin.
 WORKLOAD = textwrap.dedent("""
     import signal, sys, time
     if sys.argv[1] == "sigpipe-default":
@@ -36,7 +37,9 @@ WORKLOAD = textwrap.dedent("""
     param = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([param], lr=0.1)
     steps = 0
-    for phase in sys.argv[2:]:
+    for k, phase in enumerate(sys.argv[2:]):
+        if k:
+            sys.stdin.readline()
         n, pause = phase.split(":")
         for i in range(int(n)):
             opt.step()
@@ -44,7 +47,6 @@ WORKLOAD = textwrap.dedent("""
             if float(pause):
                 time.sleep(float(pause))
         print(f"workload: {steps} steps", flush=True)
-        sys.stdin.readline()
     probe = sys.modules.get("_neurondesk_probe")
     print("workload: done, probe disabled:", probe is not None and probe._probe.disabled, flush=True)
 """)
@@ -98,7 +100,6 @@ def test_recorder_killed_mid_run_leaves_a_sigpipe_default_workload_unharmed(tmp_
         reader.wait(timeout=30)
         proceed(proc)  # steps with pauses: the probe flushes into the dead socket, several times
         proceed(proc)
-        proceed(proc)
         out, err = proc.communicate(timeout=120)
     finally:
         if reader.poll() is None:
@@ -108,20 +109,21 @@ def test_recorder_killed_mid_run_leaves_a_sigpipe_default_workload_unharmed(tmp_
     assert err == "", err[-2000:]  # nothing of the probe's: no traceback, no notice, no "Broken pipe"
 
 
-@needs_torch
-def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
+def run_with_stalled_reader(tmp_path: Path, phases: list[str]) -> tuple[subprocess.Popen, str, list[dict]]:
+    """The workload's first phase runs while the reader does not read at all; the reader then reads
+    to the end while the workload goes on (or exits, with a single phase)."""
     path = short_socket_path()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(1)
-    stall_steps, later_steps = 45000, 60
-    proc = start_workload(tmp_path, path, "default", f"{stall_steps}:0", f"{later_steps}:0.002")
+    proc = start_workload(tmp_path, path, "default", *phases)
     lines: list[bytes] = []
     try:
         server.settimeout(120)
         conn, _ = server.accept()
         # Not reading: the kernel's buffer fills, then the probe's bounded backlog, then it drops.
-        assert proc.stdout.readline().strip() == f"workload: {stall_steps} steps"
+        first = proc.stdout.readline()
+        assert first.startswith("workload: "), first
 
         def read_all() -> None:
             with conn, conn.makefile("rb") as f:
@@ -129,9 +131,8 @@ def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
 
         reading = threading.Thread(target=read_all, daemon=True)
         reading.start()  # the recorder reads again
-        proceed(proc)
-        assert proc.stdout.readline().strip() == f"workload: {stall_steps + later_steps} steps"
-        proceed(proc)
+        if len(phases) > 1:
+            proceed(proc)
         out, err = proc.communicate(timeout=120)
         reading.join(timeout=60)
     finally:
@@ -140,11 +141,12 @@ def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
             proc.kill()
     assert proc.returncode == 0, err[-2000:]
     assert err == "", err[-2000:]
-    total = stall_steps + later_steps
-    msgs = [json.loads(line) for line in lines]
-    assert msgs[0]["kind"] == "process_attached"
-    assert all(m["pid"] == proc.pid for m in msgs)
+    return proc, first + out, [json.loads(line) for line in lines]
 
+
+def check_drops_are_told(msgs: list[dict], pid: int, total: int) -> None:
+    assert msgs[0]["kind"] == "process_attached"
+    assert all(m["pid"] == pid for m in msgs)
     reports = [(i, m) for i, m in enumerate(msgs) if m["kind"] == "probe_dropped"]
     assert reports, "drops happened (the backlog is bounded) but no probe_dropped came"
     steps_seen = 0
@@ -153,7 +155,7 @@ def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
             steps_seen += 1
         elif m["kind"] == "probe_dropped":
             assert list(m) == DROPPED_FIELDS
-            assert m["pid"] == proc.pid and m["dropped"] >= m["dropped_steps"] > 0
+            assert m["dropped"] >= m["dropped_steps"] > 0
             # At each report: the steps received so far plus the steps dropped are the steps ended.
             assert steps_seen + m["dropped_steps"] == m["steps"]
             after = next((n for n in msgs[i + 1:] if n["kind"] == "step"), None)
@@ -161,12 +163,35 @@ def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
                 assert after["step"] == m["steps"]  # the index counted on through the drops
     step_msgs = [m for m in msgs if m["kind"] == "step"]
     last = reports[-1][1]
-    assert last["dropped_steps"] + len(step_msgs) == total
-    assert step_msgs[-1]["step"] == total - 1
+    assert last["dropped_steps"] + len(step_msgs) == total  # no step went missing untold
     indices = [m["step"] for m in step_msgs]
     assert indices == sorted(set(indices))  # in order, none twice
     assert 0 < len(step_msgs) < total
-    assert any("dropped_before" in m for m in step_msgs)
+
+
+# Stalled long enough to overflow the kernel's socket buffer and the probe's backlog (20,000).
+STALL_STEPS = 45000
+
+
+@needs_torch
+def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
+    later = 60
+    proc, out, msgs = run_with_stalled_reader(tmp_path, [f"{STALL_STEPS}:0", f"{later}:0.002"])
+    total = STALL_STEPS + later
+    assert out.splitlines()[:2] == [f"workload: {STALL_STEPS} steps", f"workload: {total} steps"]
+    check_drops_are_told(msgs, proc.pid, total)
+    steps = [m for m in msgs if m["kind"] == "step"]
+    assert steps[-1]["step"] == total - 1  # none lost once it reads again
+    assert steps[-1]["dropped_before"] == max(m["dropped"] for m in msgs if m["kind"] == "probe_dropped")
+
+
+@needs_torch
+def test_workload_that_exits_right_after_the_stall_still_tells_at_exit(tmp_path):
+    proc, out, msgs = run_with_stalled_reader(tmp_path, [f"{STALL_STEPS}:0"])
+    assert out.splitlines()[0] == f"workload: {STALL_STEPS} steps"
+    check_drops_are_told(msgs, proc.pid, STALL_STEPS)
+    assert msgs[-1]["kind"] == "probe_dropped"  # the final count, after everything else
+    assert msgs[-1]["steps"] == STALL_STEPS
 
 
 def test_step_line_is_the_json_the_dict_form_gave(tmp_path):

@@ -13,7 +13,13 @@ What it hooks, lazily, when the user's program imports the module concerned:
   torch_xla...parallel_loader  PerDeviceLoader.next -> data wait under MpDeviceLoader
   torch._dynamo.callback       compile start/end callbacks -> torch.compile compiles
 
-Messages are JSON lines shaped like neurondesk events, sent over a Unix socket to the console.
+Messages are JSON lines shaped like neurondesk events, sent over a Unix socket to the recorder,
+in batches (see _FLUSH_S). When the recorder does not read and the bounded backlog overflows,
+messages are dropped, never waited for; as soon as it reads again (and at exit) the probe says so:
+  {"kind":"probe_dropped","t":<time.time()>,"pid":<pid>,"dropped":<messages dropped so far by this
+   process>,"dropped_steps":<how many of those were step messages>,"steps":<steps ended so far>}
+Step messages carry the 0-based `step` index, which counts on through drops. If the recorder is
+gone (EPIPE, ECONNRESET ...), the probe stops for good: no signal, no output, no retry.
 """
 
 from __future__ import annotations
@@ -336,7 +342,7 @@ class Probe:
                     if self.sock is None or not (self.partial or self.buf):
                         return
                     left = deadline - now
-                    if left <= 0 or not select.select([], [self.sock], [], min(left, 0.5))[1]:
+                    if left <= 0 or not select.select([], [self.sock], [], left)[1]:
                         return  # the recorder has stopped reading: leave the rest
         except Exception:  # noqa: BLE001 - never raise at the user's exit
             return
