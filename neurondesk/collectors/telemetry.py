@@ -126,5 +126,5 @@ class Telemetry:
     def _tree_sample(self, tree: ProcessTreeSampler):
         p = tree.sample()
         if p is not None:
-            self.workload_pids = {proc["pid"] for proc in p.processes}
+            self.workload_pids = {proc.pid for proc in p.processes}
         return p

@@ -4,11 +4,10 @@ through it); a malformed line is skipped and counted, as everywhere a journal is
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from neurondesk.core.events import EVENT_TYPES, event_from_dict
+from neurondesk.core.codec import decode_event_line
 from neurondesk.store.journal import JournalProblem
 
 READ_CHUNK = 1 << 20
@@ -65,14 +64,8 @@ class JournalTail:
 
 
 def decode_journal_line(raw: bytes, line_no: int):
-    """(event, None) or (None, JournalProblem)."""
-    text = raw.decode("utf-8", "replace")
+    """(event, None) or (None, JournalProblem): the same validating decoder every reader uses."""
     try:
-        d = json.loads(text)
-        if not isinstance(d, dict):
-            raise TypeError(f"expected a JSON object, got {type(d).__name__}")
-        if d.get("kind") not in EVENT_TYPES:
-            raise ValueError(f"unknown event kind {d.get('kind')!r}")
-        return event_from_dict(d), None
-    except (ValueError, TypeError) as e:
-        return None, JournalProblem(line_no, str(e), text[:200])
+        return decode_event_line(raw), None
+    except ValueError as e:  # EventDecodeError: not JSON, unknown kind, wrong field types
+        return None, JournalProblem(line_no, str(e), raw.decode("utf-8", "replace")[:200])
