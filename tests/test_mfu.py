@@ -102,7 +102,7 @@ def test_counted_model_flops_per_step_take_precedence():
 def test_hfu_is_the_mean_neuron_monitor_flops_over_steady_samples():
     lines = (FIXTURES / "neuron-monitor-trn1.jsonl").read_text().splitlines()
     samples = [parse_report(line, 0.0) for line in lines]
-    per_sample = [sum(c["flops"] for c in x.cores if c["flops"] is not None and c["owner_pid"] is not None)
+    per_sample = [sum(c.flops for c in x.cores if c.flops is not None and c.owner_pid is not None)
                   for x in samples]
     state = run_state("neuron", "xla:0 (NEURON)", "trn1.2xlarge", neuron_lines=lines)
     # reports are applied after steps 1..9; steady starts at step 2, so the first one does not count
