@@ -100,9 +100,9 @@ def build_journal(path: Path, seconds: float, steps_per_s: float = 50.0) -> int:
 
 
 def _neuron(t: float, step: int) -> dev.NeuronSample:
-    cores = [{"core": i, "utilization": 60.0 + (i * 13 + step) % 35,
-              "memory": {"tensors": 3 << 30, "model_code": 200 << 20, "runtime": 64 << 20},
-              "memory_total": 16 << 30, "owner_pid": 1, "owner_tag": "bench"} for i in range(CORES)]
+    cores = [dev.NeuronCoreSample(core=i, utilization=60.0 + (i * 13 + step) % 35,
+                                  memory={"tensors": 3 << 30, "model_code": 200 << 20, "runtime": 64 << 20},
+                                  memory_total=16 << 30, owner_pid=1, owner_tag="bench") for i in range(CORES)]
     return dev.NeuronSample(t=t, cores=cores, executions_completed=step)
 
 
@@ -113,10 +113,10 @@ def _host(t: float, step: int) -> dev.HostSample:
 
 
 def _tree(t: float, pid: int) -> dev.ProcessTreeSample:
-    procs = [{"pid": pid, "ppid": 1, "name": "python", "role": "main", "cpu_percent": 101.0,
-              "cpu_time_s": t % 1000, "rss": 6 << 30, "threads": 40, "elapsed_s": 10.0}]
-    procs += [{"pid": pid + i, "ppid": pid, "name": "python", "role": "dataloader", "cpu_percent": 20.0,
-               "cpu_time_s": 1.0, "rss": 1 << 30, "threads": 2, "elapsed_s": 9.0} for i in range(1, 5)]
+    procs = [dev.ProcessInfo(pid=pid, ppid=1, name="python", role="main", cpu_percent=101.0,
+                             cpu_time_s=t % 1000, rss=6 << 30, threads=40, elapsed_s=10.0)]
+    procs += [dev.ProcessInfo(pid=pid + i, ppid=pid, name="python", role="dataloader", cpu_percent=20.0,
+                              cpu_time_s=1.0, rss=1 << 30, threads=2, elapsed_s=9.0) for i in range(1, 5)]
     return dev.ProcessTreeSample(t=t, root_pid=pid, processes=procs, total_cpu_percent=181.0,
                                  total_rss=10 << 30, dataloader_workers=4, dataloader_cpu_percent=80.0)
 

@@ -386,11 +386,11 @@ def test_devices_show_neuron_cores_or_gpus_when_they_are_sampled(tmp_path, kind)
                                memory_used=8 << 30))
         if kind == "neuron":
             w.write(dev.NeuronSample(t=2.0, cores=[
-                {"core": i, "utilization": 50.0 + i, "memory": {"tensors": 1 << 30}, "memory_total": 16 << 30}
+                dev.NeuronCoreSample(core=i, utilization=50.0 + i, memory={"tensors": 1 << 30}, memory_total=16 << 30)
                 for i in range(32)]))
         else:
             w.write(dev.GpuSample(t=2.0, gpus=[
-                {"index": i, "name": "H100", "util_gpu": 90.0, "memory_used": 40 << 30, "memory_total": 80 << 30}
+                dev.GpuReading(index=i, name="H100", util_gpu=90.0, memory_used=40 << 30, memory_total=80 << 30)
                 for i in range(2)]))
 
     async def script(app, pilot):
@@ -424,7 +424,7 @@ def test_devices_show_the_compile_cache_and_collector_trouble(tmp_path):
     run.mkdir()
     with JournalWriter(run / "events.jsonl") as w:
         w.write(ev.RunStarted(t=1.0, run_id="cache", command=["python", "x.py"]))
-        w.write(dev.NeuronSample(t=1.5, cores=[{"core": 0, "utilization": 40.0, "owner_pid": 9}]))
+        w.write(dev.NeuronSample(t=1.5, cores=[dev.NeuronCoreSample(core=0, utilization=40.0, owner_pid=9)]))
         w.write(dev.CacheScan(t=2.0, path="/var/tmp/neuron-compile-cache", exists=True, size_bytes=3 << 30,
                               entries={"done": 12, "failed": 1, "locked": 0, "empty": 0},
                               free_bytes=5 << 30, disk_total_bytes=100 << 30,

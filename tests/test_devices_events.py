@@ -58,19 +58,25 @@ def test_a_newer_journal_with_extra_keys_still_replays() -> None:
     assert event_from_dict(d) == de.CacheScan(t=1.0, path="/c", exists=True, entries={"done": 1})
 
 
-def test_samples_given_as_dicts_become_records() -> None:
-    """Older code and journals hold the tool's values as dicts: they are built into records."""
-    s = de.NeuronSample(t=1.0, cores=[{"core": 0, "utilization": 90.0, "owner_pid": 7}],
-                        runtimes=[{"pid": 7, "loaded_models": [{"model_id": 1, "cores": [0]}]}])
-    assert s.cores == [de.NeuronCoreSample(core=0, utilization=90.0, owner_pid=7)]
-    assert s.runtimes[0].loaded_models[0] == de.LoadedModel(model_id=1, cores=[0])
-    tree = de.ProcessTreeSample(t=1.0, processes=[{"pid": 5, "role": "main"}],
-                                compilers=[{"pid": 6, "cmdline": "neuronx-cc compile"}])
-    assert tree.processes[0].role == "main" and tree.compilers[0].cmdline == "neuronx-cc compile"
-    assert tree.processes[0]["pid"] == 5  # read-only dict-style access for callers not yet moved
-    with pytest.raises(KeyError):
-        tree.processes[0]["no_such_field"]
-    inv = de.DeviceInventory(t=1.0, cpu={"model": "EPYC", "logical_cores": 2},
-                             neuron={"devices": [{"index": 0, "nc_count": 2, "core_ids": [0, 1]}], "source": "json",
-                                     "total_cores": 2})
+def test_journal_objects_become_records_and_records_have_no_raw_keys() -> None:
+    """A journal holds the tool's values as JSON objects: the codec builds the records from them.
+    Nothing else converts dicts, and a record cannot be read as one."""
+    s = event_from_dict({"kind": "neuron_sample", "t": 1.0,
+                         "cores": [{"core": 0, "utilization": 90.0, "owner_pid": 7}],
+                         "runtimes": [{"pid": 7, "loaded_models": [{"model_id": 1, "cores": [0]}]}]})
+    assert s == de.NeuronSample(t=1.0, cores=[de.NeuronCoreSample(core=0, utilization=90.0, owner_pid=7)],
+                                runtimes=[de.NeuronRuntimeSample(pid=7, loaded_models=[
+                                    de.LoadedModel(model_id=1, cores=[0])])])
+    tree = event_from_dict({"kind": "process_tree", "t": 1.0, "processes": [{"pid": 5, "role": "main"}],
+                            "compilers": [{"pid": 6, "cmdline": "neuronx-cc compile"}]})
+    assert tree.processes == [de.ProcessInfo(pid=5, role="main")]
+    assert tree.compilers == [de.CompilerProcess(pid=6, cmdline="neuronx-cc compile")]
+    with pytest.raises(TypeError):
+        tree.processes[0]["pid"]  # type: ignore[index]
+    inv = event_from_dict({"kind": "device_inventory", "t": 1.0, "cpu": {"model": "EPYC", "logical_cores": 2},
+                           "neuron": {"devices": [{"index": 0, "nc_count": 2, "core_ids": [0, 1]}],
+                                      "source": "json", "total_cores": 2}})
     assert inv.cpu == de.CpuInfo(model="EPYC", logical_cores=2) and inv.neuron.total_cores == 2
+    assert isinstance(inv.neuron.devices[0], de.NeuronDevice)
+    given = [{"core": 0}]
+    assert de.NeuronSample(t=1.0, cores=given).cores is given  # type: ignore[arg-type]  # not converted

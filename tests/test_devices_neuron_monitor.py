@@ -214,7 +214,7 @@ def test_added_keys_groups_address_and_k8s_info_are_ignored_or_reported() -> Non
     rt["report"]["future_group"] = {"period": 1.0, "values": [1, 2], "error": "not supported"}
     rt["report"]["neuroncore_counters"]["neuroncores_in_use"]["0"]["new_counter"] = 5
     s = sample(json.dumps(r))
-    assert core(s, 0)["utilization"] == 71.38
+    assert core(s, 0).utilization == 71.38
     assert "neuron_k8s_info: no kubelet socket" in s.group_errors
     assert "runtime 41872 future_group: not supported" in s.group_errors
 
@@ -224,7 +224,7 @@ def test_custom_tag_is_reported_with_its_pid() -> None:
     r["neuron_runtime_data"][0]["neuron_runtime_tag"] = "neurondesk-run1"
     r["neuron_runtime_data"][0]["error"] = "runtime went away"
     s = sample(json.dumps(r))
-    assert core(s, 0)["owner_tag"] == "neurondesk-run1"
+    assert core(s, 0).owner_tag == "neurondesk-run1"
     assert s.group_errors == ["runtime neurondesk-run1 (pid 41872): runtime went away"]
 
 
@@ -239,7 +239,7 @@ def test_custom_tag_is_reported_with_its_pid() -> None:
 def test_trn2_v3d_both_forms(v3d: dict) -> None:
     r = report(4)
     r["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["0"]["v3d"] = v3d
-    assert core(sample(json.dumps(r)), 0)["v3d"] == {"0": 80.0, "1": 60.0}
+    assert core(sample(json.dumps(r)), 0).v3d == {"0": 80.0, "1": 60.0}
 
 
 def test_empty_runtime_list_and_missing_system_data() -> None:
@@ -313,5 +313,5 @@ def test_a_junk_subfield_loses_only_that_field() -> None:
     r["neuron_runtime_data"][0]["report"]["memory_used"]["loaded_models"] = 5
     r["system_data"]["neuron_hw_counters"]["neuron_devices"] = "n/a"
     s = sample(json.dumps(r))
-    assert s.runtimes[0]["loaded_models"] == [] and s.ecc == []
-    assert core(s, 0)["utilization"] == 71.38 and s.host_memory_total == 33110204416
+    assert s.runtimes[0].loaded_models == [] and s.ecc == []
+    assert core(s, 0).utilization == 71.38 and s.host_memory_total == 33110204416

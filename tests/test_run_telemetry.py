@@ -50,12 +50,12 @@ def _steady_state(steps: int = 8) -> RunState:
 
 def test_device_utilization_counts_only_steady_samples_of_owned_cores():
     st = RunState()
-    core = {"core": 0, "utilization": 90.0, "owner_pid": 7}
+    core = dev.NeuronCoreSample(core=0, utilization=90.0, owner_pid=7)
     st.apply(dev.NeuronSample(t=0.0, cores=[core]))  # before any step: warm-up, not counted
     st = _steady_state()
-    st.apply(dev.NeuronSample(t=9.0, cores=[core, {"core": 1, "utilization": 10.0, "owner_pid": 7},
-                                            {"core": 2, "utilization": 99.0, "owner_pid": None}]))
-    st.apply(dev.NeuronSample(t=10.0, cores=[{"core": 0, "utilization": 20.0, "owner_pid": 7}]))
+    st.apply(dev.NeuronSample(t=9.0, cores=[core, dev.NeuronCoreSample(core=1, utilization=10.0, owner_pid=7),
+                                            dev.NeuronCoreSample(core=2, utilization=99.0, owner_pid=None)]))
+    st.apply(dev.NeuronSample(t=10.0, cores=[dev.NeuronCoreSample(core=0, utilization=20.0, owner_pid=7)]))
     util = device_utilization(st)
     assert util["samples"] == 2
     assert util["mean"] == 35.0  # (mean(90, 10) + 20) / 2; the unowned core 2 is not ours

@@ -5,54 +5,34 @@ read them by attribute. What a tool reports per core, per GPU or per process is 
 record (``NeuronCoreSample``, ``GpuReading``, ``ProcessInfo`` ...) with our own field names, never
 the tool's raw keys. Every field is JSON-friendly, so an event written to the journal and read back
 through ``core/codec.py`` is equal to the one written; journals recorded when these lists held plain
-dicts decode into the same records.
+dicts decode into the same records (the codec builds the nested records from their JSON objects).
 
-A record list given as dicts (older code, tests) is turned into records on construction. Records
-also answer ``record["field"]`` for callers that still read them as dicts.
+Code builds the records itself (``NeuronCoreSample(core=0, utilization=40.0, owner_pid=9)``) and
+reads them by attribute: a sample given dicts keeps them as they are (only the codec turns JSON
+objects into records), and a record has no ``record["field"]`` access.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import msgspec
 
 from neurondesk.core.events import Event
 
-
-class _Record:
-    """Read-only mapping-style access (``r["pid"]``) for code written against the old dicts."""
-
-    __slots__ = ()
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in {f.name for f in fields(self)}:  # type: ignore[arg-type]
-            raise KeyError(key)
-        return getattr(self, key)
-
-
-def _records(owner: object, name: str, cls: type) -> None:
-    """Replace dicts in ``owner.name`` (a list, or a single value) with ``cls`` records."""
-    value = getattr(owner, name)
-    if isinstance(value, dict):
-        object.__setattr__(owner, name, msgspec.convert(value, cls))
-    elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
-        object.__setattr__(owner, name, [msgspec.convert(v, cls) if isinstance(v, dict) else v for v in value])
-
-
 # ---------------------------------------------------------------- inventory (neuron-ls, NVML, CPU)
 
 
 @dataclass(frozen=True)
-class NeuronProcess(_Record):
+class NeuronProcess:
     pid: int | None
     command: str = ""  # may be "" (container) or already truncated by neuron-ls
     runtime_version: str | None = None  # None for "NA" (not a Neuron Runtime 2.x process)
 
 
 @dataclass(frozen=True)
-class NeuronDevice(_Record):
+class NeuronDevice:
     index: int
     nc_count: int  # logical NeuronCores (what neuron-monitor's core keys count)
     core_ids: list[int]
@@ -65,12 +45,9 @@ class NeuronDevice(_Record):
     logical_nc_config: int | None = None  # trn2 only
     physical_nc_count: int | None = None  # only from the 2.21 trn2 table with a LOGICAL NC column
 
-    def __post_init__(self) -> None:
-        _records(self, "processes", NeuronProcess)
-
 
 @dataclass(frozen=True)
-class NeuronInventory(_Record):
+class NeuronInventory:
     """What neuron-ls lists (parsed in collectors/devices/neuron_ls.py)."""
 
     devices: list[NeuronDevice]
@@ -79,9 +56,6 @@ class NeuronInventory(_Record):
     instance_id: str | None = None
     logical_nc_config: int | None = None
     warnings: list[str] = field(default_factory=list)  # entries or rows that were skipped
-
-    def __post_init__(self) -> None:
-        _records(self, "devices", NeuronDevice)
 
     @property
     def total_cores(self) -> int:
@@ -98,7 +72,7 @@ class NeuronInventory(_Record):
 
 
 @dataclass(frozen=True)
-class GpuReading(_Record):
+class GpuReading:
     """One GPU as NVML reads it; fields the GPU will not tell are None (``error`` when the GPU
     itself could not be opened)."""
 
@@ -116,14 +90,14 @@ class GpuReading(_Record):
 
 
 @dataclass(frozen=True)
-class GpuProcess(_Record):
+class GpuProcess:
     pid: int
     gpu: int  # GpuReading.index
     used_memory: int | None = None
 
 
 @dataclass(frozen=True)
-class CpuInfo(_Record):
+class CpuInfo:
     model: str | None = None
     arch: str | None = None
     logical_cores: int | None = None
@@ -143,17 +117,12 @@ class DeviceInventory(Event):
     gpu_reason: str | None = None  # why there are no GPUs
     cpu: CpuInfo = field(default_factory=CpuInfo)
 
-    def __post_init__(self) -> None:
-        _records(self, "neuron", NeuronInventory)
-        _records(self, "gpus", GpuReading)
-        _records(self, "cpu", CpuInfo)
-
 
 # ---------------------------------------------------------------- neuron-monitor
 
 
 @dataclass(frozen=True)
-class NeuronCoreSample(_Record):
+class NeuronCoreSample:
     """One NeuronCore in one report, from the runtime that owns it ("owner wins", never summed)."""
 
     core: int | str  # global index; kept as text if neuron-monitor ever prints a non-number
@@ -167,7 +136,7 @@ class NeuronCoreSample(_Record):
 
 
 @dataclass(frozen=True)
-class LoadedModel(_Record):
+class LoadedModel:
     model_id: int | None = None
     name: str = ""
     is_running: bool = False
@@ -175,7 +144,7 @@ class LoadedModel(_Record):
 
 
 @dataclass(frozen=True)
-class NeuronRuntimeSample(_Record):
+class NeuronRuntimeSample:
     """One Neuron runtime (process) in one report."""
 
     pid: int | None = None
@@ -192,9 +161,6 @@ class NeuronRuntimeSample(_Record):
     device_memory: int | None = None
     host_breakdown: dict[str, int] = field(default_factory=dict)
     loaded_models: list[LoadedModel] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        _records(self, "loaded_models", LoadedModel)
 
 
 @dataclass(frozen=True)
@@ -219,10 +185,6 @@ class NeuronSample(Event):
     hardware: dict[str, Any] = field(default_factory=dict)
     group_errors: list[str] = field(default_factory=list)  # non-empty "error" strings: shown, not fatal
 
-    def __post_init__(self) -> None:
-        _records(self, "cores", NeuronCoreSample)
-        _records(self, "runtimes", NeuronRuntimeSample)
-
 
 # ---------------------------------------------------------------- NVML
 
@@ -236,10 +198,6 @@ class GpuSample(Event):
     driver: str | None = None
     processes: list[GpuProcess] = field(default_factory=list)
     error: str | None = None
-
-    def __post_init__(self) -> None:
-        _records(self, "gpus", GpuReading)
-        _records(self, "processes", GpuProcess)
 
 
 # ---------------------------------------------------------------- host (psutil)
@@ -258,7 +216,7 @@ class HostSample(Event):
 
 
 @dataclass(frozen=True)
-class ProcessInfo(_Record):
+class ProcessInfo:
     """One process of the workload's tree. ``role``: main | rank | dataloader | compiler | helper |
     other."""
 
@@ -274,7 +232,7 @@ class ProcessInfo(_Record):
 
 
 @dataclass(frozen=True)
-class CompilerProcess(_Record):
+class CompilerProcess:
     pid: int
     cpu_percent: float = 0.0
     cpu_time_s: float = 0.0
@@ -295,10 +253,6 @@ class ProcessTreeSample(Event):
     dataloader_workers: int = 0
     dataloader_cpu_percent: float = 0.0
     compilers: list[CompilerProcess] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        _records(self, "processes", ProcessInfo)
-        _records(self, "compilers", CompilerProcess)
 
 
 # ---------------------------------------------------------------- Neuron compile cache

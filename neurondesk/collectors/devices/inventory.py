@@ -52,8 +52,10 @@ def collect_inventory(
 
 
 def inventory_event(d: dict[str, Any], t: float | None = None) -> DeviceInventory:
-    """The event for ``collect_inventory()``'s dict (its records are built from the dicts)."""
-    return DeviceInventory(t=time.time() if t is None else t, **d)
+    """The event for ``collect_inventory()``'s dict: its records are built from the dicts, as the
+    codec builds them from a journal line (keys a record does not have, like ``total_cores``, are
+    ignored)."""
+    return msgspec.convert({**d, "t": time.time() if t is None else t}, DeviceInventory)
 
 
 def _neuron_lines(n: dict[str, Any]) -> list[str]:
