@@ -132,8 +132,8 @@ class QuitScreen(ModalScreen[str]):
             yield Static("The workload is still running.\nStop it (SIGINT, then SIGTERM, then SIGKILL) "
                          "and quit when it has exited?", id="quit-text")
             with Horizontal(id="quit-buttons"):
-                yield Button("Stop and quit [y]", id="quit-stop", variant="error")
-                yield Button("Keep watching [esc]", id="quit-cancel", variant="primary")
+                yield Button("Stop and quit (y)", id="quit-stop", variant="error")
+                yield Button("Keep watching (esc)", id="quit-cancel", variant="primary")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss("stop" if event.button.id == "quit-stop" else None)
@@ -157,8 +157,8 @@ class DetachScreen(ModalScreen[str]):
             yield Static("Detach from this run? The training goes on, recorded.\n"
                          "Stop the training too? [y/N]", id="quit-text")
             with Horizontal(id="quit-buttons"):
-                yield Button("Detach [n]", id="detach", variant="primary")
-                yield Button("Stop the training [y]", id="detach-stop", variant="error")
+                yield Button("Detach (n)", id="detach", variant="primary")
+                yield Button("Stop the training (y)", id="detach-stop", variant="error")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss("stop" if event.button.id == "detach-stop" else "detach")
