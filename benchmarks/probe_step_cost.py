@@ -2,7 +2,7 @@
 
 Drives the real probe hooks the way a step does (forward pre-hook on the outermost module,
 optimizer-step hooks, the XLA sync wrapper, the step message over a real Unix socket to a
-reader thread in this process, sharing its GIL) and compares with the same loop without the probe. Baseline and probe loops are
+reader in another process, as the recorder is) and compares with the same loop without the probe. Baseline and probe loops are
 interleaved in the same invocation.
 
     .venv/bin/python benchmarks/probe_step_cost.py [--steps 20000]
@@ -18,9 +18,9 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -30,13 +30,7 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 import _neurondesk_probe as probe_mod  # noqa: E402
 import torch  # noqa: E402
-
-
-def reader(server: socket.socket, counter: list[int]) -> None:
-    conn, _ = server.accept()
-    with conn, conn.makefile("rb") as f:
-        for _ in f:
-            counter[0] += 1
+from probe_step_microbench import READER  # noqa: E402
 
 
 def main() -> None:
@@ -46,12 +40,10 @@ def main() -> None:
     args = ap.parse_args()
     folder = tempfile.mkdtemp(prefix="nd-bench-")
     path = os.path.join(folder, "s")
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(path)
-    server.listen(1)
-    received = [0]
-    reading = threading.Thread(target=reader, args=(server, received), daemon=True)
-    reading.start()
+    # The reader of probe_step_microbench.py: reads lines as the recorder does, in its own process
+    # (a reader thread here would share the GIL and fall behind the batched sends).
+    reader = subprocess.Popen([sys.executable, "-c", READER, path], stdout=subprocess.PIPE, text=True)
+    assert reader.stdout.readline().strip() == "ready"
 
     probe = probe_mod.Probe(path)
     model = torch.nn.Linear(4, 4)
@@ -102,15 +94,17 @@ def main() -> None:
     with probe.lock:
         if probe.sock is not None:
             probe.sock.shutdown(socket.SHUT_WR)
-    reading.join(timeout=60)
+    received = json.loads(reader.stdout.readline())
+    reader.wait(timeout=60)
 
     result = {
         "benchmark": "probe_step_cost",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": f"python benchmarks/probe_step_cost.py --steps {args.steps}",
+        "command": f".venv/bin/python benchmarks/probe_step_cost.py --steps {args.steps} --rounds {args.rounds}",
         "eager_step_hooks_and_message_us": round(eager, 2),
         "xla_sync_wrapper_us": None if xla_us is None else round(xla_us, 2),
-        "messages_received": received[0],
+        "messages_received": received,
+        "messages_dropped_by_probe": probe.dropped,
         "note": "per-step probe cost = eager figure (+ the sync wrapper on XLA); compare with the steady step time",
     }
     out = REPO / "benchmarks" / "results" / "probe_step_cost.json"

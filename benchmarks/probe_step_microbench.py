@@ -120,12 +120,17 @@ def main() -> None:
     param = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([param], lr=0.0)
 
-    def timed(n: int) -> float:
+    cpu_s: dict[bool, list[float]] = {True: [], False: []}
+
+    def timed(n: int, with_probe: bool | None = None) -> float:
         step = opt.step
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         for _ in range(n):
             step()
-        return time.perf_counter() - t0
+        t1, c1 = time.perf_counter(), time.process_time()
+        if with_probe is not None:
+            cpu_s[with_probe].append(c1 - c0)
+        return t1 - t0
 
     probe_on(True)
     timed(1000)  # warm-up: hello, device report, first connect
@@ -135,9 +140,9 @@ def main() -> None:
     with_s, without_s = [], []
     for _ in range(args.rounds):
         probe_on(False)
-        without_s.append(timed(args.steps))
+        without_s.append(timed(args.steps, False))
         probe_on(True)
-        with_s.append(timed(args.steps))
+        with_s.append(timed(args.steps, True))
         probe_steps += args.steps
     probe_on(True)
     assert not probe.disabled, "the probe disabled itself during the benchmark"
@@ -154,6 +159,7 @@ def main() -> None:
     reader.wait(timeout=60)
 
     per_round_us = [(w - wo) / args.steps * 1e6 for w, wo in zip(with_s, without_s, strict=True)]
+    cpu_round_us = [(w - wo) / args.steps * 1e6 for w, wo in zip(cpu_s[True], cpu_s[False], strict=True)]
     rate_with = args.steps / statistics.median(with_s)
     rate_without = args.steps / statistics.median(without_s)
     cmd = f".venv/bin/python benchmarks/probe_step_microbench.py --steps {args.steps} --rounds {args.rounds}"
@@ -173,13 +179,18 @@ def main() -> None:
         "probe_cost_us_per_step_rounds": [round(x, 2) for x in per_round_us],
         # less sensitive to other load on a shared machine: fastest round of each arm
         "probe_cost_us_per_step_best_rounds": round((min(with_s) - min(without_s)) / args.steps * 1e6, 2),
+        # CPU time of this process (all its threads: the probe's flusher too), not wall time: what
+        # the probe takes from the workload, nearly blind to other programs on the machine
+        "probe_cpu_us_per_step_median": round(statistics.median(cpu_round_us), 2),
+        "probe_cpu_us_per_step_rounds": [round(x, 2) for x in cpu_round_us],
         "probe": str(Path(probe_mod.__file__).resolve().relative_to(REPO)) if args.probe_dir == str(BOOTSTRAP)
         else probe_mod.__file__,
         "probe_steps": probe_steps,
         "reader_received": counts,
         "goal_us_per_step": 20,
-        "note": "cost = (with - without) / steps for each interleaved round; median over rounds. "
-                "The reader process shares the machine's cores with the benchmark.",
+        "note": "cost = (with - without) / steps for each interleaved round, wall clock; median over rounds. "
+                "The reader process shares the machine's cores with the benchmark; on a busy machine the "
+                "CPU-time figure is the steadier one.",
     }
     print(json.dumps(result, indent=2))
     if not args.no_write:

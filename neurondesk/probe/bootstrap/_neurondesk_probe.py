@@ -219,8 +219,9 @@ class Probe:
         data = (json.dumps(msg, separators=(",", ":"), default=str) + "\n").encode()
         self._queue(data, False, msg.get("kind") in _URGENT)
 
-    def _queue(self, data: bytes, is_step: bool, urgent: bool) -> None:
-        now = time.perf_counter()
+    def _queue(self, data: bytes, is_step: bool, urgent: bool, now: float | None = None) -> None:
+        if now is None:
+            now = time.perf_counter()
         with self.lock:
             if self.sock is None:
                 if self.disabled or not self._connect(now):
@@ -416,12 +417,13 @@ class Probe:
 
     def end_step(self) -> None:
         # The step message is formatted here rather than through json.dumps of a dict: the same
-        # JSON (keys, order, number formats; tests/test_probe_send.py checks it), a fraction of the
-        # cost. Floats are repr'd as json does; the counts are ints we keep ourselves.
+        # keys in the same order with the same types (tests/test_probe_send.py checks it) at a
+        # fraction of the cost. Times are written fixed-point (t to the microsecond, durations to
+        # the nanosecond): the shortest round-trip repr json.dumps uses was the largest cost left.
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
-        line = (f'{{"kind":"step","t":{time.time()!r},"step":{self.step},"duration_s":{now - start!r},'
-                f'"data_wait_s":{self.data_wait!r},"compiles":{self.step_compiles}')
+        line = (f'{{"kind":"step","t":{time.time():.6f},"step":{self.step},"duration_s":{now - start:.9f},'
+                f'"data_wait_s":{self.data_wait:.9f},"compiles":{self.step_compiles}')
         if self.samples:
             line += self._inputs_json(self.samples, self.tokens if self.tokens_known else 0, self.shapes)
         elif self.loader_samples:
@@ -440,7 +442,7 @@ class Probe:
         self.loader_shapes = []
         self.data_wait = 0.0
         self.step_execs = self.step_compiles = 0
-        self._queue((line + self.pid_tail).encode(), True, False)
+        self._queue((line + self.pid_tail).encode(), True, False, now)
 
     def _inputs_json(self, samples, tokens, shapes) -> str:
         """`,"samples":..,"tokens":..,"input_shapes":..` of a step message; the shapes' JSON is
