@@ -1,5 +1,5 @@
 """The console app. It polls its source (a live RunSession or a ReplaySource) four times a second,
-on a timer re-armed only once the poll is done, and redraws the visible panels twice a second
+on a timer re-armed only once the poll is done, and redraws the visible panels once a second
 (and at once when the phase changes), however many events arrived in between. Wide terminals show
 every panel; small ones fold them into tabs. When the run ends, the final summary stays up until
 the user quits."""
@@ -27,7 +27,8 @@ from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScree
 from neurondesk.views.console.throughput import ThroughputPanel
 
 POLL_S = 0.25
-RENDER_EVERY = 2  # polls per render: events are taken in 4x a second, the screen redrawn 2x
+RENDER_EVERY = 4  # polls per render: events are taken in 4x a second, the screen redrawn once
+# (a redraw repaints nearly the whole screen; twice a second cost 3.5% of a core, benchmarks/watch_cost.py)
 TABBED_BELOW = (120, 36)  # narrower or shorter than this: one panel at a time, in tabs
 PANELS = {"overview": OverviewPanel, "compiles": CompilesPanel, "throughput": ThroughputPanel,
           "devices": DevicesPanel, "log": LogPanel, "input": InputPanel, "cost": CostPanel}
@@ -149,6 +150,8 @@ class ConsoleApp(App[int]):
                 self.exit(0)
             elif not self.summary_shown:
                 self.summary_shown = True
+                if isinstance(self.screen, QuitScreen | DetachScreen):
+                    self.pop_screen()  # asked while the run was ending: the question is moot now
                 self.action_summary()
 
     # ------------------------------------------------------------------ actions
