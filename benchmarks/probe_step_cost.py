@@ -2,13 +2,14 @@
 
 Drives the real probe hooks the way a step does (forward pre-hook on the outermost module,
 optimizer-step hooks, the XLA sync wrapper, the step message over a real Unix socket to a
-reader in another process, as the recorder is) and compares with the same loop without the probe. Baseline and probe loops are
-interleaved in the same invocation.
+reader in another process, as the recorder is) and compares with the same loop without the
+probe. Baseline and probe loops are interleaved in the same invocation.
 
-    .venv/bin/python benchmarks/probe_step_cost.py [--steps 20000]
+    .venv/bin/python benchmarks/probe_step_cost.py [--steps 20000] [--probe-dir DIR]
 
-Writes benchmarks/results/probe_step_cost.json. For the cost of the probe installed as a run
-installs it, with the reader in a process of its own, see probe_step_microbench.py.
+Writes benchmarks/results/probe_step_cost.json (not with --probe-dir, which measures another
+version of the probe for comparison). For the probe installed as a run installs it, with
+optimizer.step() itself, see probe_step_microbench.py.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "neurondesk" / "probe" / "bootstrap"))
+BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-import _neurondesk_probe as probe_mod  # noqa: E402
 import torch  # noqa: E402
 from probe_step_microbench import READER  # noqa: E402
 
@@ -37,7 +37,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--probe-dir", default=str(BOOTSTRAP), help="folder holding another _neurondesk_probe.py")
     args = ap.parse_args()
+    sys.path.insert(0, args.probe_dir)
+    import _neurondesk_probe as probe_mod
     folder = tempfile.mkdtemp(prefix="nd-bench-")
     path = os.path.join(folder, "s")
     # The reader of probe_step_microbench.py: reads lines as the recorder does, in its own process
@@ -90,7 +93,8 @@ def main() -> None:
 
     # The probe sends in batches (every 50 ms, or 64 KiB): hand over the rest, as at the workload's
     # exit, then close so that the reader has counted every message.
-    probe.flush_at_exit()
+    if hasattr(probe, "flush_at_exit"):
+        probe.flush_at_exit()
     with probe.lock:
         if probe.sock is not None:
             probe.sock.shutdown(socket.SHUT_WR)
@@ -100,17 +104,20 @@ def main() -> None:
     result = {
         "benchmark": "probe_step_cost",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": f".venv/bin/python benchmarks/probe_step_cost.py --steps {args.steps} --rounds {args.rounds}",
+        "command": f".venv/bin/python benchmarks/probe_step_cost.py --steps {args.steps} --rounds {args.rounds}"
+        + ("" if args.probe_dir == str(BOOTSTRAP) else f" --probe-dir {args.probe_dir}"),
         "eager_step_hooks_and_message_us": round(eager, 2),
         "xla_sync_wrapper_us": None if xla_us is None else round(xla_us, 2),
         "messages_received": received,
         "messages_dropped_by_probe": probe.dropped,
+        "probe": args.probe_dir if args.probe_dir != str(BOOTSTRAP) else "neurondesk/probe/bootstrap",
         "note": "per-step probe cost = eager figure (+ the sync wrapper on XLA); compare with the steady step time",
     }
-    out = REPO / "benchmarks" / "results" / "probe_step_cost.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+    if args.probe_dir == str(BOOTSTRAP):
+        out = REPO / "benchmarks" / "results" / "probe_step_cost.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ _MAX_PENDING = 20000
 _MAX_PENDING_BYTES = 16 << 20
 _FLUSH_BYTES = 64 << 10
 _FLUSH_S = 0.05
+_CONNECT_WAIT_S = 2.0  # at the first message, for room in the recorder's accept backlog
 _EXIT_WAIT_S = 2.0  # at exit, wait at most this long for a slow recorder to take the last messages
 _URGENT = frozenset({"process_attached", "device_seen", "compile", "compile_started", "notice"})
 # A recorder that died must not kill the workload with SIGPIPE, even one that set SIGPIPE to SIG_DFL.
@@ -246,9 +247,17 @@ class Probe:
         try:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                s.settimeout(2.0)  # a recorder that is stopped with a full backlog must not hang us
-                s.connect(self.socket_path)
                 s.setblocking(False)  # never let a slow recorder block training
+                while True:
+                    try:
+                        s.connect(self.socket_path)
+                        break
+                    except (BlockingIOError, InterruptedError):
+                        # Its accept backlog is full (many ranks connecting at once): wait a little
+                        # for room, but not for a recorder that is stopped.
+                        if time.perf_counter() - now > _CONNECT_WAIT_S:
+                            raise
+                        time.sleep(0.005)
             except BaseException:
                 s.close()
                 raise
