@@ -85,8 +85,8 @@ def main() -> None:
         probe.lead_optimizer = id(opt)  # syncs inside a step: measured without a step message
         raw, wrap = [], []
         for _ in range(args.rounds):
-            raw.append(timed(raw_sync, args.steps // 10))
-            wrap.append(timed(wrapped, args.steps // 10))
+            raw.append(timed(raw_sync, args.steps // 2))
+            wrap.append(timed(wrapped, args.steps // 2))
         xla_us = statistics.median(wrap) - statistics.median(raw)
     except ImportError:
         pass
