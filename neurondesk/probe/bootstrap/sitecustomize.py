@@ -20,7 +20,19 @@ try:
         finally:
             sys.path.remove(_here)
 except Exception as exc:  # fail open: the user's program must run whatever happens here
-    sys.stderr.write(f"neurondesk: probe disabled at start-up ({exc!r}); the workload runs unobserved\n")
+    # Said to the recorder, never into the workload's own streams; if even that fails, silence.
+    try:
+        import json
+        import socket
+
+        _msg = {"kind": "notice", "level": "warn", "source": "probe", "pid": os.getpid(),
+                "message": f"probe disabled at start-up in pid {os.getpid()} ({exc!r}); this process runs unobserved"}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as _s:
+            _s.settimeout(1.0)
+            _s.connect(os.environ["NEURONDESK_SOCKET"])
+            _s.sendall((json.dumps(_msg) + "\n").encode(), socket.MSG_NOSIGNAL)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _chain_user_sitecustomize() -> None:
