@@ -5,6 +5,7 @@ the recorder's objects, so it can come and go while the run goes on."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -35,6 +36,8 @@ class FollowSource:
         self.new_events: list = []
         self.recorder_lost = False  # the recorder died before the run finished
         self._alive_checked = 0.0
+        self._output = {"stdout": OutputBytes(self.paths.stdout_log, from_end=attached),
+                        "stderr": OutputBytes(self.paths.stderr_log, from_end=attached)}
 
     @property
     def label(self) -> str:
@@ -55,6 +58,16 @@ class FollowSource:
                     self.new_events += self._last_words()
                     self.recorder_lost = not self.state.finished
         return len(self.new_events)
+
+    def new_output(self) -> list[tuple[str, bytes]]:
+        """The workload's own bytes written since the last call, per stream, exactly as written
+        (carriage returns and colours included). An attached viewer starts at the end."""
+        out = []
+        for stream, reader in self._output.items():
+            data = reader.read()
+            if data:
+                out.append((stream, data))
+        return out
 
     def _recorder_running(self) -> bool:
         if self.recorder is not None and self.recorder.poll() is not None:
@@ -121,3 +134,31 @@ class FollowSource:
 
     def close(self) -> None:
         self.tail.close()
+        for reader in self._output.values():
+            reader.close()
+
+
+class OutputBytes:
+    """Reads what a growing output file gained since the last read (bounded per call)."""
+
+    MAX_READ = 1 << 20
+
+    def __init__(self, path: Path, from_end: bool = False) -> None:
+        self.path = path
+        self.from_end = from_end
+        self.fd: int | None = None
+
+    def read(self) -> bytes:
+        if self.fd is None:
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                return b""
+            if self.from_end:
+                os.lseek(self.fd, 0, os.SEEK_END)
+        return os.read(self.fd, self.MAX_READ)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

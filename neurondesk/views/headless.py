@@ -16,7 +16,6 @@ STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
 FIRST_STATUS_S = 2.0
 POLL_S = 0.05  # how often the journal is read when nothing new came
-ATTACH_ECHO_BACK_S = 5.0  # on attach, echo the output of the last few seconds, not the whole history
 
 
 def status_line(state: RunState, now: float) -> str:
@@ -34,8 +33,8 @@ def status_line(state: RunState, now: float) -> str:
 
 
 class HeadlessPrinter:
-    """Follows a live run's source (see neurondesk.recorder.follow): echoes the workload's output
-    lines as they are journaled, keeps one status line, prints the summary at the end. Ctrl-C and
+    """Follows a live run's source (see neurondesk.recorder.follow): passes the workload's own
+    output bytes through unchanged (an attached printer from where the run is now), keeps one status line, prints the summary at the end. Ctrl-C and
     SIGTERM are passed on to the workload through the recorder (SIGINT, then SIGTERM, then
     SIGKILL); closing the terminal only ends this printer: the recorder keeps the run."""
 
@@ -48,9 +47,8 @@ class HeadlessPrinter:
         self.status_shown = False
         self.interrupts = 0
         self.attached = bool(getattr(source, "attached", False))
-        # attached to a run already going: its earlier output is in stdout.log, not echoed again
-        self.echo_from = time.time() - ATTACH_ECHO_BACK_S if self.attached else 0.0
         self.detached = False
+        self.at_line_start = True  # the workload's output ends a line: a status line may go below it
 
     def _clear_status(self) -> None:
         if self.status_shown:
@@ -90,7 +88,8 @@ class HeadlessPrinter:
                 now = time.time()
                 # the first line once the workload is seen (or after a moment): a failed start prints none
                 seen = self.source.state.processes or self.source.state.output_total or now - opened >= FIRST_STATUS_S
-                if seen and now - last_status >= every:
+                # never over a progress bar the workload is drawing in place
+                if seen and now - last_status >= every and (self.at_line_start or not self.tty):
                     self._show_status(now)
                     last_status = now
                 if not self.source.new_events:
@@ -124,16 +123,25 @@ class HeadlessPrinter:
         return 128 - code if code < 0 else code
 
     def _poll_and_echo(self) -> None:
+        """Take in the journal, then pass the workload's own bytes through unchanged (a tqdm bar's
+        carriage returns included, so it updates in place)."""
         self.source.poll()
-        since = self.echo_from
-        lines = [e for e in self.source.new_events if e.kind == "output" and e.t >= since] if self.echo else []
-        if not lines:
+        if not self.echo:
+            return
+        chunks = self.source.new_output()
+        if not chunks:
             return
         self._clear_status()
-        for e in lines:
-            (self.out if e.stream == "stdout" else self.err).write(e.text + "\n")
-        self.out.flush()
-        self.err.flush()
+        for stream, data in chunks:
+            target = self.out if stream == "stdout" else self.err
+            buffer = getattr(target, "buffer", None)
+            if buffer is not None:
+                target.flush()
+                buffer.write(data)
+            else:
+                target.write(data.decode("utf-8", "replace"))
+            target.flush()
+            self.at_line_start = data.endswith(b"\n")
 
 
 def start_failed(state: RunState) -> bool:
