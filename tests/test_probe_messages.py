@@ -68,3 +68,30 @@ def test_step_lines_as_the_probe_writes_them_and_drop_reports():
     e = decode_probe_line(_line({"kind": "probe_dropped", "t": 6.0, "pid": 9, "dropped": 4, "dropped_steps": 3,
                                  "steps": 12}), 7.0)
     assert e == ev.ProbeDropped(t=6.0, pid=9, dropped=4, dropped_steps=3, steps=12)
+
+
+def test_launcher_only_and_unknown_kinds_are_refused_naming_the_kind():
+    for msg in ({"kind": "run_started", "t": 1.0, "run_id": "evil", "price_per_hour": 0.0},
+                {"kind": "run_finished", "t": 1.0, "exit_code": 0},
+                {"kind": "warp_drive", "t": 1.0}):
+        raw = _line(msg)
+        e = decode_probe_line(raw, 3.0)
+        assert isinstance(e, ev.ParseProblem), msg
+        assert repr(msg["kind"]) in e.error and "refused" in e.error
+        assert e.raw == raw.decode().strip()
+
+
+def test_every_kind_the_probe_sends_is_accepted():
+    import re
+    from pathlib import Path
+
+    from neurondesk.collectors import probe_messages
+    src = (Path(probe_messages.__file__).parent.parent / "probe" / "bootstrap" / probe_messages.PROBE_FILE).read_text()
+    sent = set(re.findall(r'"kind": "([a-z_]+)"', src)) | set(re.findall(r'\{"kind":"([a-z_]+)"', src))
+    assert sent and sent <= probe_messages.PROBE_KINDS
+
+
+def test_a_well_formed_run_started_is_refused_too():
+    raw = _line({"kind": "run_started", "t": 1.0, "run_id": "evil", "command": ["x"], "price_per_hour": 0.0})
+    e = decode_probe_line(raw, 3.0)
+    assert isinstance(e, ev.ParseProblem) and "'run_started'" in e.error

@@ -15,17 +15,27 @@ from neurondesk.core.codec import decode_known_kind, event_from_dict, loads
 
 PROBE_FILE = "_neurondesk_probe.py"
 _COMPILE_HEAD = b'{"kind":"compile",'
+# The kinds the probe sends. The socket is the workload's to write to: any other kind (a launcher's
+# run_started with its price and id, a run_finished ...) is refused, never taken as the run's own.
+PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "graph_executed", "compile_started",
+                         "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped"})
+
+
+class RefusedKind(ValueError):
+    pass
 
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
     if not line.startswith(_COMPILE_HEAD):  # a compile may carry debug text to parse (general path)
         event = decode_known_kind(line)  # the probe writes "kind" first: straight into its type
-        if event is not None:
+        if event is not None and event.kind in PROBE_KINDS:
             return event
     try:
         msg = loads(line)
         if not isinstance(msg, dict) or "kind" not in msg:
             raise ValueError("not an event object")
+        if msg["kind"] not in PROBE_KINDS:
+            raise RefusedKind(f"kind {str(msg['kind'])[:80]!r} is not one the probe sends; refused")
         msg.setdefault("t", t_received)
         if "debug_text" in msg:
             debug_text = msg.pop("debug_text")
