@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -18,26 +19,54 @@ def _die(msg: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
+def _whole(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number of at least {minimum}, got {text!r}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def _number(minimum: float | None = None):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or (minimum is not None and value < minimum):
+            floor = "" if minimum is None else f" of at least {minimum:g}"
+            raise argparse.ArgumentTypeError(f"expected a finite number{floor}, got {text!r}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="no console: a status line, then the summary")
     p.add_argument("--detach", action="store_true",
                    help="start the run and return at once (print its folder); watch it with `neurondesk attach`")
     p.add_argument("--instance-type", help="EC2 instance type for pricing (default: ask the EC2 metadata service)")
-    p.add_argument("--price-per-hour", type=float, help="USD per hour; overrides the price table")
-    p.add_argument("--warmup-steps", type=int, default=5, help="steps excluded from steady state (default 5)")
-    p.add_argument("--target-loss", type=float, help="report the steps taken to reach this loss")
-    p.add_argument("--samples-per-step", type=int, help="override the samples per step the probe sees")
-    p.add_argument("--tokens-per-step", type=int, help="override the tokens per step the probe sees")
-    p.add_argument("--steps", type=int, dest="steps_requested", help="steps the workload will run (for projections)")
+    p.add_argument("--price-per-hour", type=_number(0), help="USD per hour; overrides the price table")
+    p.add_argument("--warmup-steps", type=_whole(0), default=5, help="steps excluded from steady state (default 5)")
+    p.add_argument("--target-loss", type=_number(), help="report the steps taken to reach this loss")
+    p.add_argument("--samples-per-step", type=_whole(1), help="override the samples per step the probe sees")
+    p.add_argument("--tokens-per-step", type=_whole(1), help="override the tokens per step the probe sees")
+    p.add_argument("--steps", type=_whole(1), dest="steps_requested", help="steps the workload will run (for projections)")
     p.add_argument("--run-dir", type=Path, help="folder for this run (default: a new one under the user data dir)")
     p.add_argument("--neuron-monitor-replay", metavar="FILE",
                    help="feed a recorded neuron-monitor stream (JSON lines) instead of running neuron-monitor")
     g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
     g.add_argument("--check", action="store_true", help="smoke test: at least one step (all requested steps) ran")
-    g.add_argument("--max-recompiles-after-warmup", type=int, metavar="N", help="fail above N recompiles after warm-up")
+    g.add_argument("--max-recompiles-after-warmup", type=_whole(0), metavar="N",
+                   help="fail above N recompiles after warm-up")
     g.add_argument("--loss-finite", action="store_true", help="fail when no loss was seen or a loss was nan/inf")
-    g.add_argument("--max-first-compile-s", type=float, metavar="S", help="fail when the first compile took over S s")
-    g.add_argument("--min-samples-per-s", type=float, metavar="X", help="fail below X steady samples/s")
+    g.add_argument("--max-first-compile-s", type=_number(0), metavar="S", help="fail when the first compile took over S s")
+    g.add_argument("--min-samples-per-s", type=_number(0), metavar="X", help="fail below X steady samples/s")
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
@@ -235,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="the bundled demo workload (XLA on this CPU) under neurondesk")
     _add_run_options(demo)
-    demo.add_argument("--demo-steps", type=int, default=300, help="steps of the demo workload (default 300)")
+    demo.add_argument("--demo-steps", type=_whole(1), default=300, help="steps of the demo workload (default 300)")
     demo.add_argument("extra", nargs=argparse.REMAINDER, help="extra workload flags after --")
     demo.set_defaults(fn=cmd_demo)
 
