@@ -58,6 +58,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens-per-step", type=_whole(1), help="override the tokens per step the probe sees")
     p.add_argument("--steps", type=_whole(1), dest="steps_requested", help="steps the workload will run (for projections)")
     p.add_argument("--run-dir", type=Path, help="folder for this run (default: a new one under the user data dir)")
+    p.add_argument("--force", action="store_true",
+                   help="with --run-dir: a folder that already holds a run is taken; its files move to previous-TIME/")
     p.add_argument("--neuron-monitor-replay", metavar="FILE",
                    help="feed a recorded neuron-monitor stream (JSON lines) instead of running neuron-monitor")
     g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
@@ -99,7 +101,7 @@ def _options(args, command: list[str]):
         instance_type=instance, price_per_hour=price, price_source=source,
         warmup_steps=args.warmup_steps, target_loss=args.target_loss,
         samples_per_step=args.samples_per_step, tokens_per_step=args.tokens_per_step,
-        steps_requested=args.steps_requested, run_dir=args.run_dir,
+        steps_requested=args.steps_requested, run_dir=args.run_dir, force=args.force,
         neuron_monitor_replay=args.neuron_monitor_replay,
     )
 

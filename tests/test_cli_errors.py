@@ -49,3 +49,18 @@ def test_out_of_range_or_non_numeric_run_options_are_refused_naming_the_option(t
         line = p.stderr.strip().splitlines()[-1]
         assert f"argument {option}: expected a {expected}, got {value!r}" in line, (option, value, p.stderr)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_run_dir_holding_a_run_is_refused_in_one_line_unless_force(tmp_path):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "events.jsonl").write_text("")
+    p = nd(tmp_path, "run", "--headless", "--instance-type", "trn1.2xlarge", "--run-dir", str(d), "--", "true")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "already holds a run" in p.stderr and "--force" in p.stderr
+    p = nd(tmp_path, "run", "--headless", "--instance-type", "trn1.2xlarge", "--run-dir", str(d), "--force",
+           "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((d / "summary.json").read_text())["exit_code"] == 0
+    assert len(list(d.glob("previous-*/events.jsonl"))) == 1
+    assert (d / "events.jsonl").stat().st_mode & 0o777 == 0o600

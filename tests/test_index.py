@@ -127,3 +127,9 @@ def test_corrupt_file_names_the_path(tmp_path):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(RunIndexError, match="runs.sqlite"):
         RunIndex(path)
+
+
+def test_index_file_is_private(tmp_path):
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    idx.list_runs()
+    assert (tmp_path / "runs.sqlite").stat().st_mode & 0o777 == 0o600

@@ -162,3 +162,16 @@ def test_unopenable_and_unreadable_paths_name_the_path(tmp_path):
         JournalWriter(missing)
     with pytest.raises(JournalError, match="no-such-dir"):
         read_journal(missing)
+
+
+def test_journal_is_private_and_never_opened_through_a_symlink(tmp_path):
+    w = JournalWriter(tmp_path / "events.jsonl")
+    w.close()
+    assert os.stat(tmp_path / "events.jsonl").st_mode & 0o777 == 0o600
+    target = tmp_path / "victim"
+    target.write_text("precious")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "events.jsonl").symlink_to(target)
+    with pytest.raises(JournalError, match="symbolic link"):
+        JournalWriter(tmp_path / "d" / "events.jsonl")
+    assert target.read_text() == "precious"

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from neurondesk.store.rundir import create_run_dir, default_run_root, make_run_id
+from neurondesk.store.rundir import RunPaths, create_run_dir, default_run_root, make_run_id
 
 
 def test_default_root_and_override():
@@ -35,3 +35,54 @@ def test_create_run_dir(tmp_path):
         create_run_dir(tmp_path / "runs", "20260304-050607-beef")
     with pytest.raises(ValueError, match="invalid run id"):
         create_run_dir(tmp_path / "runs", "../escape")
+
+
+def test_run_folders_are_private(tmp_path):
+    paths = create_run_dir(tmp_path / "runs", "20260304-050607-beef")
+    assert paths.dir.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_run_dir_holding_a_run_is_refused_unless_forced_then_its_files_move_aside(tmp_path):
+    from neurondesk.recorder.launch import make_run_paths
+    from neurondesk.recorder.options import RunOptions
+
+    fresh = make_run_paths(RunOptions(run_dir=tmp_path / "new"))
+    assert fresh.dir.stat().st_mode & 0o777 == 0o700
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "events.jsonl").write_text("old\n")
+    (d / "summary.json").write_text("{}")
+    (d / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="already holds a run.*--force"):
+        make_run_paths(RunOptions(run_dir=d))
+    assert make_run_paths(RunOptions(run_dir=d, force=True)).dir == d
+    assert not (d / "events.jsonl").exists() and (d / "notes.txt").read_text() == "mine"
+    [aside] = d.glob("previous-*")
+    assert (aside / "events.jsonl").read_text() == "old\n" and (aside / "summary.json").exists()
+    assert aside.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_planted_journal_symlink_counts_as_a_run_and_is_moved_not_followed(tmp_path):
+    from neurondesk.recorder.launch import make_run_paths
+    from neurondesk.recorder.options import RunOptions
+
+    d, target = tmp_path / "r", tmp_path / "victim"
+    d.mkdir()
+    target.write_text("precious")
+    (d / "events.jsonl").symlink_to(target)
+    with pytest.raises(FileExistsError):
+        make_run_paths(RunOptions(run_dir=d))
+    make_run_paths(RunOptions(run_dir=d, force=True))
+    [aside] = d.glob("previous-*")
+    assert (aside / "events.jsonl").is_symlink() and target.read_text() == "precious"
+
+
+def test_a_planted_summary_tmp_symlink_is_not_followed(tmp_path):
+    from neurondesk.store.summary_files import write_summary_files
+
+    target = tmp_path / "victim"
+    target.write_text("precious")
+    (tmp_path / "summary.json.tmp").symlink_to(target)
+    with pytest.raises(OSError):
+        write_summary_files(RunPaths(tmp_path), "{}", "# x")
+    assert target.read_text() == "precious"

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from neurondesk.recorder.options import RunOptions
-from neurondesk.store.rundir import RunPaths, create_run_dir, default_run_root, make_run_id
+from neurondesk.store.rundir import (
+    RunPaths,
+    create_run_dir,
+    default_run_root,
+    holds_a_run,
+    make_run_id,
+    move_run_aside,
+)
 
 READY_TIMEOUT_S = 60.0
 
@@ -32,10 +39,15 @@ class LaunchedRun:
 
 def make_run_paths(options: RunOptions) -> RunPaths:
     if options.run_dir is not None:
-        options.run_dir.mkdir(parents=True, exist_ok=True)
-        if (options.run_dir / "events.jsonl").exists():
-            raise FileExistsError(f"{options.run_dir} already holds a run (events.jsonl); choose another --run-dir")
-        return RunPaths(options.run_dir)
+        d = options.run_dir
+        if not d.is_dir():
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if holds_a_run(d):
+            if not options.force:
+                raise FileExistsError(f"{d} already holds a run (events.jsonl); choose another --run-dir, "
+                                      "or add --force to move its files into previous-TIME/ there")
+            move_run_aside(d, datetime.now())
+        return RunPaths(d)
     root = options.run_root or default_run_root()
     return create_run_dir(root, make_run_id(datetime.now()))
 

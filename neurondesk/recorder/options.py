@@ -19,6 +19,7 @@ class RunOptions:
     tokens_per_step: int | None = None
     steps_requested: int | None = None
     run_dir: Path | None = None  # exact folder for this run
+    force: bool = False  # a run_dir already holding a run: move its files into previous-TIME/ there
     run_root: Path | None = None  # folder holding runs (default: user data dir)
     cwd: str | None = None
     env: dict[str, str] | None = None  # the workload's environment (default: the recorder's)

@@ -8,6 +8,7 @@ read while a finishing run writes; the busy timeout is short so nobody hangs on 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sqlite3
 from collections.abc import Iterator
@@ -105,7 +106,9 @@ class RunIndex:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not os.path.lexists(self.path):  # private to its owner (sqlite would make it 0644)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
             with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)) as conn:
                 yield conn
         except (sqlite3.DatabaseError, OSError) as e:

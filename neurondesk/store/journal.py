@@ -59,10 +59,14 @@ class JournalWriter:
         self._buf = bytearray()
         self._closed = False
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # Private to its owner, and never through a symlink planted in the run folder (ELOOP).
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             if _ends_without_newline(self.path):
                 self._buf += b"\n"  # a torn last line from an earlier run must not swallow ours
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise JournalError(f"refusing the event journal {self.path}: it is a symbolic link; "
+                                   "remove it or choose another run folder") from e
             raise JournalError(
                 f"cannot open the event journal {self.path}: {e.strerror or e}; "
                 "check the directory exists and is writable, or set NEURONDESK_HOME"

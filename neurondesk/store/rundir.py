@@ -82,7 +82,29 @@ def create_run_dir(root: Path, run_id: str) -> RunPaths:
     ValueError for an id that is not a single plain path component."""
     if not run_id or run_id in (".", "..") or "/" in run_id or os.sep in run_id:
         raise ValueError(f"invalid run id {run_id!r}: expected a plain name like 20260101-120000-ab12")
-    root.mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     d = root / run_id
-    d.mkdir()
+    d.mkdir(mode=0o700)  # a run's command line, output and costs are its owner's alone
     return RunPaths(d)
+
+
+# The files that say a folder holds a run; a --run-dir with any of them is not taken over silently.
+RUN_FILES = (EVENTS_FILE, SUMMARY_JSON, SUMMARY_MD, STDOUT_LOG, STDERR_LOG, RECORDER_INFO, RECORDER_LOG)
+
+
+def holds_a_run(d: Path) -> bool:
+    return os.path.lexists(d / EVENTS_FILE) or os.path.lexists(d / SUMMARY_JSON)
+
+
+def move_run_aside(d: Path, now: datetime) -> Path:
+    """Move the run files of ``d`` into ``d/previous-<time>/`` (0700); returns that folder."""
+    base = d / f"previous-{now:%Y%m%d-%H%M%S}"
+    aside, n = base, 1
+    while os.path.lexists(aside):
+        n += 1
+        aside = base.with_name(f"{base.name}-{n}")
+    aside.mkdir(mode=0o700)
+    for name in RUN_FILES:
+        if os.path.lexists(d / name):
+            os.rename(d / name, aside / name)  # a symlink moves as the link, never followed
+    return aside
