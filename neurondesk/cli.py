@@ -194,8 +194,10 @@ def cmd_demo(args) -> int:
 
 def cmd_summary(args) -> int:
     from neurondesk.recorder.replay import recording_gap, summary_from_run_dir
+    from neurondesk.recorder.runs import remove_socket_dir
     from neurondesk.views.summary_writer import WRITERS
 
+    remove_socket_dir(args.run_dir)  # its recorder killed with SIGKILL left its socket folder behind
     try:
         summary, problems = summary_from_run_dir(args.run_dir)
     except (OSError, ValueError) as exc:
@@ -238,9 +240,10 @@ def cmd_attach(args) -> int:
 
 
 def cmd_ls(args) -> int:
-    from neurondesk.recorder.runs import finished_runs, live_runs
+    from neurondesk.recorder.runs import finished_runs, live_runs, sweep_socket_dirs
     from neurondesk.views.runs_list import format_runs
 
+    sweep_socket_dirs()  # socket folders of recorders killed with SIGKILL
     sys.stdout.write(format_runs(live_runs(), finished_runs(limit=args.last)))
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,8 +54,20 @@ WORKLOAD = textwrap.dedent("""
 """)
 
 
+_SOCKET_DIRS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_socket_dirs():
+    yield
+    while _SOCKET_DIRS:
+        shutil.rmtree(_SOCKET_DIRS.pop(), ignore_errors=True)
+
+
 def short_socket_path() -> str:
-    return os.path.join(tempfile.mkdtemp(prefix="nd-t-"), "p.sock")  # AF_UNIX paths max ~107 bytes
+    d = tempfile.mkdtemp(prefix="nd-t-")  # not tmp_path: AF_UNIX paths max ~107 bytes
+    _SOCKET_DIRS.append(d)  # removed after the test by _remove_socket_dirs
+    return os.path.join(d, "p.sock")
 
 
 def start_workload(tmp_path: Path, socket_path: str, *args: str) -> subprocess.Popen:

@@ -123,6 +123,8 @@ def test_recorder_killed_training_runs_to_its_end_and_summary_says_where_recordi
     assert 3 <= recorded["steps"] < steps and recorded["finished"] is False
     assert "recording of" in out.stderr and "stopped at" in out.stderr and "missing" in out.stderr
     assert f"pid {info.workload_pid}" in out.stderr
+    # The killed recorder could not remove its socket folder; `summary` did, once it was dead.
+    assert not os.path.exists(os.path.dirname(info.control_socket))
 
 
 def _spawn_in_pty(argv: list[str], env: dict, cols: int = 160, rows: int = 48) -> tuple[int, int]:

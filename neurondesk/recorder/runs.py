@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,8 +13,8 @@ from pathlib import Path
 from neurondesk.core.cost import cost_so_far
 from neurondesk.recorder.replay import state_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
-from neurondesk.store.liveness import recorder_alive
-from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_LOCK, default_run_root
+from neurondesk.store.liveness import read_recorder_info, recorder_alive
+from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_INFO, RECORDER_LOCK, default_run_root
 
 SCAN_LIMIT = 500  # run folders looked at for live ones, newest first
 
@@ -100,3 +104,34 @@ def resolve_live_run(arg: str | None, root: Path | None = None) -> Path:
         raise RunNotFound(f"{arg!r} matches {len(matches)} runs ({', '.join(m.name for m in matches[:5])}); "
                           "give more of the id")
     raise RunNotFound(f"no run {arg!r} (neither a run folder nor a run id under {base}); see `neurondesk ls`")
+
+
+def remove_socket_dir(run_dir: Path | str) -> bool:
+    """Remove the socket folder (``<tmp>/nd-XXXX``) named in ``run_dir/recorder.json`` when that
+    run's recorder is dead: a recorder killed with SIGKILL cannot remove it itself. Only a real
+    folder (not a symlink) directly under this process's temp dir, named ``nd-...`` and owned by
+    this user, is removed. True when one was."""
+    info = read_recorder_info(run_dir)
+    if info is None or not info.control_socket or recorder_alive(run_dir):
+        return False
+    sock_dir = os.path.dirname(os.path.abspath(info.control_socket))
+    if (not os.path.basename(sock_dir).startswith("nd-")
+            or os.path.realpath(os.path.dirname(sock_dir)) != os.path.realpath(tempfile.gettempdir())):
+        return False
+    try:
+        st = os.lstat(sock_dir)
+    except OSError:
+        return False  # gone already (the recorder ended well)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return False
+    shutil.rmtree(sock_dir, ignore_errors=True)
+    return not os.path.lexists(sock_dir)
+
+
+def sweep_socket_dirs(root: Path | None = None) -> int:
+    """``remove_socket_dir`` for the newest run folders under ``root``; how many were removed."""
+    base = _root(root)
+    if not base.is_dir():
+        return 0
+    dirs = sorted((d for d in base.iterdir() if d.is_dir() and not d.is_symlink()), reverse=True)
+    return sum(remove_socket_dir(d) for d in dirs[:SCAN_LIMIT] if (d / RECORDER_INFO).exists())
