@@ -217,3 +217,16 @@ def test_cli_list_shows_source_and_date_per_row_and_the_local_table(tmp_path):
     assert f"local table: {tmp_path / 'config' / 'neurondesk' / 'prices.json'} (in use)" in text
     bundled = cli(tmp_path=tmp_path / "elsewhere").stdout
     assert "VAN-2601" in bundled and "2026-01-21" in bundled and "none; `neurondesk prices refresh" in bundled
+
+
+def test_an_infinite_or_nan_price_is_no_price_and_never_escapes_refresh(tmp_path):
+    path = tmp_path / "prices.json"
+    with pytest.raises(PriceRefreshError, match="priced none"):
+        refresh(path, "us-east-1", "2026-11-30", BUNDLED,
+                client=FakePricingClient({"trn1.2xlarge": [product("trn1.2xlarge", "inf")],
+                                          "g5.xlarge": [product("g5.xlarge", "nan")]}))
+    assert not path.exists()
+    doc = refresh(path, "us-east-1", "2026-11-30", BUNDLED,
+                  client=FakePricingClient({"trn1.2xlarge": [product("trn1.2xlarge", "inf"),
+                                                             product("trn1.2xlarge", "1.5")]}))
+    assert doc["instances"]["trn1.2xlarge"]["price_per_hour"] == 1.5

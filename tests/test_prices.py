@@ -205,3 +205,32 @@ def test_peak_dense_flops(table):
     assert peak_dense_flops("trn2.48xlarge", table, "fp8") == 16 * 1299e12
     assert peak_dense_flops("g5.xlarge", table, "fp8") is None  # A10G has no FP8
     assert peak_dense_flops("x9.huge", table) is None
+
+
+@pytest.mark.parametrize("extra", [{"chips": [1]}, {"sources": [1]}, {"chips": "x"}, {"sources": 3},
+                                   {"chips": {"trainium": {"source": "S", "note": [1]}}}])
+def test_local_table_with_chips_or_sources_of_the_wrong_shape_is_ignored_with_a_warning(tmp_path, extra):
+    row = {"price_per_hour": 2.0, "source": "X", "as_of": "d", "accelerators": 1, "chip": "trainium",
+           "kind": "neuron"}
+    local = tmp_path / "prices.json"
+    local.write_text(json.dumps({"instances": {"trn1.2xlarge": row}, **extra}))
+    table = load_price_table(local)
+    assert resolve_price("trn1.2xlarge", None, table).price_per_hour == 1.34375
+    assert len(table.warnings) == 1 and str(local) in table.warnings[0]
+    assert ("chips" in table.warnings[0]) or ("sources" in table.warnings[0]) or ("note" in table.warnings[0])
+
+
+def test_cli_prices_and_run_survive_a_local_table_with_chips_a_list(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO, base_env
+
+    cfg = tmp_path / "cfg"
+    (cfg / "neurondesk").mkdir(parents=True)
+    (cfg / "neurondesk" / "prices.json").write_text(json.dumps({"instances": {}, "chips": [1]}))
+    env = {**base_env(tmp_path), "XDG_CONFIG_HOME": str(cfg)}
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "prices"], capture_output=True, text=True,
+                       cwd=REPO, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "ignored local price table" in p.stderr and "'chips': expected an object" in p.stderr

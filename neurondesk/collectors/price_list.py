@@ -13,13 +13,14 @@ for ``load_price_table``'s local override. boto3 is imported only when a refresh
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neurondesk.core.prices import PriceTable, parse_price_table
+from neurondesk.core.prices import PriceTable, PriceTableError, parse_price_table
 
 PRICING_ENDPOINT_REGION = "us-east-1"
 SOURCE_KEY = "AWS-PRICELIST"
@@ -61,7 +62,7 @@ def _on_demand_rates(product: dict[str, Any]) -> list[tuple[float, str | None]]:
                 usd = float((dim.get("pricePerUnit") or {}).get("USD"))
             except (TypeError, ValueError):
                 continue
-            if usd > 0:
+            if math.isfinite(usd) and usd > 0:  # "inf" or "nan" is no price
                 out.append((usd, term.get("effectiveDate")))
     return out
 
@@ -170,7 +171,11 @@ def refresh(path: Path, region: str, today: str, bundled: PriceTable, client: An
     if not any(p.price_per_hour is not None for p in prices):
         raise PriceRefreshError(f"the Price List API priced none of {len(prices)} instance types in {region!r} "
                                 "(is the region code right, e.g. us-west-2?); nothing changed")
-    doc = build_local_table(prices, bundled, region, today)
+    try:
+        doc = build_local_table(prices, bundled, region, today)
+    except PriceTableError as exc:
+        raise PriceRefreshError(f"the Price List API answer does not make a usable table ({exc}); "
+                                "nothing changed") from exc
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

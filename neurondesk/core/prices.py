@@ -95,7 +95,7 @@ def _instance(name: str, row: Any, region: str, label: str) -> InstancePrice:
             kind=row["kind"],
             region=str(row.get("region", region)),
             table=label,
-            note=row.get("note"),
+            note=_note(name, row.get("note")),
         )
     except KeyError as e:
         raise PriceTableError(f"instance {name!r}: missing key {e}") from None
@@ -109,8 +109,14 @@ def _chip(name: str, row: Any) -> ChipPeak:
         bf16_dense_tflops=_num(row.get("bf16_dense_tflops"), f"{name}.bf16_dense_tflops", True),
         fp8_dense_tflops=_num(row.get("fp8_dense_tflops"), f"{name}.fp8_dense_tflops", True),
         source=str(row["source"]),
-        note=row.get("note"),
+        note=_note(name, row.get("note")),
     )
+
+
+def _note(name: str, note: Any) -> str | None:
+    if note is not None and not isinstance(note, str):
+        raise PriceTableError(f"{name}.note: expected text, got {note!r}")
+    return note
 
 
 def parse_price_table(data: Any, label: str = BUNDLED) -> PriceTable:
@@ -122,8 +128,18 @@ def parse_price_table(data: Any, label: str = BUNDLED) -> PriceTable:
         name.strip().lower(): _instance(name.strip().lower(), row, region, label)
         for name, row in data["instances"].items()
     }
-    chips = {name: _chip(name, row) for name, row in (data.get("chips") or {}).items()}
-    return PriceTable(instances=instances, chips=chips, sources=dict(data.get("sources") or {}))
+    chips = {name: _chip(name, row) for name, row in _object(data, "chips").items()}
+    sources = {name: str(text) for name, text in _object(data, "sources").items()}
+    return PriceTable(instances=instances, chips=chips, sources=sources)
+
+
+def _object(data: dict, key: str) -> dict:
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PriceTableError(f"{key!r}: expected an object, got {type(value).__name__}")
+    return value
 
 
 def merge_tables(base: PriceTable, over: PriceTable) -> PriceTable:

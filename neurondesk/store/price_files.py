@@ -26,7 +26,8 @@ def load_price_table(local_override: Path | None = None) -> PriceTable:
     try:
         data = json.loads(local_override.read_text(encoding="utf-8"))
         local = parse_price_table(data, f"local table {local_override}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, PriceTableError) as e:
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError, PriceTableError) as e:
+        # ValueError covers bad JSON and bad UTF-8; the others: a shape the parser did not foresee
         msg = f"ignored local price table {local_override}: {e}; delete it or refresh it"
         return merge_tables(table, PriceTable({}, {}, warnings=(msg,)))
     return merge_tables(table, local)
