@@ -252,8 +252,12 @@ def cmd_devices(args) -> int:
     import json
 
     from neurondesk.collectors.devices.inventory import collect_inventory, format_inventory_text
+    from neurondesk.collectors.devices.neuron_ls import NeuronLsFileTooLarge
 
-    inventory = collect_inventory(neuron_ls_file=args.from_file)
+    try:
+        inventory = collect_inventory(neuron_ls_file=args.from_file)
+    except NeuronLsFileTooLarge as exc:
+        _die(str(exc))
     sys.stdout.write(json.dumps(inventory, indent=2, default=str) + "\n" if args.json else format_inventory_text(inventory))
     return 0
 

@@ -334,3 +334,24 @@ def test_run_unexecutable_binary_is_a_reason(tmp_path: Path) -> None:
     os.chmod(exe, 0o644)
     result = run_neuron_ls(str(exe))
     assert result.inventory is None and result.reason.startswith("neuron-ls could not be run")
+
+
+def test_parse_file_reads_at_most_4_mib_and_says_why_it_stopped() -> None:
+    from neurondesk.collectors.devices.neuron_ls import NeuronLsFileTooLarge
+
+    with pytest.raises(NeuronLsFileTooLarge, match="/dev/zero: stopped reading at 4 MiB"):
+        parse_file("/dev/zero")
+
+
+def test_cli_devices_from_dev_zero_is_one_line_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import REPO, base_env
+
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "devices", "--from-file", "/dev/zero"],
+                       capture_output=True, text=True, cwd=REPO, env=base_env(tmp_path), timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "neurondesk: /dev/zero: stopped reading at 4 MiB; a saved neuron-ls output is well under 1 MB: "
+        "give the file neuron-ls wrote"]

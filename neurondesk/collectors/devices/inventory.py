@@ -9,7 +9,12 @@ import msgspec
 
 from neurondesk.collectors.devices import NEURON_BIN_DIR, human_bytes
 from neurondesk.collectors.devices.host import cpu_info
-from neurondesk.collectors.devices.neuron_ls import NeuronLsResult, parse_file, run_neuron_ls
+from neurondesk.collectors.devices.neuron_ls import (
+    NeuronLsFileTooLarge,
+    NeuronLsResult,
+    parse_file,
+    run_neuron_ls,
+)
 from neurondesk.collectors.devices.nvml import read_gpus
 from neurondesk.core.device_events import DeviceInventory
 
@@ -31,6 +36,8 @@ def collect_inventory(
     if neuron_ls_file is not None:
         try:
             ls = NeuronLsResult(parse_file(neuron_ls_file))
+        except NeuronLsFileTooLarge:
+            raise  # not an inventory at all: the caller says so and stops
         except ValueError as e:
             ls = NeuronLsResult(None, str(e))
     else:

@@ -29,6 +29,13 @@ class NeuronLsError(ValueError):
     """Output that is neither neuron-ls JSON nor a neuron-ls table."""
 
 
+class NeuronLsFileTooLarge(NeuronLsError):
+    """A --from-file over MAX_FILE_BYTES (/dev/zero, a disk image ...): reading stopped there."""
+
+
+MAX_FILE_BYTES = 4 << 20  # a neuron-ls output is well under 1 MB
+
+
 @dataclass(frozen=True)
 class NeuronLsResult:
     inventory: NeuronInventory | None
@@ -286,9 +293,14 @@ def parse_file(path: str | Path) -> NeuronInventory:
     """A saved ``neuron-ls`` or ``neuron-ls --json-output`` (for ``--from-file``)."""
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8", errors="replace")
+        with p.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero must not grow us to gigabytes
     except OSError as e:
         raise NeuronLsError(f"{p}: cannot read ({e.strerror or e})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise NeuronLsFileTooLarge(f"{p}: stopped reading at {MAX_FILE_BYTES >> 20} MiB; a saved neuron-ls "
+                                   "output is well under 1 MB: give the file neuron-ls wrote")
+    text = data.decode("utf-8", errors="replace")
     try:
         return parse_output(text)
     except NeuronLsError as e:
