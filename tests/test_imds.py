@@ -36,13 +36,23 @@ class FakeImds(BaseHTTPRequestHandler):
             return self._send(400)
         if srv.mode in ("401", "403"):
             return self._send(int(srv.mode), b"Forbidden")
+        if srv.mode == "redirect-put":
+            return self._redirect()
         self._send(200, TOKEN.encode())
+
+    def _redirect(self):
+        self.send_response(307)
+        self.send_header("Location", self.server.location + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_GET(self):
         srv = self.server
         srv.hits.append(("GET", self.path, self.headers.get("X-aws-ec2-metadata-token")))
         if self.headers.get("X-aws-ec2-metadata-token") != TOKEN:
             return self._send(401)
+        if srv.mode == "redirect-get":
+            return self._redirect()
         answers = {
             "/latest/meta-data/instance-type": srv.instance_type,
             "/latest/meta-data/placement/region": srv.region,
@@ -59,6 +69,7 @@ class Server(ThreadingHTTPServer):
     mode = "good"
     instance_type = "trn1.32xlarge"
     region: str | None = "us-east-1"
+    location = ""
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), FakeImds)
@@ -170,3 +181,25 @@ def test_nothing_listening(tmp_path):
     r = detect_instance(f"http://127.0.0.1:{port}", cache_path=tmp_path / "c.json", env={}, now=NOW)
     assert (r.status, r.instance_type) == ("unavailable", None)
     assert (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("mode", ["redirect-put", "redirect-get"])
+def test_a_redirect_is_never_followed(imds, tmp_path, mode):
+    elsewhere = Server()
+    thread = threading.Thread(target=elsewhere.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        imds.mode, imds.location = mode, elsewhere.url
+        r = _detect(imds, tmp_path)
+        assert r.instance_type is None and r.status == "invalid"
+        assert "returned HTTP 307 (a redirect: not followed)" in r.detail
+        assert elsewhere.hits == []  # neither the token request nor the token went there
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()
+
+
+@pytest.mark.parametrize("url", ["http://example.invalid", "http://10.0.0.1", "https://169.254.169.254", "file:///x"])
+def test_only_the_link_local_metadata_address_is_asked(tmp_path, url):
+    r = detect_instance(url, timeout_s=1.0, cache_path=tmp_path / "imds.json", env={}, now=NOW, use_cache=False)
+    assert r.status == "invalid" and "only the link-local metadata address" in r.detail

@@ -9,11 +9,13 @@ instance type must look like one.
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +46,27 @@ class _Fail(Exception):
         self.detail = detail
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is never followed: it surfaces as the HTTPError of its 3xx status."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201
+        return None
+
+
+# The link-local metadata addresses (IPv4, and IPv6 on Nitro); loopback is allowed for local
+# emulators and tests. Nothing else is ever sent the metadata requests.
+_METADATA_HOSTS = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
+
+
+def _allowed_host(base_url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        host = ipaddress.ip_address(parts.hostname or "")
+    except ValueError:
+        return False  # a name (resolved by whom?) or no host at all
+    return parts.scheme == "http" and (host in _METADATA_HOSTS or host.is_loopback)
+
+
 def default_cache_path() -> Path:
     return Path(platformdirs.user_cache_dir("neurondesk")) / "imds.json"
 
@@ -58,7 +81,8 @@ def _request(opener: urllib.request.OpenerDirector, req: urllib.request.Request,
                 raise _Fail("invalid", f"{req.get_method()} {req.full_url} returned HTTP {resp.status}")
             return resp.read(256).decode("ascii", "replace").strip()
     except urllib.error.HTTPError as e:
-        raise _Fail("invalid", f"{req.get_method()} {req.full_url} returned HTTP {e.code}") from None
+        redirect = " (a redirect: not followed)" if 300 <= e.code < 400 else ""
+        raise _Fail("invalid", f"{req.get_method()} {req.full_url} returned HTTP {e.code}{redirect}") from None
     except (OSError, http.client.HTTPException) as e:  # timeout, refused, unreachable, not HTTP
         reason = getattr(e, "reason", e)
         raise _Fail("unavailable", f"no instance metadata at {req.full_url}: {reason}") from None
@@ -66,9 +90,13 @@ def _request(opener: urllib.request.OpenerDirector, req: urllib.request.Request,
 
 def _query(base_url: str, timeout_s: float) -> tuple[str, str | None]:
     base = base_url.rstrip("/")
+    if not _allowed_host(base):
+        raise _Fail("invalid", f"refusing instance metadata at {base[:80]!r}: only the link-local metadata "
+                               "address (http://169.254.169.254 or http://[fd00:ec2::254]) is asked")
     deadline = time.monotonic() + timeout_s  # one budget for the whole exchange
-    # No proxies: an http_proxy in the environment must not see (or swallow) this request.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    # No proxies: an http_proxy in the environment must not see (or swallow) this request. No
+    # redirects: an answer pointing elsewhere must not take the token request (or its reply) there.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
     token = _request(
         opener,
         urllib.request.Request(
