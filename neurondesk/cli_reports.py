@@ -1,4 +1,4 @@
-"""The report commands of the CLI: compare, history (run list and cost board), prices."""
+"""The report commands of the CLI: compare, history (run list and cost board), reindex, prices."""
 
 from __future__ import annotations
 
@@ -95,9 +95,13 @@ def cmd_history(args) -> int:
         sys.stdout.write(f"no runs recorded yet (index {path} does not exist)\n")
         return 0
     try:
-        rows = RunIndex(path).list_runs(since=since, limit=-1 if args.group_by else args.limit)
+        index = RunIndex(path)
+        rows = index.list_runs(since=since, limit=-1 if args.group_by else args.limit)
     except RunIndexError as exc:
         _die(str(exc))
+    if index.skipped:
+        sys.stderr.write(f"neurondesk: {index.skipped} unreadable row(s) in the run index {path} skipped; "
+                         "`neurondesk reindex` rebuilds it from the run folders\n")
     if args.group_by:
         sys.stdout.write(render(BOARD_COLUMNS, cost_board([r.summary for r in rows], args.group_by), args.format))
         return 0
@@ -114,6 +118,62 @@ def cmd_history(args) -> int:
               "samples_per_s": r.steady_samples_per_s, "per_1k_steps_steady_usd": r.usd_per_1k_steps_steady,
               "exit_code": r.exit_code, "command": r.command} for r in rows]
     sys.stdout.write(render(RUN_COLUMNS, table, args.format))
+    return 0
+
+
+# ---------------------------------------------------------------------- reindex
+def cmd_reindex(args) -> int:
+    """The run index rebuilt from the run folders: summary.json, else the journal replayed."""
+    import json
+
+    from neurondesk.recorder.replay import summary_from_run_dir
+    from neurondesk.store.index import RunIndex, RunIndexError
+    from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON, default_run_root
+
+    root = default_run_root()
+    items, from_journal, skipped = [], 0, []
+    dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.is_symlink()) if root.is_dir() else []
+    for d in dirs:
+        summary = None
+        try:
+            summary = json.loads((d / SUMMARY_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            pass
+        if not (isinstance(summary, dict) and isinstance(summary.get("run_id"), str) and summary["run_id"]):
+            summary = None
+            if (d / EVENTS_FILE).is_file():
+                try:
+                    summary, _ = summary_from_run_dir(d)
+                    from_journal += 1
+                except (OSError, ValueError) as exc:
+                    skipped.append(f"{d.name}: {exc}")
+                    continue
+        if summary is None or not isinstance(summary.get("run_id"), str) or not summary["run_id"]:
+            if (d / EVENTS_FILE).exists() or (d / SUMMARY_JSON).exists():
+                skipped.append(f"{d.name}: no run id in its summary or journal")
+            continue
+        items.append((summary, d))
+    path = root / INDEX_FILE
+    try:
+        index = RunIndex(path)
+    except RunIndexError as exc:  # not a database at all: moved aside, rebuilt fresh
+        aside = path.with_name(f"{path.name}.broken-{datetime.now():%Y%m%d-%H%M%S}")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                if Path(f"{path}{suffix}").exists():
+                    Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+            index = RunIndex(path)
+        except (OSError, RunIndexError):
+            _die(str(exc), 1)
+        sys.stderr.write(f"neurondesk: the unusable run index was moved to {aside}\n")
+    try:
+        n = index.replace_all(items)
+    except RunIndexError as exc:
+        _die(str(exc), 1)
+    for line in skipped[:10]:
+        sys.stderr.write(f"neurondesk: skipped {line}\n")
+    sys.stdout.write(f"indexed {n} run(s) from {root} ({from_journal} from their journals: no usable summary.json)"
+                     f"{f'; {len(skipped)} folder(s) skipped' if skipped else ''}\n")
     return 0
 
 
@@ -173,6 +233,9 @@ def add_parsers(sub) -> None:
     hist.add_argument("--group-by", choices=("day", "week"), help="the cost board: per period (UTC) and device")
     hist.add_argument("--format", choices=FORMATS, default="text")
     hist.set_defaults(fn=cmd_history)
+
+    rei = sub.add_parser("reindex", help="rebuild the run index from the run folders (summary.json, else the journal)")
+    rei.set_defaults(fn=cmd_reindex)
 
     pr = sub.add_parser("prices", help="the price table in use (list), or refresh it from the AWS Price List API")
     pr.add_argument("action", nargs="?", choices=("list", "refresh"), default="list")

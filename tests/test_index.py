@@ -133,3 +133,92 @@ def test_index_file_is_private(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
     idx.list_runs()
     assert (tmp_path / "runs.sqlite").stat().st_mode & 0o777 == 0o600
+
+
+def _nd(home, *args):
+    import subprocess
+    import sys
+
+    from conftest import REPO, base_env
+
+    return subprocess.run([sys.executable, "-m", "neurondesk.cli", *args], capture_output=True, text=True,
+                          cwd=REPO, env=base_env(home), timeout=60)
+
+
+def test_rows_that_are_not_json_or_have_wrong_types_are_skipped_and_counted(tmp_path):
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    for rid, day in (("good", 1), ("notjson", 2), ("types", 3), ("col", 4)):
+        idx.record(summary(rid, f"2026-03-0{day}T10:00:00+00:00"), tmp_path / rid)
+    with sqlite3.connect(tmp_path / "runs.sqlite") as conn:
+        conn.execute("UPDATE runs SET summary_json = '{not json' WHERE id = 'notjson'")
+        conn.execute("UPDATE runs SET summary_json = ? WHERE id = 'types'",
+                     ('{"run_id": "types", "device": "cpu", "cost": [1], "steps": "many"}',))
+        conn.execute("UPDATE runs SET steps = 'lots' WHERE id = 'col'")
+    rows = idx.list_runs(limit=-1)
+    assert [r.id for r in rows] == ["good"] and idx.skipped == 3
+
+
+def test_history_and_the_cost_board_skip_unreadable_rows_saying_so_once(tmp_path):
+    idx = RunIndex(tmp_path / "runs" / "runs.sqlite")
+    idx.record(summary("good", "2026-03-01T10:00:00+00:00"), tmp_path / "runs" / "good")
+    idx.record(summary("bad", "2026-03-02T10:00:00+00:00"), tmp_path / "runs" / "bad")
+    with sqlite3.connect(tmp_path / "runs" / "runs.sqlite") as conn:
+        conn.execute("UPDATE runs SET summary_json = '[1, 2' WHERE id = 'bad'")
+    for args in (("history",), ("history", "--group-by", "week")):
+        p = _nd(tmp_path, *args)
+        assert p.returncode == 0, p.stderr
+        assert p.stderr.count("1 unreadable row(s) in the run index") == 1 and "neurondesk reindex" in p.stderr
+    assert "good" in _nd(tmp_path, "history").stdout
+
+
+def test_a_busy_lock_is_waited_for_and_the_row_is_not_lost(tmp_path, monkeypatch):
+    import threading
+
+    from neurondesk.store import index as index_mod
+
+    monkeypatch.setattr(index_mod, "BUSY_TIMEOUT_S", 0.05)  # a try gives up fast; the tries go on
+    idx = RunIndex(tmp_path / "runs.sqlite")
+    holder = sqlite3.connect(tmp_path / "runs.sqlite", check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    tried = threading.Event()
+    real_connect = idx._connect
+
+    def counting_connect():
+        tried.set()
+        return real_connect()
+
+    monkeypatch.setattr(idx, "_connect", counting_connect)
+    t = threading.Thread(target=lambda: (tried.wait(10), __import__("time").sleep(0.5), holder.rollback()))
+    t.start()
+    idx.record(summary("a", "2026-03-01T10:00:00+00:00"), tmp_path / "a")
+    t.join()
+    holder.close()
+    assert [r.id for r in idx.list_runs()] == ["a"]
+
+
+def test_reindex_rebuilds_from_summaries_and_journals(tmp_path):
+    import json
+
+    from neurondesk.core.events import RunFinished, RunStarted, StepEnded
+    from neurondesk.store.journal import JournalWriter
+
+    runs = tmp_path / "runs"
+    (runs / "20260301-100000-aaaa").mkdir(parents=True)
+    (runs / "20260301-100000-aaaa" / "summary.json").write_text(
+        json.dumps(summary("20260301-100000-aaaa", "2026-03-01T10:00:00+00:00")))
+    (runs / "20260302-100000-bbbb").mkdir()
+    w = JournalWriter(runs / "20260302-100000-bbbb" / "events.jsonl")
+    w.write(RunStarted(t=1772445600.0, run_id="20260302-100000-bbbb", command=["python", "x.py"]))
+    w.write(StepEnded(t=1772445601.0, pid=1, step=0, duration_s=0.5))
+    w.write(RunFinished(t=1772445602.0, exit_code=0))
+    w.close()
+    (runs / "20260303-100000-cccc").mkdir()
+    (runs / "20260303-100000-cccc" / "summary.json").write_text("{broken")
+    (runs / "runs.sqlite").write_bytes(b"this is not a database" * 100)
+    p = _nd(tmp_path, "reindex")
+    assert p.returncode == 0, p.stderr
+    assert "indexed 2 run(s)" in p.stdout and "1 from their journals" in p.stdout
+    assert "skipped 20260303-100000-cccc" in p.stderr and "moved to" in p.stderr
+    rows = RunIndex(runs / "runs.sqlite").list_runs()
+    assert [r.id for r in rows] == ["20260302-100000-bbbb", "20260301-100000-aaaa"]
+    assert rows[0].steps == 1

@@ -2,7 +2,11 @@
 
 The index is a cache of each run's summary.json (kept whole in ``summary_json``), so a broken
 index never loses a run: the run directories still hold everything. WAL mode lets the console
-read while a finishing run writes; the busy timeout is short so nobody hangs on a stuck lock.
+read while a finishing run writes. A busy lock is waited for (a busy timeout per try, tries
+until ``LOCK_PATIENCE_S``), so a row is not lost to another process holding the lock a while. A
+row whose ``summary_json`` is not a JSON object, or whose fields have the wrong types, is skipped
+by ``list_runs`` and counted in ``skipped``; ``neurondesk reindex`` rebuilds the index from the
+run folders.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ import json
 import os
 import shlex
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 2.0
+BUSY_TIMEOUT_S = 2.0  # per try
+LOCK_PATIENCE_S = 30.0  # tries go on this long while another process holds the lock
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -87,9 +93,82 @@ def _timestamp(iso: Any) -> float | None:
         return None
 
 
+_INT_COLS = ("steps", "exit_code")
+_REAL_COLS = ("steady_samples_per_s", "usd_per_1k_steps_steady", "usd_per_1k_steps_all_in",
+              "usd_per_million_tokens", "compile_total_s")
+_TEXT_COLS = ("started_at", "command", "device_kind", "device_name")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _summary_problem(s: Any) -> str | None:
+    """Why a stored summary cannot be listed or put on the board; None when it can."""
+    if not isinstance(s, dict):
+        return "not a JSON object"
+    for key in ("device", "cost", "steady"):
+        if s.get(key) is not None and not isinstance(s[key], dict):
+            return f"{key}: not an object"
+    checks = [("started_at", s.get("started_at"), str), ("device.kind", _get(s, "device", "kind"), str),
+              ("cost.instance_type", _get(s, "cost", "instance_type"), str)]
+    for what, v, typ in checks:
+        if v is not None and not isinstance(v, typ):
+            return f"{what}: expected text"
+    if s.get("steps") is not None and not _is_int(s["steps"]):
+        return "steps: expected a whole number"
+    for what, v in (("elapsed_s", s.get("elapsed_s")), ("cost.total_usd", _get(s, "cost", "total_usd"))):
+        if v is not None and not _is_num(v):
+            return f"{what}: expected a number"
+    return None
+
+
+def _row(r: tuple, cols: list[str]) -> RunRow | None:
+    """A stored row as a RunRow; None when it is not one (hand-edited, or written by a bug)."""
+    d = dict(zip(cols, r, strict=True))
+    try:
+        summary = json.loads(d.pop("summary_json"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if _summary_problem(summary) is not None or not isinstance(d["id"], str) or not isinstance(d["run_dir"], str):
+        return None
+    if any(d[c] is not None and not _is_int(d[c]) for c in _INT_COLS):
+        return None
+    if any(d[c] is not None and not _is_num(d[c]) for c in _REAL_COLS):
+        return None
+    if any(d[c] is not None and not isinstance(d[c], str) for c in _TEXT_COLS):
+        return None
+    return RunRow(**d, summary=summary)
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
 class RunIndex:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
+        self.skipped = 0  # rows the last list_runs skipped as unreadable
+        self._patiently(self._open)
+
+    def _patiently(self, op: Callable[[], Any]) -> Any:
+        """``op`` again while the database is locked by another process, up to LOCK_PATIENCE_S."""
+        deadline = time.monotonic() + LOCK_PATIENCE_S
+        while True:
+            try:
+                return op()
+            except RunIndexError as e:
+                cause = e.__cause__
+                if not (isinstance(cause, sqlite3.OperationalError) and _busy(cause)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _open(self) -> None:
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
@@ -119,6 +198,28 @@ class RunIndex:
 
     def record(self, summary: dict[str, Any], run_dir: Path | str) -> None:
         """Insert or replace the row for ``summary["run_id"]``."""
+        sql, values = self._upsert(summary, run_dir)
+
+        def write() -> None:
+            with self._connect() as conn, conn:
+                conn.execute(sql, values)
+
+        self._patiently(write)
+
+    def replace_all(self, items: Iterable[tuple[dict[str, Any], Path | str]]) -> int:
+        """Every row replaced by the rows of ``items`` (summary, run_dir), in one transaction."""
+        rows = [self._upsert(s, d) for s, d in items]
+
+        def write() -> None:
+            with self._connect() as conn, conn:
+                conn.execute("DELETE FROM runs")
+                for sql, values in rows:
+                    conn.execute(sql, values)
+
+        self._patiently(write)
+        return len(rows)
+
+    def _upsert(self, summary: dict[str, Any], run_dir: Path | str) -> tuple[str, tuple]:
         run_id = summary.get("run_id")
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"summary for {run_dir} has no run_id; cannot index it")
@@ -147,8 +248,7 @@ class RunIndex:
             f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT(id) DO UPDATE SET {updates}"
         )
-        with self._connect() as conn, conn:
-            conn.execute(sql, values)
+        return sql, values
 
     def list_runs(self, since: datetime | None = None, limit: int = 50) -> list[RunRow]:
         """Newest first; ``since`` keeps runs started at or after it (naive = local time)."""
@@ -160,6 +260,10 @@ class RunIndex:
             args.append(since.timestamp())
         sql += " ORDER BY started_ts DESC, id DESC LIMIT ?"
         args.append(limit)
-        with self._connect() as conn:
-            rows = conn.execute(sql, args).fetchall()
-        return [RunRow(*r[:-1], summary=json.loads(r[-1])) for r in rows]
+        def read() -> list:
+            with self._connect() as conn:
+                return conn.execute(sql, args).fetchall()
+
+        out = [_row(r, cols) for r in self._patiently(read)]
+        self.skipped = sum(r is None for r in out)
+        return [r for r in out if r is not None]
