@@ -20,12 +20,18 @@ messages are dropped, never waited for; as soon as it reads again (and at exit) 
    process>,"dropped_steps":<how many of those were step messages>,"steps":<steps ended so far>}
 Step messages carry the 0-based `step` index, which counts on through drops. If the recorder is
 gone (EPIPE, ECONNRESET ...), the probe stops for good: no signal, no output, no retry.
+
+Fail open, hook by hook: whatever the user's program hands a hook (numpy batches, dicts of them,
+objects with odd `shape`s or attributes that raise), the hook never raises into it. A hook that
+fails anyway is turned off alone (the others run on) and says so once, in a `notice` message.
+Patching is idempotent: a module reloaded (`importlib.reload`) is patched once more, never twice.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import operator
 import os
 import select
 import socket
@@ -77,26 +83,57 @@ def install() -> None:
     atexit.register(_probe.flush_at_exit)
 
 
+def _dims(x) -> list[int] | None:
+    """The shape of a tensor-like object as a list of non-negative ints, or None for anything else
+    (a string, a number, an object whose `shape` is odd or whose attributes raise). Never raises."""
+    try:
+        shape = getattr(x, "shape", None)
+        if not isinstance(shape, tuple) or len(shape) > 64:  # torch.Size and numpy shapes are tuples
+            return None
+        dims = [d if type(d) is int else operator.index(d) for d in shape]  # noqa: E721
+        for d in dims:
+            if d < 0:
+                return None
+        return dims
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _holds_ids(x) -> bool:
+    """Whether a tensor-like object holds integers (token ids): a torch dtype that is not floating
+    point, a numpy dtype of kind i/u. Anything else, or an error, is no."""
+    try:
+        dtype = x.dtype
+        floating = getattr(dtype, "is_floating_point", None)
+        if type(floating) is bool:
+            return not floating
+        kind = getattr(dtype, "kind", None)
+        return type(kind) is str and kind in ("i", "u")
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class _PostImportFinder:
     """Runs a probe patch right after a watched module has executed."""
 
     def __init__(self, probe: Probe) -> None:
         self.probe = probe
-        self.patches = {
-            "torch.compiler": probe.patch_compiler,
-            "torch.optim.optimizer": probe.patch_optimizer,
-            "torch.nn.modules.module": probe.patch_module,
-            "torch.utils.data.dataloader": probe.patch_dataloader,
-            "torch_xla": probe.patch_torch_xla,
-            "torch_xla.distributed.parallel_loader": probe.patch_parallel_loader,
-            "torch._dynamo.callback": probe.patch_dynamo,
+        self.patches = {  # module -> (its patch, the hook turned off if the patch fails)
+            "torch.compiler": (probe.patch_compiler, "compiler"),
+            "torch.optim.optimizer": (probe.patch_optimizer, "optimizer"),
+            "torch.nn.modules.module": (probe.patch_module, "forward"),
+            "torch.utils.data.dataloader": (probe.patch_dataloader, "dataloader"),
+            "torch_xla": (probe.patch_torch_xla, "xla-sync"),
+            "torch_xla.distributed.parallel_loader": (probe.patch_parallel_loader, "parallel-loader"),
+            "torch._dynamo.callback": (probe.patch_dynamo, "dynamo"),
         }
         self.busy: set[str] = set()
 
     def find_spec(self, name, path=None, target=None):
-        patch = self.patches.get(name)
-        if patch is None or name in self.busy or self.probe.disabled:
+        entry = self.patches.get(name)
+        if entry is None or name in self.busy or self.probe.disabled:
             return None
+        patch, hook = entry
         self.busy.add(name)
         try:
             import importlib.util
@@ -106,12 +143,16 @@ class _PostImportFinder:
             self.busy.discard(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
-        real_exec = spec.loader.exec_module
+        # A reload finds the module's own spec again (importlib.util.find_spec returns the loaded
+        # module's __spec__), whose loader we wrapped the first time: wrap the real one, once.
+        real_exec = getattr(spec.loader.exec_module, "_neurondesk_real", spec.loader.exec_module)
+        probe = self.probe
 
         def exec_module(module):
             real_exec(module)
-            self.probe.guarded(patch, module)
+            probe.guarded(patch, module, hook=hook)
 
+        exec_module._neurondesk_real = real_exec
         spec.loader.exec_module = exec_module
         return spec
 
@@ -121,6 +162,7 @@ class Probe:
         self.socket_path = socket_path
         self.disabled = False
         self.pid = os.getpid()
+        self.off: set[str] = set()  # hooks that failed: each is off for the rest of the run, alone
         self.pid_tail = f',"pid":{self.pid}}}\n'  # the end of every preformatted step line
         # sending state, guarded by self.lock (the flusher thread and the compile watcher send too)
         self.sock: socket.socket | None = None
@@ -163,6 +205,7 @@ class Probe:
         self.autocast: str | None = None
         # XLA state
         self.xlac = None
+        self.xlac_seen: bool | None = None  # torch_xla patched once already (its watcher thread runs)
         self.sync_depth = 0
         self.sync_started: float | None = None
         self.sync_compiles_at_start = 0
@@ -178,23 +221,32 @@ class Probe:
         self._setup_pt_xla_debug()
 
     # ---------------------------------------------------------------- plumbing
-    def guarded(self, fn, *args):
-        """Run a probe function; on any error disable the probe, never raise into user code."""
-        if self.disabled:
+    def guarded(self, fn, *args, hook: str):
+        """Run a probe function for `hook`; on any error turn that hook off (alone) and say so
+        once. Never raises into user code."""
+        if self.disabled or hook in self.off:
             return None
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - fail open by design
-            self.fail(f"{fn.__name__}: {exc!r}")
+            self.hook_failed(hook, exc)
             return None
 
-    def fail(self, why: str) -> None:
-        if self.disabled:
+    def hook_failed(self, hook: str, exc: BaseException) -> None:
+        """Turn one hook off for the rest of the run and tell the recorder, once per hook."""
+        if hook in self.off:
             return
-        self.send({"kind": "notice", "level": "warn", "source": "probe",
-                   "message": f"probe disabled itself in pid {self.pid} ({why}); training continues unobserved"})
-        self.disabled = True
-        self._unhook()
+        self.off.add(hook)
+        try:
+            why = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001 - an exception whose str() raises
+            why = type(exc).__name__
+        try:
+            self.send({"kind": "notice", "level": "warn", "source": "probe",
+                       "message": f"probe hook {hook!r} failed in pid {self.pid} ({why[:500]}); that hook is off "
+                                  f"from now on, the rest of the probe runs on and training continues"})
+        except Exception:  # noqa: BLE001
+            pass
 
     def disable_in_forked_child(self) -> None:
         self.disabled = True
@@ -202,14 +254,6 @@ class Probe:
         self.buf, self.buf_bytes, self.partial = [], 0, b""
         self.dropped = self.dropped_reported  # nothing to report from here either
         self.lock = threading.Lock()  # the parent's may have been held by its flusher at the fork
-
-    def _unhook(self) -> None:
-        for handle in (self.top_module_hook, self.global_fwd_hook):
-            try:
-                if handle is not None:
-                    handle.remove()
-            except Exception:  # noqa: BLE001
-                pass
 
     def send(self, msg: dict) -> None:
         """Queue one message (a dict shaped like an event). Never blocks, never raises OSError."""
@@ -518,44 +562,54 @@ class Probe:
             _is_compiling = module.is_compiling
 
     def patch_optimizer(self, module) -> None:
-        module.register_optimizer_step_pre_hook(self._opt_pre)
-        module.register_optimizer_step_post_hook(self._opt_post)
+        # Once per module execution: a reload makes new hook tables (and a new Optimizer class).
+        if self._opt_pre not in getattr(module, "_global_optimizer_pre_hooks", {}).values():
+            module.register_optimizer_step_pre_hook(self._opt_pre)
+        if self._opt_post not in getattr(module, "_global_optimizer_post_hooks", {}).values():
+            module.register_optimizer_step_post_hook(self._opt_post)
         real_init = module.Optimizer.__init__
+        if getattr(real_init, "_neurondesk", False):
+            return
         probe = self
 
         def __init__(opt, *args, **kwargs):
             probe.has_optimizer = True
             return real_init(opt, *args, **kwargs)
 
+        __init__._neurondesk = True
         module.Optimizer.__init__ = __init__
 
     def _opt_pre(self, optimizer, args, kwargs):
-        if _is_compiling() or self.disabled:
+        if _is_compiling() or self.disabled or "optimizer" in self.off:
             return None
-        self.guarded(self._on_opt_pre, optimizer)
+        self.guarded(self._on_opt_pre, optimizer, hook="optimizer")
         return None
 
     def _on_opt_pre(self, optimizer) -> None:
         self.note_activity()
         if not self.device_reported:
-            self.report_device(optimizer)
+            self.guarded(self.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
         if self.lead_optimizer is None:
             self.lead_optimizer = id(optimizer)
         elif self.is_xla and self.opt_stepped and id(optimizer) == self.lead_optimizer:
             self.end_step()  # two steps with no sync in between: close the previous one here
 
     def _opt_post(self, optimizer, args, kwargs):
-        if _is_compiling() or self.disabled:
+        if _is_compiling() or self.disabled or "optimizer" in self.off:
             return None
         if id(optimizer) == self.lead_optimizer:
             if self.is_xla:
                 self.opt_stepped = True  # the next sync ends the step
             else:
-                self.guarded(self.end_step)
+                self.guarded(self.end_step, hook="optimizer")
         return None
 
     # forward hooks: the outermost module's inputs give samples and tokens
     def patch_module(self, module) -> None:
+        if self.global_fwd_hook is not None:  # a reload: its hook table is new, drop our old handle
+            self.global_fwd_hook.remove()
+        elif self.top_module_hook is not None:
+            return  # a reload after the outermost module was found: its own hook goes on counting
         self.global_fwd_hook = module.register_module_forward_pre_hook(self._first_forward)
 
     def _first_forward(self, mod, args):
@@ -563,41 +617,47 @@ class Probe:
         if _is_compiling():
             return None
         handle, self.global_fwd_hook = self.global_fwd_hook, None
-        if handle is None or self.disabled:
+        if handle is None or self.disabled or "forward" in self.off:
             return None
-        handle.remove()
-        self.guarded(self._adopt_top_module, mod, args)
+        self.guarded(self._adopt_top_module, handle, mod, args, hook="forward")
         return None
 
-    def _adopt_top_module(self, mod, args) -> None:
+    def _adopt_top_module(self, handle, mod, args) -> None:
+        handle.remove()
         self.top_module_hook = mod.register_forward_pre_hook(self._top_forward, with_kwargs=True)
-        self._top_forward(mod, args, {})
+        self._on_forward(args, None)
 
     def _top_forward(self, mod, args, kwargs):
-        if _is_compiling() or self.disabled:
+        if _is_compiling() or self.disabled or "forward" in self.off:
             return None
-        try:
-            self.note_activity()
-            x = kwargs.get("input_ids") if kwargs else None
-            if x is None:
-                for a in args:
-                    if hasattr(a, "shape") and hasattr(a, "dtype"):
-                        x = a
-                        break
-            if x is None or not x.shape:
-                return None
-            shape = list(x.shape)
-            self.samples += shape[0]
-            if len(shape) >= 2 and not x.dtype.is_floating_point:
-                self.tokens += shape[0] * shape[1]
-            else:
-                self.tokens_known = False
-            self.shapes.append(shape)
-            if self.autocast is None:
-                self.autocast = self._autocast_state(x.device.type)
-        except Exception as exc:  # noqa: BLE001
-            self.fail(f"forward hook: {exc!r}")
+        self.guarded(self._on_forward, args, kwargs, hook="forward")
         return None
+
+    def _on_forward(self, args, kwargs) -> None:
+        self.note_activity()
+        x = kwargs.get("input_ids") if kwargs else None
+        dims = _dims(x) if x is not None else None
+        if dims is None:
+            for a in args:
+                dims = _dims(a)
+                if dims is not None:
+                    x = a
+                    break
+        if not dims:
+            return
+        self.samples += dims[0]
+        if len(dims) >= 2 and _holds_ids(x):
+            self.tokens += dims[0] * dims[1]
+        else:
+            self.tokens_known = False
+        self.shapes.append(dims)
+        if self.autocast is None:
+            try:
+                device_type = x.device.type
+            except Exception:  # noqa: BLE001 - not a torch tensor (numpy's .device is a str)
+                device_type = None
+            if isinstance(device_type, str):
+                self.autocast = self._autocast_state(device_type)
 
     @staticmethod
     def _autocast_state(device_type: str) -> str:
@@ -617,24 +677,32 @@ class Probe:
         real_next = cls.__next__
         probe = self
 
+        if getattr(real_next, "_neurondesk", False):
+            return  # already ours (the same class patched again)
+
         def __next__(it):
-            if probe.disabled or threading.get_ident() != probe.train_thread:
+            if probe.disabled or "dataloader" in probe.off or threading.get_ident() != probe.train_thread:
                 return real_next(it)
             t0 = time.perf_counter()
             try:
                 batch = real_next(it)
             finally:
-                if probe.step_start is None:
-                    probe.step_start, probe.step_start_wall = t0, time.time()
-                probe.data_wait += time.perf_counter() - t0
-            probe.note_batch(batch)
+                probe.guarded(probe.note_wait, t0, hook="dataloader")
+            probe.guarded(probe.note_batch, batch, hook="dataloader")
             return batch
 
+        __next__._neurondesk = True
         cls.__next__ = __next__
+
+    def note_wait(self, t0: float) -> None:
+        if self.step_start is None:
+            self.step_start, self.step_start_wall = t0, time.time()
+        self.data_wait += time.perf_counter() - t0
 
     def note_batch(self, batch) -> None:
         """Samples and tokens from a DataLoader batch: used for the steps in which the model's
-        forward could not be seen (a forward inside a torch.compile'd function)."""
+        forward could not be seen (a forward inside a torch.compile'd function). A batch of
+        anything (numpy arrays, strings, the user's own objects) is read without raising."""
         x = batch
         for _ in range(3):
             if isinstance(x, dict):
@@ -643,22 +711,24 @@ class Probe:
                 x = x[0] if x else None
             else:
                 break
-        shape = getattr(x, "shape", None)
-        if not shape:
+        dims = _dims(x)
+        if not dims:
             return
-        self.loader_samples += shape[0]
-        dtype = getattr(x, "dtype", None)
-        if len(shape) >= 2 and dtype is not None and not dtype.is_floating_point:
-            self.loader_tokens += shape[0] * shape[1]
-        self.loader_shapes.append(list(shape))
+        self.loader_samples += dims[0]
+        if len(dims) >= 2 and _holds_ids(x):
+            self.loader_tokens += dims[0] * dims[1]
+        self.loader_shapes.append(dims)
 
     def patch_parallel_loader(self, module) -> None:
         cls = module.PerDeviceLoader
         real_next = cls.next
         probe = self
 
+        if getattr(real_next, "_neurondesk", False):
+            return
+
         def next(loader):  # noqa: A001 - same name as the method it wraps
-            if probe.disabled:
+            if probe.disabled or "parallel-loader" in probe.off:
                 return real_next(loader)
             t0 = time.perf_counter()
             probe.in_loader, probe.sync_time_in_loader = True, 0.0
@@ -666,13 +736,17 @@ class Probe:
                 return real_next(loader)
             finally:
                 probe.in_loader = False
-                if probe.step_start is None:
-                    probe.step_start, probe.step_start_wall = t0, time.time()
-                # The loader syncs (ending the previous step) and then waits for a batch.
-                probe.data_wait += max(0.0, time.perf_counter() - t0 - probe.sync_time_in_loader)
+                probe.guarded(probe.note_loader_wait, t0, hook="parallel-loader")
 
+        next._neurondesk = True
         cls.next = next
         cls.__next__ = next
+
+    def note_loader_wait(self, t0: float) -> None:
+        if self.step_start is None:
+            self.step_start, self.step_start_wall = t0, time.time()
+        # The loader syncs (ending the previous step) and then waits for a batch.
+        self.data_wait += max(0.0, time.perf_counter() - t0 - self.sync_time_in_loader)
 
     # ---------------------------------------------------------------- XLA
     def patch_torch_xla(self, module) -> None:
@@ -683,23 +757,28 @@ class Probe:
         inner = sys.modules.get("torch_xla.torch_xla")
         real_sync = module.sync
         probe = self
+        first = self.xlac_seen is None
+        self.xlac_seen = True
+        if getattr(real_sync, "_neurondesk", False):
+            return
 
         def sync(*args, **kwargs):
-            if probe.disabled or probe.sync_depth:
+            if probe.disabled or probe.sync_depth or "xla-sync" in probe.off:
                 return real_sync(*args, **kwargs)
-            before = probe.guarded(probe.sync_begin)
+            before = probe.guarded(probe.sync_begin, hook="xla-sync")
             try:
                 return real_sync(*args, **kwargs)
             finally:
                 if before is not None:
-                    probe.guarded(probe.sync_end, before)
+                    probe.guarded(probe.sync_end, before, hook="xla-sync")
 
-        sync.__doc__, sync.__wrapped__ = real_sync.__doc__, real_sync
+        sync.__doc__, sync.__wrapped__, sync._neurondesk = real_sync.__doc__, real_sync, True
         module.sync = sync
         if inner is not None and getattr(inner, "sync", None) is real_sync:
             inner.sync = sync
-        self._patch_value_reads()
-        threading.Thread(target=self._compile_watcher, name="neurondesk-probe", daemon=True).start()
+        self.guarded(self._patch_value_reads, hook="value-access")
+        if first:
+            threading.Thread(target=self._compile_watcher, name="neurondesk-probe", daemon=True).start()
 
     def _counts(self) -> tuple[int, int]:
         cv = self.xlac._xla_counter_value
@@ -774,29 +853,33 @@ class Probe:
             except Exception:  # noqa: BLE001
                 return
 
-    def _patch_value_reads(self) -> None:
-        """Wrap the Tensor methods that read a value back to the host (.item(), print, if t:)."""
-        import torch
+    def _patch_value_reads(self, tensor_cls=None) -> None:
+        """Wrap the Tensor methods that read a value back to the host (.item(), print, if t:).
+        The counting around the real call is guarded like every hook: whatever fails there turns
+        the value-access hook off, and the user's call returns (or raises) exactly as without us."""
+        if tensor_cls is None:
+            import torch
 
+            tensor_cls = torch.Tensor
         probe = self
         for name in ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__",
                      "__index__", "__repr__", "__format__"):
-            real = getattr(torch.Tensor, name, None)
-            if real is None:
+            real = getattr(tensor_cls, name, None)
+            if real is None or getattr(real, "_neurondesk", False):
                 continue
 
             def make(real=real, name=name):
                 def wrapper(self, *args, **kwargs):
                     guard = probe.value_guard
-                    if _is_compiling() or probe.disabled or getattr(guard, "on", False):
+                    if (_is_compiling() or probe.disabled or "value-access" in probe.off
+                            or getattr(guard, "on", False)):
                         return real(self, *args, **kwargs)
                     guard.on = True
                     try:
-                        before = probe._counts()
+                        before = probe.guarded(probe._counts, hook="value-access")
                         result = real(self, *args, **kwargs)
-                        after = probe._counts()
-                        if after != before:
-                            probe.guarded(probe.value_access, before, after)
+                        if before is not None:
+                            probe.guarded(probe.value_read_done, before, hook="value-access")
                         return result
                     finally:
                         guard.on = False
@@ -804,17 +887,23 @@ class Probe:
                 wrapper.__name__ = name
                 wrapper.__qualname__ = f"Tensor.{name}"
                 wrapper.__doc__ = getattr(real, "__doc__", None)
+                wrapper._neurondesk = True
                 return wrapper
 
-            setattr(torch.Tensor, name, make())
+            setattr(tensor_cls, name, make())
+
+    def value_read_done(self, before) -> None:
+        after = self._counts()
+        if after != before:
+            self.value_access(before, after)
 
     def value_access(self, before, after) -> None:
         compiles = after[0] - before[0]
         execs = compiles + after[1] - before[1]
         self.step_execs += execs
-        location = self.user_location(4)
+        location = self.user_location(5)
         if compiles:
-            self._report_compiles(compiles, "value-access", 4)
+            self._report_compiles(compiles, "value-access", 5)
         self.send({"kind": "graph_executed", "step": self.step, "trigger": "value-access",
                    "location": location, "executions": execs, "compiles": compiles})
 
@@ -824,20 +913,23 @@ class Probe:
         module.on_compile_end(self._dynamo_end)
 
     def _dynamo_start(self, args=None) -> None:
-        if not self.disabled:
-            key = str(getattr(args, "compile_id", ""))
-            self.dynamo_starts[key] = time.perf_counter()
-            self.guarded(self.send, {"kind": "compile_started", "source": "dynamo", "step": self.step})
+        self.guarded(self._on_dynamo_start, args, hook="dynamo")
+
+    def _on_dynamo_start(self, args) -> None:
+        key = str(getattr(args, "compile_id", ""))
+        self.dynamo_starts[key] = time.perf_counter()
+        self.send({"kind": "compile_started", "source": "dynamo", "step": self.step})
 
     def _dynamo_end(self, args=None) -> None:
-        if self.disabled:
-            return
+        self.guarded(self._on_dynamo_end, args, hook="dynamo")
+
+    def _on_dynamo_end(self, args) -> None:
         key = str(getattr(args, "compile_id", ""))
         trigger = getattr(getattr(args, "callback_trigger", None), "name", "")
         started = self.dynamo_starts.pop(key, None)
         duration = time.perf_counter() - started if started is not None else None
         self.step_compiles += 1
-        self.guarded(self.send, {"kind": "compile", "source": "dynamo", "step": self.step,
-                                 "duration_s": duration, "trigger": "dynamo",
-                                 "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
-                                 "input_shapes": self.shapes or None})
+        self.send({"kind": "compile", "source": "dynamo", "step": self.step,
+                   "duration_s": duration, "trigger": "dynamo",
+                   "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
+                   "input_shapes": self.shapes or None})

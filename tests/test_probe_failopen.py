@@ -1,0 +1,405 @@
+"""Nothing the workload hands the probe can break it (issue 9).
+
+The probe runs inside someone else's training: whatever its hooks are given (numpy batches,
+dicts and tuples of them, strings, objects with a hostile `shape`, `__len__` or `__getattr__`,
+tensors of every dtype), they never raise into the user's code and never change what the user's
+call returns. A hook that fails anyway is turned off alone, says so once (a `notice` over the
+socket), and training and the other hooks go on.
+
+Real workloads under the real bootstrap in subprocesses; the hooks driven directly on a real
+`Probe` talking over a real Unix socket for the property-based tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import types
+from pathlib import Path
+
+import pytest
+from conftest import REPO, base_env, neurondesk_run
+
+hypothesis = pytest.importorskip("hypothesis")
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
+NUMPY_BATCHES = REPO / "tests" / "data" / "workloads" / "numpy_batches.py"
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+
+def load_probe_module():
+    sys.path.insert(0, str(BOOTSTRAP))
+    try:
+        import _neurondesk_probe
+    finally:
+        sys.path.remove(str(BOOTSTRAP))
+    return _neurondesk_probe
+
+
+# ------------------------------------------------------------------ real workloads, real bootstrap
+
+def run_under_probe(tmp_path: Path, script: str, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run a Python script with the bootstrap on PYTHONPATH and a recorder socket that keeps
+    every message; returns the process and the messages."""
+    path = os.path.join(tempfile.mkdtemp(prefix="nd-f-"), "p.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(4)
+    got: list[bytes] = []
+
+    def read() -> None:
+        conn, _ = server.accept()
+        with conn, conn.makefile("rb") as f:
+            got.extend(f)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    env = dict(os.environ, NEURONDESK_SOCKET=path,
+               PYTHONPATH=os.pathsep.join(p for p in (str(BOOTSTRAP), os.environ.get("PYTHONPATH", "")) if p))
+    p = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=tmp_path)
+    reader.join(30)
+    server.close()
+    return p, [json.loads(line) for line in got]
+
+
+@pytest.mark.parametrize("form", ["array", "dict", "tuple", "odd"])
+def test_a_numpy_collating_dataloader_trains_to_its_end_with_every_step_counted(tmp_path, form):
+    p, msgs = run_under_probe(tmp_path, str(NUMPY_BATCHES), "6", form)
+    assert p.returncode == 0 and p.stderr == "", p.stderr[-2000:]
+    assert p.stdout.splitlines()[-1] == "numpy-batches done: 6 steps"
+    steps = [m for m in msgs if m["kind"] == "step"]
+    assert [m["step"] for m in steps] == list(range(6))
+    assert all(m["samples"] == 4 and m["tokens"] == 32 and m["input_shapes"] == [[4, 8]] for m in steps)
+    assert [m for m in msgs if m["kind"] == "notice"] == []  # nothing failed: nothing to say
+
+
+RELOAD = textwrap.dedent("""
+    import importlib, sys
+    import torch
+    p = torch.nn.Parameter(torch.zeros(4))
+    for name in ("torch.optim.optimizer", "torch.nn.modules.module", "torch.utils.data.dataloader"):
+        importlib.reload(sys.modules[name])
+    opt = torch.optim.SGD([p], lr=0.1)
+    for i in range(40):
+        (p - 1).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    print("reload: 40 steps")
+""")
+
+
+def test_reloading_the_optimizer_module_counts_each_step_once(tmp_path):
+    script = tmp_path / "reload.py"
+    script.write_text(RELOAD)
+    p, msgs = run_under_probe(tmp_path, str(script))
+    assert p.returncode == 0 and p.stderr == "" and p.stdout == "reload: 40 steps\n", p.stderr[-2000:]
+    assert [m["step"] for m in msgs if m["kind"] == "step"] == list(range(40))
+
+
+def test_numpy_collating_workload_under_neurondesk_run_headless(tmp_path):
+    run = neurondesk_run(tmp_path, ["12", "dict"], workload=NUMPY_BATCHES, env=base_env(tmp_path), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "numpy-batches step 11 loss" in run.stdout and "numpy-batches done: 12 steps" in run.stdout
+    steps = [e for e in run.events if e.get("kind") == "step"]
+    assert [e["step"] for e in steps] == list(range(12))
+    assert run.summary["steps"] == 12
+    assert not [e for e in run.events if e.get("kind") == "notice" and e.get("source") == "probe"]
+
+
+# ------------------------------------------------------------------ hooks driven on a real Probe
+
+class Recorder:
+    """The recorder's end of the socket: keeps every message the probe sends."""
+
+    def __init__(self) -> None:
+        self.path = os.path.join(tempfile.mkdtemp(prefix="nd-f-"), "p.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.lines: list[bytes] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        conn, _ = self.server.accept()
+        with conn, conn.makefile("rb") as f:
+            self.lines.extend(f)
+
+    def close(self, probe) -> list[dict]:
+        probe.flush_at_exit()
+        if probe.sock is not None:
+            probe.sock.close()
+        probe.disabled = True  # its flusher thread ends
+        self.thread.join(30)
+        self.server.close()
+        return [json.loads(line) for line in self.lines]
+
+
+class FakeOptimizer:
+    param_groups: list = []
+
+
+def new_probe():
+    mod = load_probe_module()
+    rec = Recorder()
+    probe = mod.Probe(rec.path)
+    probe.send({"kind": "notice", "level": "info", "source": "test", "message": "hello"})  # connects
+    return mod, probe, rec
+
+
+def one_step(probe, opt) -> None:
+    probe._opt_pre(opt, (), {})
+    probe._opt_post(opt, (), {})
+
+
+def notices_by_hook(msgs: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for m in msgs:
+        if m["kind"] == "notice" and m.get("source") == "probe":
+            hook = m["message"].split("'")[1]
+            counts[hook] = counts.get(hook, 0) + 1
+    return counts
+
+
+class Boom(Exception):
+    pass
+
+
+class HostileAttr:
+    def __getattr__(self, name):
+        raise Boom(name)
+
+
+class HostileLen:
+    shape = (3, 4)
+
+    def __len__(self):
+        raise Boom("len")
+
+    @property
+    def dtype(self):
+        raise Boom("dtype")
+
+
+class EndlessShape(tuple):
+    def __iter__(self):
+        while True:
+            yield 1
+
+
+class HostileDict(dict):
+    def get(self, *a):
+        raise Boom("get")
+
+
+class HostileList(list):
+    def __getitem__(self, i):
+        raise Boom("getitem")
+
+
+class HasShape:
+    def __init__(self, shape, dtype=None):
+        self.shape = shape
+        self.dtype = dtype
+
+
+class ShapeRaises:
+    @property
+    def shape(self):
+        raise Boom("shape")
+
+
+class StrRaises(Exception):
+    def __str__(self):
+        raise Boom("str")
+
+
+NP_DTYPES = st.one_of(hnp.scalar_dtypes(), hnp.byte_string_dtypes(), hnp.unicode_string_dtypes(),
+                      hnp.datetime64_dtypes(), hnp.timedelta64_dtypes(), st.just(np.dtype(object)))
+NP_ARRAYS = NP_DTYPES.flatmap(lambda dt: hnp.arrays(dt, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0,
+                                                                         max_side=3),
+                                                    elements=None if dt != np.dtype(object) else st.none()))
+ODD_SHAPES = st.one_of(st.none(), st.integers(), st.text(max_size=5),
+                       st.lists(st.one_of(st.integers(-3, 10**12), st.text(max_size=3), st.floats(),
+                                          st.none()), max_size=5).map(tuple),
+                       st.lists(st.integers(0, 5), max_size=4), st.just(EndlessShape((1,))),
+                       st.just(torch.Size([2, 3])))
+HOSTILE = st.one_of(st.builds(HostileAttr), st.builds(HostileLen), st.builds(ShapeRaises),
+                    st.builds(HasShape, ODD_SHAPES, st.one_of(st.none(), st.text(max_size=3), st.builds(HostileAttr))),
+                    st.just(HostileDict(input_ids=1)), st.just(HostileList([1])))
+TORCH_DTYPES = [d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                            torch.complex128, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+                            torch.uint16, torch.uint32, torch.uint64, torch.bool, torch.float8_e4m3fn,
+                            torch.float8_e5m2) if d is not None]
+
+
+def _tensor(dtype, shape):
+    return torch.zeros(shape, dtype=dtype)
+
+
+TENSORS = st.builds(_tensor, st.sampled_from(TORCH_DTYPES), st.lists(st.integers(0, 3), max_size=4).map(tuple))
+LEAVES = st.one_of(NP_ARRAYS, TENSORS, HOSTILE, st.text(max_size=8), st.binary(max_size=8), st.integers(),
+                   st.floats(), st.none())
+BATCHES = st.recursive(LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(st.one_of(st.just("input_ids"), st.text(max_size=4)), inner, max_size=3)), max_leaves=6)
+
+
+def test_every_hook_passes_through_whatever_the_workload_hands_it():
+    mod, probe, rec = new_probe()
+    fake = types.SimpleNamespace(_BaseDataLoaderIter=type("It", (), {"__next__": lambda it: it.item}))
+    probe.patch_dataloader(fake)
+    opt = FakeOptimizer()
+    one_step(probe, opt)  # the lead optimizer: its steps are the training's
+    steps = 1
+
+    @SETTINGS
+    @given(batch=BATCHES, args=st.lists(BATCHES, max_size=3), kw=st.one_of(st.none(), BATCHES))
+    def check(batch, args, kw):
+        nonlocal steps
+        it = fake._BaseDataLoaderIter()
+        it.item = batch
+        assert next(it) is batch  # DataLoader __next__: the same batch, never an exception
+        assert probe._top_forward(None, tuple(args), {} if kw is None else {"input_ids": kw}) is None
+        assert probe._opt_pre(batch, (), {}) is None  # an optimizer of the user's own making
+        one_step(probe, opt)
+        steps += 1
+        assert not probe.disabled
+        assert probe.step == steps  # the optimizer hook still counts every step
+
+    check()
+    msgs = rec.close(probe)
+    notices = notices_by_hook(msgs)
+    assert all(n == 1 for n in notices.values()), notices  # each failing hook said so once
+    assert "optimizer" not in notices  # the step hook never failed on the hostile batches
+    assert [m["step"] for m in msgs if m["kind"] == "step"] == list(range(steps))
+
+
+def test_dataloader_next_raises_exactly_what_the_real_one_raises():
+    mod, probe, rec = new_probe()
+
+    class It:
+        def __next__(self):
+            raise self.exc
+
+    fake = types.SimpleNamespace(_BaseDataLoaderIter=It)
+    probe.patch_dataloader(fake)
+    for exc in (StopIteration(), Boom("worker died"), KeyError("x"), StrRaises()):
+        it = It()
+        it.exc = exc
+        with pytest.raises(type(exc)) as info:
+            next(it)
+        assert info.value is exc
+    assert rec.close(probe) and probe.off == set()
+
+
+def test_a_failing_hook_turns_off_alone_says_so_once_and_training_goes_on():
+    mod, probe, rec = new_probe()
+    fake = types.SimpleNamespace(_BaseDataLoaderIter=type("It", (), {"__next__": lambda it: it.item}))
+    probe.patch_dataloader(fake)
+    opt = FakeOptimizer()
+    for _ in range(5):
+        it = fake._BaseDataLoaderIter()
+        it.item = HostileDict(input_ids=np.zeros((2, 3), dtype=np.int64))  # its .get raises: the hook fails
+        assert next(it) is it.item
+        probe._top_forward(None, (torch.zeros((2, 5), dtype=torch.int64),), {})
+        one_step(probe, opt)
+    assert probe.off == {"dataloader"} and not probe.disabled
+    msgs = rec.close(probe)
+    notices = [m for m in msgs if m["kind"] == "notice" and m["source"] == "probe"]
+    assert len(notices) == 1 and notices[0]["level"] == "warn"
+    assert "'dataloader'" in notices[0]["message"] and "Boom: get" in notices[0]["message"]
+    steps = [m for m in msgs if m["kind"] == "step"]
+    assert [m["step"] for m in steps] == list(range(5))
+    assert all(m["samples"] == 2 and m["tokens"] == 10 for m in steps)  # the forward hook runs on
+
+
+class CountersThatFail:
+    """torch_xla's counters as the probe reads them, made to fail or misbehave."""
+
+    def __init__(self, values) -> None:
+        self.values = iter(values)
+
+    def _xla_counter_value(self, name):
+        v = next(self.values, 0)
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+    def _xla_metric_data(self, name):
+        raise Boom("metric data")
+
+
+COUNTER_VALUES = st.lists(st.one_of(st.integers(0, 5), st.text(max_size=2), st.none(), st.just(Boom("counter")),
+                                    st.floats(allow_nan=True)), max_size=12)
+
+
+def test_value_reads_return_what_torch_returns_whatever_the_counting_does():
+    """Tensor.item/__bool__/__repr__ ... patched: the counting around the real call is guarded;
+    the call returns exactly what torch returns, raises exactly what torch raises."""
+    mod, probe, rec = new_probe()
+
+    class Patch(torch.Tensor):
+        pass
+
+    class Plain(torch.Tensor):  # the same class unpatched: torch treats subclasses apart (__format__)
+        pass
+
+    probe._patch_value_reads(Patch)
+    calls = [("item", ()), ("tolist", ()), ("__bool__", ()), ("__repr__", ()), ("__format__", ("",)),
+             ("__float__", ()), ("__int__", ()), ("__index__", ()), ("cpu", ()), ("numpy", ())]
+
+    def outcome(obj, name, args):
+        try:
+            r = getattr(obj, name)(*args)
+        except Exception as exc:  # noqa: BLE001
+            return ("raised", type(exc), str(exc))
+        if isinstance(r, torch.Tensor):
+            return ("tensor", r.dtype, tuple(r.shape))
+        if isinstance(r, np.ndarray):
+            return ("ndarray", r.dtype, r.shape)
+        return ("value", type(r), repr(r).replace("Patch(", "Plain("))  # names of one length: the same indents
+
+    @SETTINGS
+    @given(t=TENSORS, counters=COUNTER_VALUES)
+    def check(t, counters):
+        probe.xlac = CountersThatFail(counters)
+        p, plain = t.as_subclass(Patch), t.as_subclass(Plain)
+        for name, args in calls:
+            assert outcome(p, name, args) == outcome(plain, name, args), name
+        assert not probe.disabled
+
+    check()
+    msgs = rec.close(probe)
+    notices = notices_by_hook(msgs)
+    assert notices == {"value-access": 1}, notices  # the counters failed: said once, then off
+    assert probe.off == {"value-access"}
+
+
+def test_the_sync_and_dynamo_hooks_fail_alone():
+    mod, probe, rec = new_probe()
+    calls = []
+    fake_xla = types.SimpleNamespace(_XLAC=CountersThatFail([Boom("counter")]),
+                                     sync=lambda *a, **k: calls.append(a) or "synced")
+    probe._patch_value_reads = lambda: None  # not torch.Tensor of this test process
+    probe.xlac_seen = True  # and no compile watcher thread
+    probe.patch_torch_xla(fake_xla)
+    assert fake_xla.sync(1) == "synced" and fake_xla.sync(2) == "synced" and calls == [(1,), (2,)]
+    probe._dynamo_start(HostileAttr())
+    probe._dynamo_end(HostileAttr())
+    one_step(probe, FakeOptimizer())
+    msgs = rec.close(probe)
+    assert notices_by_hook(msgs) == {"xla-sync": 1, "dynamo": 1}
+    assert [m["step"] for m in msgs if m["kind"] == "step"] == [0]
