@@ -33,6 +33,22 @@ def wait_until(predicate, timeout: float, what: str, every: float = 0.1):
         time.sleep(every)
 
 
+def _read_until(pipe, marker: str, timeout: float) -> str:
+    """Read a text pipe until ``marker`` shows (the process is up and doing its job)."""
+    import select
+
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while marker not in seen:
+        assert time.monotonic() < deadline, f"timed out waiting for {marker!r}: {seen!r}"
+        r, _, _ = select.select([pipe], [], [], 0.2)
+        if r:
+            chunk = os.read(pipe.fileno(), 65536).decode("utf-8", "replace")
+            assert chunk, f"the pipe closed before {marker!r}: {seen!r}"
+            seen += chunk
+    return seen
+
+
 def journal_kinds(run_dir: Path) -> list[str]:
     try:
         lines = (run_dir / "events.jsonl").read_text().splitlines()
@@ -87,9 +103,10 @@ def test_detach_ls_two_attached_viewers_one_detaches_and_the_run_has_every_step(
 
     viewers = [subprocess.Popen([*ND, "attach", "--headless", run_dir.name], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env, cwd=REPO) for _ in range(2)]
-    time.sleep(1.0)
+    first = _read_until(viewers[0].stderr, "neurondesk: ", 60)  # its status line: it is watching
     viewers[0].send_signal(signal.SIGINT)  # Ctrl-C in an attached printer detaches
     out0, err0 = viewers[0].communicate(timeout=30)
+    err0 = first + err0
     assert viewers[0].returncode == 0 and "detached from" in err0, err0
     assert recorder_alive(run_dir), "detaching must not end the run"
 

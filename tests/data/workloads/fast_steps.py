@@ -18,6 +18,8 @@ while not os.path.exists(release):
     for _ in range(500):
         opt.step()
     steps += 500
+    if steps % 10000 == 0:
+        print(f"fast_steps at {steps}", flush=True)  # to its own stdout file: readable with no recorder
 for _ in range(3000):
     opt.step()
 steps += 3000
