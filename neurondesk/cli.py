@@ -146,6 +146,10 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
         _die(str(exc))
     except LaunchError as exc:
         _die(str(exc), 1)
+    except OSError as exc:  # the run folder cannot be made or written: say so before anything runs
+        where = exc.filename or options.run_dir or "the run folder"
+        _die(f"cannot write the run folder {where}: {exc.strerror or exc}; choose a writable --run-dir "
+             "or set NEURONDESK_HOME to a writable folder")
     if args.detach:
         sys.stdout.write(f"{launched.paths.dir}\n")
         return 0

@@ -64,3 +64,14 @@ def test_a_run_dir_holding_a_run_is_refused_in_one_line_unless_force(tmp_path):
     assert json.loads((d / "summary.json").read_text())["exit_code"] == 0
     assert len(list(d.glob("previous-*/events.jsonl"))) == 1
     assert (d / "events.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unwritable_run_folder_is_one_line_before_anything_runs(tmp_path):
+    marker = tmp_path / "ran"
+    # /proc takes no new folders, even for root: a stand-in for a read-only filesystem
+    p = nd(tmp_path, "run", "--headless", "--price-per-hour", "1", "--run-dir", "/proc/neurondesk-test/run",
+           "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    assert p.returncode == 2
+    assert p.stderr.startswith("neurondesk: cannot write the run folder /proc/neurondesk-test")
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert not marker.exists()  # the workload never started
