@@ -11,6 +11,7 @@ from neurondesk.core.state import CompileRecord, RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.derived import split_text
 from neurondesk.views.console.panel import Line, Panel, kv
+from neurondesk.views.safe_text import clean
 
 TABLE_ROWS = 500  # the table keeps the latest compiles; the figures above it count them all
 COLUMNS = ("#", "step", "cause", "location", "duration", "cache", "source")
@@ -25,35 +26,35 @@ def _cells(c: CompileRecord, warmup: int) -> list[Text]:
         Text(str(c.index), style=style),
         Text("—" if c.step is None else str(c.step), style=style),
         Text(c.cause + (" ⚠" if late else ""), style=CAUSE_STYLE.get(c.cause, "") if not late else style),
-        Text(fmt.short_location(c.location)),
+        Text(clean(fmt.short_location(c.location))),
         Text(fmt.secs(c.duration_s, 2), justify="right"),
         Text(cache, style="green" if cache == "hit" else ("red" if cache == "failed" else "")),
-        Text(c.source, style="dim"),
+        Text(clean(c.source), style="dim"),
     ]
 
 
 def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     t = Text()
     t.append(f"compile #{c.index}", style="bold")
-    t.append(f"  step {c.step}  {c.cause}  {fmt.secs(c.duration_s, 2)}  cache {c.cache or '—'}  "
-             f"source {c.source}  trigger {c.trigger or '—'}")
+    t.append(clean(f"  step {c.step}  {c.cause}  {fmt.secs(c.duration_s, 2)}  cache {c.cache or '—'}  "
+                   f"source {c.source}  trigger {c.trigger or '—'}"))
     if c.step is not None and c.step >= warmup:
         t.append(f"  after warm-up (step ≥ {warmup})", style="bold red")
     t.append("\n")
-    t.append_text(kv(("at", c.location or "—")))
+    t.append_text(kv(("at", clean(c.location or "—"))))
     t.append("\n")
     shapes = fmt.shapes(c.input_shapes)
     if c.previous_shapes:
         shapes = f"{fmt.shapes(c.previous_shapes)} → {shapes}"
-    t.append_text(kv(("shapes", shapes), ("graph", c.graph_hash or "—")))
+    t.append_text(kv(("shapes", clean(shapes)), ("graph", clean(c.graph_hash or "—"))))
     if c.reason:
         t.append("\n")
-        t.append_text(kv(("guard" if c.source == "dynamo" else "cause", c.reason)))
+        t.append_text(kv(("guard" if c.source == "dynamo" else "cause", clean(c.reason))))
     if c.error:
         t.append("\n")
-        t.append(f"error: {c.error}", style="bold red")
+        t.append(f"error: {clean(c.error)}", style="bold red")
     for frame in c.frames[:5]:
-        t.append("\n  " + fmt.ellipsize_left(frame, max(20, width - 2)), style="dim")
+        t.append("\n  " + fmt.ellipsize_left(clean(frame), max(20, width - 2)), style="dim")
     return t
 
 

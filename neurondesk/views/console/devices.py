@@ -10,6 +10,7 @@ from neurondesk.core.state import RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.derived import device_units, memory_sum
 from neurondesk.views.console.panel import Line, Panel
+from neurondesk.views.safe_text import clean
 
 
 def util_style(u: float | None) -> str:
@@ -95,7 +96,7 @@ class DevicesPanel(Panel):
         inv = state.inventory
         if kind == "host" and inv is not None and (inv.neuron_reason or inv.gpu_reason):
             why = "; ".join(r for r in (inv.neuron_reason, inv.gpu_reason) if r)
-            t.append("\n" + fmt.ellipsize(why, max(20, self.content_size.width)), style="dim")
+            t.append("\n" + fmt.ellipsize(clean(why), max(20, self.content_size.width)), style="dim")
         width = max(30, self.content_size.width)
         if len(units) > MAX_ROWS * 4:
             self._spark(t, units, width)
@@ -119,9 +120,9 @@ class DevicesPanel(Panel):
         self._cache(t, state, width)
         # collector trouble (neuron-monitor restarting, a collector that stopped): shown, not fatal
         for n in [n for n in state.notices if n.level in ("warn", "error") and n.source != "probe"][-2:]:
-            t.append("\n" + fmt.ellipsize(f"{n.source}: {n.message}", width), style="yellow")
+            t.append("\n" + fmt.ellipsize(clean(f"{n.source}: {n.message}"), width), style="yellow")
         if state.reduce_errors:  # events the reducer skipped: the figures may miss them
-            t.append("\n" + fmt.ellipsize(state.reduce_error_text, width), style="yellow")
+            t.append("\n" + fmt.ellipsize(clean(state.reduce_error_text), width), style="yellow")
         self.query_one("#devices-text", Line).show(t)
 
     @staticmethod
@@ -137,6 +138,6 @@ class DevicesPanel(Panel):
             free = (f", {c.free_bytes / c.disk_total_bytes:.0%} disk free"
                     if c.free_bytes is not None and c.disk_total_bytes else "")
             line = f"compile cache {fmt.gib(c.size_bytes)}, {entries or 'empty'}{free} · {c.path}"
-        t.append("\n" + fmt.ellipsize(line, width), style="dim")
+        t.append("\n" + fmt.ellipsize(clean(line), width), style="dim")
         for w in c.warnings:
-            t.append("\n" + fmt.ellipsize(w, width), style="yellow")
+            t.append("\n" + fmt.ellipsize(clean(w), width), style="yellow")

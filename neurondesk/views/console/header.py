@@ -10,6 +10,7 @@ from neurondesk.core.state import RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.derived import phase_text
 from neurondesk.views.console.panel import Line
+from neurondesk.views.safe_text import clean
 
 PHASE_STYLE = {
     "starting": "bold black on grey70",
@@ -37,7 +38,7 @@ class HeaderBar(Line):
         command = shlex.join(state.command) if state.command else "(waiting for the run to start)"
         room = self.size.width - 13
         label = self.source_label if len(self.source_label) + 2 <= room - 50 else ""
-        top.append(fmt.ellipsize(command, max(10, room - (len(label) + 2 if label else 0))), style="bold")
+        top.append(fmt.ellipsize(clean(command), max(10, room - (len(label) + 2 if label else 0))), style="bold")
         if label:
             top.append(f"  {label}", style="italic dim")
         line = Text()
@@ -53,7 +54,7 @@ class HeaderBar(Line):
         line.append("  step ", style="dim")
         line.append(step, style="bold")
         line.append("  ")
-        line.append(device, style="cyan")
+        line.append(clean(device), style="cyan")
         if state.instance_type or state.price_per_hour is not None:
             price = "" if state.price_per_hour is None else f" ${state.price_per_hour:,.4f}/h"
             line.append(f"  {state.instance_type or ''}{price}", style="dim")

@@ -10,6 +10,7 @@ from neurondesk.core.diagnostics import input_advice
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.panel import Line, Panel, kv
+from neurondesk.views.safe_text import clean
 
 VERDICT_STYLE = {"ok": "bold green", "warn": "bold yellow", "input-bound": "bold white on dark_orange3",
                  "unknown": "dim"}
@@ -57,7 +58,7 @@ class InputPanel(Panel):
                              ("CPU", f"{tree.dataloader_cpu_percent:.0f}%")))
             for p in tree.processes[:6]:
                 line = f"{p.pid:>7} {p.role:<10} {p.cpu_percent:>4.0f}% {p.name}"
-                t.append("\n" + fmt.ellipsize(line, width), style="dim")
+                t.append("\n" + fmt.ellipsize(clean(line), width), style="dim")
             if len(tree.processes) > 6:
                 t.append(f"\n  … {len(tree.processes) - 6} more", style="dim")
         self.query_one("#input-text", Line).show(t)

@@ -1,5 +1,7 @@
 """Log: the workload's stdout and stderr (OutputLine events kept by RunState), bounded and
-searchable; compile lines tinted, errors red, noise dimmed.
+searchable; compile lines tinted, errors red, noise dimmed. The workload's own colours (SGR) are
+kept as styles; every other control sequence in its output is dropped (views/safe_text.py), so
+none reaches the user's terminal.
 
 The view is a fixed-size window onto a bounded deque of lines: appending repaints the window and
 never changes the widget's size, so a chatty workload costs no layout passes.
@@ -19,6 +21,7 @@ from textual.widgets import Input
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.views.console.panel import Panel
+from neurondesk.views.safe_text import safe_text
 
 MAX_LINES = 5000  # the widget's bound; RunState keeps the same number of lines
 WRITE_FRAMES = 2  # new lines are shown in batches, every 2nd frame (once a second)
@@ -28,7 +31,7 @@ TAG_STYLE = {"compile": "cyan", "error": "bold red", "noise": "dim"}
 def styled(line: ev.OutputLine, needle: str = "") -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("err " if line.stream == "stderr" else "    ", style="dim red" if line.stream == "stderr" else "")
-    t.append(line.text, style=TAG_STYLE.get(line.tag or "", ""))
+    t.append_text(safe_text(line.text, style=TAG_STYLE.get(line.tag or "", "")))
     if needle:
         t.highlight_words([needle], style="reverse", case_sensitive=False)
     return t
@@ -132,7 +135,7 @@ class LogPanel(Panel):
 
     def _write(self, lines: list[ev.OutputLine]) -> None:
         needle = self.needle.lower()
-        batch = [styled(line, self.needle) for line in lines if not needle or needle in line.text.lower()]
+        batch = [t for t in (styled(line, self.needle) for line in lines) if not needle or needle in t.plain.lower()]
         if batch:
             self.view.append(batch)
 

@@ -11,6 +11,7 @@ from neurondesk.views import fmt
 from neurondesk.views.console.derived import cost_now, device_units, split_text
 from neurondesk.views.console.inputs import VERDICT_STYLE
 from neurondesk.views.console.panel import Line, Panel
+from neurondesk.views.safe_text import clean
 
 
 class OverviewPanel(Panel):
@@ -63,7 +64,7 @@ class OverviewPanel(Panel):
             row("Devices", f"{kind} {utils}" + (" …" if len(units) > 8 else ""))
         else:
             row("Devices", Text("no samples yet", style="dim"))
-        last = state.output[-1].text if state.output else "—"
+        last = clean(state.output[-1].text) if state.output else "—"
         row("Last line", Text(fmt.ellipsize(last, max(10, self.size.width - 16)), style="dim"))
         self.query_one("#overview-text", Line).show(t)
         spark = self.query_one("#overview-spark", Sparkline)

@@ -1,0 +1,70 @@
+"""Text from the workload and from tools, made safe to draw: the user's terminal belongs to the user.
+
+A workload's output (and a tool's error message, a file name, a notice) may hold terminal control
+sequences: OSC 52 clipboard writes, window-title changes, OSC 8 hyperlinks, DCS queries, screen
+clears. Drawn as they are, they reach the terminal the console runs in. Everything shown in a panel
+goes through here first:
+
+  clean(s)            every control sequence and control character dropped (tab kept)
+  clean(s, sgr=True)  the same, but SGR sequences (colour, bold ...) kept as they were
+  safe_text(s, style) a rich Text of clean(s, sgr=True), its SGR rendered as style
+
+Dropped: CSI sequences other than SGR (7-bit ESC [ and 8-bit 0x9B), OSC (ended by BEL or ST, or
+unended: to the end of the text), DCS, SOS, PM, APC (ended by ST, or unended: to the end), other
+ESC sequences, a lone ESC, C0 controls but tab, DEL, C1 controls. Line breaks (CR, LF, VT, FF)
+become a space, so words on either side stay apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.ansi import AnsiDecoder
+from rich.text import Text
+
+# Anything that needs work: C0 but tab, DEL, C1. Text without one is returned as it is (fast path).
+_NEEDS_WORK = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+_TOKEN = re.compile(
+    r"(?P<sgr>\x1b\[[0-9;:]*m)"
+    r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI (an unended one: its parameters)
+    r"|(?:\x1b\]|\x9d)[^\x07\x9c\x1b]*(?:\x07|\x9c|\x1b\\|\x1b|$)"  # OSC, to BEL / ST / the end
+    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x9c\x1b]*(?:\x9c|\x1b\\|\x1b|$)"  # DCS SOS PM APC, to ST
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"  # other escape sequences, a lone ESC
+    r"|(?P<br>[\r\n\x0b\x0c])"
+    r"|[\x00-\x08\x0e-\x1f\x7f-\x9f]"
+)
+
+
+def _sub(match: re.Match, keep_sgr: bool) -> str:
+    if match.group("sgr") is not None:
+        return match.group("sgr") if keep_sgr else ""
+    if match.group("br") is not None:
+        return " "
+    return ""
+
+
+def clean(s: str, sgr: bool = False) -> str:
+    """`s` with every terminal control sequence and control character dropped (tab kept, line
+    breaks made spaces); with `sgr`, SGR sequences are kept."""
+    if not isinstance(s, str):
+        s = str(s)
+    if not _NEEDS_WORK.search(s):
+        return s
+    return _TOKEN.sub(lambda m: _sub(m, sgr), s)
+
+
+def safe_text(s: str, style: str = "", **text_kwargs) -> Text:
+    """A rich Text of `s` made safe, its colours (SGR) rendered as styles, the rest dropped."""
+    s = clean(s, sgr=True)
+    if "\x1b" not in s:
+        return Text(s, style=style, **text_kwargs)
+    t = AnsiDecoder().decode_line(s)
+    out = Text(style=style, **text_kwargs)
+    out.append_text(t)
+    return out
+
+
+def has_no_controls_but_sgr(s: str) -> bool:
+    """What clean(s, sgr=True) promises: no ESC outside SGR sequences, no C0/C1 but tab."""
+    return not _NEEDS_WORK.search(_SGR.sub("", s))
