@@ -1,8 +1,8 @@
 """The neurondesk probe: runs inside the user's training process, with no code change.
 
 Rules (DESIGN.md): stdlib only, imports nothing of neurondesk, never raises into user code,
-never forces a device sync, and costs a few microseconds per step. On any internal error it
-disables itself and training runs on.
+never forces a device sync, and costs a few microseconds per step. On an internal error in a hook,
+that hook turns itself off (the rest of the probe runs on, see "Fail open" below) and training runs on.
 
 What it hooks, lazily, when the user's program imports the module concerned:
   torch.optim.optimizer        global optimizer-step hooks  -> step boundaries (eager, compile)
@@ -582,7 +582,10 @@ class Probe:
     def _opt_pre(self, optimizer, args, kwargs):
         if _is_compiling() or self.disabled or "optimizer" in self.off:
             return None
-        self.guarded(self._on_opt_pre, optimizer, hook="optimizer")
+        try:  # guarded inline: this runs at every step
+            self._on_opt_pre(optimizer)
+        except Exception as exc:  # noqa: BLE001 - fail open: this hook alone turns off
+            self.hook_failed("optimizer", exc)
         return None
 
     def _on_opt_pre(self, optimizer) -> None:
@@ -601,7 +604,10 @@ class Probe:
             if self.is_xla:
                 self.opt_stepped = True  # the next sync ends the step
             else:
-                self.guarded(self.end_step, hook="optimizer")
+                try:
+                    self.end_step()
+                except Exception as exc:  # noqa: BLE001
+                    self.hook_failed("optimizer", exc)
         return None
 
     # forward hooks: the outermost module's inputs give samples and tokens
