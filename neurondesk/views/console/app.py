@@ -25,6 +25,7 @@ from neurondesk.views.console.overview import OverviewPanel
 from neurondesk.views.console.panel import Panel
 from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScreen, SummaryScreen
 from neurondesk.views.console.throughput import ThroughputPanel
+from neurondesk.views.safe_text import clean
 
 POLL_S = 0.25
 RENDER_EVERY = 4  # polls per render: events are taken in 4x a second, the screen redrawn once
@@ -134,7 +135,7 @@ class ConsoleApp(App[int]):
         try:
             self.source.poll()
         except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
-            self.notify(f"could not take in events: {exc}", severity="error")
+            self.notify(clean(f"could not take in events: {exc}"), severity="error")
         state, now = self.source.state, self.source.now()
         phase = state.phase(now)[0]
         due = force or self.polls % RENDER_EVERY == 0 or phase != self._phase
@@ -210,9 +211,9 @@ class ConsoleApp(App[int]):
         try:
             path = self.source.export_summary()
         except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error")
+            self.notify(clean(f"export failed: {exc}"), severity="error")
             return
-        self.notify(f"summary written: {path}", title="export")
+        self.notify(clean(f"summary written: {path}"), title="export")
 
     def action_request_quit(self) -> None:
         if self.source.live and not self.source.done and getattr(self.source, "attached", False):

@@ -12,6 +12,7 @@ from textual.widgets import Button, Footer, Sparkline, Static
 
 from neurondesk.core.summary import build_summary
 from neurondesk.views import fmt
+from neurondesk.views.safe_text import clean
 from neurondesk.views.summary_writer import summary_rows
 
 
@@ -86,7 +87,7 @@ class SummaryScreen(Screen):
                         yield Sparkline(self.durations, id="summary-spark")
                     tail = s["stderr_tail"][-8:] if code not in (0, None) else []
                     if tail:
-                        yield Static(Text("stderr tail\n" + "\n".join(tail), style="red"))
+                        yield Static(Text("stderr tail\n" + "\n".join(clean(line) for line in tail), style="red"))
             yield Static(Text("q quit · esc back to the panels (frozen at the end) · e export the summary again",
                               style="dim"), id="summary-hint")
         yield Footer()
@@ -95,7 +96,8 @@ class SummaryScreen(Screen):
 HELP = """\
 [b]neurondesk console[/b] — every figure comes from the run's events through RunState.
 
-[b]q[/b]  quit (asks first when the workload is still running: stop it, or keep watching)
+[b]q[/b]  quit (asks first when the workload is still running: stop it, or keep watching);
+   attached with `neurondesk attach`: detach, asking only whether to stop the training (default no)
 [b]s[/b]  stop the workload: SIGINT, then SIGTERM after 10 s, then SIGKILL after 5 s more
 [b]e[/b]  export summary.json and summary.md into the run folder now
 [b]c[/b]  compiles table (↑/↓ selects a compile and shows its shapes, guard, frames, graph)
