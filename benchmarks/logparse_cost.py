@@ -1,4 +1,4 @@
-"""Per-line cost of OutputParser.feed. Rerun: ``python -m neurondesk.collectors.logparse._bench``.
+"""Per-line cost of OutputParser.feed. Rerun: ``.venv/bin/python benchmarks/logparse_cost.py``.
 
 Results (CPython 3.11.7, 2-CPU dev container shared with other jobs, load ~5, 2026-11-30; three runs):
     plain line (matches nothing)        4.3-4.7 us/line (3.4 us in an earlier, quieter timeit run)
@@ -14,9 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-from . import OutputParser
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-FIXTURE = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "neuron" / "torch-neuronx-train.log"
+from neurondesk.collectors.logparse import OutputParser  # noqa: E402
+
+FIXTURE = REPO / "tests" / "data" / "neuron" / "torch-neuronx-train.log"  # in the repository: a clone has it
 
 
 def per_line_us(lines: list[str], rounds: int) -> float:
@@ -34,8 +37,7 @@ def main() -> None:
         "'[rank 0] ...' status line": ["[rank 0] world_size=2 device=xla:0 model=gpt2-small params=124.4M"],
         "'Step 10/100 | loss: 2.31'": ["Step 10/100 | loss: 2.31"],
     }
-    if FIXTURE.exists():
-        cases[f"{FIXTURE.name}, all lines"] = FIXTURE.read_text().splitlines()
+    cases[f"{FIXTURE.name}, all lines"] = FIXTURE.read_text().splitlines()
     for name, lines in cases.items():
         rounds = max(1, 100_000 // len(lines))
         print(f"{name:40s} {per_line_us(lines, rounds):6.2f} us/line", file=sys.stdout)
