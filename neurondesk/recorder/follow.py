@@ -43,7 +43,7 @@ class FollowSource:
     def label(self) -> str:
         return f"{'attached to' if self.attached else 'run folder'} {self.run_dir}"
 
-    def poll(self, max_events: int | None = None) -> int:
+    def poll(self) -> int:
         """Take in what the recorder journaled since the last poll; ``new_events`` holds it."""
         events = self.tail.read_new()
         state = self.state

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from neurondesk.store.rundir import RECORDER_INFO, RECORDER_LOCK
+from neurondesk.store.summary_files import write_atomic
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,7 @@ def recorder_alive(run_dir: Path | str) -> bool:
 
 
 def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
-    path = Path(run_dir) / RECORDER_INFO
-    tmp = path.with_suffix(".json.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps(asdict(info)))
-    os.replace(tmp, path)
+    write_atomic(Path(run_dir) / RECORDER_INFO, json.dumps(asdict(info)))
 
 
 def read_recorder_info(run_dir: Path | str) -> RecorderInfo | None:

@@ -1,4 +1,5 @@
-"""summary.json and summary.md of a run folder, written atomically (never half a file)."""
+"""Files of a run folder written whole or not at all (summary.json, summary.md, recorder.json):
+private to the user, never through a symlink."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from neurondesk.store.rundir import RunPaths
 
 
 def write_summary_files(paths: RunPaths, json_text: str, md_text: str) -> None:
-    _write_atomic(paths.summary_json, json_text)
-    _write_atomic(paths.summary_md, md_text)
+    write_atomic(paths.summary_json, json_text)
+    write_atomic(paths.summary_md, md_text)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
