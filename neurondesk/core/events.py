@@ -204,11 +204,23 @@ class Notice(Event):
 
 
 @dataclass(frozen=True)
+class LeftProcess:
+    """A process the workload started that was still running when the workload exited."""
+
+    pid: int
+    command: str
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
+    """The workload's main process exited at ``t``: the run (and its bill) ends there, even when
+    processes it started run on (``left_running``; their output is still taken in for a moment)."""
+
     kind: ClassVar[str] = "run_finished"
     exit_code: int | None
     signal: str | None = None  # e.g. "SIGINT" when neurondesk forwarded one
     stderr_tail: list[str] = field(default_factory=list)
+    left_running: list[LeftProcess] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
