@@ -127,7 +127,7 @@ class NeuronCoreSample:
 
     core: int | str  # global index; kept as text if neuron-monitor ever prints a non-number
     utilization: float | None = None  # %
-    flops: int | None = None  # FLOP/s
+    flops: int | None = None  # FLOP/s: effective_flops (runtimes 2.30+), else flops
     memory: dict[str, int] = field(default_factory=dict)  # category -> bytes
     memory_total: int | None = None
     owner_pid: int | None = None  # None: nobody uses it

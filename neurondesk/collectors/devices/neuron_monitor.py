@@ -102,6 +102,13 @@ def _v3d(v: Any) -> dict[str, float] | None:
     return out or None
 
 
+def _core_flops(counters: dict[str, Any]) -> float | None:
+    """Per-core FLOP/s: ``effective_flops`` (runtimes 2.30+), else the older ``flops``; a report
+    carrying both means ``effective_flops``."""
+    effective = _num(counters.get("effective_flops"))
+    return effective if effective is not None else _num(counters.get("flops"))
+
+
 def _core_key(core: str) -> tuple[int, int | str]:
     """Sort key and id of a core: global indices are numeric strings ("0".."127")."""
     n = as_int(core)
@@ -141,7 +148,7 @@ def _runtime(rt: dict[str, Any], errors: list[str], cores: dict[str, list[dict[s
     for core in set(counters) | set(core_mem):
         c, m = _obj(counters, core), _obj(core_mem, core)
         memory = _ints(m)
-        flops = _num(c.get("flops"))
+        flops = _core_flops(c)
         cores.setdefault(str(core), []).append(
             {
                 "utilization": _num(c.get("neuroncore_utilization")) or 0.0,

@@ -25,7 +25,7 @@ class TelemetryReducer:
         self.gpu: dev.GpuSample | None = None
         self.cache: dev.CacheScan | None = None
         self.workload_cpu_history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
-        # neuron-monitor's per-core `flops` (FLOP/s, cores with an owner summed), over the samples
+        # neuron-monitor's per-core `effective_flops`/`flops` (FLOP/s, cores with an owner summed), over the samples
         # taken in steady state: the HFU numerator is their mean
         self.hw_flops_sum = 0.0
         self.hw_flops_samples = 0
