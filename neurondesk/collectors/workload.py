@@ -23,6 +23,7 @@ from pathlib import Path
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 MAX_LINE = 1 << 20  # longer output lines are cut (and marked) rather than held in memory
 OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload runs
+EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,16 @@ class RawProbe:
 
 
 @dataclass(frozen=True)
+class LeftRunning:
+    pid: int
+    command: str
+
+
+@dataclass(frozen=True)
 class RawExit:
-    t: float
+    t: float  # when the main process exited: the run ends (and is billed) up to here
     code: int | None
+    left_running: tuple[LeftRunning, ...] = ()  # processes it started that still ran at that moment
 
 
 class WorkloadStartError(RuntimeError):
@@ -86,6 +94,7 @@ class WorkloadProcess:
         self.probe_threads: list[threading.Thread] = []
         self.stopping = threading.Event()
         self.exited = threading.Event()
+        self.output_done = threading.Event()  # the exit and the grace for processes left running are over
         self.sent_signal: str | None = None
 
     # ------------------------------------------------------------------ start
@@ -140,26 +149,36 @@ class WorkloadProcess:
         tails = [OutputTail(path, stream) for stream, path in self.output_paths.items()]
         try:
             while True:
-                done = self.exited.is_set()  # read once more after the exit: the last lines
+                done = self.output_done.is_set()  # read once more at the end: the last lines
                 for tail in tails:
                     for text in tail.read_lines(final=done):
                         self.out.put(RawOutput(time.time(), tail.stream, text))
                 if done:
                     return
-                self.exited.wait(OUTPUT_POLL_S)
+                self.output_done.wait(OUTPUT_POLL_S)
         finally:
             for tail in tails:
                 tail.close()
 
     def _wait_exit(self) -> None:
+        """The run ends when the main process exits. Processes it left running (same session) are
+        named; their output and probe messages are still taken in for EXIT_GRACE_S, not longer."""
         code = self.proc.wait()
+        exit_t = time.time()
         self.exited.set()
+        left = left_running(self.proc.pid)
+        deadline = time.monotonic() + (EXIT_GRACE_S if left else 0.0)
+        while left and time.monotonic() < deadline:
+            time.sleep(OUTPUT_POLL_S)
+            left = [p for p in left if _alive(p.pid)]
+        self.output_done.set()
         for th in list(self.threads):
             if th.name == "nd-output":
                 th.join(timeout=5)  # the last output lines arrive before the exit
+        end = time.monotonic() + 1.0  # the probe's last messages; one bound for all connections
         for th in list(self.probe_threads):
-            th.join(timeout=1.0)  # and the probe's last messages (children may hold theirs open)
-        self.out.put(RawExit(time.time(), code))
+            th.join(timeout=max(0.0, end - time.monotonic()))
+        self.out.put(RawExit(exit_t, code, tuple(left)))
 
     # ------------------------------------------------------------------ control
     @property
@@ -199,6 +218,35 @@ class WorkloadProcess:
         if self.server is not None:
             self.server.close()
         shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+
+def left_running(session_id: int) -> list[LeftRunning]:
+    """Live processes of the workload's session (it was started in a session of its own, so its
+    children are in it unless they made their own); zombies are not counted."""
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit() or int(name) == session_id:
+            continue
+        pid = int(name)
+        try:
+            if os.getsid(pid) != session_id or not _alive(pid):
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:  # gone meanwhile, or not ours to look at
+            continue
+        found.append(LeftRunning(pid, command or f"pid {pid}"))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
 def _open_output(path: Path) -> int:

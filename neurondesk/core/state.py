@@ -125,6 +125,7 @@ class RunState:
     exit_signal = _via("run", "exit_signal")
     finished = _via("run", "finished")
     stderr_tail = _via("run", "stderr_tail")
+    left_running = _via("run", "left_running")
 
     def elapsed_s(self, now: float | None = None) -> float:
         return self.parts.run.elapsed_s(now)

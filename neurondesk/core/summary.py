@@ -130,6 +130,7 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         },
         "errors": [{"source": e.source, "message": e.message, "code": e.code} for e in state.errors[-20:]],
         "stderr_tail": state.stderr_tail,
+        "left_running": [{"pid": p.pid, "command": p.command} for p in state.left_running],
         "parse_problems": state.parse_problems,
         "steps_lost": state.steps_lost,
         "probe_messages_lost": state.messages_lost,
@@ -142,4 +143,14 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
 def _notices(state: RunState) -> list[str]:
     """The latest warnings and errors, then what the recorder itself lost or skipped."""
     lines = [n.message for n in state.notices if n.level in ("warn", "error")][-20:]
-    return lines + [x for x in (state.steps_lost_text, state.reduce_error_text) if x]
+    return lines + [x for x in (state.steps_lost_text, state.reduce_error_text, _left_running_text(state)) if x]
+
+
+def _left_running_text(state: RunState) -> str | None:
+    left = state.left_running
+    if not left:
+        return None
+    named = ", ".join(f"pid {p.pid} ({p.command[:60]})" for p in left[:5]) + (" ..." if len(left) > 5 else "")
+    return (f"{len(left)} process{'es' if len(left) > 1 else ''} started by the workload still ran when it "
+            f"exited: {named}; neurondesk left {'them' if len(left) > 1 else 'it'} running and did not bill "
+            "the time after the exit")

@@ -156,7 +156,8 @@ class Recorder:
             self.exit_code = item.code
             self.record(ev.RunFinished(t=item.t, exit_code=item.code,
                                        signal=self.workload.sent_signal if self.workload else None,
-                                       stderr_tail=list(self.stderr_tail)))
+                                       stderr_tail=list(self.stderr_tail),
+                                       left_running=[ev.LeftProcess(p.pid, p.command) for p in item.left_running]))
             self.finish()
 
     def _control(self, req: ControlRequest) -> None:

@@ -93,6 +93,8 @@ def to_markdown(s: dict) -> str:
         if s.get("reduce_errors"):
             lines.append(f"- {s['reduce_errors']:,} event(s) could not be reduced and were skipped")
             lines += [f"  - {x}" for x in s.get("reduce_error_samples") or []]
+    if s.get("notices"):
+        lines += ["", "## Notices", "", *(f"- {n}" for n in s["notices"])]
     if s.get("stderr_tail") and s["exit_code"] not in (0, None):
         lines += ["", "## End of the workload's stderr", "", "```", *s["stderr_tail"], "```"]
     return "\n".join(lines) + "\n"

@@ -27,7 +27,9 @@ class RunReducer:
         self.exit_code: int | None = None
         self.exit_signal: str | None = None
         self.finished = False
+        self.finished_t: float | None = None
         self.stderr_tail: list[str] = []
+        self.left_running: list[ev.LeftProcess] = []
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"run_started": self.on_run_started, "workload_config": self.on_workload_config,
@@ -57,10 +59,14 @@ class RunReducer:
 
     def on_run_finished(self, e: ev.RunFinished) -> None:
         self.finished, self.exit_code, self.exit_signal = True, e.exit_code, e.signal
+        self.finished_t = e.t
         self.stderr_tail = list(e.stderr_tail)
+        self.left_running = list(e.left_running)
 
     def elapsed_s(self, now: float | None = None) -> float:
         if self.started_t is None:
             return 0.0
+        if self.finished_t is not None:  # the run ends when the workload exits, whatever comes after
+            return max(0.0, self.finished_t - self.started_t)
         end = self.last_t if (self.finished or now is None) else max(now, self.last_t or now)
         return max(0.0, (end or self.started_t) - self.started_t)
