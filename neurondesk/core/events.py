@@ -181,6 +181,11 @@ class LogError(Event):
     source: str
     message: str
     code: str | None = None
+    pid: int | None = None  # the process that printed it, where the line says
+    detail: list[str] = field(default_factory=list)  # lines that belong to this error
+    # True: not a new error, more of the latest one from the same source and pid (a consequence
+    # line of a burst); the reducer adds its detail, and its code where that one had none
+    continues: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,10 @@ _REMAINING = re.compile(
     r"Current remaining items are (\d+), locked are (\d+), failed are (\d+), done are (\d+), total is (\d+)"
 )
 _TOTAL = re.compile(r"Total (graphs|successful compilations|failed compilations): (\d+)")
-# libnrt: "2023-Jan-09 20:27:41.0593 15042:15042 ERROR  NRT:nrt_allocate_neuron_cores   <message>"
+# libnrt: "2023-Jan-09 20:27:41.0593 15042:15042 ERROR  NRT:nrt_allocate_neuron_cores   <message>";
+# containers pad pid:tid to a fixed width ("...44.501233    87:87    ERROR  TDRV:...").
 _RUNTIME = re.compile(
-    r"^\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+ (\d+):\d+ +([A-Z]+)\s+([A-Z]+):(\w+)\s*(.*)$"
+    r"^\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+\s+(\d+):\d+\s+([A-Z]+)\s+([A-Z]+):(\w+)\s*(.*)$"
 )
 # neuronx-cc's own log: ISO form, or the pre-2023 "MM/DD/YYYY HH:MM:SS AM" form.
 _CC_LOG = re.compile(
@@ -249,7 +250,8 @@ class NeuronCCParser:
         self._last_rt = (pid, code, t)
         if code is not None and last is not None and last[:2] == (pid, code) and t - last[2] < 1.0:
             return ERROR  # one OOM prints three ERROR lines; report it once
-        out.append(LogError(t=t, source="neuron-runtime", message=clip(f"{mod}:{func} {msg}"), code=code))
+        out.append(LogError(t=t, source="neuron-runtime", message=clip(f"{mod}:{func} {msg}"), code=code,
+                            pid=pid))
         return ERROR
 
     def _cc_log(self, m: re.Match[str], t: float, out: Out) -> str:
