@@ -262,6 +262,8 @@ def cmd_devices(args) -> int:
         inventory = collect_inventory(neuron_ls_file=args.from_file)
     except NeuronLsFileTooLarge as exc:
         _die(str(exc))
+    if args.from_file is not None and inventory["neuron"] is None:  # nothing found in the file
+        _die(inventory["neuron_reason"] or f"{args.from_file}: no neuron-ls output found")
     sys.stdout.write(json.dumps(inventory, indent=2, default=str) + "\n" if args.json else format_inventory_text(inventory))
     return 0
 

@@ -3,8 +3,14 @@ machines (composed fixtures in tests/data/neuron/ showing each shape)."""
 
 from __future__ import annotations
 
-from conftest import FIXTURES
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+from conftest import FIXTURES, REPO, base_env
+
+from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_file
 from neurondesk.collectors.devices.neuron_monitor import parse_report
 from neurondesk.core.device_events import NeuronSample
 
@@ -30,3 +36,53 @@ def test_effective_flops_is_read_when_flops_is_absent() -> None:
 def test_effective_flops_wins_when_a_report_carries_both() -> None:
     s = sample(monitor_lines("neuron-monitor-effective-flops.jsonl")[1])
     assert [c.flops for c in s.cores] == [33071564845056, 32673090011136]
+
+
+# ---------------------------------------------------------------- 9. neuron-ls pastes
+
+
+def test_a_table_after_a_shell_prompt_is_read_as_the_table() -> None:
+    inv = parse_file(FIXTURES / "neuron-ls-trn1.32xlarge-after-shell-prompt.paste")
+    clean = parse_file(FIXTURES / "neuron-ls-trn1.32xlarge.txt")
+    assert inv == clean and inv.source == "text" and inv.total_cores == 32
+
+
+def test_json_after_an_echoed_command_is_read_as_json() -> None:
+    inv = parse_file(FIXTURES / "neuron-ls-inf2.xlarge-after-echoed-command.paste")
+    assert inv == parse_file(FIXTURES / "neuron-ls-inf2.xlarge.json") and inv.source == "json"
+
+
+def test_warnings_before_and_package_manager_lines_after_the_table_are_skipped() -> None:
+    inv = parse_file(FIXTURES / "neuron-ls-trn2.48xlarge-warnings-and-package-manager.paste")
+    assert inv.instance_type == "trn2.48xlarge" and inv.instance_id is None
+    assert len(inv.devices) == 16 and inv.total_cores == 64
+    assert inv.devices[15].core_ids == [60, 61, 62, 63] and inv.devices[15].memory_bytes == 96 << 30
+    assert inv.logical_nc_config == 2
+
+
+def test_the_table_fills_each_devices_logical_core_config_as_the_json_does() -> None:
+    inv = parse_file(FIXTURES / "neuron-ls-trn2.48xlarge-warnings-and-package-manager.paste")
+    assert {d.logical_nc_config for d in inv.devices} == {2}
+
+
+def test_a_paste_with_neither_table_nor_json_is_refused_with_both_reasons() -> None:
+    with pytest.raises(NeuronLsError) as err:
+        parse_file(FIXTURES / "neuron-ls-neither-table-nor-json.paste")
+    text = str(err.value)
+    assert "neither neuron-ls JSON nor a neuron-ls table" in text and "no neuron-ls table found" in text
+
+
+def test_devices_from_a_file_without_an_output_exits_2_saying_why(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "devices", "--from-file",
+                        str(FIXTURES / "neuron-ls-neither-table-nor-json.paste")],
+                       capture_output=True, text=True, cwd=REPO, env=base_env(tmp_path), timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert "neither neuron-ls JSON nor a neuron-ls table" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_devices_from_a_pasted_file_exits_0_with_the_devices(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "devices", "--from-file",
+                        str(FIXTURES / "neuron-ls-trn1.32xlarge-after-shell-prompt.paste")],
+                       capture_output=True, text=True, cwd=REPO, env=base_env(tmp_path), timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("Neuron: 16 device(s), 32 NeuronCore(s)")

@@ -20,7 +20,7 @@ from neurondesk.core.device_events import NeuronDevice, NeuronInventory, NeuronP
 
 # the records live in core (DeviceInventory.neuron carries them); re-exported here
 __all__ = ["NeuronDevice", "NeuronInventory", "NeuronLsError", "NeuronLsResult", "NeuronProcess", "parse_file",
-           "parse_json", "parse_output", "parse_text", "run_neuron_ls"]
+           "parse_embedded_json", "parse_json", "parse_output", "parse_text", "run_neuron_ls"]
 
 NOT_FOUND = "neuron-ls not found on PATH or in /opt/aws/neuron/bin"
 
@@ -133,6 +133,10 @@ def parse_json(text: str) -> NeuronInventory:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as e:
         raise NeuronLsError(f"not neuron-ls JSON ({e})") from None
+    return _inventory_from_json(data)
+
+
+def _inventory_from_json(data: Any) -> NeuronInventory:
     if isinstance(data, dict):  # not seen in any version; tolerate a wrapper object around the list
         data = next((v for v in data.values() if isinstance(v, list)), None)
     if not isinstance(data, list):
@@ -154,6 +158,40 @@ def parse_json(text: str) -> NeuronInventory:
         logical_nc_config=lnc[0] if lnc else None,
         warnings=warnings,
     )
+
+
+MAX_JSON_STARTS = 32  # lines starting with "[" or "{" tried as the start of the JSON in a paste
+_DECODER = json.JSONDecoder()
+
+
+def parse_embedded_json(text: str) -> NeuronInventory:
+    """neuron-ls JSON inside a paste: the first line starting with "[" or "{" that starts a JSON
+    list of devices (a shell prompt "[user@host ~]$" or "[1]+ Done" does not); text after it is
+    ignored. Raises NeuronLsError when no such line does."""
+    why = "no line starts with '[' or '{'"
+    empty: NeuronInventory | None = None
+    for start in _json_starts(text)[:MAX_JSON_STARTS]:
+        try:
+            inv = _inventory_from_json(_DECODER.raw_decode(text, start)[0])
+        except (ValueError, RecursionError) as e:  # NeuronLsError is a ValueError
+            why = str(e) if isinstance(e, NeuronLsError) else f"not neuron-ls JSON ({e})"
+            continue
+        if inv.devices:
+            return inv
+        empty = empty or inv
+    if empty is not None:
+        return empty
+    raise NeuronLsError(why)
+
+
+def _json_starts(text: str) -> list[int]:
+    starts, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        body = line.lstrip()
+        if body.startswith(("[", "{")):
+            starts.append(pos + len(line) - len(body))
+        pos += len(line)
+    return starts
 
 
 # ---------------------------------------------------------------- text table
@@ -189,11 +227,16 @@ def _cells(line: str, cuts: list[int]) -> list[str]:
     return parts[:n]
 
 
+_BORDER = re.compile(r"\+(?:-+\+)+")
+
+
 def parse_text(text: str) -> NeuronInventory:
+    """The table (and the ``key: value`` lines above its first border); lines before them (a shell
+    prompt, warnings) and after the table (package-manager output, the topology) are skipped."""
     lines = [ln.strip() for ln in text.splitlines()]
     meta: dict[str, str] = {}
     i = 0
-    while i < len(lines) and not lines[i].startswith("+"):
+    while i < len(lines) and not _BORDER.fullmatch(lines[i]):
         key, sep, value = lines[i].partition(":")
         if sep and re.fullmatch(r"[A-Za-z][A-Za-z _-]*", key):
             meta[key.strip().lower().replace("_", "-").replace(" ", "-")] = value.strip()
@@ -220,8 +263,10 @@ def parse_text(text: str) -> NeuronInventory:
         if not line.startswith("|"):
             break  # the topology diagram or anything else after the table
         rows.append(dict(zip(roles, _cells(line, cuts), strict=True)))
-    devices, warnings = _devices_from_rows(rows)
     lnc = as_int(meta.get("logical-neuroncore-config"))
+    devices, warnings = _devices_from_rows(rows, lnc)
+    if lnc is None:
+        lnc = next((d.logical_nc_config for d in devices if d.logical_nc_config is not None), None)
     return NeuronInventory(
         devices=devices,
         source="text",
@@ -232,7 +277,17 @@ def parse_text(text: str) -> NeuronInventory:
     )
 
 
-def _devices_from_rows(rows: list[dict[str, str]]) -> tuple[list[NeuronDevice], list[str]]:
+def _device_lnc(lnc: int | None, logical: int | None, physical: int | None) -> int | None:
+    """A device's logical NeuronCore config: the header's, else physical / logical cores (the 2.21
+    trn2 table's LOGICAL NC column beside NEURON CORES)."""
+    if lnc is not None or not (logical and physical) or physical % logical:
+        return lnc
+    return physical // logical
+
+
+def _devices_from_rows(
+    rows: list[dict[str, str]], lnc: int | None = None
+) -> tuple[list[NeuronDevice], list[str]]:
     built: list[tuple[dict[str, str], list[NeuronProcess]]] = []
     warnings: list[str] = []
     for row in rows:
@@ -270,6 +325,7 @@ def _devices_from_rows(rows: list[dict[str, str]]) -> tuple[list[NeuronDevice], 
                 connected_to=parse_id_list(row.get("connected", "")),
                 processes=procs,
                 physical_nc_count=cores if lnc_col is not None else None,
+                logical_nc_config=_device_lnc(lnc, lnc_col, cores),
             )
         )
     return devices, warnings
@@ -279,14 +335,27 @@ def _devices_from_rows(rows: list[dict[str, str]]) -> tuple[list[NeuronDevice], 
 
 
 def parse_output(text: str) -> NeuronInventory:
-    """JSON or table, whichever ``text`` is."""
+    """JSON or table, wherever it is in ``text`` (a paste: after a prompt or an echoed command,
+    between warnings and package-manager lines). Both are tried; NeuronLsError when neither parses."""
     if "level=fatal" in text and "+--" not in text:  # the logfmt error line saved instead of output
         raise NeuronLsError(
             f"this is neuron-ls's error output, not its listing: {' '.join(text.split())[:300]}"
         )
-    if text.lstrip().startswith(("[", "{")):
-        return parse_json(text)
-    return parse_text(text)
+    try:
+        found = parse_embedded_json(text)
+        if found.devices:
+            return found
+    except NeuronLsError as e:
+        found, json_error = None, str(e)
+    else:
+        json_error = "a JSON list without devices"
+    try:
+        return parse_text(text)
+    except NeuronLsError as table_error:
+        if found is not None:
+            return found  # "[]": valid JSON listing no device, and no table either
+        raise NeuronLsError(f"neither neuron-ls JSON nor a neuron-ls table (JSON: {json_error}; "
+                            f"table: {table_error})") from None
 
 
 def parse_file(path: str | Path) -> NeuronInventory:
