@@ -314,9 +314,11 @@ def test_runtime_device_oom_reported_once_with_its_dump_tagged():
               "bytes on DEVICE for tensor UNKNOWN.")),
         (2.0, "step 3 loss 2.5"),
     ])
-    (err,) = of(events, LogError)
+    (err,) = of(events, LogError, continues=False)
     assert err.code == "device-oom" and err.source == "neuron-runtime"
     assert err.message == "TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 180355072"
+    assert [e.detail[0].split()[0] for e in of(events, LogError, continues=True)] == [
+        "TDRV:log_dev_mem", "TDRV:tensor_allocate"]  # the same failure's consequences
     assert tags(events) == ["error"] * 5 + [None]
 
 

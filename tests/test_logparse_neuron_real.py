@@ -44,3 +44,43 @@ def test_padded_pid_runtime_lines_are_errors():
     assert oom.code == "device-oom" and oom.pid == 87
     assert oom.message == "TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 2097152"
     assert busy.code == "cores-busy" and busy.pid == 112
+
+
+# ---------------------------------------------------------------- 2. one failure, one error
+
+
+def test_device_oom_burst_is_one_error_per_process_with_its_consequences_as_detail():
+    lines, events = feed_fixture("runtime-device-oom-burst-two-ranks.log")
+    assert all(tag == "error" for tag in tagged(events).values())
+    first, other, later = errors(events)
+    assert (first.pid, first.code) == (87, "device-oom")
+    assert first.message == "TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 2097152"
+    assert (other.pid, other.code) == (88, "device-oom")
+    assert (later.pid, later.code) == (87, "exec-timeout")  # 35 s on: a failure of its own
+    more = [e for e in events if isinstance(e, LogError) and e.continues]
+    assert [e.pid for e in more] == [87, 87, 87, 87, 87, 87, 88, 88]
+    glued = more[3].detail
+    assert glued == ["TDRV:kbl_model_add_bundle_instance Failed to add bundle instance to model"]
+
+
+def test_device_oom_burst_reduces_to_one_error_per_process():
+    from neurondesk.core.reduce.log import LogReducer
+
+    _, events = feed_fixture("runtime-device-oom-burst-two-ranks.log")
+    log = LogReducer()
+    for e in events:
+        if isinstance(e, LogError):
+            log.on_log_error(e)
+    assert [(e.pid, e.code) for e in log.errors] == [(87, "device-oom"), (88, "device-oom"), (87, "exec-timeout")]
+    assert log.errors[0].detail[0].startswith("TDRV:dml_dump Wrote nrt memory alloc debug info")
+    assert log.errors[0].detail[-1] == "NRT:nrt_load Failed to load NEFF (status 4)"
+    assert len(log.errors[0].detail) == 6 and len(log.errors[1].detail) == 2
+
+
+def test_a_consequence_whose_first_error_was_not_seen_is_an_error_of_its_own():
+    from neurondesk.core.reduce.log import LogReducer
+
+    log = LogReducer()
+    log.on_log_error(LogError(t=1.0, source="neuron-runtime", message="NRT:nrt_load x", pid=5, continues=True,
+                              detail=["NRT:nrt_load x"]))
+    assert len(log.errors) == 1 and not log.errors[0].continues

@@ -30,9 +30,17 @@ _REMAINING = re.compile(
 _TOTAL = re.compile(r"Total (graphs|successful compilations|failed compilations): (\d+)")
 # libnrt: "2023-Jan-09 20:27:41.0593 15042:15042 ERROR  NRT:nrt_allocate_neuron_cores   <message>";
 # containers pad pid:tid to a fixed width ("...44.501233    87:87    ERROR  TDRV:...").
+# A message can be glued to the function name ("...bundle_instanceFailed to add ...").
 _RUNTIME = re.compile(
-    r"^\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+\s+(\d+):\d+\s+([A-Z]+)\s+([A-Z]+):(\w+)\s*(.*)$"
+    r"^(\d{4})-([A-Z][a-z]{2})-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\s+(\d+):\d+\s+([A-Z]+)\s+([A-Z]+):"
+    r"(\w+?)(?:\s+|(?<=[a-z0-9])(?=[A-Z][a-z]+(?:\s|$))|(?!\w))(.*)$"
 )
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                                       "Nov", "Dec"))}
+# A runtime failure prints its consequences (memory dump notice, ring and queue set-up, the NEFF
+# load) as ERROR lines of the same process right after it: they belong to that error.
+BURST_S = 2.0
+_BURSTS_KEEP = 256
 # neuronx-cc's own log: ISO form, or the pre-2023 "MM/DD/YYYY HH:MM:SS AM" form.
 _CC_LOG = re.compile(
     r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M)"
@@ -62,6 +70,14 @@ def runtime_code(message: str) -> str | None:
     return None
 
 
+def _printed_s(m: re.Match[str]) -> float:
+    """The runtime line's own time as seconds on a scale good for differences of a few seconds
+    (months count 31 days: a burst across a month's last midnight is not grouped)."""
+    year, month, day, hh, mm, ss = m.group(1, 2, 3, 4, 5, 6)
+    days = int(year) * 372 + _MONTHS.get(month, 0) * 31 + int(day)
+    return days * 86400.0 + int(hh) * 3600 + int(mm) * 60 + float(ss)
+
+
 def _module(text: str) -> str | None:
     m = _MODULE.search(text)
     return m.group(0) if m else None
@@ -83,7 +99,7 @@ class NeuronCCParser:
         self._anon = 0
         self._echo_next = False  # the warnings module echoes the source line after a warning
         self._mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
-        self._last_rt: tuple[int, str | None, float] | None = None
+        self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
 
     def feed(self, s: str, t: float, out: Out) -> str | None:
         if self._echo_next or self._mem_dump:
@@ -239,19 +255,24 @@ class NeuronCCParser:
                                     code=runtime_code(s) or "exec-timeout"))
                 return ERROR
             return None
-        pid, level, mod, func, msg = int(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5).strip()
+        pid, level, mod, func, msg = int(m.group(7)), m.group(8), m.group(9), m.group(10), m.group(11).strip()
         if level not in ("ERROR", "FATAL"):
             return None
         self._mem_dump = True
         if msg.startswith("* "):
             return ERROR
         code = runtime_code(f"{func} {msg}")
-        last = self._last_rt
-        self._last_rt = (pid, code, t)
-        if code is not None and last is not None and last[:2] == (pid, code) and t - last[2] < 1.0:
-            return ERROR  # one OOM prints three ERROR lines; report it once
-        out.append(LogError(t=t, source="neuron-runtime", message=clip(f"{mod}:{func} {msg}"), code=code,
-                            pid=pid))
+        text = clip(f"{mod}:{func} {msg}")
+        printed = _printed_s(m)
+        opened = self._bursts.get(pid)
+        if opened is not None and 0.0 <= printed - opened <= BURST_S:
+            out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid, detail=[text],
+                                continues=True))
+            return ERROR
+        if len(self._bursts) >= _BURSTS_KEEP:
+            self._bursts.clear()
+        self._bursts[pid] = printed
+        out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid))
         return ERROR
 
     def _cc_log(self, m: re.Match[str], t: float, out: Out) -> str:

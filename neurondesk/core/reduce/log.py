@@ -3,6 +3,7 @@ workload printed, and how many lines a collector could not parse."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable
 
@@ -10,6 +11,8 @@ from neurondesk.core import events as ev
 
 OUTPUT_KEEP = 5000  # workload output lines kept for the console's log (output_total counts all)
 NOTICES_KEEP = 200
+DETAIL_KEEP = 20  # consequence lines kept under one error
+_PARENT_LOOKBACK = 32  # how far back a consequence looks for its error
 
 
 class LogReducer:
@@ -32,7 +35,22 @@ class LogReducer:
         self.notices.append(e)
 
     def on_log_error(self, e: ev.LogError) -> None:
+        if e.continues:
+            i = self._parent(e)
+            if i is not None:
+                parent = self.errors[i]
+                detail = [*parent.detail, *e.detail][:DETAIL_KEEP]
+                self.errors[i] = dataclasses.replace(parent, code=parent.code or e.code, detail=detail)
+                return
+            e = dataclasses.replace(e, continues=False)  # its error was not seen: it stands alone
         self.errors.append(e)
+
+    def _parent(self, e: ev.LogError) -> int | None:
+        """The latest error from the same source and process: the one ``e`` continues."""
+        for i in range(len(self.errors) - 1, max(-1, len(self.errors) - 1 - _PARENT_LOOKBACK), -1):
+            if self.errors[i].source == e.source and self.errors[i].pid == e.pid:
+                return i
+        return None
 
     def on_parse_problem(self, e: ev.ParseProblem) -> None:
         self.parse_problems += 1
