@@ -84,3 +84,38 @@ def test_a_consequence_whose_first_error_was_not_seen_is_an_error_of_its_own():
     log.on_log_error(LogError(t=1.0, source="neuron-runtime", message="NRT:nrt_load x", pid=5, continues=True,
                               detail=["NRT:nrt_load x"]))
     assert len(log.errors) == 1 and not log.errors[0].continues
+
+
+# ---------------------------------------------------------------- 3. a cached failure is one event
+
+
+def test_cached_failed_neff_and_its_continuation_are_one_compile_and_one_error():
+    lines, events = feed_fixture("cache-failed-neff-with-continuation.log")
+    (fin,) = compiles(events)
+    assert fin.cache == "failed" and not fin.ok and fin.graph_hash == "MODULE_9083126620417752139+e30acd3a"
+    tags = tagged(events)
+    assert [tags[ln] for ln in lines] == ["compile", "error", "error", None]
+    (err,) = errors(events)
+    assert err.pid == 5123 and "cached failed neff" in err.message
+    (more,) = [e for e in events if isinstance(e, LogError) and e.continues]
+    assert more.pid == 5123 and more.code == "NCC_EVRF009"
+    assert more.detail == [more.message] and more.message.startswith("[NCC_EVRF009] Estimated peak HBM usage")
+
+    from neurondesk.core.reduce.log import LogReducer
+
+    log = LogReducer()
+    for e in events:
+        if isinstance(e, LogError):
+            log.on_log_error(e)
+    (one,) = log.errors
+    assert one.code == "NCC_EVRF009" and one.detail == [more.message]
+
+
+def test_cached_failure_quoted_again_by_a_traceback_is_not_another_compile():
+    lines = (FIXTURES / "cache-failed-neff-with-continuation.log").read_text().splitlines()
+    p = OutputParser()
+    events = []
+    for i, line in enumerate([*lines[:3], "RuntimeError:" + lines[2]]):
+        events += p.feed("stderr", line, float(i))
+    assert len(compiles(events)) == 1
+    assert len(errors(events)) == 1 or all(e.source != "neuron-cc" for e in errors(events)[1:])

@@ -97,6 +97,9 @@ class NeuronCCParser:
         self._failed: deque[str] = deque(maxlen=64)
         self._lookup: dict[int | None, float] = {}  # pid -> arrival of its last "Compile cache path"
         self._anon = 0
+        # module -> pid of a "Got a cached failed neff" line, awaiting its " Failed compilation
+        # with [...]" continuation (which quotes the stored failure: not a compile of its own)
+        self._cached_failed: dict[str | None, int | None] = {}
         self._echo_next = False  # the warnings module echoes the source line after a warning
         self._mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
         self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
@@ -175,8 +178,15 @@ class NeuronCCParser:
             return COMPILE
         if "cached failed neff" in s or "compilation error for this graph in the previous run" in s:
             pid, msg = _head(s)
-            out.append(CompileFinished(t=t, source=SOURCE, pid=pid, graph_hash=_module(s), cache="failed",
+            key = _module(s)
+            out.append(CompileFinished(t=t, source=SOURCE, pid=pid, graph_hash=key, cache="failed",
                                        ok=False, duration_s=0.0, error=clip(msg)))
+            out.append(LogError(t=t, source="neuron-cc", message=clip(msg), pid=pid))
+            if len(self._cached_failed) >= 64:
+                self._cached_failed.clear()
+            self._cached_failed[key] = pid
+            if key is not None:
+                self._failed.append(key)  # a traceback quoting it again is not another failure
             return ERROR
         if "Failed compilation with" in s:
             return self._failure(s, t, out)
@@ -194,10 +204,15 @@ class NeuronCCParser:
         m = _FAILED.search(s)
         argv, msg = (m.group(1), m.group(2)) if m else (s, s)
         key = _module(argv)
-        if key is not None and key in self._failed:
-            return ERROR  # the same failure quoted again (an exception message, another rank)
         msg = _ISO_TS.sub("", msg.strip())
         code = ERROR_CODE.search(msg)
+        if key in self._cached_failed:  # the stored failure, quoted under its cached-failure line
+            pid = self._cached_failed.pop(key)
+            out.append(LogError(t=t, source="neuron-cc", message=clip(msg), code=code.group(1) if code else None,
+                                pid=pid, detail=[clip(msg)], continues=True))
+            return ERROR
+        if key is not None and key in self._failed:
+            return ERROR  # the same failure quoted again (an exception message, another rank)
         self._fail(key, pid, t, msg, code.group(1) if code else None, out)
         return ERROR
 
@@ -210,7 +225,7 @@ class NeuronCCParser:
                                        error=msg))
         if key is not None:
             self._failed.append(key)
-        out.append(LogError(t=t, source="neuron-cc", message=msg, code=code))
+        out.append(LogError(t=t, source="neuron-cc", message=msg, code=code, pid=pid))
 
     def _close(self, key: str, t: float, out: Out, error: str | None = None) -> None:
         started, pid = self._open.pop(key)
