@@ -159,3 +159,23 @@ def test_a_journal_reads_every_kind_with_only_the_store_imported(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(" ", 1)[0] == str(len(SAMPLES))
     assert "[]" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"t":1.0,"kind":"step","pid":1,"step":0,"duration_s":0.1,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"t":1.0,"pid":"\\ud800x","step":1,"kind":"compile_started","source":"probe"}',
+        '{"t":1.0,"kind":"step","pid":\udcff}',  # a str holding a lone surrogate, not JSON
+    ],
+    ids=["nested-too-deeply", "wrong-type-field-with-lone-surrogate", "str-with-lone-surrogate"],
+)
+def test_odd_lines_found_by_the_fuzzer_are_refused_not_raised(line):
+    # found by benchmarks/fuzz.py: RecursionError and UnicodeEncodeError came out of the decoder
+    with pytest.raises(EventDecodeError):
+        decode_event_line(line)
+
+
+def test_a_str_line_with_a_lone_surrogate_still_decodes():
+    e = decode_event_line('{"kind":"output","t":1.0,"stream":"stdout","text":"a\udcffb"}')
+    assert isinstance(e, ev.OutputLine) and e.text == "a\udcffb"

@@ -230,3 +230,31 @@ def test_an_infinite_or_nan_price_is_no_price_and_never_escapes_refresh(tmp_path
                   client=FakePricingClient({"trn1.2xlarge": [product("trn1.2xlarge", "inf"),
                                                              product("trn1.2xlarge", "1.5")]}))
     assert doc["instances"]["trn1.2xlarge"]["price_per_hour"] == 1.5
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "not json", "[1, 2]", "1e999", "[" * 100_000 + "]" * 100_000,
+     json.dumps({"product": "x", "terms": {"OnDemand": {"T": 1.5}}}),
+     json.dumps({"product": {"attributes": 7}, "terms": []}),
+     product().replace('"pricePerUnit": {"USD": "21.5000000000"}', '"pricePerUnit": {"USD": 1' + "0" * 400 + "}"),
+     json.dumps({"product": {"attributes": {"instanceType": "trn1.32xlarge"}},
+                 "terms": {"OnDemand": {"T": {"priceDimensions": {"D": 3}}}}})],
+    ids=["empty", "not-json", "a-list", "a-number", "nested-too-deeply", "strings-where-objects-go",
+         "numbers-where-objects-go", "price-too-large-for-a-float", "a-dimension-not-an-object"],
+)
+def test_malformed_price_list_entries_are_skipped_not_raised(bad):
+    # found by benchmarks/fuzz.py: JSONDecodeError, AttributeError, OverflowError came out of the parser
+    assert parse_price_list([bad], "trn1.32xlarge", "us-east-1").price_per_hour is None
+    p = parse_price_list([bad, product()], "trn1.32xlarge", "us-east-1")
+    assert p.price_per_hour == 21.5
+
+
+def test_equal_prices_with_dates_of_different_types_keep_one():
+    # found by benchmarks/fuzz.py: min() compared a date string with None and raised TypeError
+    a = product(sku="A")
+    b = json.loads(product(sku="B"))
+    for term in b["terms"]["OnDemand"].values():
+        term["effectiveDate"] = 20261101
+    p = parse_price_list([a, json.dumps(b)], "trn1.32xlarge", "us-east-1")
+    assert p.price_per_hour == 21.5 and p.note is None

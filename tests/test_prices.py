@@ -234,3 +234,13 @@ def test_cli_prices_and_run_survive_a_local_table_with_chips_a_list(tmp_path):
                        cwd=REPO, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "ignored local price table" in p.stderr and "'chips': expected an object" in p.stderr
+
+
+def test_a_price_too_large_for_a_float_is_a_bad_row_not_a_crash(tmp_path):
+    # found by benchmarks/fuzz.py: math.isfinite(10**400) raised OverflowError out of load_price_table
+    local = tmp_path / "prices.json"
+    local.write_text('{"instances": {"trn1.2xlarge": {"price_per_hour": 1' + "0" * 400 + ', "source": "X", '
+                     '"as_of": "d", "accelerators": 1, "chip": "trainium", "kind": "neuron"}}}')
+    table = load_price_table(local)
+    assert resolve_price("trn1.2xlarge", None, table).price_per_hour == 1.34375
+    assert len(table.warnings) == 1 and "positive number" in table.warnings[0]

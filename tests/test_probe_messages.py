@@ -95,3 +95,16 @@ def test_a_well_formed_run_started_is_refused_too():
     raw = _line({"kind": "run_started", "t": 1.0, "run_id": "evil", "command": ["x"], "price_per_hour": 0.0})
     e = decode_probe_line(raw, 3.0)
     assert isinstance(e, ev.ParseProblem) and "'run_started'" in e.error
+
+
+def test_a_compile_whose_debug_text_is_not_text_is_decoded_without_it():
+    # found by benchmarks/fuzz.py: a number as debug_text raised AttributeError out of the decoder
+    e = decode_probe_line(_line({"kind": "compile", "t": 5.0, "pid": 3, "source": "probe", "step": 2,
+                                 "duration_s": 1.5, "trigger": "sync", "debug_text": 1.5}), 9.0)
+    assert isinstance(e, ev.CompileFinished) and e.graph_hash is None
+
+
+def test_a_line_nested_too_deeply_is_a_parse_problem():
+    e = decode_probe_line(b'{"kind":"step","t":1,"pid":1,"step":0,"duration_s":0.1,"compiles":'
+                          + b"[" * 100_000 + b"]" * 100_000 + b"}\n", 9.0)
+    assert isinstance(e, ev.ParseProblem) and "nested too deeply" in e.error

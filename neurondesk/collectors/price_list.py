@@ -51,29 +51,45 @@ def filters(instance_type: str, region: str) -> list[dict[str, str]]:
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()]
 
 
+def _obj(d: Any, key: str) -> dict[str, Any]:
+    """``d[key]`` when both are JSON objects, else an empty one: a malformed answer prices nothing."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, dict) else {}
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def _on_demand_rates(product: dict[str, Any]) -> list[tuple[float, str | None]]:
     """(USD per hour, effectiveDate) of every On-Demand hourly dimension with a price > 0."""
     out = []
-    for term in ((product.get("terms") or {}).get("OnDemand") or {}).values():
-        for dim in (term.get("priceDimensions") or {}).values():
-            if str(dim.get("unit", "")).lower() not in ("hrs", "hours", "hour"):
+    for term in _obj(_obj(product, "terms"), "OnDemand").values():
+        for dim in _obj(term, "priceDimensions").values():
+            if not isinstance(dim, dict) or str(dim.get("unit", "")).lower() not in ("hrs", "hours", "hour"):
                 continue
             try:
-                usd = float((dim.get("pricePerUnit") or {}).get("USD"))
-            except (TypeError, ValueError):
+                usd = float(_obj(dim, "pricePerUnit").get("USD"))
+            except (TypeError, ValueError, OverflowError):
                 continue
             if math.isfinite(usd) and usd > 0:  # "inf" or "nan" is no price
-                out.append((usd, term.get("effectiveDate")))
+                out.append((usd, _text(term.get("effectiveDate"))))
     return out
 
 
 def parse_price_list(price_list: Iterable[str | dict], instance_type: str, region: str) -> OnDemandPrice:
     """The On-Demand $/hour for ``instance_type`` in ``region`` from a get_products PriceList."""
     candidates: list[tuple[float, str | None, str | None, str | None]] = []
-    skipped_cb = 0
+    skipped_cb = malformed = 0
     for item in price_list:
-        product = json.loads(item) if isinstance(item, str | bytes) else item
-        attrs = (product.get("product") or {}).get("attributes") or {}
+        try:
+            product = json.loads(item) if isinstance(item, str | bytes) else item
+        except (ValueError, RecursionError):
+            product = None
+        if not isinstance(product, dict):
+            malformed += 1
+            continue
+        attrs = _obj(_obj(product, "product"), "attributes")
         if attrs.get("instanceType") != instance_type:
             continue
         if attrs.get("regionCode", region) != region:
@@ -84,13 +100,15 @@ def parse_price_list(price_list: Iterable[str | dict], instance_type: str, regio
             skipped_cb += 1
             continue
         for usd, effective in _on_demand_rates(product):
-            candidates.append((usd, effective, attrs.get("operation"), (product.get("product") or {}).get("sku")))
+            candidates.append((usd, effective, attrs.get("operation"), _text(_obj(product, "product").get("sku"))))
     if not candidates:
         why = f"no On-Demand hourly price for {instance_type} in {region} in the Price List API"
-        return OnDemandPrice(instance_type, None, why + (f" ({skipped_cb} Capacity Block rows skipped)" if skipped_cb else ""))
+        why += f" ({skipped_cb} Capacity Block rows skipped)" if skipped_cb else ""
+        why += f" ({malformed} entries not JSON objects, skipped)" if malformed else ""
+        return OnDemandPrice(instance_type, None, why)
     plain = [c for c in candidates if c[2] in (None, "RunInstances")] or candidates
     prices = sorted({c[0] for c in plain})
-    usd, effective, _, sku = min(plain)
+    usd, effective, _, sku = min(plain, key=lambda c: (c[0], c[1] or "", c[3] or ""))
     note = None if len(prices) == 1 else f"{len(prices)} On-Demand prices matched ({', '.join(map(str, prices))}); the lowest kept"
     return OnDemandPrice(instance_type, usd, note, effective, sku)
 

@@ -39,7 +39,7 @@ def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
         msg.setdefault("t", t_received)
         if "debug_text" in msg:
             debug_text = msg.pop("debug_text")
-            if msg["kind"] == "compile" and debug_text:
+            if msg["kind"] == "compile" and isinstance(debug_text, str) and debug_text:
                 _enrich_compile(msg, debug_text)
         return event_from_dict(msg)  # keys it does not know ("dropped_before") are ignored
     except (ValueError, KeyError, TypeError) as exc:

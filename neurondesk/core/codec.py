@@ -147,6 +147,8 @@ def event_from_dict(d: Any) -> Event:
         return _convert(d, cls)
     except msgspec.ValidationError as e:
         raise EventDecodeError(f"{kind} event: {e}") from None
+    except UnicodeEncodeError:  # msgspec wording the refusal of a wrong-typed field holding a lone surrogate
+        raise EventDecodeError(f"{kind} event: a field of the wrong type holds text that is not valid Unicode") from None
 
 
 def loads(line: bytes | str) -> Any:
@@ -154,7 +156,9 @@ def loads(line: bytes | str) -> Any:
     journals and the workload's text may hold (NaN, lone surrogate escapes, bytes not UTF-8)."""
     try:
         return _decode(line)
-    except msgspec.DecodeError as fast_error:
+    except RecursionError:
+        raise EventDecodeError("not JSON (nested too deeply)") from None
+    except (msgspec.DecodeError, UnicodeEncodeError) as fast_error:  # UnicodeEncodeError: a str with lone surrogates
         text = line.decode("utf-8", "replace") if isinstance(line, bytes | bytearray) else line
         try:
             return json.loads(text)
@@ -179,7 +183,7 @@ def decode_known_kind(line: bytes | str) -> Event | None:
         return None
     try:
         return decode(line)
-    except msgspec.DecodeError:  # a wrong type, a missing field, NaN, lone surrogates ...
+    except (msgspec.DecodeError, RecursionError):  # a wrong type, a missing field, NaN, lone surrogates ...
         return None
 
 

@@ -68,7 +68,11 @@ class PriceQuote:
 def _num(v: Any, what: str, allow_none: bool) -> float | None:
     if v is None and allow_none:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+    try:
+        ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and v > 0
+    except OverflowError:  # an integer too large for a float
+        ok = False
+    if not ok:
         raise PriceTableError(f"{what}: expected a positive number, got {v!r}")
     return float(v)
 
