@@ -386,8 +386,9 @@ def test_devices_show_neuron_cores_or_gpus_when_they_are_sampled(tmp_path, kind)
                                memory_used=8 << 30))
         if kind == "neuron":
             w.write(dev.NeuronSample(t=2.0, cores=[
-                dev.NeuronCoreSample(core=i, utilization=50.0 + i, memory={"tensors": 1 << 30}, memory_total=16 << 30)
-                for i in range(32)]))
+                dev.NeuronCoreSample(core=i, utilization=50.0 + i, memory={"tensors": 1 << 30}, memory_total=1 << 30)
+                for i in range(32)],  # capacity: device memory / cores (memory_total is the memory in use)
+                hardware_info=dev.NeuronHardware(device_count=16, device_memory_bytes=32 << 30, cores_per_device=2)))
         else:
             w.write(dev.GpuSample(t=2.0, gpus=[
                 dev.GpuReading(index=i, name="H100", util_gpu=90.0, memory_used=40 << 30, memory_total=80 << 30)

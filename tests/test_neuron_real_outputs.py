@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, base_env
 
+from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
 from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_file
 from neurondesk.collectors.devices.neuron_monitor import parse_report
-from neurondesk.core.device_events import NeuronSample
+from neurondesk.core.device_events import NeuronHardware, NeuronSample
+from neurondesk.core.events import event_from_dict, event_to_dict
+from neurondesk.core.state import RunState
+from neurondesk.views.console.derived import device_units
 
 
 def monitor_lines(name: str) -> list[str]:
@@ -86,3 +90,42 @@ def test_devices_from_a_pasted_file_exits_0_with_the_devices(tmp_path: Path) -> 
                         str(FIXTURES / "neuron-ls-trn1.32xlarge-after-shell-prompt.paste")],
                        capture_output=True, text=True, cwd=REPO, env=base_env(tmp_path), timeout=60)
     assert p.returncode == 0 and p.stdout.startswith("Neuron: 16 device(s), 32 NeuronCore(s)")
+
+
+# ---------------------------------------------------------------- 8. capacity is not usage
+
+TRN1N = "neuron-monitor-trn1n.32xlarge-memory-in-use.jsonl"
+GIB = 1 << 30
+
+
+def _state(*events) -> RunState:
+    st = RunState()
+    for e in events:
+        st.apply(e)
+    return st
+
+
+def test_per_core_capacity_comes_from_neuron_hardware_info_not_from_the_memory_in_use() -> None:
+    kind, units, _ = device_units(_state(sample(monitor_lines(TRN1N)[0])))
+    assert kind == "neuron" and len(units) == 32
+    assert {u.mem_total for u in units} == {16 * GIB}  # 32 GiB per device / 2 cores
+    assert all(8.8 * GIB < u.mem_used < 9 * GIB for u in units)
+
+
+def test_per_core_capacity_comes_from_neuron_ls_when_there_is_an_inventory() -> None:
+    inv = inventory_event(collect_inventory(neuron_ls_file=str(FIXTURES / "neuron-ls-trn1.32xlarge.txt")), t=0.5)
+    _, units, _ = device_units(_state(inv, sample(monitor_lines(TRN1N)[1])))  # old tools: no memory size
+    assert {u.mem_total for u in units} == {16 * GIB}
+
+
+def test_capacity_unknown_is_not_made_up_from_usage() -> None:
+    _, units, _ = device_units(_state(sample(monitor_lines(TRN1N)[1])))
+    assert {u.mem_total for u in units} == {None}
+
+
+def test_hardware_info_is_a_typed_record_that_survives_the_journal() -> None:
+    s = sample(monitor_lines(TRN1N)[0])
+    assert s.hardware_info == NeuronHardware(device_type="trainium", device_version="v2", core_version="v2",
+                                             device_count=16, device_memory_bytes=32 * GIB, cores_per_device=2,
+                                             logical_nc_config=1)
+    assert event_from_dict(event_to_dict(s)) == s

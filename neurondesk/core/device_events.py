@@ -129,7 +129,7 @@ class NeuronCoreSample:
     utilization: float | None = None  # %
     flops: int | None = None  # FLOP/s: effective_flops (runtimes 2.30+), else flops
     memory: dict[str, int] = field(default_factory=dict)  # category -> bytes
-    memory_total: int | None = None
+    memory_total: int | None = None  # bytes in use (the sum of ``memory``), not the core's capacity
     owner_pid: int | None = None  # None: nobody uses it
     owner_tag: str | None = None
     v3d: dict[str, float] | None = None  # trn2: physical core -> utilisation %
@@ -164,6 +164,32 @@ class NeuronRuntimeSample:
 
 
 @dataclass(frozen=True)
+class NeuronHardware:
+    """neuron-monitor's ``neuron_hardware_info`` (tools before 2.18.3 give only the two counts)."""
+
+    device_type: str | None = None  # "trainium", "trainium2", "inferentia2"
+    device_version: str | None = None
+    core_version: str | None = None
+    device_count: int | None = None
+    device_memory_bytes: int | None = None  # per device
+    cores_per_device: int | None = None  # the cores neuron-monitor's core keys count
+    logical_nc_config: int | None = None
+
+    @property
+    def core_memory_bytes(self) -> int | None:
+        """Device memory per NeuronCore (capacity), when both are known."""
+        if not self.device_memory_bytes or not self.cores_per_device:
+            return None
+        return self.device_memory_bytes // self.cores_per_device
+
+    @property
+    def total_cores(self) -> int | None:
+        if self.device_count is None or self.cores_per_device is None:
+            return None
+        return self.device_count * self.cores_per_device
+
+
+@dataclass(frozen=True)
 class NeuronSample(Event):
     """One neuron-monitor report: per core (``cores``), per runtime (``runtimes``) and the host.
     ``raw`` is the line as read."""
@@ -182,8 +208,9 @@ class NeuronSample(Event):
     swap_used: int | None = None
     ecc: list[dict[str, int]] = field(default_factory=list)  # per device: counter -> count
     instance_type: str | None = None
-    hardware: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)  # as printed; read ``hardware_info``
     group_errors: list[str] = field(default_factory=list)  # non-empty "error" strings: shown, not fatal
+    hardware_info: NeuronHardware | None = None  # None in journals recorded before it was read
 
 
 # ---------------------------------------------------------------- NVML

@@ -20,7 +20,13 @@ from typing import Any
 from neurondesk.collectors.devices import NEURON_BIN_DIR, find_neuron_tool
 from neurondesk.collectors.devices.neuron_ls import as_int
 from neurondesk.collectors.devices.supervisor import RestartingProcess
-from neurondesk.core.device_events import LoadedModel, NeuronCoreSample, NeuronRuntimeSample, NeuronSample
+from neurondesk.core.device_events import (
+    LoadedModel,
+    NeuronCoreSample,
+    NeuronHardware,
+    NeuronRuntimeSample,
+    NeuronSample,
+)
 from neurondesk.core.events import Event, Notice, ParseProblem
 
 SOURCE = "neuron-monitor"
@@ -252,7 +258,26 @@ def _sample(report: dict[str, Any], raw: str, t: float) -> NeuronSample:
         instance_type=instance_type if isinstance(instance_type, str) and instance_type else None,
         hardware={k: v for k, v in hw.items() if k != "error" and isinstance(v, str | int | float)},
         group_errors=errors,
+        hardware_info=_hardware(hw),
     )
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _hardware(hw: dict[str, Any]) -> NeuronHardware | None:
+    """``neuron_hardware_info`` as a record; None when it says nothing (absent, or only an error)."""
+    info = NeuronHardware(
+        device_type=_text(hw.get("neuron_device_type")),
+        device_version=_text(hw.get("neuron_device_version")),
+        core_version=_text(hw.get("neuroncore_version")),
+        device_count=as_int(hw.get("neuron_device_count")),
+        device_memory_bytes=as_int(hw.get("neuron_device_memory_size")),
+        cores_per_device=as_int(hw.get("neuroncore_per_device_count")),
+        logical_nc_config=as_int(hw.get("logical_neuroncore_config")),
+    )
+    return None if info == NeuronHardware() else info
 
 
 def _problem(raw: str, error: str, t: float) -> ParseProblem:

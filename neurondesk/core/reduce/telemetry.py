@@ -32,6 +32,9 @@ class TelemetryReducer:
         # mean device utilisation (% over the cores / GPUs this run uses), one value per steady sample
         self.device_util_steady = array("d")
         self.device_util_source: str | None = None
+        # device memory per NeuronCore: neuron-ls's (per core id), else neuron_hardware_info's
+        self.neuron_hardware: dev.NeuronHardware | None = None
+        self._ls_core_memory: dict[int, int] = {}
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
@@ -50,6 +53,16 @@ class TelemetryReducer:
 
     def on_device_inventory(self, e: dev.DeviceInventory) -> None:
         self.inventory = e
+        devices = e.neuron.devices if e.neuron is not None else []
+        self._ls_core_memory = {core: d.memory_bytes // d.nc_count for d in devices
+                                if d.memory_bytes and d.nc_count for core in d.core_ids}
+
+    def core_capacity(self, core: int | str) -> int | None:
+        """Device memory of one NeuronCore (its device's memory / its cores), None when unknown;
+        never the memory in use."""
+        if isinstance(core, int) and core in self._ls_core_memory:
+            return self._ls_core_memory[core]
+        return self.neuron_hardware.core_memory_bytes if self.neuron_hardware is not None else None
 
     def on_host_sample(self, e: dev.HostSample) -> None:
         self.host = e
@@ -60,6 +73,8 @@ class TelemetryReducer:
 
     def on_neuron_sample(self, e: dev.NeuronSample) -> None:
         self.neuron = e
+        if e.hardware_info is not None:
+            self.neuron_hardware = e.hardware_info
         used = [c for c in e.cores if c.owner_pid is not None]
         self._note_device_util([float(c.utilization) for c in used if c.utilization is not None],
                                "neuron-monitor neuroncore_utilization")

@@ -81,7 +81,8 @@ def device_units(state: RunState) -> tuple[str, list[Unit], str]:
         for c in state.neuron.cores:
             used = sum(c.memory.values()) if c.memory else None
             util = c.utilization
-            units.append(Unit(f"nc{c.core}", None if util is None else util / 100, used, c.memory_total))
+            capacity = state.parts.telemetry.core_capacity(c.core)  # not c.memory_total: that is the memory in use
+            units.append(Unit(f"nc{c.core}", None if util is None else util / 100, used, capacity))
         return "neuron", units, f"{len(units)} NeuronCores (neuron-monitor)"
     if state.neuron is not None and not (state.gpu is not None and state.gpu.gpus):
         # neuron-monitor is running but this run holds no NeuronCore right now (between runtimes,
