@@ -3,10 +3,11 @@ documented formats do not show. Each test reads its own fixture in tests/data/ne
 
 from __future__ import annotations
 
+import pytest
 from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core.events import CompileFinished, LogError, OutputLine
+from neurondesk.core.events import CompileFinished, LogError, Notice, OutputLine
 
 
 def feed_fixture(name: str, step: float = 0.01):
@@ -119,3 +120,66 @@ def test_cached_failure_quoted_again_by_a_traceback_is_not_another_compile():
         events += p.feed("stderr", line, float(i))
     assert len(compiles(events)) == 1
     assert len(errors(events)) == 1 or all(e.source != "neuron-cc" for e in errors(events)[1:])
+
+
+# ---------------------------------------------------------------- 4. compiles outside the wrapper
+
+
+def test_export_tool_compile_blocks_are_compiles_with_name_status_and_printed_time():
+    lines, events = feed_fixture("optimum-neuron-export-compile-blocks.log")
+    assert [(c.name, c.duration_s, c.ok, c.source) for c in compiles(events)] == [
+        ("text_encoder", 41.27, True, "neuron-log"),
+        ("unet", 503.18, True, "neuron-log"),
+        ("vae_decoder", 68.45, True, "neuron-log"),
+    ]
+    (check,) = [e for e in events if isinstance(e, Notice)]
+    assert check.level == "info" and "612.90" in check.message
+    tags = tagged(events)
+    assert tags["[Total compilation Time] 612.90 seconds."] == "compile"
+    assert tags["***** Compiling unet *****"] == "compile" and tags["Compiler status PASS"] == "compile"
+    assert not errors(events)
+
+
+def test_export_tool_total_that_does_not_add_up_is_a_warning():
+    lines = (FIXTURES / "optimum-neuron-export-compile-blocks.log").read_text().splitlines()
+    p = OutputParser()
+    events = []
+    for i, line in enumerate(lines[6:]):  # the text_encoder block was not seen
+        events += p.feed("stdout", line, float(i))
+    assert len(compiles(events)) == 2
+    (check,) = [e for e in events if isinstance(e, Notice)]
+    assert check.level == "warn" and "571.63 s" in check.message
+
+
+def test_export_tool_blocks_reduce_to_compiles_even_when_a_probe_watches():
+    from neurondesk.core.events import ProcessAttached, RunStarted
+    from neurondesk.core.state import RunState
+
+    _, events = feed_fixture("optimum-neuron-export-compile-blocks.log")
+    state = RunState()
+    state.apply(RunStarted(t=99.0, run_id="r", command=["optimum-cli"]))
+    state.apply(ProcessAttached(t=99.5, pid=10))
+    for e in events:
+        state.apply(e)
+    assert [(c.name, c.cause, c.ok) for c in state.compiles] == [
+        ("text_encoder", "first", True), ("unet", "first", True), ("vae_decoder", "first", True)]
+    assert state.compile_total_s == pytest.approx(612.9)
+
+
+def test_a_block_around_wrapper_compiles_is_not_counted_twice():
+    call = ("2026-03-01 09:00:00.000456: 777 [INFO]: Call compiler with cmd: neuronx-cc compile --framework=XLA "
+            "/tmp/w/model.MODULE_5553611093427716432+d41d8cd9.hlo_module.pb --output /tmp/w/model.neff")
+    p = OutputParser()
+    events = []
+    for t, line in [(0.0, "***** Compiling model *****"), (1.0, call), (30.0, "Compiler status PASS"),
+                    (30.5, "[Compilation Time] 30.50 seconds."), (31.0, "[Total compilation Time] 30.50 seconds.")]:
+        events += p.feed("stdout", line, t)
+    (fin,) = compiles(events)
+    assert fin.graph_hash == "MODULE_5553611093427716432+d41d8cd9" and fin.name is None
+    assert [e.level for e in events if isinstance(e, Notice)] == ["info"]
+    from neurondesk.core.state import RunState
+
+    state = RunState()
+    for e in events:
+        state.apply(e)
+    assert len(state.compiles) == 1 and not state.compile_open

@@ -128,6 +128,7 @@ class CompileFinished(Event):
     frames: list[str] = field(default_factory=list)
     ok: bool = True
     error: str | None = None
+    name: str | None = None  # the graph's name where the tool prints one ("***** Compiling unet *****")
 
 
 @dataclass(frozen=True)

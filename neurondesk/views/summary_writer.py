@@ -80,7 +80,7 @@ def to_markdown(s: dict) -> str:
         lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | graph |",
                   "|---|---|---|---|---|---|---|"]
         for i, c in enumerate(s["compiles"], 1):
-            lines.append(f"| {i} | {_fmt(c['step'])} | {c['cause']} | {c['location'] or '—'} | "
+            lines.append(f"| {i} | {_fmt(c['step'])} | {c['cause']} | {c['location'] or c.get('name') or '—'} | "
                          f"{_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | {c['graph_hash'] or '—'} |")
     if s.get("split_points"):
         lines += ["", "## Graph executions inside a step (split points)", ""]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from dataclasses import dataclass
 
 from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice
 
@@ -35,6 +36,12 @@ _RUNTIME = re.compile(
     r"^(\d{4})-([A-Z][a-z]{2})-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\s+(\d+):\d+\s+([A-Z]+)\s+([A-Z]+):"
     r"(\w+?)(?:\s+|(?<=[a-z0-9])(?=[A-Z][a-z]+(?:\s|$))|(?!\w))(.*)$"
 )
+# Export and inference tools (optimum-neuron, neuronx-cc called directly) print one block per graph:
+# "***** Compiling unet *****", dots, "Compiler status PASS", "[Compilation Time] 41.27 seconds.";
+# after the last block, "[Total compilation Time] 612.90 seconds." (a check, not a compile).
+_BLOCK_START = re.compile(r"\*{3,}\s*Compiling\s+(\S.*?)\s*\*{3,}")
+_BLOCK_TIME = re.compile(r"\[Compilation Time\]\s*(\d+(?:\.\d*)?)\s*s")
+_BLOCKS_TOTAL = re.compile(r"\[Total compilation Time\]\s*(\d+(?:\.\d*)?)\s*s")
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"))}
 # A runtime failure prints its consequences (memory dump notice, ring and queue set-up, the NEFF
@@ -60,6 +67,17 @@ _RUNTIME_CODES = (
     ("exec-timeout", ("execution timeout", "inference timeout")),
     ("collectives", ("collective",)),
 )
+
+
+@dataclass
+class _Block:
+    """A named compile block of an export tool, open until its time (or failure) is printed."""
+
+    name: str
+    start: float
+    passed: bool = False
+    error: str | None = None  # the compiler's own ERROR line inside the block, if it printed one
+    wrapped: bool = False  # the wrapper's own compile lines came inside it: those are the compiles
 
 
 def runtime_code(message: str) -> str | None:
@@ -97,6 +115,8 @@ class NeuronCCParser:
         self._failed: deque[str] = deque(maxlen=64)
         self._lookup: dict[int | None, float] = {}  # pid -> arrival of its last "Compile cache path"
         self._anon = 0
+        self._block: _Block | None = None
+        self._blocks_s: list[float] = []  # durations of the blocks since the last total line
         # module -> pid of a "Got a cached failed neff" line, awaiting its " Failed compilation
         # with [...]" continuation (which quotes the stored failure: not a compile of its own)
         self._cached_failed: dict[str | None, int | None] = {}
@@ -134,8 +154,14 @@ class NeuronCCParser:
 
     # ---------------------------------------------------------------- wrapper / cache
     def _wrapper(self, s: str, t: float, out: Out) -> str | None:
+        if "****" in s or "Time]" in s:
+            tag = self._block_line(s, t, out)
+            if tag:
+                return tag
         if "Call compiler with cmd" in s:
             pid, _ = _head(s)
+            if self._block is not None:
+                self._block.wrapped = True
             key = _module(s)
             self._lookup.pop(pid, None)
             for seen in (self._failed, self._passed):  # a recompile of a known graph (a retry) starts afresh
@@ -150,6 +176,8 @@ class NeuronCCParser:
             return COMPILE
         if "Compiler status" in s:
             m = _STATUS.search(s)
+            if not self._open and self._block is not None:
+                return self._block_status(self._block, m is not None and m.group(1) == "PASS", s, t, out)
             if m is None or m.group(1) != "PASS":
                 return ERROR  # "Failed compilation with" carries the details and closes it
             key = next(iter(self._open), None)  # no hash on this line: the oldest open compile
@@ -198,6 +226,57 @@ class NeuronCCParser:
             self._fail(key, pid, t, msg, None, out)
             return ERROR
         return self._parallel(s, t, out)
+
+    # ---------------------------------------------------------------- named blocks (export tools)
+    def _block_line(self, s: str, t: float, out: Out) -> str | None:
+        m = _BLOCK_START.search(s)
+        if m:
+            self._end_block(t, out)
+            self._block = _Block(name=clip(m.group(1), 200), start=t)
+            out.append(CompileStarted(t=t, source=SOURCE))
+            return COMPILE
+        m = _BLOCK_TIME.search(s)
+        if m and self._block is not None:
+            self._end_block(t, out, float(m.group(1)))
+            return COMPILE
+        m = _BLOCKS_TOTAL.search(s)
+        if m:
+            self._end_block(t, out)
+            self._total_check(float(m.group(1)), t, out)
+            return COMPILE
+        return None
+
+    def _block_status(self, block: _Block, passed: bool, s: str, t: float, out: Out) -> str:
+        if passed:
+            block.passed = True
+            return COMPILE
+        if block.error is None:  # the compiler said nothing else: this line is the error
+            block.error = clip(s.strip())
+            out.append(LogError(t=t, source="neuronx-cc", message=f"{block.name}: {block.error}"))
+        self._end_block(t, out)
+        return ERROR
+
+    def _end_block(self, t: float, out: Out, printed_s: float | None = None) -> None:
+        """Report the open block (if any) as one compile; ``printed_s``: the time the tool printed."""
+        block, self._block = self._block, None
+        if block is None:
+            return
+        failed = block.error is not None and not block.passed
+        duration = printed_s if printed_s is not None else max(0.0, t - block.start)
+        if not failed:
+            self._blocks_s.append(duration)
+        if block.wrapped:  # the wrapper's own lines inside it were the compiles
+            return
+        out.append(CompileFinished(t=t, source=SOURCE, name=block.name, duration_s=duration, ok=not failed,
+                                   error=block.error if failed else None))
+
+    def _total_check(self, total: float, t: float, out: Out) -> None:
+        seen, self._blocks_s = sum(self._blocks_s), []
+        off = abs(seen - total) > max(1.0, 0.02 * total)
+        note = "; the rest was not seen as a compile" if off else ""
+        out.append(Notice(t=t, level="warn" if off else "info", source="neuron-compile",
+                          message=f"compile check: blocks seen add up to {seen:.2f} s, the tool's total "
+                                  f"is {total:.2f} s{note}"))
 
     def _failure(self, s: str, t: float, out: Out) -> str:
         pid, _ = _head(s)
@@ -297,10 +376,12 @@ class NeuronCCParser:
         code = ERROR_CODE.search(msg)
         if "Error message:" in msg:
             detail = msg.split("Error message:", 1)[1].strip()
-            out.append(LogError(t=t, source="neuronx-cc", message=clip(f"internal compiler error: {detail}"),
-                                code=code.group(1) if code else None))
-        elif code:
-            out.append(LogError(t=t, source="neuronx-cc", message=clip(msg), code=code.group(1)))
+            msg = f"internal compiler error: {detail}"
+        elif not code:
+            return ERROR
+        out.append(LogError(t=t, source="neuronx-cc", message=clip(msg), code=code.group(1) if code else None))
+        if self._block is not None and self._block.error is None:
+            self._block.error = clip(msg)  # the block's failure, already reported
         return ERROR
 
     def _noise(self, s: str) -> str | None:
@@ -319,5 +400,8 @@ class NeuronCCParser:
         out: Out = []
         for key in list(self._open):
             self._close(key, t, out, error="output ended before the compiler reported a result")
+        if self._block is not None and not self._block.passed and self._block.error is None:
+            self._block.error = "output ended before the compiler reported a result"
+        self._end_block(t, out)
         self._lookup.clear()
         return out

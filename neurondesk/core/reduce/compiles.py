@@ -3,7 +3,9 @@
 - probe: the compile itself (duration, sync point, shapes); the reference when a probe runs.
 - pt-xla-debug: the same compile seen in PT_XLA_DEBUG output; dropped when a probe reports it.
 - neuron-log: the Neuron compiler's line adds the persistent-cache verdict and module hash to the
-  probe's record (or stands alone without a probe).
+  probe's record (or stands alone without a probe). A named block of an export tool
+  ("***** Compiling unet *****") always stands alone: those compiles run outside the graphs the
+  probe watches.
 - dynamo: the probe's dynamo callback reports a torch.compile compile; the guard failure that
   caused a recompile comes separately, from TORCH_LOGS output (a DynamoRecompile), and is paired
   with it here whichever arrives first (see `_DynamoReasons`).
@@ -49,6 +51,7 @@ class CompileRecord:
     frames: list[str]
     ok: bool
     error: str | None
+    name: str | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -66,6 +69,7 @@ class CompileRecord:
             "frames": self.frames,
             "ok": self.ok,
             "error": self.error,
+            "name": self.name,
         }
 
 
@@ -139,7 +143,9 @@ class CompileReducer:
         started = self.compile_open.pop((e.source, e.pid), None)
         if e.source == "probe":
             self.compile_open.pop(("pt-xla-debug", e.pid), None)
-        if e.source == "neuron-log" and self._procs.processes:
+        elif e.source == "neuron-log":  # an export tool's block around wrapper compiles starts without a pid
+            self.compile_open.pop((e.source, None), None)
+        if e.source == "neuron-log" and e.name is None and self._procs.processes:
             # A probe is watching: it reports this compile; the Neuron log only adds the
             # persistent-cache verdict and module hash to the probe's record.
             self._attach_neuron(e)
@@ -155,7 +161,7 @@ class CompileReducer:
             index=len(self.compiles) + 1, t=e.t, step=step, source=e.source, cause=cause,
             duration_s=duration, location=e.location, graph_hash=e.graph_hash, cache=e.cache,
             trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
-            reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error)
+            reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error, name=e.name)
         if (e.source == "dynamo" and cause != "first" and record.reason is None
                 and not (e.point or "").endswith(NOT_GUARDED)):
             start = started if started is not None else e.t - (duration or 0.0)
@@ -173,7 +179,7 @@ class CompileReducer:
         """first / shape-change / new-graph / value-access, from the sync point and shapes."""
         if e.trigger == "value-access":
             return "value-access", None
-        key = e.point or e.location or e.graph_hash
+        key = e.point or e.location or e.graph_hash or e.name
         if key is None:
             return ("first" if not self.compiles else "new-graph"), None
         seen = self.points.get(key)

@@ -26,7 +26,7 @@ def _cells(c: CompileRecord, warmup: int) -> list[Text]:
         Text(str(c.index), style=style),
         Text("—" if c.step is None else str(c.step), style=style),
         Text(c.cause + (" ⚠" if late else ""), style=CAUSE_STYLE.get(c.cause, "") if not late else style),
-        Text(clean(fmt.short_location(c.location))),
+        Text(clean(fmt.short_location(c.location) if c.location or not c.name else c.name)),
         Text(fmt.secs(c.duration_s, 2), justify="right"),
         Text(cache, style="green" if cache == "hit" else ("red" if cache == "failed" else "")),
         Text(clean(c.source), style="dim"),
@@ -41,7 +41,7 @@ def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     if c.step is not None and c.step >= warmup:
         t.append(f"  after warm-up (step ≥ {warmup})", style="bold red")
     t.append("\n")
-    t.append_text(kv(("at", clean(c.location or "—"))))
+    t.append_text(kv(("at", clean(c.location or "—")), *([("graph name", clean(c.name))] if c.name else [])))
     t.append("\n")
     shapes = fmt.shapes(c.input_shapes)
     if c.previous_shapes:
