@@ -160,7 +160,7 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
         for note in source.state.notices:  # the workload never started: say why, as one line
             if note.level == "error":
                 _die(f"{note.message} (run folder kept: {launched.paths.dir})", 127)
-    return _gate(source, source.paths.summary_json.exists(), thresholds, code)
+    return _gate(source, source.summary_path.exists(), thresholds, code)
 
 
 def _watch(source, headless: bool) -> int:
@@ -202,10 +202,13 @@ def cmd_summary(args) -> int:
     from neurondesk.views.summary_writer import WRITERS
 
     remove_socket_dir(args.run_dir)  # its recorder killed with SIGKILL left its socket folder behind
+    notes: list[str] = []
     try:
-        summary, problems = summary_from_run_dir(args.run_dir)
+        summary, problems = summary_from_run_dir(args.run_dir, notes=notes)
     except (OSError, ValueError) as exc:
         _die(str(exc))
+    for note in notes:
+        sys.stderr.write(f"neurondesk: {note}\n")
     for p in problems[:5]:
         sys.stderr.write(f"neurondesk: {args.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
     gap = recording_gap(args.run_dir, summary)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from neurondesk.core.state import RunState
 from neurondesk.recorder.control import ControlError, request
+from neurondesk.store.fallback import REMAINDER_FILE, find_fallback
 from neurondesk.store.journal_tail import JournalTail
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
-from neurondesk.store.rundir import RunPaths
+from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
 
 ALIVE_CHECK_S = 1.0
 FINISH_WAIT_S = 30.0  # after the run's end, for the recorder to write the summary and index row
@@ -35,6 +36,7 @@ class FollowSource:
         self.tail = JournalTail(self.paths.events)
         self.new_events: list = []
         self.recorder_lost = False  # the recorder died before the run finished
+        self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
         self._alive_checked = 0.0
         self._output = {"stdout": OutputBytes(self.paths.stdout_log, from_end=attached),
                         "stderr": OutputBytes(self.paths.stderr_log, from_end=attached)}
@@ -54,10 +56,22 @@ class FollowSource:
             now = time.monotonic()
             if now - self._alive_checked >= ALIVE_CHECK_S:
                 self._alive_checked = now
+                if not events and self.fallback is None:
+                    self._follow_fallback()
                 if not self._recorder_running():
                     self.new_events += self._last_words()
                     self.recorder_lost = not self.state.finished
         return len(self.new_events)
+
+    def _follow_fallback(self) -> None:
+        """The run folder's disk filled up and the journal went on elsewhere: follow it there."""
+        folder = find_fallback(self.run_dir)
+        if folder is None:
+            return
+        self.new_events += self._last_words()  # the run folder's part is complete once the record exists
+        self.fallback = folder
+        self.tail = self.tail.continue_in(folder / REMAINDER_FILE)
+        self.new_events += self._last_words()
 
     def new_output(self) -> list[tuple[str, bytes]]:
         """The workload's own bytes written since the last call, per stream, exactly as written
@@ -130,7 +144,16 @@ class FollowSource:
                 self.recorder.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
-        return self.paths.summary_json.exists() and not self._recorder_running()
+        if not self.state.finished and self.fallback is None:
+            self._follow_fallback()
+            self.recorder_lost = self.recorder_lost and not self.state.finished
+        return self.summary_path.exists() and not self._recorder_running()
+
+    @property
+    def summary_path(self) -> Path:
+        """summary.json as the recorder wrote it: in the run folder, or beside the journal's
+        remainder when the run folder's disk was full."""
+        return (self.fallback or self.run_dir) / SUMMARY_JSON
 
     def close(self) -> None:
         self.tail.close()

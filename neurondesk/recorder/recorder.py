@@ -15,6 +15,7 @@ import signal
 import socket
 import time
 from collections import deque
+from pathlib import Path
 
 from neurondesk.collectors.devices.neuron_monitor import process_tag
 from neurondesk.collectors.logparse import OutputParser
@@ -26,6 +27,13 @@ from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.control import SIGNALS, ControlRequest, ControlServer
 from neurondesk.recorder.options import RunOptions
+from neurondesk.store.fallback import (
+    REMAINDER_FILE,
+    FallbackError,
+    FallbackInfo,
+    make_fallback_dir,
+    write_fallback_info,
+)
 from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
@@ -35,6 +43,7 @@ from neurondesk.views.summary_writer import to_json, to_markdown  # text only
 
 STDERR_TAIL = 30
 PUMP_BATCH = 5000
+MAX_PENDING_BYTES = 64 << 20  # unwritten journal kept in memory (disk full) before it moves to a fallback folder
 
 
 class Stopped(Exception):
@@ -61,6 +70,8 @@ class Recorder:
         self.summary_written = False
         self.journal_error: str | None = None
         self.stop_requested: str | None = None
+        self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
+        self.max_pending_bytes = MAX_PENDING_BYTES
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -110,6 +121,36 @@ class Recorder:
             self.journal_error = str(exc)
             self.record(ev.Notice(t=time.time(), level="error", message=str(exc)))
         self.journal_error = str(exc)
+        if self.journal.pending_bytes > self.max_pending_bytes and not self.journal.diverted:
+            self._divert("the events kept in memory reached their bound")
+
+    def _make_fallback(self) -> Path | None:
+        if self.fallback is None:
+            try:
+                self.fallback = make_fallback_dir(self.paths.dir)
+            except FallbackError as exc:
+                self.journal_error = str(exc)
+        return self.fallback
+
+    def _divert(self, why: str) -> bool:
+        """The run folder's disk is full: the journal goes on in a fallback folder, starting with
+        what is still in memory. True when it did."""
+        folder = self._make_fallback()
+        if folder is None:
+            return False
+        try:
+            kept = self.journal.divert(folder / REMAINDER_FILE)
+            write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
+        except (JournalError, OSError) as exc:
+            self.journal_error = str(exc)
+            return False
+        self.journal_error = None
+        self.record(ev.Notice(
+            t=time.time(), level="error",
+            message=(f"the disk holding {self.paths.dir} is full ({why}): the journal goes on in {folder}, "
+                     f"with a copy of the summary at the end; rebuild the whole run with "
+                     f"`neurondesk summary {folder}`")))
+        return True
 
     def flush(self) -> None:
         try:
@@ -239,15 +280,44 @@ class Recorder:
             RunIndex(root / INDEX_FILE).record(summary, self.paths.dir)
         except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
             self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
-        if self.journal is not None:
-            try:
-                self.journal.close()
-            except JournalError as exc:
-                self.journal_error = str(exc)
+        self._close_journal()
+        if self.fallback is not None or not self.summary_written:
+            self._summary_to_fallback()
         if self.control is not None:
             self.control.close()
         if self.workload is not None and not self.workload.running():
             self.workload.cleanup()
+
+
+    def _close_journal(self) -> None:
+        if self.journal is None:
+            return
+        try:
+            self.journal.close()
+            return
+        except JournalError as exc:
+            self.journal_error = str(exc)
+        if not self.journal.diverted and self._divert("at the end of the run"):
+            try:
+                self.journal.close()
+            except JournalError as exc:
+                self.journal_error = str(exc)
+
+    def _summary_to_fallback(self) -> None:
+        """A full copy of the summary beside the journal's remainder (or, when only the summary
+        could not be written, alone with a record of where the journal is)."""
+        folder = self._make_fallback()
+        if folder is None:
+            return
+        try:
+            if not self.journal or not self.journal.diverted:
+                kept = self.paths.events.stat().st_size if self.paths.events.exists() else 0
+                (folder / REMAINDER_FILE).touch(mode=0o600)
+                write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
+            s = self.summary()
+            write_summary_files(RunPaths(folder), to_json(s), to_markdown(s))
+        except OSError as exc:
+            self.journal_error = f"cannot write the summary to the fallback folder {folder}: {exc.strerror or exc}"
 
 
 def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:

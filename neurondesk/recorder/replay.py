@@ -8,22 +8,40 @@ from pathlib import Path
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
-from neurondesk.store.journal import JournalProblem, iter_journal
+from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
+from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
 from neurondesk.store.rundir import EVENTS_FILE
 
 
-def state_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple[RunState, list[JournalProblem]]:
-    """``target_loss``: reduce as if the run had been started with this --target-loss (compare)."""
-    path = Path(run_dir) / EVENTS_FILE
+def state_from_run_dir(run_dir: Path, target_loss: float | None = None,
+                       notes: list[str] | None = None) -> tuple[RunState, list[JournalProblem]]:
+    """``target_loss``: reduce as if the run had been started with this --target-loss (compare).
+    ``run_dir`` may be a fallback folder (the run folder's disk was full), or a run folder that
+    has one: the whole journal is read then, and ``notes`` says so."""
+    run_dir = Path(run_dir)
+    fallback = run_dir if is_fallback_dir(run_dir) else find_fallback(run_dir)
+    problems: list[JournalProblem] = []
+    if fallback is not None:
+        stream, warning = open_whole_journal(fallback)
+        if notes is not None:
+            notes.append(f"the run folder's disk filled up during this run: read its journal, then the rest "
+                         f"from {fallback}")
+            notes += [warning] if warning else []
+        with stream:
+            return _reduce(iter_journal_stream(stream, problems), target_loss), problems
+    path = run_dir / EVENTS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: give a run folder made by `neurondesk run` (see `neurondesk history`)")
-    problems: list[JournalProblem] = []
+    return _reduce(iter_journal(path, problems), target_loss), problems
+
+
+def _reduce(events, target_loss: float | None) -> RunState:
     state = RunState()
-    for e in iter_journal(path, problems):
+    for e in events:
         if target_loss is not None and isinstance(e, ev.RunStarted):
             e = dataclasses.replace(e, target_loss=target_loss)
         state.apply(e)
-    return state, problems
+    return state
 
 
 def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
@@ -48,8 +66,9 @@ def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
             f"its output is in {Path(run_dir) / 'stdout.log'} and stderr.log")
 
 
-def summary_from_run_dir(run_dir: Path, target_loss: float | None = None) -> tuple[dict, list[JournalProblem]]:
-    state, problems = state_from_run_dir(run_dir, target_loss)
+def summary_from_run_dir(run_dir: Path, target_loss: float | None = None,
+                         notes: list[str] | None = None) -> tuple[dict, list[JournalProblem]]:
+    state, problems = state_from_run_dir(run_dir, target_loss, notes)
     return build_summary(state), problems
 
 

@@ -11,6 +11,7 @@ run folders.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -191,9 +192,13 @@ class RunIndex:
             with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)) as conn:
                 yield conn
         except (sqlite3.DatabaseError, OSError) as e:
+            if _disk_trouble(e):
+                raise RunIndexError(
+                    f"cannot write the run index {self.path} ({e}): free disk space, then `neurondesk reindex` "
+                    "adds the runs it missed (the runs themselves are in their run folders)") from e
             raise RunIndexError(
-                f"run index {self.path} is unusable ({e}); move it aside and it will be rebuilt "
-                "empty: the runs themselves stay in their run directories"
+                f"run index {self.path} is unusable ({e}); `neurondesk reindex` rebuilds it from the run "
+                "folders, which hold the runs themselves"
             ) from e
 
     def record(self, summary: dict[str, Any], run_dir: Path | str) -> None:
@@ -267,3 +272,11 @@ class RunIndex:
         out = [_row(r, cols) for r in self._patiently(read)]
         self.skipped = sum(r is None for r in out)
         return [r for r in out if r is not None]
+
+
+def _disk_trouble(e: Exception) -> bool:
+    """A full disk or a failed write, not a broken index file."""
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+    text = str(e).lower()
+    return "full" in text or "i/o" in text or "readonly" in text or "read-only" in text

@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import BinaryIO, Self
 
 from neurondesk.core.codec import decode_event_line, encode_event
 from neurondesk.core.events import Event
 
-__all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "read_journal"]
+__all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "iter_journal_stream",
+           "read_journal"]
 
 FLUSH_INTERVAL_S = 1.0
 
@@ -58,6 +59,7 @@ class JournalWriter:
         self._lock = threading.Lock()
         self._buf = bytearray()
         self._closed = False
+        self._diverted = False
         try:
             # Private to its owner, and never through a symlink planted in the run folder (ELOOP).
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -72,6 +74,24 @@ class JournalWriter:
                 "check the directory exists and is writable, or set NEURONDESK_HOME"
             ) from e
         self._last_flush = clock()
+
+    @property
+    def diverted(self) -> bool:
+        return self._diverted
+
+    def divert(self, path: Path) -> int:
+        """From now on append to ``path`` (a fallback file on another disk), starting with what
+        could not be written here. Returns the journal's length left in the original file."""
+        with self._lock:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            except OSError as e:
+                raise JournalError(f"cannot open the fallback journal {path}: {e.strerror or e}") from e
+            kept = os.fstat(self._fd).st_size
+            os.close(self._fd)
+            self._fd, self.path, self._diverted = fd, Path(path), True
+            self._flush_locked()
+            return kept
 
     @property
     def pending_bytes(self) -> int:
@@ -126,9 +146,9 @@ class JournalWriter:
 
     def _error(self, e: OSError) -> JournalError:
         return JournalError(
-            f"cannot write the event journal {self.path}: {e.strerror or e}; "
-            f"{len(self._buf)} bytes of events are kept in memory and written on the next flush, "
-            "so free disk space (or fix permissions) now"
+            f"cannot write the event journal {self.path}: {e.strerror or e}; the {len(self._buf):,} bytes "
+            "of events not written are kept in memory and written when there is room again (free disk "
+            "space now); if there is none by the end of the run, they go to a fallback folder named then"
         )
 
 
@@ -152,17 +172,22 @@ def iter_journal(path: Path | str, problems: list[JournalProblem]) -> Iterator[E
     except OSError as e:
         raise JournalError(f"cannot read the event journal {path}: {e.strerror or e}") from e
     with f:
-        for no, raw in enumerate(f, start=1):
-            try:
-                event = decode_event_line(raw)
-            except ValueError as e:  # EventDecodeError: not JSON, unknown kind, wrong field types
-                if not raw.strip():
-                    continue
-                torn = not raw.endswith(b"\n")  # only the last line can lack its newline
-                error = f"torn last line ({e})" if torn else str(e)
-                problems.append(JournalProblem(no, error, raw.decode("utf-8", "replace").rstrip("\n")[:200]))
+        yield from iter_journal_stream(f, problems)
+
+
+def iter_journal_stream(f: BinaryIO, problems: list[JournalProblem]) -> Iterator[Event]:
+    """As iter_journal, from an open binary stream (a fallback's whole journal, for one)."""
+    for no, raw in enumerate(f, start=1):
+        try:
+            event = decode_event_line(raw)
+        except ValueError as e:  # EventDecodeError: not JSON, unknown kind, wrong field types
+            if not raw.strip():
                 continue
-            yield event
+            torn = not raw.endswith(b"\n")  # only the last line can lack its newline
+            error = f"torn last line ({e})" if torn else str(e)
+            problems.append(JournalProblem(no, error, raw.decode("utf-8", "replace").rstrip("\n")[:200]))
+            continue
+        yield event
 
 
 def read_journal(path: Path | str) -> tuple[list[Event], list[JournalProblem]]:

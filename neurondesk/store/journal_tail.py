@@ -57,6 +57,15 @@ class JournalTail:
                         self.problems.append(problem)
         return events
 
+    def continue_in(self, path: Path | str) -> JournalTail:
+        """A tail of ``path``, the same journal going on in another file (a fallback folder's
+        remainder): a line cut where this file ended is completed there."""
+        nxt = JournalTail(path)
+        nxt.partial, nxt.line_no = self.partial, self.line_no
+        nxt.problems, nxt.problem_count = self.problems, self.problem_count
+        self.close()
+        return nxt
+
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)

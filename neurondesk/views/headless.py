@@ -115,6 +115,8 @@ class HeadlessPrinter:
             self.err.write(f"neurondesk: {note}\n")
         if self.source.recorder_lost:
             self.err.write(f"neurondesk: {recorder_lost_message(self.source)}\n")
+        if getattr(self.source, "fallback", None):
+            self.err.write(f"neurondesk: {fallback_message(self.source)}\n")
         self.out.flush()
         self.err.flush()
         code = state.exit_code
@@ -156,3 +158,9 @@ def recorder_lost_message(source) -> str:
     return (f"the recorder of {source.run_dir} stopped at {when} before the workload ended; what came after "
             f"is not recorded (steps, compiles, the exit). The workload (pid {pid if pid else '?'}) may still "
             f"run: its output goes on into {source.run_dir}/stdout.log and stderr.log")
+
+
+def fallback_message(source) -> str:
+    return (f"the disk holding {source.run_dir} filled up: the rest of the journal and a copy of the summary "
+            f"are in {source.fallback}; rebuild the whole run with `neurondesk summary {source.fallback}`, "
+            "and free disk space before the next run")

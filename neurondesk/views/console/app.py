@@ -271,6 +271,7 @@ def run_console(source) -> int:
     out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
     the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
     from neurondesk.core.summary import build_summary
+    from neurondesk.views.headless import fallback_message
     from neurondesk.views.summary_writer import to_text_table
 
     again = f"`neurondesk attach {source.run_dir.name}` to watch it again"
@@ -289,6 +290,8 @@ def run_console(source) -> int:
     source.finish()
     sys.stdout.write(f"neurondesk summary ({source.run_dir})\n")
     sys.stdout.write(to_text_table(build_summary(source.state)))
+    if getattr(source, "fallback", None):
+        sys.stderr.write(f"neurondesk: {fallback_message(source)}\n")
     code = source.state.exit_code
     if code is None:
         return 1

@@ -1,0 +1,167 @@
+"""Where a run goes when its disk is full: a fallback folder on another filesystem.
+
+When the journal cannot be written, the recorder keeps the unwritten events in memory (bounded);
+when the run ends, or that memory runs out, it writes them to ``<fallback root>/<run id>/``:
+
+- ``events.remainder.jsonl``: the journal's bytes that never reached the run folder, in order;
+- ``fallback.json``: the run folder and how many journal bytes were on disk there when it moved;
+- ``summary.json`` and ``summary.md``: a full copy of the run's summary.
+
+The whole journal is the run folder's first ``journal_bytes_in_run_dir`` bytes followed by the
+remainder (``open_whole_journal``), which is how ``neurondesk summary FALLBACK`` rebuilds the run.
+Fallback roots, in order: the user data folder, then the temporary folder; one on another
+filesystem than the run folder is preferred (the full disk would refuse it too).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import platformdirs
+
+from neurondesk.store.rundir import EVENTS_FILE
+
+FALLBACK_INFO = "fallback.json"
+REMAINDER_FILE = "events.remainder.jsonl"
+
+
+class FallbackError(OSError):
+    """No fallback folder could be made, or one cannot be read; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class FallbackInfo:
+    run_id: str
+    run_dir: str
+    journal_bytes_in_run_dir: int  # the journal's first bytes, in the run folder; the rest is here
+
+
+def fallback_roots() -> list[Path]:
+    return [Path(platformdirs.user_data_dir("neurondesk")) / "fallback",
+            Path(tempfile.gettempdir()) / f"neurondesk-fallback-{os.getuid()}"]
+
+
+def make_fallback_dir(run_dir: Path) -> Path:
+    """A new private folder for ``run_dir``'s remainder: under the first root on another
+    filesystem than the run folder, else under the first root that can be made at all."""
+    roots = fallback_roots()
+    here = _device_of(run_dir)
+    ordered = [r for r in roots if _device_of(r) != here] + [r for r in roots if _device_of(r) == here]
+    reasons = []
+    for root in ordered:
+        target = root / run_dir.name
+        try:
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            target.mkdir(mode=0o700)
+            return target
+        except FileExistsError:
+            if (target / FALLBACK_INFO).exists() or not any(target.iterdir()):
+                return target  # ours from earlier in this run
+            reasons.append(f"{target}: exists and holds something else")
+        except OSError as e:
+            reasons.append(f"{target}: {e.strerror or e}")
+    raise FallbackError("no fallback folder for the run's remaining events: " + "; ".join(reasons))
+
+
+def _device_of(path: Path) -> int | None:
+    """The filesystem of ``path``, or of its nearest existing parent."""
+    for p in [path, *path.parents]:
+        try:
+            return os.stat(p).st_dev
+        except OSError:
+            continue
+    return None
+
+
+def write_fallback_info(folder: Path, info: FallbackInfo) -> None:
+    from neurondesk.store.summary_files import write_atomic
+
+    write_atomic(folder / FALLBACK_INFO, json.dumps(asdict(info), indent=2) + "\n")
+
+
+def read_fallback_info(folder: Path) -> FallbackInfo:
+    path = Path(folder) / FALLBACK_INFO
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        return FallbackInfo(run_id=str(d["run_id"]), run_dir=str(d["run_dir"]),
+                            journal_bytes_in_run_dir=int(d["journal_bytes_in_run_dir"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise FallbackError(f"{path} is not a readable neurondesk fallback record: {e}") from e
+
+
+def is_fallback_dir(folder: Path) -> bool:
+    return (Path(folder) / FALLBACK_INFO).is_file()
+
+
+def find_fallback(run_dir: Path) -> Path | None:
+    """The fallback folder made for ``run_dir``, if its disk filled during the run."""
+    for root in fallback_roots():
+        folder = root / Path(run_dir).name
+        if is_fallback_dir(folder):
+            try:
+                if Path(read_fallback_info(folder).run_dir) == Path(run_dir):
+                    return folder
+            except FallbackError:
+                continue
+    return None
+
+
+def open_whole_journal(folder: Path) -> tuple[BinaryIO, str | None]:
+    """The run's whole journal as one binary stream (the run folder's part, then the remainder),
+    and a warning when the run folder's part is missing or shorter than recorded."""
+    info = read_fallback_info(folder)
+    warning = None
+    head: BinaryIO | None = None
+    head_path = Path(info.run_dir) / EVENTS_FILE
+    try:
+        head = open(head_path, "rb")  # noqa: SIM115 - closed with the chain
+        if os.fstat(head.fileno()).st_size < info.journal_bytes_in_run_dir:
+            warning = (f"{head_path} is shorter than when the disk filled up; the summary is rebuilt "
+                       "from what is left, the copy saved at the end is summary.json beside the remainder")
+    except OSError as e:
+        warning = (f"the first part of the journal, {head_path}, cannot be read ({e.strerror or e}): only the "
+                   "events written after the disk filled up are replayed; the copy saved at the end is summary.json")
+    try:
+        tail = open(Path(folder) / REMAINDER_FILE, "rb")  # noqa: SIM115 - closed with the chain
+    except OSError as e:
+        if head is not None:
+            head.close()
+        raise FallbackError(f"cannot read {Path(folder) / REMAINDER_FILE}: {e.strerror or e}") from e
+    parts = ([(head, info.journal_bytes_in_run_dir)] if head is not None else []) + [(tail, None)]
+    return io.BufferedReader(_Chain(parts)), warning
+
+
+class _Chain(io.RawIOBase):
+    """Files read one after another, each up to its limit (None: to its end)."""
+
+    def __init__(self, parts: list[tuple[BinaryIO, int | None]]) -> None:
+        self.parts = parts
+        self.left = [limit for _, limit in parts]
+        self.i = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while self.i < len(self.parts):
+            f, left = self.parts[self.i][0], self.left[self.i]
+            want = len(b) if left is None else min(len(b), left)
+            data = f.read(want) if want else b""
+            if data:
+                b[:len(data)] = data
+                if left is not None:
+                    self.left[self.i] = left - len(data)
+                return len(data)
+            self.i += 1
+        return 0
+
+    def close(self) -> None:
+        for f, _ in self.parts:
+            f.close()
+        super().close()

@@ -1,0 +1,123 @@
+"""Disk full during a run: nothing recorded is lost. The unwritten journal stays in memory
+(bounded), then moves to a fallback folder with a full copy of the summary; `neurondesk summary
+FALLBACK` rebuilds the whole run.
+
+The end-to-end test makes the disk "full" with a real kernel limit: RLIMIT_FSIZE (with SIGXFSZ
+ignored, writes past the limit fail with EFBIG, as they fail with ENOSPC on a full disk)."""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, base_env
+
+from neurondesk.core import events as ev
+from neurondesk.recorder.options import RunOptions
+from neurondesk.recorder.recorder import Recorder
+from neurondesk.recorder.replay import summary_from_run_dir
+from neurondesk.store.fallback import (
+    REMAINDER_FILE,
+    FallbackInfo,
+    open_whole_journal,
+    read_fallback_info,
+    write_fallback_info,
+)
+from neurondesk.store.journal import JournalWriter, iter_journal_stream
+from neurondesk.store.rundir import RunPaths
+
+QUIET_STEPS = REPO / "tests" / "data" / "workloads" / "quiet_steps.py"
+LIMIT_BYTES = 24 * 1024  # the journal of 300 quiet steps is about 40 KiB: it stops part-way
+
+
+def _full_disk_at_limit() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # stays ignored across exec: writes fail with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT_BYTES, LIMIT_BYTES))
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = base_env(tmp_path / "home")
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user data folder, where the fallback goes
+    return env
+
+
+def test_disk_full_run_loses_nothing_and_summary_of_the_fallback_rebuilds_it(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
+           "--", sys.executable, str(QUIET_STEPS), "300", "5"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=REPO,
+                       preexec_fn=_full_disk_at_limit)
+    assert p.returncode == 5, p.stderr  # the workload's own exit status
+    fallback = tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
+    assert f"rebuild the whole run with `neurondesk summary {fallback}`" in p.stderr
+    assert "steps                          300" in p.stdout  # the summary printed at the end is complete
+
+    on_disk = (run_dir / "events.jsonl").read_bytes()
+    assert len(on_disk) == LIMIT_BYTES and on_disk.count(b'"kind":"step"') < 300  # the disk did fill
+    assert not list(run_dir.glob("*.tmp"))
+    info = read_fallback_info(fallback)
+    assert (info.run_dir, info.journal_bytes_in_run_dir) == (str(run_dir), LIMIT_BYTES)
+    copy = json.loads((fallback / "summary.json").read_text())
+    assert (copy["steps"], copy["exit_code"], copy["finished"]) == (300, 5, True)
+
+    rebuilt = subprocess.run([sys.executable, "-m", "neurondesk.cli", "summary", str(fallback), "--format", "json"],
+                             capture_output=True, text=True, timeout=60, env=_env(tmp_path), cwd=REPO)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    whole = json.loads(rebuilt.stdout)
+    assert (whole["steps"], whole["exit_code"], whole["finished"]) == (300, 5, True)
+    # the run folder itself, summed up, finds its fallback too
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert summary_from_run_dir(run_dir)[0]["steps"] == 300
+
+
+def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    paths = RunPaths(tmp_path / "run")
+    paths.dir.mkdir()
+    rec = Recorder(["train"], RunOptions(run_root=tmp_path / "home"), paths)
+    rec.journal = JournalWriter("/dev/full", flush_interval_s=0.0)  # every write: ENOSPC
+    rec.max_pending_bytes = 4096
+    rec.record(ev.RunStarted(t=1.0, run_id="run", command=["train"], cwd="/", host="h"))
+    for i in range(100):
+        rec.record(ev.StepEnded(t=2.0 + i, pid=7, step=i, duration_s=0.1))
+    assert rec.journal.diverted and rec.journal.pending_bytes == 0  # in the fallback, not in memory
+    rec.record(ev.RunFinished(t=200.0, exit_code=0))
+    rec.finish()
+    folder = rec.fallback
+    assert folder == tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
+    remainder = (folder / REMAINDER_FILE).read_bytes()
+    assert remainder.count(b'"kind":"step"') == 100 and b'"kind":"run_finished"' in remainder
+    assert json.loads((folder / "summary.json").read_text())["steps"] == 100
+
+
+def test_whole_journal_joins_a_line_cut_where_the_disk_filled(tmp_path):
+    lines = [b'{"kind":"step","t":1.0,"pid":7,"step":1,"duration_s":0.1}\n', b'{"kind":"step","t":2.0,"pid":7,"step":2,"duration_s":0.1}\n']
+    whole = b"".join(lines)
+    cut = len(lines[0]) + 10  # mid-way through the second line
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "events.jsonl").write_bytes(whole[:cut] + b"garbage written later, past the record")
+    folder = tmp_path / "fallback"
+    folder.mkdir()
+    (folder / REMAINDER_FILE).write_bytes(whole[cut:])
+    write_fallback_info(folder, FallbackInfo("run", str(run_dir), cut))
+    stream, warning = open_whole_journal(folder)
+    problems: list = []
+    with stream:
+        steps = [e.step for e in iter_journal_stream(stream, problems)]
+    assert (steps, problems, warning) == ([1, 2], [], None)
+
+
+def test_whole_journal_without_its_run_folder_part_says_so_and_replays_the_rest(tmp_path):
+    folder = tmp_path / "fallback"
+    folder.mkdir()
+    (folder / REMAINDER_FILE).write_bytes(b'{"kind":"step","t":2.0,"pid":7,"step":2,"duration_s":0.1}\n')
+    write_fallback_info(folder, FallbackInfo("run", str(tmp_path / "gone"), 500))
+    stream, warning = open_whole_journal(folder)
+    with stream:
+        assert [e.step for e in iter_journal_stream(stream, [])] == [2]
+    assert "cannot be read" in warning and "summary.json" in warning
