@@ -12,11 +12,15 @@ from conftest import FIXTURES, REPO, base_env
 
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
 from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_file
-from neurondesk.collectors.devices.neuron_monitor import parse_report
-from neurondesk.core.device_events import NeuronHardware, NeuronSample
-from neurondesk.core.events import event_from_dict, event_to_dict
+from neurondesk.collectors.devices.neuron_monitor import NeuronMonitorProcess, parse_report
+from neurondesk.core.device_events import DeviceInventory, NeuronHardware, NeuronSample
+from neurondesk.core.events import Notice, RunStarted, event_from_dict, event_to_dict
+from neurondesk.core.prices import bundled_price_table
 from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary
 from neurondesk.views.console.derived import device_units
+from neurondesk.views.console.devices import execution_text
+from neurondesk.views.summary_writer import report_rows
 
 
 def monitor_lines(name: str) -> list[str]:
@@ -129,3 +133,80 @@ def test_hardware_info_is_a_typed_record_that_survives_the_journal() -> None:
                                              device_count=16, device_memory_bytes=32 * GIB, cores_per_device=2,
                                              logical_nc_config=1)
     assert event_from_dict(event_to_dict(s)) == s
+
+
+# ---------------------------------------------------------------- 7. say what the monitor says
+
+ERRS = "neuron-monitor-execution-errors-ecc-group-errors.jsonl"
+
+
+def _monitor_events(lines: list[str]) -> list:
+    got: list = []
+    proc = NeuronMonitorProcess(got.append, ["true"], clock=lambda: 5.0)
+    for line in lines:
+        proc._line(line.encode() + b"\n")
+    return got
+
+
+def test_group_errors_and_ecc_events_become_notices_once_each() -> None:
+    events = _monitor_events(monitor_lines(ERRS))
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["NeuronSample", "Notice", "Notice", "NeuronSample", "NeuronSample", "Notice", "Notice"]
+    notices = [(n.level, n.source, n.message) for n in events if isinstance(n, Notice)]
+    assert notices == [
+        ("warn", "neuron-monitor",
+         "runtime 41873 neuron_runtime_vcpu_usage: open /proc/41873/stat: no such file or directory"),
+        ("warn", "neuron-monitor", "Neuron device 0: ECC events: 2 mem_ecc_corrected"),
+        ("warn", "neuron-monitor",
+         "runtime 41872 memory_used: failed to read memory usage: resource temporarily unavailable"),
+        ("warn", "neuron-monitor", "Neuron device 0: ECC events: 1 mem_ecc_uncorrected"),
+    ]
+
+
+def test_execution_errors_per_second_now_and_totals_in_the_summary() -> None:
+    lines = monitor_lines(ERRS)
+    st = _state(sample(lines[0], 1.0))
+    assert st.neuron.execution_errors_per_s == 2.0  # runtime 41872: 2 failed executions in 1.0 s
+    st.apply(sample(lines[1], 2.0))
+    assert st.neuron.execution_errors_per_s == 1.0  # runtime 41873: 2 in 2.0 s
+    assert "execution errors 1.0/s now, 4 in all" in execution_text(st)
+    st.apply(sample(lines[2], 3.0))
+    s = build_summary(st, now=4.0)
+    assert s["neuron_executions"] == {
+        "completed": 5 + 7 + 7 + 6 + 7 + 7, "errors": 4,
+        "errors_by_status": {"completed_with_num_err": 1, "timed_out": 1, "failed_to_queue": 2},
+        "errors_by_class": {"numerical": 1, "transient": 1, "runtime": 2},
+    }
+    row = dict(report_rows(s))["Neuron execution errors"]
+    assert row == "4 of 43 executions (failed_to_queue 2, completed_with_num_err 1, timed_out 1)"
+
+
+def test_no_execution_errors_no_line() -> None:
+    st = _state(sample(monitor_lines("neuron-monitor-trn1.jsonl")[3]))
+    assert execution_text(st) is None
+
+
+def test_device_and_core_counts_from_neuron_hardware_info_without_neuron_ls() -> None:
+    no_ls = DeviceInventory(t=0.5, neuron=None, neuron_reason="neuron-ls not found on PATH or in /opt/aws/neuron/bin")
+    st = _state(no_ls, sample(monitor_lines(TRN1N)[0]))
+    devices = build_summary(st, now=2.0)["devices"]
+    assert (devices["neuron_devices"], devices["neuron_cores"]) == (16, 32)
+    assert devices["neuron_source"] == "neuron-monitor neuron_hardware_info"
+    with_ls = inventory_event(collect_inventory(neuron_ls_file=str(FIXTURES / "neuron-ls-trn1.32xlarge.txt")), t=0.5)
+    devices = build_summary(_state(with_ls, sample(monitor_lines(TRN1N)[0])), now=2.0)["devices"]
+    assert devices["neuron_source"] == "neuron-ls" and devices["neuron_cores"] == 32
+
+
+def test_instance_info_prices_the_run_when_nothing_else_named_the_instance() -> None:
+    started = RunStarted(t=0.0, run_id="r", command=["python"], price_source="instance type unknown (not on EC2?)")
+    st = _state(started, sample(monitor_lines(TRN1N)[0], 1.0))
+    row = bundled_price_table().instances["trn1n.32xlarge"]
+    assert st.instance_type == "trn1n.32xlarge" and st.price_per_hour == row.price_per_hour
+    assert "instance type from neuron-monitor instance_info" in st.price_source
+
+
+def test_instance_info_never_overrides_a_given_instance_type_or_price() -> None:
+    for given in ({"instance_type": "trn1.2xlarge"}, {"price_per_hour": 1.5, "price_source": "--price-per-hour"}):
+        st = _state(RunStarted(t=0.0, run_id="r", command=["python"], **given), sample(monitor_lines(TRN1N)[0], 1.0))
+        assert st.instance_type == given.get("instance_type")
+        assert "instance_info" not in (st.price_source or "")

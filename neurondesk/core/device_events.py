@@ -162,6 +162,11 @@ class NeuronRuntimeSample:
     host_breakdown: dict[str, int] = field(default_factory=dict)
     loaded_models: list[LoadedModel] = field(default_factory=list)
 
+    @property
+    def failed_executions(self) -> int:
+        """Executions in the period that did not simply complete (every status but "completed")."""
+        return sum(v for k, v in self.executions.items() if k != "completed")
+
 
 @dataclass(frozen=True)
 class NeuronHardware:
@@ -211,6 +216,12 @@ class NeuronSample(Event):
     hardware: dict[str, Any] = field(default_factory=dict)  # as printed; read ``hardware_info``
     group_errors: list[str] = field(default_factory=list)  # non-empty "error" strings: shown, not fatal
     hardware_info: NeuronHardware | None = None  # None in journals recorded before it was read
+
+    @property
+    def execution_errors_per_s(self) -> float | None:
+        """Failed executions per second over the runtimes' periods; None when none reports a period."""
+        rates = [r.failed_executions / r.period for r in self.runtimes if r.period]
+        return sum(rates) if rates else None
 
 
 # ---------------------------------------------------------------- NVML

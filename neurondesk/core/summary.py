@@ -27,18 +27,37 @@ def _sig(x: float | None, digits: int = 6) -> float | None:
 
 
 def _devices(state: RunState) -> dict | None:
-    """What was on the machine (the inventory taken at start), reasons included."""
-    inv = state.inventory
-    if inv is None:
+    """What was on the machine (the inventory taken at start), reasons included; the Neuron counts
+    from neuron-monitor's neuron_hardware_info when neuron-ls listed none."""
+    inv, hw = state.inventory, state.parts.telemetry.neuron_hardware
+    if inv is None and hw is None:
         return None
-    devices = inv.neuron.devices if inv.neuron is not None else []
+    devices = inv.neuron.devices if inv is not None and inv.neuron is not None else []
+    if devices or hw is None:
+        counts = (len(devices), sum(d.nc_count or 0 for d in devices), "neuron-ls" if devices else None)
+    else:
+        counts = (hw.device_count, hw.total_cores, "neuron-monitor neuron_hardware_info")
     return {
-        "neuron_devices": len(devices),
-        "neuron_cores": sum(d.nc_count or 0 for d in devices),
-        "neuron_reason": inv.neuron_reason,
-        "gpus": [g.name for g in inv.gpus],
-        "gpu_reason": inv.gpu_reason,
-        "cpu": msgspec.to_builtins(inv.cpu),
+        "neuron_devices": counts[0],
+        "neuron_cores": counts[1],
+        "neuron_source": counts[2],
+        "neuron_reason": inv.neuron_reason if inv is not None else None,
+        "gpus": [g.name for g in inv.gpus] if inv is not None else [],
+        "gpu_reason": inv.gpu_reason if inv is not None else None,
+        "cpu": msgspec.to_builtins(inv.cpu) if inv is not None else None,
+    }
+
+
+def _neuron_executions(state: RunState) -> dict | None:
+    """neuron-monitor's execution_stats over the run: completed, and the errors by status and class."""
+    tel = state.parts.telemetry
+    if not tel.executions_seen:
+        return None
+    return {
+        "completed": tel.executions_completed_total,
+        "errors": sum(tel.execution_errors_by_status.values()),
+        "errors_by_status": dict(tel.execution_errors_by_status),
+        "errors_by_class": dict(tel.execution_errors_by_class),
     }
 
 
@@ -100,6 +119,7 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "input_advice": input_advice(state),
         "device_utilization": device_utilization(state),
         "devices": _devices(state),
+        "neuron_executions": _neuron_executions(state),
         "loss": {
             "first": state.loss_first,
             "last": state.loss_last,

@@ -70,7 +70,18 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
 def report_rows(s: dict) -> list[tuple[str, str]]:
     """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
     why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
-    return [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}")]
+    rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}")]
+    ex = s.get("neuron_executions")
+    return rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else [])
+
+
+def _execution_errors(ex: dict) -> str:
+    """"4 of 43 executions (failed_to_queue 2, timed_out 1, ...)", from neuron-monitor's execution_stats."""
+    total = ex["completed"] + ex["errors"]
+    if not ex["errors"]:
+        return f"none of {total:,} executions"
+    by = sorted(ex["errors_by_status"].items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"{ex['errors']:,} of {total:,} executions ({', '.join(f'{k} {v:,}' for k, v in by)})"
 
 
 def to_markdown(s: dict) -> str:

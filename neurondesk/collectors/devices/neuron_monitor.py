@@ -311,6 +311,36 @@ def parse_report(line: str | bytes, t: float) -> NeuronSample | ParseProblem | N
         return _problem(text, f"unexpected report shape ({type(e).__name__}: {e})", t)
 
 
+# ---------------------------------------------------------------- what a report says to a person
+
+
+class ReportNotices:
+    """What a person should see from a stream of reports, once each: a group ``error`` string that
+    the previous report did not carry, and ECC counts that are new or changed (per device)."""
+
+    def __init__(self) -> None:
+        self._errors: set[str] = set()
+        self._ecc: dict[tuple[int, str], int] = {}
+
+    def messages(self, s: NeuronSample) -> list[str]:
+        new = [m for m in dict.fromkeys(s.group_errors) if m not in self._errors]
+        self._errors = set(s.group_errors)
+        return new + self._ecc_messages(s.ecc)
+
+    def _ecc_messages(self, ecc: list[dict[str, int]]) -> list[str]:
+        seen: dict[tuple[int, str], int] = {}
+        out = []
+        for pos, counters in enumerate(ecc):
+            device = counters.get("neuron_device_index", pos)
+            counts = {k: v for k, v in counters.items() if "ecc" in k and v > 0}
+            changed = [f"{v} {k}" for k, v in counts.items() if self._ecc.get((device, k)) != v]
+            seen.update({(device, k): v for k, v in counts.items()})
+            if changed:
+                out.append(f"Neuron device {device}: ECC events: {', '.join(changed)}")
+        self._ecc = seen
+        return out
+
+
 # ---------------------------------------------------------------- the process
 
 
@@ -358,6 +388,7 @@ class NeuronMonitorProcess:
         self.lines = 0
         self.samples = 0
         self.problems = 0
+        self._report_notices = ReportNotices()
 
     @property
     def supervisor(self) -> RestartingProcess | None:
@@ -395,9 +426,12 @@ class NeuronMonitorProcess:
             return
         if isinstance(event, ParseProblem):
             self.problems += 1
-        else:
-            self.samples += 1
+            self._on_event(event)
+            return
+        self.samples += 1
         self._on_event(event)
+        for message in self._report_notices.messages(event):  # monitor errors, ECC events
+            self._notice("warn", message)
 
     def _notice(self, level: str, message: str) -> None:
         self._on_event(Notice(t=self._clock(), level=level, message=message, source=SOURCE))

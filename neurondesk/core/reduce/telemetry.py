@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable
 
 from neurondesk.core import device_events as dev
+from neurondesk.core.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
@@ -35,6 +36,11 @@ class TelemetryReducer:
         # device memory per NeuronCore: neuron-ls's (per core id), else neuron_hardware_info's
         self.neuron_hardware: dev.NeuronHardware | None = None
         self._ls_core_memory: dict[int, int] = {}
+        # neuron-monitor's execution_stats summed over every report and runtime (each counts its own)
+        self.executions_seen = False
+        self.executions_completed_total = 0
+        self.execution_errors_by_status: dict[str, int] = {}
+        self.execution_errors_by_class: dict[str, int] = {}
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
@@ -75,6 +81,8 @@ class TelemetryReducer:
         self.neuron = e
         if e.hardware_info is not None:
             self.neuron_hardware = e.hardware_info
+        self._count_executions(e.runtimes)
+        self._price_from_instance_info(e.instance_type)
         used = [c for c in e.cores if c.owner_pid is not None]
         self._note_device_util([float(c.utilization) for c in used if c.utilization is not None],
                                "neuron-monitor neuroncore_utilization")
@@ -83,6 +91,23 @@ class TelemetryReducer:
             if flops:
                 self.hw_flops_sum += float(sum(flops))
                 self.hw_flops_samples += 1
+
+    def _count_executions(self, runtimes: list[dev.NeuronRuntimeSample]) -> None:
+        for r in runtimes:
+            self.executions_seen = self.executions_seen or bool(r.executions)
+            self.executions_completed_total += r.executions.get("completed", 0)
+            _add(self.execution_errors_by_status, {k: v for k, v in r.executions.items() if k != "completed"})
+            _add(self.execution_errors_by_class, r.errors_by_class)
+
+    def _price_from_instance_info(self, instance_type: str | None) -> None:
+        """Neither --instance-type nor the metadata service named the instance and no price was
+        given: neuron-monitor's instance_info does, and the price source says so."""
+        run = self._run
+        if not instance_type or run.instance_type is not None or run.price_per_hour is not None:
+            return
+        quote = resolve_price(instance_type, None, bundled_price_table())
+        run.instance_type, run.price_per_hour = quote.instance_type, quote.price_per_hour
+        run.price_source = f"{quote.source} (instance type from neuron-monitor instance_info)"
 
     def on_gpu_sample(self, e: dev.GpuSample) -> None:
         self.gpu = e
@@ -93,3 +118,9 @@ class TelemetryReducer:
 
     def on_cache_scan(self, e: dev.CacheScan) -> None:
         self.cache = e
+
+
+def _add(totals: dict[str, int], counts: dict[str, int]) -> None:
+    for k, v in counts.items():
+        if v > 0:
+            totals[k] = totals.get(k, 0) + v

@@ -27,6 +27,29 @@ def _mem(used: int | None, total: int | None) -> str:
     return fmt.gib(used)
 
 
+def execution_text(state: RunState) -> str | None:
+    """neuron-monitor's failed executions: per second in the latest report, and in all; None when
+    there were none."""
+    tel = state.parts.telemetry
+    total = sum(tel.execution_errors_by_status.values())
+    rate = state.neuron.execution_errors_per_s if state.neuron is not None else None
+    if not total and not rate:
+        return None
+    by_class = sorted(tel.execution_errors_by_class.items(), key=lambda kv: (-kv[1], kv[0]))
+    classes = f" ({', '.join(f'{k} {v}' for k, v in by_class)})" if by_class else ""
+    return f"execution errors {rate or 0.0:.1f}/s now, {total} in all{classes}"
+
+
+def hardware_text(state: RunState) -> str | None:
+    """Device and core counts from neuron_hardware_info, when neuron-ls listed no devices."""
+    hw = state.parts.telemetry.neuron_hardware
+    inv = state.inventory
+    if hw is None or hw.device_count is None or (inv is not None and inv.neuron is not None):
+        return None
+    each = f", {fmt.gib(hw.device_memory_bytes)} each" if hw.device_memory_bytes else ""
+    return f"{hw.device_count} Neuron devices × {hw.cores_per_device or '?'} cores{each} (neuron_hardware_info)"
+
+
 MAX_ROWS = 8  # bars are laid out in columns so that at most this many rows are used
 LEVELS = " ▁▂▃▄▅▆▇█"
 
@@ -93,6 +116,9 @@ class DevicesPanel(Panel):
         kind, units, note = device_units(state)
         t = Text()
         t.append(note, style="dim" if kind != "host" else "italic yellow")
+        hardware = hardware_text(state) if kind == "neuron" else None
+        if hardware:
+            t.append(" · " + hardware, style="dim")
         inv = state.inventory
         if kind == "host" and inv is not None and (inv.neuron_reason or inv.gpu_reason):
             why = "; ".join(r for r in (inv.neuron_reason, inv.gpu_reason) if r)
@@ -102,6 +128,9 @@ class DevicesPanel(Panel):
             self._spark(t, units, width)
         elif units:
             self._bars(t, kind, units, width)
+        errors = execution_text(state)
+        if errors:
+            t.append("\n  " + fmt.ellipsize(errors, width - 2), style="yellow")
         host = state.host
         if host is not None:
             t.append("\n")
