@@ -183,3 +183,69 @@ def test_a_block_around_wrapper_compiles_is_not_counted_twice():
     for e in events:
         state.apply(e)
     assert len(state.compiles) == 1 and not state.compile_open
+
+
+# ---------------------------------------------------------------- 5. failures are visible
+
+
+def _state(events):
+    from neurondesk.core.events import RunStarted
+    from neurondesk.core.state import RunState
+
+    state = RunState()
+    state.apply(RunStarted(t=99.0, run_id="r", command=["python", "train.py"]))
+    for e in events:
+        state.apply(e)
+    return state
+
+
+def test_a_failed_compile_has_a_status_and_is_not_the_first_compile():
+    _, events = feed_fixture("neuron-cc-failed-then-passed.log", step=0.4)
+    state = _state(events)
+    assert [(c.status, c.cache) for c in state.compiles] == [("failed", "miss"), ("ok", "miss")]
+    assert [c.cause for c in state.compiles] == ["first", "first"]
+    assert state.compiles[0].duration_s == pytest.approx(0.4)
+    assert state.first_compile_s == pytest.approx(0.8)  # the successful one (2 lines of 0.4 s)
+    (err,) = state.errors
+    assert err.code == "NCC_EVRF024"
+
+
+def test_compiler_status_fail_of_a_direct_compile_is_a_failed_compile_and_one_error():
+    lines, events = feed_fixture("neuronx-cc-direct-status-fail.log")
+    state = _state(events)
+    assert [(c.name, c.status) for c in state.compiles] == [("text_encoder", "ok"), ("vae_encoder", "failed")]
+    assert state.compiles[1].error.startswith("[NCC_EXTP004] Number of instructions")
+    assert [e.code for e in state.errors if e.source != "python"] == ["NCC_EXTP004"]  # python: the traceback
+    assert tagged(events)["Compiler status FAIL"] == "error"
+
+
+def test_cached_failure_status():
+    _, events = feed_fixture("cache-failed-neff-with-continuation.log")
+    (c,) = _state(events).compiles
+    assert c.status == "cached failure" and c.as_dict()["status"] == "cached failure"
+
+
+def test_summary_md_and_text_list_the_errors():
+    from neurondesk.core.summary import build_summary
+    from neurondesk.views.summary_writer import to_markdown, to_text_table
+
+    _, events = feed_fixture("neuron-cc-failed-then-passed.log", step=0.4)
+    s = build_summary(_state(events), now=110.0)
+    assert s["error_count"] == 1 and s["first_errors"][0]["code"] == "NCC_EVRF024"
+    md = to_markdown(s)
+    assert "| errors | 1: NCC_EVRF024 (neuron-cc): Output tensor" in md
+    assert '## Errors\n\n- NCC_EVRF024 (neuron-cc): Output tensor "output0" is not used' in md
+    assert "| status |" in md and "| failed |" in md
+    text = to_text_table(s)
+    assert "errors" in text and "NCC_EVRF024" in text
+
+
+def test_compiler_status_fail_without_a_compiler_message_is_the_error():
+    p = OutputParser()
+    events = []
+    for t, line in [(0.0, "***** Compiling unet *****"), (0.4, "Compiler status FAIL")]:
+        events += p.feed("stdout", line, t)
+    (fin,) = compiles(events)
+    assert not fin.ok and fin.duration_s == 0.4 and fin.name == "unet"
+    (err,) = errors(events)
+    assert err.message == "unet: Compiler status FAIL"

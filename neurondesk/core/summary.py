@@ -16,6 +16,7 @@ from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
 
 SUMMARY_VERSION = 1
+FIRST_ERRORS = 5  # errors listed in full (with their detail lines) from the start of the run
 
 
 def _round(x: float | None, nd: int = 6) -> float | None:
@@ -149,6 +150,9 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
             "to_target_usd": _round(cost_so_far(state.price_per_hour, state.time_to_target_s)),
         },
         "errors": [{"source": e.source, "message": e.message, "code": e.code} for e in state.errors[-20:]],
+        "error_count": len(state.errors),
+        "first_errors": [{"source": e.source, "message": e.message, "code": e.code, "detail": e.detail}
+                         for e in state.errors[:FIRST_ERRORS]],
         "stderr_tail": state.stderr_tail,
         "left_running": [{"pid": p.pid, "command": p.command} for p in state.left_running],
         "parse_problems": state.parse_problems,

@@ -64,7 +64,25 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         ("$ / 1k steps all-in", fmt.usd(cost["per_1k_steps_all_in_usd"])),
         ("$ / 1M tokens", fmt.usd(cost["per_million_tokens_usd"])),
         ("compile share of cost", fmt.pct(cost["compile_share"])),
+        ("errors", _errors_text(s)),
     ]
+
+
+def _error_line(e: dict, width: int | None = None) -> str:
+    """'NCC_EVRF024 (neuron-cc): message', the code not repeated where the message starts with it."""
+    message = " ".join(e["message"].removeprefix(f"[{e['code']}]").split())
+    if width is not None and len(message) > width:
+        message = message[: width - 1] + "…"
+    return f"{e['code'] or '—'} ({e['source']}): {message}"
+
+
+def _errors_text(s: dict, shown: int = 3) -> str:
+    """The error count and the first few, one line (summaries written before error_count: the last 20)."""
+    first = s.get("first_errors", s.get("errors") or [])
+    count = s.get("error_count", len(first))
+    if not count:
+        return "0"
+    return f"{count}: " + "; ".join(_error_line(e, 60) for e in first[:shown]) + ("; …" if count > shown else "")
 
 
 def report_rows(s: dict) -> list[tuple[str, str]]:
@@ -88,11 +106,21 @@ def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
     if s["compiles"]:
-        lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | graph |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | status | graph |",
+                  "|---|---|---|---|---|---|---|---|"]
         for i, c in enumerate(s["compiles"], 1):
             lines.append(f"| {i} | {_fmt(c['step'])} | {c['cause']} | {c['location'] or c.get('name') or '—'} | "
-                         f"{_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | {c['graph_hash'] or '—'} |")
+                         f"{_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | {c.get('status') or '—'} | "
+                         f"{c['graph_hash'] or '—'} |")
+    if s.get("first_errors"):
+        lines += ["", "## Errors", ""]
+        for e in s["first_errors"]:
+            lines.append(f"- {_error_line(e)}")
+            lines += [f"  - {x}" for x in e.get("detail", [])[:5]]
+            if len(e.get("detail", [])) > 5:
+                lines.append(f"  - … {len(e['detail']) - 5} more line(s)")
+        if s["error_count"] > len(s["first_errors"]):
+            lines.append(f"- … {s['error_count'] - len(s['first_errors'])} more (summary.json lists the last 20)")
     if s.get("split_points"):
         lines += ["", "## Graph executions inside a step (split points)", ""]
         lines += [f"- {p['trigger']} at {p['location'] or '?'}: {p['count']}×" for p in s["split_points"]]

@@ -53,6 +53,13 @@ class CompileRecord:
     error: str | None
     name: str | None = None
 
+    @property
+    def status(self) -> str:
+        """ok / failed / cached failure (a failure the persistent cache kept from an earlier run)."""
+        if self.cache == "failed":
+            return "cached failure"
+        return "ok" if self.ok else "failed"
+
     def as_dict(self) -> dict:
         return {
             "step": self.step,
@@ -68,6 +75,7 @@ class CompileRecord:
             "reason": self.reason,
             "frames": self.frames,
             "ok": self.ok,
+            "status": self.status,
             "error": self.error,
             "name": self.name,
         }
@@ -130,6 +138,7 @@ class CompileReducer:
         self.pending_neuron: list[ev.CompileFinished] = []
         self.dynamo = _DynamoReasons()
         self.graph_breaks: list[ev.GraphBreak] = []
+        self.first_ok: CompileRecord | None = None  # "first compile" is the first that succeeded
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"compile_started": self.on_compile_started, "compile": self.on_compile,
@@ -171,6 +180,8 @@ class CompileReducer:
             record.cache = neuron.cache or record.cache
             record.graph_hash = record.graph_hash or neuron.graph_hash
         self.compiles.append(record)
+        if self.first_ok is None and record.ok:
+            self.first_ok = record
         lead = self._procs.lead_pid
         if e.pid is None or e.pid == lead or lead is None:
             self._steps.mark_compiled(step)
@@ -181,8 +192,10 @@ class CompileReducer:
             return "value-access", None
         key = e.point or e.location or e.graph_hash or e.name
         if key is None:
-            return ("first" if not self.compiles else "new-graph"), None
+            return ("first" if self.first_ok is None else "new-graph"), None
         seen = self.points.get(key)
+        if not e.ok:  # a failed attempt leaves the graph's slot to the one that succeeds
+            return ("first" if seen is None else "new-graph"), None
         shapes = e.input_shapes
         if seen is None:
             self.points[key] = [shapes] if shapes is not None else []
@@ -219,7 +232,7 @@ class CompileReducer:
 
     @property
     def first_compile_s(self) -> float | None:
-        return self.compiles[0].duration_s if self.compiles else None
+        return self.first_ok.duration_s if self.first_ok is not None else None
 
     @property
     def recompiles_after_warmup(self) -> int:

@@ -14,7 +14,8 @@ from neurondesk.views.console.panel import Line, Panel, kv
 from neurondesk.views.safe_text import clean
 
 TABLE_ROWS = 500  # the table keeps the latest compiles; the figures above it count them all
-COLUMNS = ("#", "step", "cause", "location", "duration", "cache", "source")
+COLUMNS = ("#", "step", "cause", "location", "duration", "cache", "status", "source")
+STATUS_STYLE = {"ok": "dim", "failed": "bold red", "cached failure": "red"}
 CAUSE_STYLE = {"first": "green", "shape-change": "bold red", "new-graph": "yellow", "value-access": "magenta"}
 
 
@@ -29,15 +30,22 @@ def _cells(c: CompileRecord, warmup: int) -> list[Text]:
         Text(clean(fmt.short_location(c.location) if c.location or not c.name else c.name)),
         Text(fmt.secs(c.duration_s, 2), justify="right"),
         Text(cache, style="green" if cache == "hit" else ("red" if cache == "failed" else "")),
+        Text(c.status, style=STATUS_STYLE.get(c.status, "")),
         Text(clean(c.source), style="dim"),
     ]
+
+
+def _first_error(state: RunState) -> str:
+    e = state.errors[0]
+    return f"{e.code or e.source} {' '.join(e.message.removeprefix(f'[{e.code}]').split())}"[:100]
 
 
 def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     t = Text()
     t.append(f"compile #{c.index}", style="bold")
     t.append(clean(f"  step {c.step}  {c.cause}  {fmt.secs(c.duration_s, 2)}  cache {c.cache or '—'}  "
-                   f"source {c.source}  trigger {c.trigger or '—'}"))
+                   f"source {c.source}  trigger {c.trigger or '—'}  status "))
+    t.append(c.status, style=STATUS_STYLE.get(c.status, ""))
     if c.step is not None and c.step >= warmup:
         t.append(f"  after warm-up (step ≥ {warmup})", style="bold red")
     t.append("\n")
@@ -84,7 +92,7 @@ class CompilesPanel(Panel):
         # steps arrive all the time but seldom change this panel: render when what it shows may
         # have changed (a compile, a late cache verdict, the split points), or the wall timer ticks
         since = state.open_compile_since()
-        sig = (len(state.compiles), since, None if since is None else int(now - since),
+        sig = (len(state.compiles), since, None if since is None else int(now - since), len(state.errors),
                tuple((c.cache, c.cause, c.reason, c.graph_hash) for c in state.compiles[-3:]),
                state.executions_per_step, sum(p.count for p in state.split_points.values()),
                len(state.graph_breaks), state.warmup_steps, state.finished)
@@ -100,6 +108,11 @@ class CompilesPanel(Panel):
         late = state.recompiles_after_warmup
         stats.append("  ")
         stats.append(f"{late} after warm-up", style="bold red" if late else "dim")
+        failed = sum(not c.ok for c in state.compiles)
+        if failed:
+            stats.append(f"  {failed} failed", style="bold red")
+        if state.errors:
+            stats.append(f"  errors {len(state.errors)}: {clean(_first_error(state))}", style="red")
         since = state.open_compile_since()
         if since is not None:
             stats.append("\n")
