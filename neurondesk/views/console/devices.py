@@ -47,7 +47,8 @@ def hardware_text(state: RunState) -> str | None:
     if hw is None or hw.device_count is None or (inv is not None and inv.neuron is not None):
         return None
     each = f", {fmt.gib(hw.device_memory_bytes)} each" if hw.device_memory_bytes else ""
-    return f"{hw.device_count} Neuron devices × {hw.cores_per_device or '?'} cores{each} (neuron_hardware_info)"
+    devices = f"{hw.device_count} Neuron device{'s' if hw.device_count != 1 else ''}"
+    return f"{devices} × {hw.cores_per_device or '?'} cores{each} (neuron_hardware_info)"
 
 
 MAX_ROWS = 8  # bars are laid out in columns so that at most this many rows are used
