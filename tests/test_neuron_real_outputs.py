@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES, REPO, base_env
 
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
-from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_file
+from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_file, parse_output
 from neurondesk.collectors.devices.neuron_monitor import NeuronMonitorProcess, parse_report
 from neurondesk.core.device_events import DeviceInventory, NeuronHardware, NeuronSample
 from neurondesk.core.events import Notice, RunStarted, event_from_dict, event_to_dict
@@ -210,3 +210,15 @@ def test_instance_info_never_overrides_a_given_instance_type_or_price() -> None:
         st = _state(RunStarted(t=0.0, run_id="r", command=["python"], **given), sample(monitor_lines(TRN1N)[0], 1.0))
         assert st.instance_type == given.get("instance_type")
         assert "instance_info" not in (st.price_source or "")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("neuron-ls-*.paste")))
+def test_cut_or_garbled_pastes_are_read_or_refused_never_raise_otherwise(name: str) -> None:
+    text = (FIXTURES / name).read_text()
+    variants = [text[:cut] for cut in range(0, len(text), max(1, len(text) // 97))]
+    variants += [text.replace("[", "[" * 5000, 1), "[" * 100_000 + text, text.replace("|", "\x00")]
+    for variant in variants:
+        try:
+            parse_output(variant)
+        except NeuronLsError:
+            pass
