@@ -18,7 +18,8 @@ _COMPILE_HEAD = b'{"kind":"compile",'
 # The kinds the probe sends. The socket is the workload's to write to: any other kind (a launcher's
 # run_started with its price and id, a run_finished ...) is refused, never taken as the run's own.
 PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "graph_executed", "compile_started",
-                         "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped"})
+                         "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
+                         "eval_phase"})
 
 
 class RefusedKind(ValueError):
@@ -53,6 +54,7 @@ def _enrich_compile(msg: dict, debug_text: str) -> None:
         return
     block = blocks[0]
     msg["graph_hash"] = msg.get("graph_hash") or block.graph_hash
+    msg["graph_inputs"] = msg.get("graph_inputs") or block.n_inputs
     msg["reason"] = msg.get("reason") or block.cause
     # The probe's own sync wrapper sits in the stack torch_xla printed; it is not the user's story.
     msg["frames"] = msg.get("frames") or [f for f in block.frames if PROBE_FILE not in f]

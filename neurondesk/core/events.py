@@ -79,6 +79,7 @@ class StepEnded(Event):
     executions: int | None = None  # graph executions in this step (XLA); None where unknown
     compiles: int = 0  # compiles the probe saw inside this step
     input_shapes: list[list[int]] | None = None
+    eval_s: float = 0.0  # evaluation inside this step: not in duration_s (see EvalPhase)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,26 @@ class CompileFinished(Event):
     ok: bool = True
     error: str | None = None
     name: str | None = None  # the graph's name where the tool prints one ("***** Compiling unet *****")
+    phase: str | None = None  # "train" | "eval" when the probe knows; recompiles are counted per phase
+    graph_inputs: int | None = None  # the compiled graph's input count (torch_xla's analysis)
+
+
+@dataclass(frozen=True)
+class EvalPhase(Event):
+    """An evaluation phase of a training script (forwards under no_grad / inference_mode / eval
+    mode between training steps) that ended at ``t``. Its batches, time and compiles are its own:
+    none of them is counted in a training step."""
+
+    kind: ClassVar[str] = "eval_phase"
+    pid: int
+    step: int  # the training step it ran in (or before)
+    duration_s: float
+    batches: int = 0
+    samples: int = 0
+    tokens: int = 0
+    data_wait_s: float = 0.0
+    compiles: int = 0
+    executions: int = 0
 
 
 @dataclass(frozen=True)

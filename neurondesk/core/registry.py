@@ -22,6 +22,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.RunFinished,
     # steps and compiles (probe, log parsers)
     ev.StepEnded,
+    ev.EvalPhase,
     ev.GraphExecuted,
     ev.CompileStarted,
     ev.CompileFinished,
