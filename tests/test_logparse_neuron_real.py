@@ -249,3 +249,38 @@ def test_compiler_status_fail_without_a_compiler_message_is_the_error():
     assert not fin.ok and fin.duration_s == 0.4 and fin.name == "unet"
     (err,) = errors(events)
     assert err.message == "unet: Compiler status FAIL"
+
+
+# ---------------------------------------------------------------- malformed variants never raise
+
+
+def test_malformed_variants_of_these_shapes_are_read_without_a_problem():
+    p = OutputParser()
+    events = []
+    for i, line in enumerate([
+        "***** Compiling  *****",
+        "[Compilation Time] seconds.",
+        "[Compilation Time] 99999999999999999999999999999999999999999 seconds.",
+        "[Total compilation Time] . seconds.",
+        "Compiler status",
+        "2026-Xyz-03 09:12:44.501233    87:87    ERROR  TDRV:",
+        "2026-Mar-99 99:99:99.9    87:87    ERROR  TDRV:dmem_alloc_internalFailed",
+        " Failed compilation with [",
+        "Got a cached failed neff at",
+    ]):
+        events += p.feed("stderr", line, float(i))
+    events += p.flush(20.0)
+    assert p.problems == 0
+
+
+def test_a_retry_after_a_cached_failure_that_fails_again_is_a_compile_of_its_own():
+    lines = (FIXTURES / "cache-failed-neff-with-continuation.log").read_text().splitlines()
+    cached, failure = lines[1], lines[2].strip()
+    call = ("2026-03-03 11:21:00.000001:  5123  INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc "
+            "compile --framework=XLA /tmp/w/model.MODULE_9083126620417752139+e30acd3a.hlo_module.pb")
+    p = OutputParser()
+    events = []
+    for t, line in [(0.0, cached), (60.0, call), (70.0, "2026-03-03 11:21:10.000001:  5123  ERROR "
+                                                         "||NEURON_CC_WRAPPER||: " + failure)]:
+        events += p.feed("stderr", line, t)
+    assert [(c.cache, c.duration_s) for c in compiles(events)] == [("failed", 0.0), ("miss", 10.0)]

@@ -167,6 +167,7 @@ class NeuronCCParser:
             for seen in (self._failed, self._passed):  # a recompile of a known graph (a retry) starts afresh
                 if key in seen:
                     seen.remove(key)
+            self._cached_failed.pop(key, None)
             if key is None:  # the command was cut off before the module name
                 self._anon += 1
                 self._open[f"?{self._anon}"] = (t, pid)
