@@ -16,14 +16,16 @@ Each reader has a documented refusal (a ValueError subclass, a ParseProblem, a p
 warning, a "no price" answer); a refusal is fine, any other exception is an *escape*, recorded with
 its exception, where it was raised and the shortest input that raised it. For the log parsers a
 sub-parser crash that OutputParser's safety net turned into a ParseProblem is not an escape but is
-counted as *contained* (it costs that line its meaning). Memory: the child's peak RSS, and the RSS
-growth between 10% and 100% of the inputs (a reader whose memory grows with input count is a
-finding).
+counted as *contained* (it costs that line its meaning). Memory: the child's peak RSS, the RSS
+growth between 10% and 100% of the inputs, and the growth of live interpreter memory blocks over
+the same span (after gc; RSS alone also grows with the largest input seen). A reader whose memory
+grows with input count is a finding.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -371,6 +373,13 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * PAGE_MIB
 
 
+def _live_blocks() -> int:
+    """Memory blocks the interpreter holds after a collection: grows with a leak, not with the
+    allocator's high-water mark (which RSS keeps after one very long input)."""
+    gc.collect()
+    return sys.getallocatedblocks()
+
+
 def _where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     last = frames[-1] if frames else None
@@ -388,6 +397,7 @@ def run_reader(reader: Reader, inputs: int, seed: int) -> dict[str, Any]:
     contained: dict[str, int] = {}
     slowest = (0.0, b"")
     rss_at_10 = 0.0
+    blocks_at_10 = 0
     start = time.perf_counter()
     for i in range(inputs):
         units = corpus.draw(mutator)
@@ -415,6 +425,7 @@ def run_reader(reader: Reader, inputs: int, seed: int) -> dict[str, Any]:
             counts[verdict] += 1
         if i + 1 == max(1, inputs // 10):
             rss_at_10 = _rss_mib()
+            blocks_at_10 = _live_blocks()
     seconds = time.perf_counter() - start
     return {
         "reader": reader.name,
@@ -426,6 +437,7 @@ def run_reader(reader: Reader, inputs: int, seed: int) -> dict[str, Any]:
         "contained": counts["contained"],
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rss_growth_10_to_100pct_mib": round(_rss_mib() - rss_at_10, 1),
+        "live_blocks_growth_10_to_100pct": _live_blocks() - blocks_at_10,
         "seconds": round(seconds, 1),
         "slowest_input_ms": round(slowest[0] * 1000, 1),
         "slowest_input_bytes": len(slowest[1]),
@@ -455,7 +467,7 @@ def _child(name: str, inputs: int, seed: int) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = f"{'reader':16} {'inputs':>8} {'refused':>8} {'escapes':>8} {'contained':>9} {'peak MiB':>9} {'growth MiB':>10} {'seconds':>8}"
+    head = f"{'reader':16} {'inputs':>8} {'refused':>8} {'escapes':>8} {'contained':>9} {'peak MiB':>9} {'growth MiB':>10} {'blocks+':>8} {'seconds':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -463,7 +475,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             print(f"{r['reader']:16} child process crashed: {r['crashed'][-300:]}")
             continue
         print(f"{r['reader']:16} {r['inputs']:>8} {r['refused']:>8} {r['escapes']:>8} {r['contained']:>9} "
-              f"{r['peak_rss_mib']:>9} {r['rss_growth_10_to_100pct_mib']:>10} {r['seconds']:>8}")
+              f"{r['peak_rss_mib']:>9} {r['rss_growth_10_to_100pct_mib']:>10} "
+              f"{r['live_blocks_growth_10_to_100pct']:>8} {r['seconds']:>8}")
     for r in rows:
         for e in r.get("escape_kinds", []):
             print(f"\n{r['reader']}: {e['count']} x {e['where']}: {e['message'][:200]}\n  shortest: {e['shortest_input'][:300]}")
@@ -483,18 +496,30 @@ def main() -> None:
         print(json.dumps(run_reader(reader, args.inputs, args.seed)))
         return
     names = args.reader or [r.name for r in READERS]
+    tree = revision()
     rows = []
     for name in names:
         rows.append(_child(name, args.inputs, args.seed))
         print(f"{name}: done", file=sys.stderr, flush=True)
     print_table(rows)
-    _save(args.out, rows, args.seed)
+    _save(args.out, rows, args.seed, tree)
 
 
-def _save(out: Path, rows: list[dict[str, Any]], seed: int) -> None:
+def revision() -> str:
+    """The commit the readers were run at, and the reader-side files then changed but not committed."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+        return done.stdout
+    readers = ("neurondesk/collectors", "neurondesk/core/codec.py", "neurondesk/core/prices.py", "neurondesk/store")
+    dirty = git("status", "--porcelain", "--", *readers).splitlines()
+    files = ", ".join(line[3:] for line in dirty)
+    return git("rev-parse", "--short", "HEAD").strip() + (f" with uncommitted changes in {files}" if files else "")
+
+
+def _save(out: Path, rows: list[dict[str, Any]], seed: int, tree: str) -> None:
     old = json.loads(out.read_text()) if out.exists() else {}
     by_name = {r["reader"]: r for r in old.get("readers", [])}
-    by_name.update({r["reader"]: {**r, "seed": seed} for r in rows})
+    by_name.update({r["reader"]: {**r, "seed": seed, "revision": tree} for r in rows})
     order = [r.name for r in READERS]
     doc = {
         "command": "python benchmarks/fuzz.py --inputs N --seed S (see its docstring)",
