@@ -154,7 +154,8 @@ def test_each_check_fails_with_its_own_line():
     compiles = [{"step": 7, "cause": "shape-change", "location": "train.py:88"},
                 {"step": 1, "cause": "new-graph", "location": "train.py:90"}]
     assert evaluate(run(recompiles_after_warmup=1, compiles=compiles), ALL) == [
-        "1 recompile(s) after warm-up (step >= 5), max 0: step 7 shape-change at train.py:88"]
+        "1 recompile(s) after warm-up (training step >= 5, or an evaluation after the first), max 0: "
+        "step 7 shape-change at train.py:88"]
     assert evaluate(run(loss={"first": 9.0, "last": float("nan"), "nonfinite": 1}), ALL) == [
         "loss not finite: 1 nan/inf loss value(s), last nan"]
     assert evaluate(run(loss={"first": None, "last": None}), ALL)[0].startswith("loss not finite: no loss value")

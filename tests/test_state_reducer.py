@@ -34,7 +34,9 @@ def test_steady_steps_are_after_warmup_and_without_compiles():
     assert st.steady_from == 3
     assert len(st.steady_times) == 6  # 3,4,5,7,8,9
     assert st.steady_samples_per_s == 8 / 0.1
-    assert st.recompiles_after_warmup == 1
+    assert st.recompiles_after_warmup == 0  # the first compile of its point: a new graph, not a recompile
+    st.apply(compile_at(10, shapes=[[4, 64]]))  # the same point again, new shapes
+    assert st.recompiles_after_warmup == 1 and st.compiles[-1].recompile
 
 
 def test_causes_first_shape_change_new_graph_value_access():
@@ -172,12 +174,12 @@ def test_two_recompiles_pair_oldest_first_and_only_within_their_process():
     second = "___check_obj_id(L['scale'], 42)"
     a, b, c = dynamo_compile(10.0, 1.0), dynamo_compile(12.0, 1.0), dynamo_compile(14.0, 1.0)
     late = [reason(14.5), reason(14.6, second)]
-    assert dynamo_causes([*a, *b, *c, *late]) == [("first", None), ("shape-change", SIZE), ("new-graph", second)]
+    assert dynamo_causes([*a, *b, *c, *late]) == [("first", None), ("shape-change", SIZE), ("object-identity", second)]
     early = [reason(11.0), reason(13.0, second)]
-    assert dynamo_causes([*a, *early, *b, *c]) == [("first", None), ("shape-change", SIZE), ("new-graph", second)]
+    assert dynamo_causes([*a, *early, *b, *c]) == [("first", None), ("shape-change", SIZE), ("object-identity", second)]
     # another rank's guard failure, printed while pid 7's recompile waits, is not pid 7's reason
     other = reason(12.5, "rank 1: " + SIZE, pid=8)
-    assert dynamo_causes([*a, *b, other, reason(12.6, second)]) == [("first", None), ("new-graph", second)]
+    assert dynamo_causes([*a, *b, other, reason(12.6, second)]) == [("first", None), ("object-identity", second)]
 
 
 def test_a_lazily_compiled_backward_never_takes_the_forwards_reason():
@@ -195,3 +197,44 @@ def test_a_lazily_compiled_backward_never_takes_the_forwards_reason():
 def test_a_reason_far_from_any_recompile_is_not_paired():
     a, b = dynamo_compile(10.0, 1.0), dynamo_compile(200.0, 1.0)
     assert dynamo_causes([*a, reason(60.0), *b]) == [("first", None), ("new-graph", None)]
+
+
+@pytest.mark.parametrize(("reason_text", "kind"), [
+    ("tensor 'L['x']' size mismatch at index 0. expected 8, actual 16", "shape-change"),
+    ("GLOBAL_STATE changed: grad_mode ", "grad-mode"),
+    ("GLOBAL_STATE changed: autocast ", "global-state"),
+    ("tensor 'L['x']' dtype mismatch. expected Float, actual Half", "dtype-change"),
+    ("tensor 'L['x']' requires_grad mismatch. expected requires_grad=1", "requires-grad"),
+    ("___check_obj_id(L['self'].scale, 140234)", "object-identity"),
+    ("___check_type_id(L['cfg'], 9391)", "type-change"),
+    ("something dynamo never printed before", "guard-failed"),
+])
+def test_a_dynamo_recompile_is_named_by_the_guard_that_failed(reason_text, kind):
+    a, b = dynamo_compile(10.0, 1.0), dynamo_compile(12.0, 1.0)
+    assert dynamo_causes([*a, reason(11.5, reason_text), *b])[1] == (kind, reason_text)
+
+
+def eval_compile(t: float, step: int, point: str = "sync@train.py:40") -> ev.CompileFinished:
+    return ev.CompileFinished(t=t, source="probe", pid=1, step=step, duration_s=1.0, point=point,
+                              trigger="sync", phase="eval", input_shapes=[[32, 64]])
+
+
+def test_evaluation_compiles_are_not_training_recompiles_and_leave_the_step_steady():
+    st = RunState()
+    st.apply(ev.RunStarted(t=0.0, run_id="r", command=["x"], warmup_steps=2, price_per_hour=3.6))
+    st.apply(compile_at(0, shapes=[[8, 64]]))
+    for i in range(12):
+        st.apply(step(i))
+        if i == 9:  # the first evaluation: its graphs compile (twice at one point: warm-up of its own)
+            st.apply(eval_compile(9.1, 10))
+            st.apply(eval_compile(9.2, 10))
+            st.apply(ev.EvalPhase(t=9.5, pid=1, step=10, duration_s=0.5, batches=4, samples=128, compiles=2))
+    assert [c.cause for c in st.compiles] == ["first", "first", "new-graph"]
+    assert st.recompiles_after_warmup == 0  # first compiles of a new phase and its own warm-up
+    assert 10 not in st.steps_with_compile and len(st.steady_times) == 10  # steps 2..11
+    assert st.steady_samples_per_s == pytest.approx(8 / 0.1)  # training samples over training time alone
+    st.apply(eval_compile(20.0, 12))  # a later evaluation compiles its point again: a recompile
+    summary = build_summary(st)
+    assert summary["recompiles_after_warmup"] == 1 and summary["recompiles_by_phase"] == {"train": 0, "eval": 1}
+    assert summary["evaluation"]["phases"] == 1 and summary["evaluation"]["batches"] == 4
+    assert summary["evaluation"]["cost_usd"] == pytest.approx(3.6 * 0.5 / 3600)

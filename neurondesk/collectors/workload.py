@@ -67,7 +67,10 @@ def probe_environment(base: dict[str, str], socket_path: str, tag: str | None = 
         # sends it to a file of its own and reads it back right after the compile.
         env["PT_XLA_DEBUG_LEVEL"] = "1"
         env["NEURONDESK_PTXLA_DEBUG"] = "1"
-    env.setdefault("TORCH_LOGS", "recompiles,graph_breaks")
+    if "TORCH_LOGS" not in base:
+        # dynamo's recompile reasons and graph breaks come over the probe's socket, not the
+        # script's stderr (TORCH_LOGS would print them there): its output stays its own
+        env["NEURONDESK_DYNAMO_LOGS"] = "1"
     if tag:
         env.setdefault("NEURON_PROCESS_TAG", tag)
     return env

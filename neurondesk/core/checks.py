@@ -24,10 +24,17 @@ def _finite(x) -> bool:
 
 
 def _recompile_detail(s: dict, limit: int = 3) -> str:
-    late = [c for c in s.get("compiles") or [] if c.get("step") is not None and c["step"] >= s["warmup_steps"]]
-    shown = [f"step {c['step']} {c.get('cause') or '?'} at {c.get('location') or '?'}" for c in late[:limit]]
+    late = [c for c in s.get("compiles") or [] if _late_recompile(c, s["warmup_steps"])]
+    shown = [f"step {c['step']} {c.get('cause') or '?'}{' (evaluation)' if c.get('phase') == 'eval' else ''} "
+             f"at {c.get('location') or '?'}" for c in late[:limit]]
     more = f" and {len(late) - limit} more" if len(late) > limit else ""
     return ": " + "; ".join(shown) + more if shown else ""
+
+
+def _late_recompile(c: dict, warmup: int) -> bool:
+    if "recompile" in c and "after_warmup" in c:
+        return bool(c["recompile"] and c["after_warmup"])
+    return c.get("step") is not None and c["step"] >= warmup  # a summary from before phases were told apart
 
 
 def evaluate(s: dict, t: Thresholds) -> list[str]:
@@ -41,8 +48,12 @@ def evaluate(s: dict, t: Thresholds) -> list[str]:
     if t.max_recompiles_after_warmup is not None:
         n = s.get("recompiles_after_warmup") or 0
         if n > t.max_recompiles_after_warmup:
-            failed.append(f"{n} recompile(s) after warm-up (step >= {s['warmup_steps']}), "
+            failed.append(f"{n} recompile(s) after warm-up (training step >= {s['warmup_steps']}, or an "
+                          "evaluation after the first), "
                           f"max {t.max_recompiles_after_warmup}{_recompile_detail(s)}")
+    for d in s.get("diagnostics") or []:
+        if d.get("kind") == "graph-grows":
+            failed.append(f"{d['message']} (at {d.get('location') or '?'})")
     if t.loss_finite:
         loss = s.get("loss") or {}
         if loss.get("first") is None and loss.get("last") is None:

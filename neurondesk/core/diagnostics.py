@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from neurondesk.core.reduce.compiles import STORM_STEPS
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState, quantile
 
 
@@ -43,3 +46,48 @@ def input_advice(state: RunState) -> str:
     if frac < INPUT_BOUND:
         hint = "worth watching: " + hint
     return f"{text} — {hint}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A finding about the run in words a user acts on, with the code line it is about."""
+
+    kind: str  # "graph-grows" | "no-steady-state"
+    message: str
+    location: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "location": self.location}
+
+
+def diagnostics(state: RunState) -> list[Diagnostic]:
+    return [d for d in (graph_grows(state), no_steady_state(state)) if d is not None]
+
+
+def graph_grows(state: RunState) -> Diagnostic | None:
+    """The recompile storm (see CompileReducer._track_growth), in words."""
+    best = state.parts.compiles.longest_growth
+    if len(best) < STORM_STEPS:
+        return None
+    inputs = " → ".join(str(c.graph_inputs) for c in best[-6:])
+    return Diagnostic(
+        kind="graph-grows",
+        message=(f"the graph grows every step (graph inputs {inputs} over steps {best[0].step}–{best[-1].step}): "
+                 "nothing cuts it, so each step compiles a larger graph holding every step before it; "
+                 "call torch_xla.sync() (xm.mark_step()) at the end of each step"),
+        location=best[-1].location)
+
+
+def no_steady_state(state: RunState) -> Diagnostic | None:
+    """Why there is no steady figure, when there is none."""
+    if state.steady_times:
+        return None
+    done, warmup = state.steps_done, state.warmup_steps
+    if done == 0:
+        why = "no training step was seen (no optimizer step, and no XLA sync after a forward)"
+    elif done <= warmup:
+        why = (f"only {done} step{'s' if done != 1 else ''} ran; steady state starts after the first {warmup} "
+               "(--warmup-steps)")
+    else:
+        why = f"every one of the {done - warmup} steps after warm-up compiled a graph"
+    return Diagnostic(kind="no-steady-state", message=f"no steady state: {why}")

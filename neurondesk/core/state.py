@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from neurondesk.core import events as ev
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
+from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
 from neurondesk.core.reduce.loss import LossReducer
 from neurondesk.core.reduce.processes import ProcessReducer
@@ -52,6 +53,7 @@ class Parts(NamedTuple):
     compiles: CompileReducer
     telemetry: TelemetryReducer
     log: LogReducer
+    evaluation: EvalReducer
 
 
 def _via(part: str, name: str) -> Any:
@@ -64,9 +66,11 @@ class RunState:
         run = RunReducer()
         procs = ProcessReducer()
         steps = StepReducer(run, procs)
-        compiles = CompileReducer(run, procs, steps)
+        evaluation = EvalReducer(procs)
+        compiles = CompileReducer(run, procs, steps, evaluation)
         self.parts = Parts(run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
-                           telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer())
+                           telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
+                           evaluation=evaluation)
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         table: dict[str, list[Callable[[ev.Event], None]]] = {}
@@ -232,6 +236,8 @@ class RunState:
         if since is not None:
             wall = (now if now is not None else self.last_t or since) - since
             return "compiling", f"compiling #{len(self.compiles) + 1} for {wall:.0f} s"
+        if self.parts.compiles.graph_grows:
+            return "compiling", "compiling every step: the graph grows (nothing cuts it)"
         if self.steps_done == 0 and not self.compiles:
             return "starting", "starting"
         recent = self.recent_data_wait_fraction()

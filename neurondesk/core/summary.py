@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from neurondesk.core.cost import cost_figures, cost_so_far
-from neurondesk.core.diagnostics import device_utilization, input_advice
+from neurondesk.core.diagnostics import device_utilization, diagnostics, input_advice
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
@@ -62,6 +62,24 @@ def _neuron_executions(state: RunState) -> dict | None:
     }
 
 
+def _evaluation(state: RunState, elapsed: float) -> dict | None:
+    """Evaluation phases: their own time, share of the run and of its cost; never in throughput."""
+    e = state.parts.evaluation
+    if not e.phases:
+        return None
+    price = state.price_per_hour
+    return {
+        "phases": e.phases,
+        "time_s": _round(e.total_s, 3),
+        "share_of_run": _round(e.total_s / elapsed, 4) if elapsed > 0 else None,
+        "cost_usd": _round(price * e.total_s / 3600, 6) if price is not None else None,
+        "batches": e.batches,
+        "samples": e.samples,
+        "tokens": e.tokens or None,
+        "compiles": e.compiles,
+    }
+
+
 def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> dict:
     """``peaks``: the table whose chip rows give MFU's peak FLOPS (default: the bundled one)."""
     elapsed = state.elapsed_s(now)
@@ -97,8 +115,9 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "first_compile_s": _round(state.first_compile_s),
         "compile_count": len(state.compiles),
         "compile_total_s": _round(state.compile_total_s),
-        "compiles": [c.as_dict() for c in state.compiles],
+        "compiles": [{**c.as_dict(), "after_warmup": state.parts.compiles.after_warmup(c)} for c in state.compiles],
         "recompiles_after_warmup": state.recompiles_after_warmup,
+        "recompiles_by_phase": state.parts.compiles.recompiles_by_phase(),
         "executions_per_step": state.executions_per_step,
         "split_points": [
             {"trigger": p.trigger, "location": p.location, "count": p.count}
@@ -115,9 +134,11 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
             "tokens_per_s": _round(state.steady_tokens_per_s, 3),
             "rule": f"steps >= {state.warmup_steps} in which nothing compiled",
         },
+        "evaluation": _evaluation(state, elapsed),
         "data_wait_fraction": _round(state.data_wait_fraction, 4),
         "input_verdict": state.input_verdict(),
         "input_advice": input_advice(state),
+        "diagnostics": [d.as_dict() for d in diagnostics(state)],
         "device_utilization": device_utilization(state),
         "devices": _devices(state),
         "neuron_executions": _neuron_executions(state),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from neurondesk.collectors.devices.neuron_monitor import process_tag
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.collectors.probe_messages import decode_probe_line
+from neurondesk.collectors.probe_messages import ProbeDecoder
 from neurondesk.collectors.telemetry import Telemetry
 from neurondesk.collectors.workload import RawExit, RawOutput, RawProbe, WorkloadProcess
 from neurondesk.core import events as ev
@@ -59,6 +59,7 @@ class Recorder:
         self.state = RunState()
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.parser = OutputParser()
+        self.probe_decoder = ProbeDecoder()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.journal: JournalWriter | None = None
         self.workload: WorkloadProcess | None = None
@@ -180,7 +181,8 @@ class Recorder:
 
     def handle(self, item) -> None:
         if isinstance(item, RawProbe):
-            self.record(decode_probe_line(item.line, item.t))
+            for e in self.probe_decoder.decode(item.line, item.t):
+                self.record(e)
         elif isinstance(item, RawOutput):
             if item.stream == "stderr":
                 self.stderr_tail.append(item.text)

@@ -111,6 +111,8 @@ class HeadlessPrinter:
         summary = build_summary(state)
         self.out.write(f"\nneurondesk summary ({self.source.run_dir})\n")
         self.out.write(to_text_table(summary))
+        for d in summary["diagnostics"]:
+            self.err.write(f"neurondesk: {d['message']}" + (f" (at {d['location']})" if d["location"] else "") + "\n")
         for note in summary["notices"]:
             self.err.write(f"neurondesk: {note}\n")
         if self.source.recorder_lost:

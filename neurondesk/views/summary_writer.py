@@ -90,7 +90,16 @@ def report_rows(s: dict) -> list[tuple[str, str]]:
     why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
     rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}")]
     ex = s.get("neuron_executions")
-    return rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else [])
+    ev = s.get("evaluation")
+    return (rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else [])
+            + ([("evaluation (not in throughput)", evaluation_text(ev))] if ev else []))
+
+
+def evaluation_text(ev: dict) -> str:
+    """'4 phases, 160 batches, 12.3 s (8.1% of the run, $0.0123)'."""
+    cost = f", {fmt.usd(ev['cost_usd'])}" if ev.get("cost_usd") is not None else ""
+    return (f"{ev['phases']} phase{'s' if ev['phases'] != 1 else ''}, {ev['batches']:,} batches, "
+            f"{_fmt(ev['time_s'], ' s', 1)} ({fmt.pct(ev['share_of_run'])} of the run{cost})")
 
 
 def _execution_errors(ex: dict) -> str:
@@ -132,6 +141,10 @@ def to_markdown(s: dict) -> str:
         if s.get("reduce_errors"):
             lines.append(f"- {s['reduce_errors']:,} event(s) could not be reduced and were skipped")
             lines += [f"  - {x}" for x in s.get("reduce_error_samples") or []]
+    if s.get("diagnostics"):
+        lines += ["", "## Diagnostics", ""]
+        lines += [f"- {d['message']}" + (f" (at `{d['location']}`)" if d.get("location") else "")
+                  for d in s["diagnostics"]]
     if s.get("notices"):
         lines += ["", "## Notices", "", *(f"- {n}" for n in s["notices"])]
     if s.get("stderr_tail") and s["exit_code"] not in (0, None):

@@ -7,14 +7,16 @@ reads the clock. They read each other only in one direction, fixed at constructi
     procs      ProcessReducer   workload processes, the lead process, its device
     steps      StepReducer      steps, throughput, steady state and its quantiles, probe drops
     loss       LossReducer      loss values and the target            (reads run, steps)
-    compiles   CompileReducer   compiles from four sources, dynamo reasons, graph breaks
-                                                                       (reads run, procs, steps)
+    compiles   CompileReducer   compiles from four sources, dynamo reasons, graph breaks, recompiles
+                                per phase                    (reads run, procs, steps, evaluation)
     telemetry  TelemetryReducer device & host samples, steady utilisation and FLOPs
                                                                        (reads run, steps, compiles)
     log        LogReducer       output lines, notices, errors, parse problems
+    evaluation EvalReducer      evaluation phases: their own time, batches and compiles (reads procs)
 """
 
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
+from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import LogReducer
 from neurondesk.core.reduce.loss import LossReducer
 from neurondesk.core.reduce.processes import ProcessReducer
@@ -25,6 +27,7 @@ from neurondesk.core.reduce.telemetry import TelemetryReducer
 __all__ = [
     "CompileRecord",
     "CompileReducer",
+    "EvalReducer",
     "LogReducer",
     "LossReducer",
     "ProcessReducer",

@@ -8,29 +8,31 @@
   probe watches.
 - dynamo: the probe's dynamo callback reports a torch.compile compile; the guard failure that
   caused a recompile comes separately, from TORCH_LOGS output (a DynamoRecompile), and is paired
-  with it here whichever arrives first (see `_DynamoReasons`).
+  with it here whichever arrives first (see compile_causes.py).
+
+A *recompile* is a compile of a point (a sync site, a graph name, a dynamo frame) that was
+compiled before in the same phase (training or evaluation): the first compile of a new graph or
+of a new phase is not one. Recompiles *after warm-up* are those at a training step >= the warm-up
+steps, and those in any evaluation phase after the first.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from neurondesk.core import events as ev
+from neurondesk.core.reduce.compile_causes import DynamoReasons
+from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import StepReducer
 
-# A guard-failure line is printed just before its recompile starts; the compile is reported when
-# it ends. They come through different channels (the workload's output, read late; the probe's
-# socket), so a reason pairs with a recompile whose [start, end] it falls in, give or take this.
-REASON_SLACK_S = 30.0
-PENDING_KEEP = 64  # unpaired reasons / recompiles kept waiting for their other half
 # dynamo compiles a guard failure never causes (the probe's point ends with the callback trigger):
 # a lazily compiled backward, autotuning, CUDA graph recording. They do not wait for a reason.
 NOT_GUARDED = (":LAZY_BACKWARD", ":TRITON_AUTOTUNING", ":CUDAGRAPH_RECORDING")
+STORM_STEPS = 3  # consecutive training steps each compiling a larger graph than the last: the storm
 
 
 @dataclass
@@ -52,6 +54,10 @@ class CompileRecord:
     ok: bool
     error: str | None
     name: str | None = None
+    phase: str = "train"  # "train" | "eval": recompiles are counted per phase
+    recompile: bool = False  # a compile of a point (graph slot, name, dynamo frame) compiled before in its phase
+    eval_phases_before: int = 0  # evaluation phases completed when it compiled (the first one is warm-up)
+    graph_inputs: int | None = None
 
     @property
     def status(self) -> str:
@@ -78,67 +84,28 @@ class CompileRecord:
             "status": self.status,
             "error": self.error,
             "name": self.name,
+            "phase": self.phase,
+            "recompile": self.recompile,
+            "graph_inputs": self.graph_inputs,
         }
 
 
-def _is_shape_reason(reason: str) -> bool:
-    return "size mismatch" in reason or "shape" in reason or "stride mismatch" in reason
-
-
-class _DynamoReasons:
-    """Pairs dynamo recompiles (probe) with their guard-failure reasons (TORCH_LOGS output).
-
-    Either half may arrive first, by any delay up to REASON_SLACK_S beyond the compile's span.
-    Pairs form oldest first (the n-th reason of a process goes to its n-th recompile), within one
-    process when both halves know their pid.
-    """
-
-    def __init__(self) -> None:
-        self.reasons: deque[ev.DynamoRecompile] = deque(maxlen=PENDING_KEEP)
-        self.recompiles: deque[tuple[CompileRecord, float, int | None]] = deque(maxlen=PENDING_KEEP)
-
-    @staticmethod
-    def _fits(r: ev.DynamoRecompile, record: CompileRecord, start: float, pid: int | None) -> bool:
-        if r.pid is not None and pid is not None and r.pid != pid:
-            return False
-        return start - REASON_SLACK_S <= r.t <= record.t + REASON_SLACK_S
-
-    def recompile(self, record: CompileRecord, start: float, pid: int | None) -> None:
-        for i, r in enumerate(self.reasons):
-            if self._fits(r, record, start, pid):
-                del self.reasons[i]
-                apply_reason(record, r)
-                return
-        self.recompiles.append((record, start, pid))
-
-    def reason(self, r: ev.DynamoRecompile) -> None:
-        for i, (record, start, pid) in enumerate(self.recompiles):
-            if self._fits(r, record, start, pid):
-                del self.recompiles[i]
-                apply_reason(record, r)
-                return
-        self.reasons.append(r)
-
-
-def apply_reason(record: CompileRecord, r: ev.DynamoRecompile) -> None:
-    record.reason = r.reason
-    record.location = record.location or r.location
-    if _is_shape_reason(r.reason):
-        record.cause = "shape-change"
-
-
 class CompileReducer:
-    def __init__(self, run: RunReducer, procs: ProcessReducer, steps: StepReducer) -> None:
+    def __init__(self, run: RunReducer, procs: ProcessReducer, steps: StepReducer,
+                 evaluation: EvalReducer | None = None) -> None:
         self._run = run
         self._procs = procs
         self._steps = steps
+        self._eval = evaluation if evaluation is not None else EvalReducer(procs)
         self.compiles: list[CompileRecord] = []
         self.compile_open: dict[tuple, float] = {}  # (source, pid) -> start t
-        self.points: dict[str, list] = {}  # sync point -> input shapes seen there
+        self.points: dict[tuple, list] = {}  # (phase, sync point) -> input shapes seen there
         self.pending_neuron: list[ev.CompileFinished] = []
-        self.dynamo = _DynamoReasons()
+        self.dynamo = DynamoReasons()
         self.graph_breaks: list[ev.GraphBreak] = []
         self.first_ok: CompileRecord | None = None  # "first compile" is the first that succeeded
+        self.growing: list[CompileRecord] = []  # the latest run of steps, each compiling a larger graph
+        self.longest_growth: list[CompileRecord] = []
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"compile_started": self.on_compile_started, "compile": self.on_compile,
@@ -165,13 +132,15 @@ class CompileReducer:
         if duration is None and started is not None and e.cache != "hit":
             duration = max(0.0, e.t - started)
         step = e.step if e.step is not None else self._steps.steps_done
-        cause, previous = self._classify(e)
+        cause, previous, recompile = self._classify(e)
         record = CompileRecord(
             index=len(self.compiles) + 1, t=e.t, step=step, source=e.source, cause=cause,
             duration_s=duration, location=e.location, graph_hash=e.graph_hash, cache=e.cache,
             trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
-            reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error, name=e.name)
-        if (e.source == "dynamo" and cause != "first" and record.reason is None
+            reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error, name=e.name,
+            phase=e.phase or "train", recompile=recompile, eval_phases_before=self._eval.phases,
+            graph_inputs=e.graph_inputs)
+        if (e.source == "dynamo" and recompile and record.reason is None
                 and not (e.point or "").endswith(NOT_GUARDED)):
             start = started if started is not None else e.t - (duration or 0.0)
             self.dynamo.recompile(record, start, e.pid)
@@ -180,33 +149,58 @@ class CompileReducer:
             record.cache = neuron.cache or record.cache
             record.graph_hash = record.graph_hash or neuron.graph_hash
         self.compiles.append(record)
+        self._track_growth(record)
         if self.first_ok is None and record.ok:
             self.first_ok = record
         lead = self._procs.lead_pid
-        if e.pid is None or e.pid == lead or lead is None:
-            self._steps.mark_compiled(step)
+        if record.phase != "eval" and (e.pid is None or e.pid == lead or lead is None):
+            self._steps.mark_compiled(step)  # an evaluation's compile is not its training step's
 
-    def _classify(self, e: ev.CompileFinished) -> tuple[str, list | None]:
-        """first / shape-change / new-graph / value-access, from the sync point and shapes."""
-        if e.trigger == "value-access":
-            return "value-access", None
-        key = e.point or e.location or e.graph_hash or e.name
-        if key is None:
-            return ("first" if self.first_ok is None else "new-graph"), None
+    def _classify(self, e: ev.CompileFinished) -> tuple[str, list | None, bool]:
+        """(cause, the shapes before a shape change, whether it is a recompile): first /
+        value-access / shape-change / new-graph, from the phase, the sync point and the shapes."""
+        value_read = e.trigger == "value-access"
+        base = e.point or e.location or e.graph_hash or e.name
+        if base is None:
+            if self.first_ok is None:
+                return ("value-access" if value_read else "first"), None, False
+            return ("value-access" if value_read else "new-graph"), None, True
+        key = (e.phase or "train", base)
         seen = self.points.get(key)
         if not e.ok:  # a failed attempt leaves the graph's slot to the one that succeeds
-            return ("first" if seen is None else "new-graph"), None
+            return ("first" if seen is None else "new-graph"), None, seen is not None
         shapes = e.input_shapes
         if seen is None:
             self.points[key] = [shapes] if shapes is not None else []
-            return "first", None
+            return ("value-access" if value_read else "first"), None, False
         if shapes is not None and seen and shapes not in seen:
             previous = seen[-1]
             seen.append(shapes)
-            return "shape-change", previous
+            return "shape-change", previous, True
         if shapes is not None and not seen:
             seen.append(shapes)
-        return "new-graph", None
+        return ("value-access" if value_read else "new-graph"), None, True
+
+    def _track_growth(self, c: CompileRecord) -> None:
+        """The recompile storm: each training step compiles a graph with more inputs than the last
+        (nothing cuts the lazy graph, so each holds every step before it)."""
+        if c.phase == "eval" or c.graph_inputs is None or c.step is None:
+            return
+        run = self.growing
+        if run and c.step == run[-1].step:
+            if c.graph_inputs > (run[-1].graph_inputs or 0):
+                run[-1] = c  # the step's largest graph
+        elif run and c.step == run[-1].step + 1 and c.graph_inputs > (run[-1].graph_inputs or 0):
+            run.append(c)
+        else:
+            self.growing = run = [c]
+        if len(run) >= len(self.longest_growth):
+            self.longest_growth = list(run)
+
+    @property
+    def graph_grows(self) -> bool:
+        """The storm is on now: the latest steps each compiled a larger graph."""
+        return len(self.growing) >= STORM_STEPS and self.growing[-1].step >= self._steps.steps_done - 1
 
     def on_dynamo_recompile(self, e: ev.DynamoRecompile) -> None:
         self.dynamo.reason(e)
@@ -234,10 +228,23 @@ class CompileReducer:
     def first_compile_s(self) -> float | None:
         return self.first_ok.duration_s if self.first_ok is not None else None
 
+    def after_warmup(self, c: CompileRecord) -> bool:
+        if c.phase == "eval":
+            return c.eval_phases_before >= 1
+        return c.step is not None and c.step >= self._run.warmup_steps
+
+    def late_recompiles(self) -> list[CompileRecord]:
+        return [c for c in self.compiles if c.recompile and self.after_warmup(c)]
+
     @property
     def recompiles_after_warmup(self) -> int:
-        warmup = self._run.warmup_steps
-        return sum(1 for c in self.compiles if c.step is not None and c.step >= warmup)
+        return len(self.late_recompiles())
+
+    def recompiles_by_phase(self) -> dict[str, int]:
+        counts = {"train": 0, "eval": 0}
+        for c in self.late_recompiles():
+            counts[c.phase] = counts.get(c.phase, 0) + 1
+        return counts
 
     def open_compile_since(self) -> float | None:
         return min(self.compile_open.values()) if self.compile_open and not self._run.finished else None

@@ -126,6 +126,7 @@ class _PostImportFinder:
             "torch_xla": (probe.patch_torch_xla, "xla-sync"),
             "torch_xla.distributed.parallel_loader": (probe.patch_parallel_loader, "parallel-loader"),
             "torch._dynamo.callback": (probe.patch_dynamo, "dynamo"),
+            "torch._logging._internal": (probe.patch_torch_logging, "dynamo-logs"),
         }
         self.busy: set[str] = set()
 
@@ -201,8 +202,18 @@ class Probe:
         self.step_compiles = 0
         self.boundary_execs = 0  # executions of the boundary sync itself
         self.top_module_hook = None
-        self.global_fwd_hook = None
         self.autocast: str | None = None
+        self.forwards_since_step = 0  # training forwards since the last step ended
+        self.train_dims: list[int] | None = None  # the last training forward's input shape
+        # evaluation: forwards under no_grad / inference_mode / module.eval() in a script with an
+        # optimizer. Its time, batches and compiles are its own, never the training step's.
+        self.in_eval = False
+        self.eval_start = 0.0
+        self.eval_s_in_step = 0.0  # evaluation time inside the current step, left out of its duration
+        self.eval_batches = self.eval_samples = self.eval_tokens = 0
+        self.eval_compiles = self.eval_execs = 0
+        self.eval_wait = 0.0
+        self.eval_dims: list[int] | None = None
         # XLA state
         self.xlac = None
         self.xlac_seen: bool | None = None  # torch_xla patched once already (its watcher thread runs)
@@ -383,6 +394,7 @@ class Probe:
     def flush_at_exit(self) -> None:
         """atexit: send what is left (with a probe_dropped report if anything was dropped), waiting
         a little for a slow recorder, never long, never raising."""
+        self.guarded(self.close_at_exit, hook="exit")
         if self.sock is None:
             return
         try:
@@ -400,6 +412,13 @@ class Probe:
                         return  # the recorder has stopped reading: leave the rest
         except Exception:  # noqa: BLE001 - never raise at the user's exit
             return
+
+    def close_at_exit(self) -> None:
+        """The last evaluation, and an XLA step whose optimizer step no sync followed (a script
+        that never cuts its graph), end with the process."""
+        self.leave_eval()
+        if self.opt_stepped and self.is_xla:
+            self.end_step()
 
     def _hello(self) -> dict:
         torch = sys.modules.get("torch")
@@ -475,7 +494,11 @@ class Probe:
         # the nanosecond): the shortest round-trip repr json.dumps uses was the largest cost left.
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
-        line = (f'{{"kind":"step","t":{time.time():.6f},"step":{self.step},"duration_s":{now - start:.9f},'
+        if self.in_eval:  # evaluation runs on into the next step: its time so far belongs to this one
+            self.eval_s_in_step += now - self.eval_start
+            self.eval_start = now
+        line = (f'{{"kind":"step","t":{time.time():.6f},"step":{self.step},'
+                f'"duration_s":{max(0.0, now - start - self.eval_s_in_step):.9f},'
                 f'"data_wait_s":{self.data_wait:.9f},"compiles":{self.step_compiles}')
         if self.samples:
             line += self._inputs_json(self.samples, self.tokens if self.tokens_known else 0, self.shapes)
@@ -483,6 +506,8 @@ class Probe:
             line += self._inputs_json(self.loader_samples, self.loader_tokens, self.loader_shapes)
         if self.is_xla:
             line += f',"executions":{self.step_execs}'
+        if self.eval_s_in_step:
+            line += f',"eval_s":{self.eval_s_in_step:.9f}'
         if self.dropped:
             line += f',"dropped_before":{self.dropped}'
         self.step += 1  # counts on through drops: the receiver can tell how many it missed
@@ -495,7 +520,44 @@ class Probe:
         self.loader_shapes = []
         self.data_wait = 0.0
         self.step_execs = self.step_compiles = 0
+        self.forwards_since_step = 0
+        self.eval_s_in_step = 0.0
         self._queue((line + self.pid_tail).encode(), True, False, now)
+
+    # ---------------------------------------------------------------- evaluation
+    def is_eval_forward(self, mod) -> bool:
+        """A forward that is not training: in a script that has an optimizer, one run without
+        grad (no_grad, inference_mode) or on a module in eval mode."""
+        if not self.has_optimizer:
+            return False  # an inference script: its forwards are its steps
+        import torch
+
+        if not torch.is_grad_enabled() or torch.is_inference_mode_enabled():
+            return True
+        return getattr(mod, "training", True) is False
+
+    def enter_eval(self) -> None:
+        if not self.in_eval:
+            self.in_eval = True
+            self.eval_start = time.perf_counter()
+            self.eval_batches = self.eval_samples = self.eval_tokens = 0
+            self.eval_compiles = self.eval_execs = 0
+            self.eval_wait = 0.0
+
+    def leave_eval(self) -> None:
+        """Training is back (a training forward or an optimizer step): the evaluation phase ends."""
+        if not self.in_eval:
+            return
+        now = time.perf_counter()
+        self.in_eval = False
+        self.eval_s_in_step += now - self.eval_start
+        self.send({"kind": "eval_phase", "step": self.step, "duration_s": now - self.eval_start,
+                   "batches": self.eval_batches, "samples": self.eval_samples, "tokens": self.eval_tokens,
+                   "data_wait_s": self.eval_wait, "compiles": self.eval_compiles, "executions": self.eval_execs})
+
+    @property
+    def phase(self) -> str:
+        return "eval" if self.in_eval else "train"
 
     def _inputs_json(self, samples, tokens, shapes) -> str:
         """`,"samples":..,"tokens":..,"input_shapes":..` of a step message; the shapes' JSON is
@@ -589,6 +651,7 @@ class Probe:
         return None
 
     def _on_opt_pre(self, optimizer) -> None:
+        self.leave_eval()
         self.note_activity()
         if not self.device_reported:
             self.guarded(self.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
@@ -612,34 +675,38 @@ class Probe:
 
     # forward hooks: the outermost module's inputs give samples and tokens
     def patch_module(self, module) -> None:
-        if self.global_fwd_hook is not None:  # a reload: its hook table is new, drop our old handle
-            self.global_fwd_hook.remove()
-        elif self.top_module_hook is not None:
+        """The first module called is the outermost one: wrap Module._call_impl until that first
+        call, then hook that module alone. No global module hook (torch.compile(module) warns
+        about those: the script's output must stay its own), and Module.__call__ stays torch's
+        own (torch.compile(module) captures it before any call)."""
+        if self.top_module_hook is not None:
             return  # a reload after the outermost module was found: its own hook goes on counting
-        self.global_fwd_hook = module.register_module_forward_pre_hook(self._first_forward)
+        cls = module.Module
+        real_impl = cls._call_impl
+        if getattr(real_impl, "_neurondesk", False):
+            return
+        probe = self
 
-    def _first_forward(self, mod, args):
-        # The first module called is the outermost one; hook only it and drop the global hook.
-        if _is_compiling():
-            return None
-        handle, self.global_fwd_hook = self.global_fwd_hook, None
-        if handle is None or self.disabled or "forward" in self.off:
-            return None
-        self.guarded(self._adopt_top_module, handle, mod, args, hook="forward")
-        return None
+        def _call_impl(mod, *args, **kwargs):
+            if cls.__dict__.get("_call_impl") is _call_impl and not _is_compiling():
+                cls._call_impl = real_impl  # one call only: from now on torch's own, untouched
+                if not (probe.disabled or "forward" in probe.off or probe.top_module_hook is not None):
+                    probe.guarded(probe._adopt_top_module, mod, hook="forward")
+            return real_impl(mod, *args, **kwargs)  # its new hook sees this first call too
 
-    def _adopt_top_module(self, handle, mod, args) -> None:
-        handle.remove()
+        _call_impl._neurondesk = True
+        cls._call_impl = _call_impl
+
+    def _adopt_top_module(self, mod) -> None:
         self.top_module_hook = mod.register_forward_pre_hook(self._top_forward, with_kwargs=True)
-        self._on_forward(args, None)
 
     def _top_forward(self, mod, args, kwargs):
         if _is_compiling() or self.disabled or "forward" in self.off:
             return None
-        self.guarded(self._on_forward, args, kwargs, hook="forward")
+        self.guarded(self._on_forward, mod, args, kwargs, hook="forward")
         return None
 
-    def _on_forward(self, args, kwargs) -> None:
+    def _on_forward(self, mod, args, kwargs) -> None:
         self.note_activity()
         x = kwargs.get("input_ids") if kwargs else None
         dims = _dims(x) if x is not None else None
@@ -649,6 +716,16 @@ class Probe:
                 if dims is not None:
                     x = a
                     break
+        if self.is_eval_forward(mod):
+            self.enter_eval()
+            self.eval_batches += 1
+            if dims:
+                self.eval_samples += dims[0]
+                self.eval_tokens += dims[0] * dims[1] if len(dims) >= 2 and _holds_ids(x) else 0
+                self.eval_dims = dims
+            return
+        self.leave_eval()
+        self.forwards_since_step += 1
         if not dims:
             return
         self.samples += dims[0]
@@ -657,6 +734,7 @@ class Probe:
         else:
             self.tokens_known = False
         self.shapes.append(dims)
+        self.train_dims = dims
         if self.autocast is None:
             try:
                 device_type = x.device.type
@@ -701,6 +779,9 @@ class Probe:
         cls.__next__ = __next__
 
     def note_wait(self, t0: float) -> None:
+        if self.in_eval:
+            self.eval_wait += time.perf_counter() - t0
+            return
         if self.step_start is None:
             self.step_start, self.step_start_wall = t0, time.time()
         self.data_wait += time.perf_counter() - t0
@@ -752,7 +833,11 @@ class Probe:
         if self.step_start is None:
             self.step_start, self.step_start_wall = t0, time.time()
         # The loader syncs (ending the previous step) and then waits for a batch.
-        self.data_wait += max(0.0, time.perf_counter() - t0 - self.sync_time_in_loader)
+        wait = max(0.0, time.perf_counter() - t0 - self.sync_time_in_loader)
+        if self.in_eval:
+            self.eval_wait += wait
+        else:
+            self.data_wait += wait
 
     # ---------------------------------------------------------------- XLA
     def patch_torch_xla(self, module) -> None:
@@ -812,9 +897,15 @@ class Probe:
         if execs and not self.device_reported and not self.has_optimizer:
             self.report_xla_device()  # an inference loop: no optimizer will tell us the device
         # Training: the first sync after an optimizer step ends the step. With no optimizer at
-        # all (inference, tracing) every sync that runs a graph is a step.
-        boundary = self.opt_stepped or not self.has_optimizer
+        # all (inference, tracing) a sync that runs a graph after a forward is a step; one with
+        # neither a forward nor an optimizer step since the last (a setup broadcast) is not.
+        boundary = self.opt_stepped or (not self.has_optimizer and self.forwards_since_step > 0)
         trigger = "loader" if self.in_loader else "sync"
+        if self.in_eval and not self.opt_stepped:  # an evaluation batch: its graphs are not the step's
+            self.eval_execs += execs
+            if compiles:
+                self._report_compiles(compiles, trigger, 3)
+            return
         self.step_execs += execs
         if compiles:
             self._report_compiles(compiles, trigger, 3)
@@ -825,8 +916,17 @@ class Probe:
             self.send({"kind": "graph_executed", "step": self.step, "trigger": trigger,
                        "location": self.user_location(3), "executions": execs, "compiles": compiles})
 
+    def _phase_shapes(self) -> list[list[int]] | None:
+        """The input shape of the last forward of the phase that compiles: the graph's inputs,
+        not every batch the step has seen (an evaluation loop inside a step is not a new shape)."""
+        dims = self.eval_dims if self.in_eval else self.train_dims
+        return [dims] if dims else None
+
     def _report_compiles(self, n: int, trigger: str, depth: int) -> None:
-        self.step_compiles += n
+        if self.in_eval:
+            self.eval_compiles += n
+        else:
+            self.step_compiles += n
         durations: list[float | None] = [None] * n
         data = self.xlac._xla_metric_data("CompileTime")
         if data:
@@ -840,8 +940,8 @@ class Probe:
         debug_text = self.read_debug_text()
         for i, d in enumerate(durations):
             self.send({"kind": "compile", "source": "probe", "step": self.step, "duration_s": d,
-                       "cache": "miss", "trigger": trigger, "point": point,
-                       "location": location, "input_shapes": self.shapes or None,
+                       "cache": "miss", "trigger": trigger, "point": point, "phase": self.phase,
+                       "location": location, "input_shapes": self._phase_shapes(),
                        "debug_text": debug_text if i == 0 else None})
 
     def _compile_watcher(self) -> None:
@@ -877,18 +977,20 @@ class Probe:
             def make(real=real, name=name):
                 def wrapper(self, *args, **kwargs):
                     guard = probe.value_guard
+                    # inside a sync (a step closure reading .item()) the sync counts the graphs
                     if (_is_compiling() or probe.disabled or "value-access" in probe.off
-                            or getattr(guard, "on", False)):
+                            or probe.sync_depth or getattr(guard, "on", False)):
                         return real(self, *args, **kwargs)
                     guard.on = True
                     try:
-                        before = probe.guarded(probe._counts, hook="value-access")
+                        before = probe.guarded(probe.value_read_begin, hook="value-access")
                         result = real(self, *args, **kwargs)
                         if before is not None:
                             probe.guarded(probe.value_read_done, before, hook="value-access")
                         return result
                     finally:
                         guard.on = False
+                        probe.sync_started = None
 
                 wrapper.__name__ = name
                 wrapper.__qualname__ = f"Tensor.{name}"
@@ -898,6 +1000,14 @@ class Probe:
 
             setattr(tensor_cls, name, make())
 
+    def value_read_begin(self) -> tuple[int, int]:
+        """A value read syncs too: the compile watcher announces a long compile in it."""
+        counts = self._counts()
+        self.sync_compiles_at_start = counts[0]
+        self.compile_announced = False
+        self.sync_started = time.perf_counter()
+        return counts
+
     def value_read_done(self, before) -> None:
         after = self._counts()
         if after != before:
@@ -906,10 +1016,13 @@ class Probe:
     def value_access(self, before, after) -> None:
         compiles = after[0] - before[0]
         execs = compiles + after[1] - before[1]
-        self.step_execs += execs
         location = self.user_location(5)
         if compiles:
             self._report_compiles(compiles, "value-access", 5)
+        if self.in_eval:
+            self.eval_execs += execs
+            return
+        self.step_execs += execs
         self.send({"kind": "graph_executed", "step": self.step, "trigger": "value-access",
                    "location": location, "executions": execs, "compiles": compiles})
 
@@ -917,6 +1030,61 @@ class Probe:
     def patch_dynamo(self, module) -> None:
         module.on_compile_start(self._dynamo_start)
         module.on_compile_end(self._dynamo_end)
+
+    def patch_torch_logging(self, module) -> None:
+        """Dynamo's recompile reasons and graph breaks, to the recorder rather than to the
+        script's stderr: the launcher asks for them this way when the user set no TORCH_LOGS of
+        their own. torch's logging setup (_init_logs, also run by torch._logging.set_logs) is
+        wrapped so these two artifacts stay enabled and ours; an artifact logger made later
+        (a dynamo module imported lazily) is configured as it is made."""
+        if os.environ.get("NEURONDESK_DYNAMO_LOGS") != "1":
+            return
+        import logging
+
+        probe = self
+        mine = ("recompiles", "graph_breaks")
+
+        class ToProbe(logging.Handler):
+            def emit(self, record) -> None:
+                probe.guarded(probe.send_torch_log, record, hook="dynamo-logs")
+
+        handler = ToProbe(logging.DEBUG)
+        real_configure, real_init = module.configure_artifact_log, module._init_logs
+
+        def take(log) -> None:
+            log.setLevel(logging.DEBUG)
+            log.propagate = False  # never to torch's stream handlers: the script's stderr stays its own
+            if handler not in log.handlers:
+                log.addHandler(handler)
+
+        def configure_artifact_log(log) -> None:
+            if getattr(log, "artifact_name", None) in mine:
+                take(log)
+            else:
+                real_configure(log)
+
+        def _init_logs(*args, **kwargs):
+            result = real_init(*args, **kwargs)
+            for name in mine:
+                module.log_state.enable_artifact(name)
+            for qname in module.log_registry.get_artifact_log_qnames():
+                log = logging.getLogger(qname)
+                if getattr(log, "artifact_name", None) in mine:
+                    take(log)
+            return result
+
+        module.configure_artifact_log, module._init_logs = configure_artifact_log, _init_logs
+        for name in mine:
+            module.log_state.enable_artifact(name)
+
+    def send_torch_log(self, record) -> None:
+        """One dynamo log record, as the lines TORCH_LOGS would have printed (the recorder reads
+        them with the same parser)."""
+        t = record.created
+        prefix = (time.strftime("V%m%d %H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1e6):06d} {self.pid} "
+                  f"{record.pathname}:{record.lineno}] [__{getattr(record, 'name', '').rsplit('__', 1)[-1]}] ")
+        text = "\n".join(prefix + line for line in record.getMessage().splitlines())
+        self.send({"kind": "torch_log", "text": text[:100_000]})
 
     def _dynamo_start(self, args=None) -> None:
         self.guarded(self._on_dynamo_start, args, hook="dynamo")
@@ -934,8 +1102,11 @@ class Probe:
         trigger = getattr(getattr(args, "callback_trigger", None), "name", "")
         started = self.dynamo_starts.pop(key, None)
         duration = time.perf_counter() - started if started is not None else None
-        self.step_compiles += 1
-        self.send({"kind": "compile", "source": "dynamo", "step": self.step,
-                   "duration_s": duration, "trigger": "dynamo",
+        if self.in_eval:
+            self.eval_compiles += 1
+        else:
+            self.step_compiles += 1
+        self.send({"kind": "compile", "source": "dynamo", "step": self.step, "location": self.user_location(3),
+                   "duration_s": duration, "trigger": "dynamo", "phase": self.phase,
                    "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
-                   "input_shapes": self.shapes or None})
+                   "input_shapes": self._phase_shapes()})

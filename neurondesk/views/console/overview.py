@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Sparkline
 
+from neurondesk.core.diagnostics import diagnostics
 from neurondesk.core.state import RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.derived import cost_now, device_units, split_text
@@ -64,6 +65,9 @@ class OverviewPanel(Panel):
             row("Devices", f"{kind} {utils}" + (" …" if len(units) > 8 else ""))
         else:
             row("Devices", Text("no samples yet", style="dim"))
+        for d in diagnostics(state):
+            if d.kind == "graph-grows" or state.finished:
+                row("Diagnosis", Text(clean(d.message), style="bold red" if d.kind == "graph-grows" else "yellow"))
         last = clean(state.output[-1].text) if state.output else "—"
         row("Last line", Text(fmt.ellipsize(last, max(10, self.size.width - 16)), style="dim"))
         self.query_one("#overview-text", Line).show(t)
