@@ -54,6 +54,9 @@ def parse_args(argv=None):
     p.add_argument("--dynamic-shape", action="store_true", help="trap: a new sequence length every step")
     p.add_argument("--target-loss", type=float, default=None, help="recorded in the config only")
     p.add_argument("--crash-at-step", type=int, default=None, help="raise RuntimeError at this step")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="every N steps, evaluate: --eval-batches batches of twice the batch size under no_grad")
+    p.add_argument("--eval-batches", type=int, default=4)
     args = p.parse_args(argv)
     for key, value in PRESETS[args.preset].items():
         if getattr(args, key) is None:
@@ -80,6 +83,21 @@ def forward_loss(model, ids, labels, trap=None):
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
     graph_break(loss, trap)
     return loss
+
+
+def evaluate(args, backend, model, step: int) -> None:
+    """An evaluation loop as real scripts write one: eval mode, no_grad, its own batch size, its own
+    data, one sync per batch, the mean loss read once at the end."""
+    model.eval()
+    total = torch.zeros((), device=backend.device)
+    with torch.no_grad():
+        for j in range(args.eval_batches):
+            g = torch.Generator().manual_seed(batch_seed(args.seed + 1, j))
+            ids, labels = make_batch(2 * args.batch_size, args.seq_len, args.vocab, backend.device, g)
+            total += forward_loss(model, ids, labels)
+            backend.sync()
+    print(f"step {step}: val loss {total.item() / args.eval_batches:.4f}", flush=True)
+    model.train()
 
 
 def batches(args, backend, seq_lens):
@@ -138,6 +156,7 @@ def main(argv=None) -> int:
         "loader": args.loader, "num_workers": args.num_workers, "loader_delay_ms": args.loader_delay_ms,
         "xla_style": xla_style, "graph_break": args.graph_break, "dynamic_shape": args.dynamic_shape,
         "target_loss": args.target_loss, "log_every": args.log_every, "torch": torch.__version__,
+        "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else None,
     }
     print("neurondesk-config: " + json.dumps(config), flush=True)
 
@@ -163,6 +182,8 @@ def main(argv=None) -> int:
             log.record(step, loss)
         log.poll(step)
         timer.step_done(step, ids.shape[0], ids.numel(), last)
+        if args.eval_every and step % args.eval_every == 0:
+            evaluate(args, backend, model, step)
         if last:
             break
     backend.sync()
