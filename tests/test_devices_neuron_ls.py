@@ -355,3 +355,25 @@ def test_cli_devices_from_dev_zero_is_one_line_exit_2(tmp_path: Path) -> None:
     assert p.stderr.strip().splitlines() == [
         "neurondesk: /dev/zero: stopped reading at 4 MiB; a saved neuron-ls output is well under 1 MB: "
         "give the file neuron-ls wrote"]
+
+
+@pytest.mark.parametrize("text", [
+    '[{"nc_count": ' + "1" * 4400 + "}]",  # an integer json.loads refuses to convert
+    '[{"neuron_device": 0, "nc_count": 1e308}]',
+    '[{"neuron_device": 0, "nc_count": 1000000000}]',  # a billion core ids would be built from this
+])
+def test_absurd_numbers_in_neuron_ls_json_are_refused_or_ignored_never_a_crash_or_a_huge_list(text):
+    try:
+        inv = parse_json(text)
+    except NeuronLsError:
+        return
+    assert all(len(d.core_ids) <= 4096 for d in inv.devices)
+
+
+@pytest.mark.parametrize(("old", "new"), [("32 GB ", "1.2.3 "), ("| 0-1      |", "| 0-" + "9" * 30 + " |"),
+                                          ("| 0-1      |", "| 0-" + "9" * 4400 + " |")])
+def test_absurd_cells_in_a_neuron_ls_table_are_ignored_never_a_crash(old, new):
+    text = (FIXTURES / "neuron-ls-trn1.2xlarge.txt").read_text()
+    assert old in text
+    inv = parse_text(text.replace(old, new))
+    assert len(inv.devices) == 1 and len(inv.devices[0].core_ids) <= 4096

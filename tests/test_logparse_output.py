@@ -180,3 +180,22 @@ def test_metric_values(text, value, unit):
 def test_old_transfer_metric_name_is_also_found_under_the_new_one():
     r = parse_metrics_report("Metric: TransferToServerTime\n  TotalSamples: 2\n  Accumulator: 003ms000.000us\n")
     assert r.metrics["TransferToDeviceTime"].accumulator == pytest.approx(0.003)
+
+
+HUGE = "9" * 4400  # more digits than int() converts: what benchmarks/fuzz.py found the parsers choking on
+
+
+@pytest.mark.parametrize("lines", [
+    ["Compilation Analysis: ================================================================================",
+     "Compilation Analysis: Graph Info:",
+     f"Compilation Analysis:   Number of Graph Inputs: {HUGE}",
+     "Compilation Analysis: ================================================================================"],
+    [f"2025-11-18 10:02:19.000671:  {HUGE}  INFO ||NEURON_CACHE||: Compile cache path: /var/tmp/neuron-compile-cache"],
+    [f"2026-Mar-03 09:12:44.501233 {HUGE}:{HUGE} ERROR  TDRV:dmem_alloc_internal   Failed to alloc DEVICE memory: 2"],
+])
+def test_a_number_of_thousands_of_digits_is_no_crash_of_a_parser(lines):
+    parser = OutputParser()
+    events = [e for i, line in enumerate(lines) for e in parser.feed("stderr", line, float(i))]
+    events += parser.flush(9.0)
+    crashes = [e for e in events if isinstance(e, ParseProblem) and ("Error(" in e.error or "failed:" in e.error)]
+    assert crashes == []

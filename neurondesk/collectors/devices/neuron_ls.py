@@ -45,17 +45,22 @@ class NeuronLsResult:
 # ---------------------------------------------------------------- small value parsers
 
 
+MAX_CORES = 4096  # NeuronCores one device or one listing can plausibly have; larger counts are garbage
+_MAX_INT = 1 << 62
+
+
 def as_int(v: Any) -> int | None:
-    """int from an int or a numeric string ("-1", " 2 "); None for anything else."""
+    """int from an int or a numeric string ("-1", " 2 "); None for anything else, a non-finite
+    float or a number too large to be a device fact."""
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
+        return v if -_MAX_INT < v < _MAX_INT else None
+    if isinstance(v, float) and v.is_integer() and abs(v) < _MAX_INT:
         return int(v)
-    if isinstance(v, str):
+    if isinstance(v, str) and len(v) <= 40:
         try:
-            return int(v.strip())
+            return as_int(int(v.strip()))
         except ValueError:
             return None
     return None
@@ -66,9 +71,11 @@ def parse_id_list(text: str) -> list[int]:
     out: list[int] = []
     for part in text.replace(" ", "").split(","):
         lo, sep, hi = part.partition("-")
-        if lo.isdigit() and sep and hi.isdigit():
-            out.extend(range(int(lo), int(hi) + 1))
-        elif part.isdigit():
+        if lo.isdigit() and sep and hi.isdigit() and len(lo) <= 7 and len(hi) <= 7:
+            first, last = int(lo), int(hi)
+            if 0 <= last - first < MAX_CORES and len(out) + last - first < MAX_CORES:
+                out.extend(range(first, last + 1))
+        elif part.isdigit() and len(part) <= 7:
             out.append(int(part))
     return out
 
@@ -78,7 +85,7 @@ _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 def parse_memory(text: str) -> int | None:
     # neuron-ls's "32 GB" is 32 GiB (memory_size 34359738368 in the JSON).
-    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    m = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,6})?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
     if not m:
         return None
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
@@ -98,6 +105,8 @@ def _device_from_json(item: dict[str, Any], position: int) -> NeuronDevice:
     raw_ids = item.get("neuroncore_ids")
     ids = [i for i in (as_int(x) for x in raw_ids) if i is not None] if isinstance(raw_ids, list) else None
     nc = as_int(item.get("nc_count"))
+    if nc is not None and not 0 <= nc <= MAX_CORES:
+        nc = None  # garbage: never a list of a billion core ids
     if nc is None:
         nc = len(ids) if ids is not None else 0
     if ids is None:  # before tools 2.25: global ids follow device order (as backend.ai assumes)
@@ -131,7 +140,7 @@ def _device_from_json(item: dict[str, Any], position: int) -> NeuronDevice:
 def parse_json(text: str) -> NeuronInventory:
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, or an integer of thousands of digits
         raise NeuronLsError(f"not neuron-ls JSON ({e})") from None
     return _inventory_from_json(data)
 
@@ -311,7 +320,7 @@ def _devices_from_rows(
         cores = as_int(row.get("cores", ""))
         nc = lnc_col if lnc_col is not None else cores
         ids = parse_id_list(row.get("core_ids", ""))
-        if nc is None:
+        if nc is None or not 0 <= nc <= MAX_CORES:
             nc = len(ids)
         devices.append(
             NeuronDevice(

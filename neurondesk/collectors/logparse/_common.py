@@ -35,3 +35,15 @@ def is_library_path(path: str) -> bool:
 
 def clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [+{len(text) - limit} chars]"
+
+
+def small_int(text: str | None) -> int | None:
+    """An integer read from a log line, or None when it is not one or has more digits than any
+    count, pid or time field can (a line of thousands of digits is not a number to convert)."""
+    if not text:
+        return None
+    digits = text[1:] if text[0] in "+-" else text
+    if not digits.isdigit() or len(digits) > 18:
+        return None
+    return int(text)
+

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ._common import small_int
+
 _TIME = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?(?:(\d+(?:\.\d+)?)us)?$")
 _TIME_UNITS = (86400.0, 3600.0, 60.0, 1.0, 1e-3, 1e-6)
 _BYTES = re.compile(r"^(\d+(?:\.\d+)?)(B|KB|MB|GB|TB|PB)$")
@@ -63,12 +65,12 @@ def parse_metrics_report(text: str) -> MetricsReport:
                 report.metrics.setdefault(_OLD_NAMES[value], metric)
         elif key == "Counter":
             metric, counter = None, value
-        elif key == "Value" and counter is not None and value.lstrip("-").isdigit():
-            report.counters[counter] = int(value)
+        elif key == "Value" and counter is not None and small_int(value) is not None:
+            report.counters[counter] = small_int(value)
         elif metric is None:
             continue
-        elif key == "TotalSamples" and value.isdigit():
-            metric.total_samples = int(value)
+        elif key == "TotalSamples" and small_int(value) is not None:
+            metric.total_samples = small_int(value)
         elif key == "Accumulator":
             parsed = parse_value(value)
             if parsed:

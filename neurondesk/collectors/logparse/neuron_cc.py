@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice
 
-from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip
+from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip, small_int
 
 SOURCE = "neuron-log"
 
@@ -92,8 +92,8 @@ def _printed_s(m: re.Match[str]) -> float:
     """The runtime line's own time as seconds on a scale good for differences of a few seconds
     (months count 31 days: a burst across a month's last midnight is not grouped)."""
     year, month, day, hh, mm, ss = m.group(1, 2, 3, 4, 5, 6)
-    days = int(year) * 372 + _MONTHS.get(month, 0) * 31 + int(day)
-    return days * 86400.0 + int(hh) * 3600 + int(mm) * 60 + float(ss)
+    days = (small_int(year) or 0) * 372 + _MONTHS.get(month, 0) * 31 + (small_int(day) or 0)
+    return days * 86400.0 + (small_int(hh) or 0) * 3600 + (small_int(mm) or 0) * 60 + float(ss)
 
 
 def _module(text: str) -> str | None:
@@ -105,7 +105,7 @@ def _head(line: str) -> tuple[int | None, str]:
     m = _WRAPPER_HEAD.match(line)
     if m is None:
         return None, line.strip()
-    return (int(m.group(1)) if m.group(1) else None), line[m.end():].strip()
+    return small_int(m.group(1)), line[m.end():].strip()
 
 
 class NeuronCCParser:
@@ -318,7 +318,7 @@ class NeuronCCParser:
         m = _REMAINING.search(s)
         if m:
             remaining, locked, failed, done, total = m.groups()
-            out.append(Notice(t=t, level="warn" if int(failed) else "info", source="neuron-parallel-compile",
+            out.append(Notice(t=t, level="warn" if small_int(failed) else "info", source="neuron-parallel-compile",
                               message=f"parallel compile: {done}/{total} done, {remaining} remaining, "
                                       f"{locked} locked, {failed} failed"))
             return COMPILE
@@ -350,7 +350,7 @@ class NeuronCCParser:
                                     code=runtime_code(s) or "exec-timeout"))
                 return ERROR
             return None
-        pid, level, mod, func, msg = int(m.group(7)), m.group(8), m.group(9), m.group(10), m.group(11).strip()
+        pid, level, mod, func, msg = small_int(m.group(7)), m.group(8), m.group(9), m.group(10), m.group(11).strip()
         if level not in ("ERROR", "FATAL"):
             return None
         self._mem_dump = True

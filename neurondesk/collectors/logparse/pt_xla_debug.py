@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from neurondesk.core.events import CompileFinished, CompileStarted, Notice, ParseProblem
 
-from ._common import COMPILE, ERROR, Out, clip, is_library_path
+from ._common import COMPILE, ERROR, Out, clip, is_library_path, small_int
 
 SOURCE = "pt-xla-debug"
 
@@ -146,10 +146,10 @@ class BlockAssembler:
                 b.graph_hash = value or None
             elif name == "Graph Name":
                 b.graph_name = value or None
-            elif name == "Number of Graph Inputs" and value.isdigit():
-                b.n_inputs = int(value)
-            elif name == "Number of Graph Outputs" and value.isdigit():
-                b.n_outputs = int(value)
+            elif name == "Number of Graph Inputs" and small_int(value) is not None:
+                b.n_inputs = small_int(value)
+            elif name == "Number of Graph Outputs" and small_int(value) is not None:
+                b.n_outputs = small_int(value)
         elif st.section == "frames":
             if body.startswith("...."):
                 b.frames_elided = True
@@ -247,7 +247,7 @@ class PtXlaDebugParser:
         elif msg.startswith("FRAME (count="):
             self._emit_unlowered(t, out)
             m = _COUNT.search(msg)
-            self._unlowered = {"count": int(m.group(1)) if m else None, "op": None, "where": None}
+            self._unlowered = {"count": small_int(m.group(1)) if m else None, "op": None, "where": None}
         elif self._unlowered is not None:
             if msg.startswith("Unlowered Op:"):
                 self._unlowered["op"] = msg.split(":", 1)[1].strip().strip('"')

@@ -11,7 +11,7 @@ import re
 
 from neurondesk.core.events import DynamoRecompile, GraphBreak, Notice
 
-from ._common import COMPILE, Out, clip
+from ._common import COMPILE, Out, clip, small_int
 
 _GLOG = re.compile(
     r"^[VIWEDF]\d{4} \d\d:\d\d:\d\d\.\d+\s+(\d+) ([^\]\s]+)\] (?:\[[\d/_]+\] )?(?:\[__(\w+)\] )?"
@@ -41,7 +41,7 @@ class TorchLogsParser:
         if not (busy or "ecompil" in s or "raph " in s or "_dynamo" in s or "guard failure" in s):
             return None
         m = _GLOG.match(s) if s[:1] in "VIWEDF" else None
-        pid = int(m.group(1)) if m else None
+        pid = small_int(m.group(1)) if m else None
         body = s[m.end():] if m else s
         tag = COMPILE if m and ("_dynamo" in m.group(2) or m.group(3)) else None
         if busy and self._continue(pid, body, t, out):
