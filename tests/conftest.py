@@ -40,8 +40,15 @@ class Run:
 
 
 def base_env(home: Path) -> dict[str, str]:
+    """The environment of a CLI a test runs: nothing of the user's own (HOME, the XDG folders: no
+    ~/.config/neurondesk/prices.json, no cached "not on EC2"), no Neuron/XLA debug switches."""
     env = dict(os.environ)
     env["NEURONDESK_HOME"] = str(home)
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"),
+                     ("XDG_DATA_HOME", "data")):
+        folder = home / "user" / sub
+        folder.mkdir(parents=True, exist_ok=True)
+        env[var] = str(folder)
     env["PJRT_DEVICE"] = "CPU"
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     env.pop("PT_XLA_DEBUG", None)
@@ -57,6 +64,16 @@ def neurondesk_run(tmp: Path, workload_args: list[str], nd_args: list[str] = (),
            "--run-dir", str(run_dir), *nd_args, "--", sys.executable, str(workload), *workload_args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or base_env(tmp), cwd=REPO)
     return Run(p.returncode, p.stdout, p.stderr, run_dir)
+
+
+@pytest.fixture(autouse=True)
+def _user_folders(tmp_path_factory, monkeypatch):
+    """Every test, in-process CLI calls included, sees temporary user folders, never the user's."""
+    root = tmp_path_factory.mktemp("user")
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"),
+                     ("XDG_DATA_HOME", "data")):
+        (root / sub).mkdir()
+        monkeypatch.setenv(var, str(root / sub))
 
 
 def workload_timing(stdout: str) -> dict:
