@@ -80,15 +80,20 @@ def test_replay_releases_events_by_recorded_time_times_speed():
     assert src.applied == len(events)
 
 
-def test_instant_replay_gives_the_same_state_as_the_summary_reducer():
-    from neurondesk.recorder.replay import state_from_run_dir
-
+def test_instant_replay_state_matches_the_journal_counted_by_hand():
     src = ReplaySource(JOURNALS / "plain", speed=0)
     src.poll()
-    ref, _ = state_from_run_dir(JOURNALS / "plain")
     assert src.done
-    assert src.state.steps_done == ref.steps_done and src.state.event_count == ref.event_count
-    assert src.state.steady_samples_per_s == ref.steady_samples_per_s
+    # the journal read as plain JSON lines, without the reducer
+    raw = [json.loads(line) for line in (JOURNALS / "plain" / "events.jsonl").read_text().splitlines() if line]
+    steps = [e for e in raw if e["kind"] == "step"]
+    assert src.state.event_count == len(raw) == 215
+    assert src.state.steps_done == len(steps) == 120
+    # steady = after the 5 warm-up steps (default --warmup-steps) and after the last step that compiled
+    last_compile = max(e["step"] for e in steps if e["compiles"])
+    steady = [e for e in steps if e["step"] >= max(5, last_compile + 1)]
+    expected = sum(e["samples"] for e in steady) / sum(e["duration_s"] for e in steady)
+    assert src.state.steady_samples_per_s == pytest.approx(expected, rel=1e-9)
 
 
 def test_replay_reads_the_journal_as_it_goes_and_skips_bad_lines(tmp_path):
@@ -333,13 +338,48 @@ def test_export_on_a_replay_writes_next_to_the_journal_and_stop_explains(tmp_pat
     assert any("no workload to stop" in n for n in notes)
 
 
-def test_cli_replay_rejects_a_bad_speed_and_a_missing_folder(tmp_path, capsys):
+def test_cli_replay_rejects_a_bad_speed_and_a_missing_folder(tmp_path, capsys, monkeypatch):
     from neurondesk.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["replay", str(tmp_path), "--speed", "-1"])
     assert e.value.code == 2
     assert "--speed -1" in capsys.readouterr().err
+
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)  # past the terminal check, to the folder
+    with pytest.raises(SystemExit) as e:
+        main(["replay", str(tmp_path / "nope")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "nope") in err and "neurondesk run" in err
+
+
+def test_cli_replay_speed_and_until_reach_the_replay(monkeypatch):
+    """`replay --speed/--until` from the command line: the console is stood in for (it needs a
+    terminal); the source it is given plays the journal at that speed and stops at that offset."""
+    import neurondesk.views.console.app as console_app
+    from neurondesk.cli import main
+
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    given = []
+
+    def fake_run_replay(source):
+        given.append(source)
+        return 0
+
+    monkeypatch.setattr(console_app, "run_replay", fake_run_replay)
+    until = first_compile_offset("plain", 3.0)
+    assert main(["replay", str(JOURNALS / "plain"), "--speed", "4", "--until", str(until)]) == 0
+    (src,) = given
+    assert src.speed == 4.0 and src.until == pytest.approx(until)
+    src.speed = 0  # play the rest at once: it stops at --until, in the first compile
+    src.poll()
+    assert not src.done and src.state.open_compile_since() is not None
+    assert src.state.steps_done == 0
+
+    given.clear()
+    assert main(["replay", str(JOURNALS / "plain"), "--instant"]) == 0
+    assert given[0].speed == 0
 
 
 def test_compile_table_keeps_the_latest_rows_and_counts_them_all(tmp_path):
