@@ -247,25 +247,33 @@ def test_empty_runtime_list_and_missing_system_data() -> None:
     assert s.cores == [] and s.host_memory_total is None and s.instance_type is None
 
 
+OWNED = [(0, 41872, 71.38), (1, 41873, 70.52)]  # report(4)'s cores: (core, owner pid, utilization)
+
+
 @pytest.mark.parametrize(
-    "mutate",
+    ("mutate", "cores", "runtimes", "errors"),
     [
-        lambda r: r["neuron_runtime_data"][0]["report"]["neuroncore_counters"].update(
-            neuroncores_in_use="oops"
-        ),
-        lambda r: r["neuron_runtime_data"].append(17),
-        lambda r: r["neuron_runtime_data"][0]["report"]["memory_used"].update(loaded_models=[None, {"x": 1}]),
-        lambda r: r["system_data"]["vcpu_usage"]["usage_data"].update({"0": "busy"}),
-        lambda r: r.update(neuron_runtime_data={"not": "a list"}),
-        lambda r: r["neuron_runtime_data"][0]["report"]["execution_stats"].update(latency_stats=[1]),
+        # the junk counters lose core 0's utilization only; its owner still comes from its memory
+        (lambda r: r["neuron_runtime_data"][0]["report"]["neuroncore_counters"].update(neuroncores_in_use="oops"),
+         [(0, 41872, 0.0), OWNED[1]], 2, []),
+        (lambda r: r["neuron_runtime_data"].append(17), OWNED, 2, ["neuron_runtime_data entry is not an object"]),
+        (lambda r: r["neuron_runtime_data"][0]["report"]["memory_used"].update(loaded_models=[None, {"x": 1}]),
+         OWNED, 2, []),
+        (lambda r: r["system_data"]["vcpu_usage"]["usage_data"].update({"0": "busy"}), OWNED, 2, []),
+        (lambda r: r.update(neuron_runtime_data={"not": "a list"}), [], 0, []),
+        (lambda r: r["neuron_runtime_data"][0]["report"]["execution_stats"].update(latency_stats=[1]),
+         OWNED, 2, []),
     ],
     ids=["counters-str", "runtime-int", "models-junk", "vcpu-str", "runtimes-dict", "latency-list"],
 )
-def test_wrong_types_inside_a_report_never_raise(mutate) -> None:
+def test_wrong_types_inside_a_report_lose_only_what_they_touch(mutate, cores, runtimes, errors) -> None:
     r = copy.deepcopy(report(4))
     mutate(r)
     event = parse_report(json.dumps(r), 1.0)
-    assert isinstance(event, NeuronSample | ParseProblem)
+    assert isinstance(event, NeuronSample)
+    assert [(c.core, c.owner_pid, c.utilization) for c in event.cores] == cores
+    assert len(event.runtimes) == runtimes and event.group_errors == errors
+    assert event.host_memory_total == 33110204416  # untouched parts are all still read
     assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
 
 
