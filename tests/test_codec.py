@@ -38,6 +38,7 @@ SAMPLES: list[ev.Event] = [
     ev.DynamoRecompile(t=2.4, reason="tensor 'x' size mismatch at index 1", function="f", pid=7),
     ev.GraphBreak(t=2.5, reason="Tensor.item()", location="t.py:12"),
     ev.LossReported(t=2.6, value=2.5, step=3),
+    ev.ThroughputReported(t=2.65, value=18.4, unit="samples/s", line="step: 10, loss: 5.76, rate: 18.4"),
     ev.ProbeDropped(t=2.7, pid=7, dropped=12, dropped_steps=4, steps=40),
     ev.OutputLine(t=2.8, stream="stderr", text="naïve ✓", tag="noise"),
     ev.LogError(t=2.9, source="python", message="RuntimeError: boom"),

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from neurondesk.collectors.logparse import OutputParser, parse_loss
-from neurondesk.core.events import LossReported, ParseProblem, WorkloadConfig
+from neurondesk.collectors.logparse.rates import parse_rate
+from neurondesk.core.events import LossReported, ParseProblem, ThroughputReported, WorkloadConfig
 
 
 @pytest.mark.parametrize("line,loss,step", [
@@ -25,6 +26,14 @@ from neurondesk.core.events import LossReported, ParseProblem, WorkloadConfig
     ("global_step=300 Loss: .75", 0.75, 300),
     ("step 3 loss 1.5.", 1.5, 3),
     ("Step [5/50] loss -0.25", -0.25, 5),
+    # issue 13 item 7: lines as scripts really print them
+    ("Final loss is 0.3263", 0.3263, None),
+    ("iter 10: loss 3.7366, time 35.68ms", 3.7366, 10),
+    ("| epoch   1 |    50/  310 batches | lr 5.00 | ms/batch 25.33 | loss  7.81 | ppl  2459.84", 7.81, None),
+    ("epoch: 1, step: 10, loss: 5.76, rate: 18.4", 5.76, 10),
+    ("[xla:0](10) Loss=1.27597 Rate=412.35 GlobalRate=300.12 Time=Mon Nov 30 10:00:00 2026", 1.27597, None),
+    ("step 20 loss 6.3279", 6.3279, 20),
+    ("Epoch 1 Train Loss: 0.5 Val Loss: 0.6", 0.5, None),
 ])
 def test_loss_forms(line, loss, step):
     assert parse_loss(line) == (pytest.approx(loss), step)
@@ -48,6 +57,10 @@ def test_exploded_loss_is_a_value(line, check):
     "val_loss=2.1",
     "{'eval_loss': 2.1, 'eval_runtime': 3.0}",
     "validation loss: 1.2",
+    "step 20: val loss 6.2741",  # workloads/train.py --eval-every
+    "| end of epoch   1 | time: 12.30s | valid loss  5.61 | valid ppl   273.40",
+    "test loss 3.2",
+    "Eval loss is 0.41",
     "loss exploded",
     "lossless compression 2.0",
     "loss_scale: 65536",
@@ -95,3 +108,48 @@ def test_loss_inside_a_traceback_or_compile_block_is_not_reported():
                  "    print(f'step {i} loss 2.5')", "ValueError: step 2 loss 9.9 was bad"]:
         events += p.feed("stderr", line, 1.0)
     assert not [e for e in events if isinstance(e, LossReported)]
+
+
+def test_step_of_a_thousand_digits_is_no_step():
+    assert parse_loss("step " + "9" * 5000 + " loss 2.5") == (2.5, None)
+
+
+@pytest.mark.parametrize("line,value,unit", [
+    ("epoch: 1, step: 10, loss: 5.76, rate: 18.4", 18.4, "samples/s"),
+    ("[xla:0](10) Loss=1.27597 Rate=412.35 GlobalRate=300.12 Time=Mon Nov 30 10:00:00 2026", 412.35, "samples/s"),
+    ("Train throughput (iter/sec): 41.27", 41.27, "steps/s"),
+    ("Epoch 0:  10%|#  | 10/100 [00:01<00:10, 9.5it/s, v_num=0, train_loss=2.310, val_loss=2.1]", 9.5, "steps/s"),
+    (" 3/100 [00:07<03:44,  2.31s/it]", 2.31, "s/step"),
+    ("| epoch   1 |    50/  310 batches | lr 5.00 | ms/batch 25.33 | loss  7.81 | ppl  2459.84", 25.33, "ms/step"),
+    ("iter 10: loss 3.7366, time 35.68ms, mfu 12.05%", 35.68, "ms/step"),
+    ("[rank 0] step 4/6 loss=9.3368 step_time=89.734s  (logged)", 89.734, "s/step"),
+    ("{'train_runtime': 12.3, 'train_samples_per_second': 52.1, 'train_steps_per_second': 3.25}", 52.1,
+     "samples/s"),
+    ("{'train_runtime': 12.3, 'train_steps_per_second': 3.25}", 3.25, "steps/s"),
+])
+def test_script_throughput_forms(line, value, unit):
+    assert parse_rate(line) == (pytest.approx(value), unit)
+
+
+@pytest.mark.parametrize("line", [
+    "Validation DataLoader 0: 100%|##| 50/50 [00:02<00:00, 20.1it/s]",
+    "learning rate: 0.001 step 3",
+    "dropout rate: 0.1 (epoch 1)",
+    "GlobalRate=300.1 step 3",
+    "rate: 18.4",  # not a progress line
+    "epoch 1 time: 120.5s loss 0.3",  # an epoch's time, not a step's
+    "step 20: val loss 6.2741, time 90.1ms",
+    "Downloading: 100%|##| 9.91M/9.91M [00:01<00:00, 5.2MB/s]",
+    "step 3 rate: nan",
+    "",
+])
+def test_not_the_scripts_training_throughput(line):
+    assert parse_rate(line) is None
+
+
+def test_a_progress_line_gives_loss_and_throughput():
+    events = OutputParser().feed("stdout", "iter 10: loss 3.7366, time 35.68ms", 1.0)
+    (loss,) = [e for e in events if isinstance(e, LossReported)]
+    (rate,) = [e for e in events if isinstance(e, ThroughputReported)]
+    assert (loss.value, loss.step) == (3.7366, 10)
+    assert (rate.value, rate.unit, rate.line) == (35.68, "ms/step", "iter 10: loss 3.7366, time 35.68ms")

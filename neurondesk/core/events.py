@@ -180,6 +180,17 @@ class LossReported(Event):
 
 
 @dataclass(frozen=True)
+class ThroughputReported(Event):
+    """The workload's own throughput figure, read from a progress line (``rate: 18.4``, ``9.5it/s``,
+    ``ms/batch 25.33``, ``time 35.68ms``). ``unit``: steps/s, samples/s, ms/step or s/step."""
+
+    kind: ClassVar[str] = "throughput"
+    value: float
+    unit: str
+    line: str = ""  # the line it was read from, clipped
+
+
+@dataclass(frozen=True)
 class WorkloadConfig(Event):
     """Configuration a workload declared (batch size, seq len, lr, seed, precision ...)."""
 

@@ -29,6 +29,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.DynamoRecompile,
     ev.GraphBreak,
     ev.LossReported,
+    ev.ThroughputReported,
     ev.ProbeDropped,
     # the workload's output and neurondesk's own messages
     ev.OutputLine,

@@ -1,9 +1,10 @@
 """Loss values from the usual progress lines, and the ``neurondesk-config: {json}`` line.
 
 Accepted: ``step 10 loss 2.31``, ``Step 10/100 | loss: 2.31``, ``epoch 1 step 10 loss=2.31e+00``,
-``iter 10: loss 2.3100``, ``loss 2.31``, ``train_loss=2.31`` (Lightning), ``{'loss': 2.31, ...}``
+``iter 10: loss 2.3100``, ``loss 2.31``, ``Loss=1.27597``, ``Final loss is 0.3263``, ``train_loss=2.31`` (Lightning), ``{'loss': 2.31, ...}``
 (HF Trainer), ``loss: tensor(2.31, device='xla:0')``. nan and inf are values, not parse errors.
-Evaluation losses (``eval loss``, ``val_loss``, ``'eval_loss'``) are not training losses: skipped.
+Evaluation losses (``eval loss``, ``val_loss``, ``step 20: val loss 6.27``, ``test loss``) are not
+training losses: skipped. The script's own throughput on the same lines: ``rates.parse_rate``.
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ from __future__ import annotations
 import json
 import re
 
-from neurondesk.core.events import LossReported, ParseProblem, WorkloadConfig
+from neurondesk.core.events import LossReported, ParseProblem, ThroughputReported, WorkloadConfig
 
 from ._common import NUMBER, Out, clip
+from .rates import parse_rate
 
 CONFIG_MARK = "neurondesk-config:"
 
 _LOSS = re.compile(
-    r"(?:(?<![\w/])(?:train(?:ing)?[_/ ])?loss\b\s*[:=]?\s*|['\"]loss['\"]\s*:\s*)"  # loss=, 'loss':
+    r"(?:(?<![\w/])(?:train(?:ing)?[_/ ])?loss\b\s*(?:[:=]|is\b|was\b)?\s*|['\"]loss['\"]\s*:\s*)"  # loss=, loss is
     r"(?:tensor\(\s*)?(" + NUMBER + ")",
     re.IGNORECASE,
 )
-_STEP = re.compile(r"\b(?:global[_ ]step|step|iter|iteration)\b['\"]?\s*[:=#\[(]?\s*(\d+)", re.IGNORECASE)
+_STEP = re.compile(r"\b(?:global[_ ]step|step|iter|iteration)\b['\"]?\s*[:=#\[(]?\s*(\d{1,18})(?!\d)", re.IGNORECASE)
 _EVAL = re.compile(r"\b(?:eval|evaluation|val|valid|validation|test)\b", re.IGNORECASE)
 
 
@@ -47,6 +49,9 @@ class ProgressParser:
         found = parse_loss(s)
         if found is not None:
             out.append(LossReported(t=t, value=found[0], step=found[1]))
+        rate = parse_rate(s)
+        if rate is not None:
+            out.append(ThroughputReported(t=t, value=rate.value, unit=rate.unit, line=clip(s.strip(), 300)))
 
     @staticmethod
     def _config(s: str, t: float, out: Out) -> None:
