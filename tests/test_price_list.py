@@ -1,13 +1,15 @@
 """`neurondesk prices`: PriceList parsing on answers built from the documented structure
-(shared/PRICING.md §3.3), the refresh through a stand-in pricing client, its one-line failures, and
-the real CLI without boto3."""
+(shared/PRICING.md §3.3), the refresh through a stand-in pricing client, its one-line failures, the
+real CLI refresh through a real boto3 pricing client answered by botocore's Stubber, and the CLI
+without boto3."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO, base_env
@@ -16,7 +18,6 @@ from neurondesk.collectors.price_list import (
     PriceRefreshError,
     build_local_table,
     fetch_prices,
-    filters,
     parse_price_list,
     refresh,
 )
@@ -131,8 +132,7 @@ def test_fetch_sends_the_documented_filters_per_instance_type():
         "instanceType": "trn1.32xlarge", "regionCode": "us-east-1", "operatingSystem": "Linux",
         "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
         "licenseModel": "No License required"}
-    assert all(f["Type"] == "TERM_MATCH" for f in call["Filters"]) and call["Filters"] == filters("trn1.32xlarge",
-                                                                                                   "us-east-1")
+    assert all(f["Type"] == "TERM_MATCH" for f in call["Filters"])
 
 
 def test_refresh_writes_a_dated_local_table_that_overrides_the_bundled_rows(tmp_path):
@@ -192,13 +192,113 @@ def cli(*args, tmp_path):
                           text=True, timeout=60, env=env, cwd=REPO)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("boto3") is not None, reason="boto3 is installed here")
 def test_cli_refresh_without_boto3_fails_in_one_line(tmp_path):
-    p = cli("refresh", "--region", "us-east-1", tmp_path=tmp_path)
+    # boto3 made unimportable for this one process, whether or not it is installed
+    blocker = tmp_path / "no-boto3" / "boto3"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named boto3')\n")
+    env = base_env(tmp_path)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["PYTHONPATH"] = os.pathsep.join([str(blocker.parent), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "prices", "refresh", "--region", "us-east-1"],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr.splitlines() == ["neurondesk: prices refresh failed: boto3 is not installed: "
                                      "pip install 'neurondesk[aws]'; nothing changed"]
     assert not (tmp_path / "config").exists()
+
+
+# ---------------------------------------------------------------- the CLI with a real boto3 client (Stubber)
+def documented_filters(instance: str, region: str) -> list[dict]:
+    """The get_products filters of PRICING.md §3.2, written out by hand."""
+    return [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
+        ("instanceType", instance), ("regionCode", region), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
+        ("preInstalledSw", "NA"), ("capacitystatus", "Used"), ("licenseModel", "No License required"))]
+
+
+@pytest.fixture
+def stubbed_pricing(monkeypatch):
+    """boto3.client("pricing") gives a real botocore client whose answers come from a Stubber."""
+    boto3 = pytest.importorskip("boto3")  # a test dependency; skipped only outside `make test`
+    from botocore.stub import Stubber
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    real_client = boto3.client
+    made = []
+
+    def client(service, region_name=None, **kwargs):
+        c = real_client(service, region_name=region_name, **kwargs)
+        stub = Stubber(c)
+        made.append((service, region_name, stub))
+        for add in plan:
+            add(stub)
+        stub.activate()
+        return c
+
+    plan: list = []
+    monkeypatch.setattr(boto3, "client", client)
+    return plan, made
+
+
+def test_cli_refresh_through_a_real_pricing_client_writes_the_local_table(stubbed_pricing, capsys):
+    from neurondesk.cli import main
+
+    plan, made = stubbed_pricing
+    region = "us-west-2"
+    names = sorted(BUNDLED.instances)
+    for name in names:
+        params = {"ServiceCode": "AmazonEC2", "Filters": documented_filters(name, region)}
+        if name == "trn1.2xlarge":  # two pages: the paginator follows NextToken
+            page1 = {"FormatVersion": "aws_v1", "PriceList": [product(name, "0.0", region=region, sku="Z" * 16)],
+                     "NextToken": "page-2"}
+            page2 = {"FormatVersion": "aws_v1", "PriceList": [product(name, "1.34375", region=region)]}
+            plan.append(lambda s, p=params, a=page1: s.add_response("get_products", a, p))
+            plan.append(lambda s, p=params, b=page2: s.add_response("get_products", b, {**p, "NextToken": "page-2"}))
+        elif name == "g5.xlarge":
+            answer = {"FormatVersion": "aws_v1", "PriceList": [product(name, "1.006", region=region)]}
+            plan.append(lambda s, p=params, a=answer: s.add_response("get_products", a, p))
+        else:  # nothing listed for it there
+            plan.append(lambda s, p=params: s.add_response("get_products", {"FormatVersion": "aws_v1",
+                                                                            "PriceList": []}, p))
+    assert main(["prices", "refresh", "--region", region]) == 0
+    ((service, endpoint_region, stub),) = made
+    assert (service, endpoint_region) == ("pricing", "us-east-1")  # the endpoint that serves every region
+    stub.assert_no_pending_responses()  # one query per bundled instance type, in order, pages followed
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "neurondesk" / "prices.json"  # conftest's temporary folder
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {path}: 2 of {len(names)} instance types priced ({region}, Price List API, ")
+    doc = json.loads(path.read_text())
+    assert doc["instances"]["trn1.2xlarge"] == {
+        "price_per_hour": 1.34375, "source": "AWS-PRICELIST", "as_of": doc["compiled"], "accelerators": 1,
+        "chip": "trainium", "kind": "neuron", "region": region}
+    assert doc["instances"]["g5.xlarge"]["price_per_hour"] == 1.006
+    assert doc["instances"]["p5.48xlarge"]["price_per_hour"] is None
+    # and `run` now prices from it: the CLI's list says so
+    main(["prices", "list", "--format", "json"])
+    rows = {r["instance_type"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["trn1.2xlarge"]["price_per_hour"] == 1.34375 and rows["trn1.2xlarge"]["source"] == "AWS-PRICELIST"
+
+
+def test_cli_refresh_access_denied_is_one_line_and_writes_nothing(stubbed_pricing, capsys):
+    from neurondesk.cli import main
+
+    plan, _ = stubbed_pricing
+    plan.append(lambda s: s.add_client_error("get_products", service_error_code="AccessDeniedException",
+                                             service_message="User is not authorized to perform: "
+                                                             "pricing:GetProducts", http_status_code=400))
+    with pytest.raises(SystemExit) as e:
+        main(["prices", "refresh", "--region", "us-east-1"])
+    assert e.value.code == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    # botocore's modelled error class, a ClientError subclass, still gets the IAM hint
+    assert line.startswith("neurondesk: prices refresh failed: Price List API query failed "
+                           "(AccessDeniedException: An error occurred (AccessDeniedException) when calling the "
+                           "GetProducts operation: User is not authorized")
+    assert "AccessDeniedException" in line and "the credentials need the IAM action pricing:GetProducts" in line
+    assert line.endswith("nothing changed")
+    assert not (Path(os.environ["XDG_CONFIG_HOME"]) / "neurondesk").exists()
 
 
 def test_cli_list_shows_source_and_date_per_row_and_the_local_table(tmp_path):

@@ -153,12 +153,14 @@ def build_local_table(prices: list[OnDemandPrice], bundled: PriceTable, region: 
 def explain(exc: BaseException) -> str:
     """One line for a botocore/boto3 error, by class name (botocore is not imported here)."""
     name = type(exc).__name__
+    # botocore raises a service's modelled errors as ClientError subclasses (AccessDeniedException)
+    kinds = {c.__name__ for c in type(exc).__mro__}
     text = " ".join(str(exc).split())
     if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError", "ProfileNotFound"):
         hint = "configure AWS credentials (aws configure, AWS_PROFILE, or an instance role)"
     elif name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError"):
         hint = f"no network route to the Price List API (api.pricing.{PRICING_ENDPOINT_REGION}.amazonaws.com)"
-    elif name == "ClientError" and ("AccessDenied" in text or "UnauthorizedOperation" in text):
+    elif "ClientError" in kinds and ("AccessDenied" in text or "UnauthorizedOperation" in text):
         hint = "the credentials need the IAM action pricing:GetProducts"
     else:
         hint = "check credentials and network"
