@@ -24,7 +24,7 @@ from neurondesk.core import events as ev
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
-from neurondesk.core.reduce.loss import LossReducer
+from neurondesk.core.reduce.loss import LossReducer, ScriptRate
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import (
@@ -193,6 +193,10 @@ class RunState:
     steps_to_target = _via("loss", "steps_to_target")
     time_to_target_s = _via("loss", "time_to_target_s")
     loss_nonfinite = _via("loss", "loss_nonfinite")
+
+    def script_throughput(self) -> ScriptRate | None:
+        """The workload's own throughput figure beside neurondesk's steady one (None: it printed none)."""
+        return self.parts.loss.script_throughput()
 
     # ------------------------------------------------------------------ compiles
     compiles = _via("compiles", "compiles")

@@ -150,6 +150,7 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
             "time_to_target_s": _round(state.time_to_target_s, 3),
             "nonfinite": state.loss_nonfinite,
         },
+        "script_throughput": _script_throughput(state),
         "mfu": _sig(util.mfu),
         "hfu": _sig(util.hfu),
         "mfu_note": util.note,
@@ -185,10 +186,20 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
     }
 
 
+def _script_throughput(state: RunState) -> dict | None:
+    """The script's own throughput figure, neurondesk's steady one in the same unit, and how far apart."""
+    rate = state.script_throughput()
+    return None if rate is None else rate.as_dict()
+
+
 def _notices(state: RunState) -> list[str]:
-    """The latest warnings and errors, then what the recorder itself lost or skipped."""
+    """The latest warnings and errors, then what the recorder itself lost or skipped, then a script
+    throughput figure that disagrees with the steady one."""
     lines = [n.message for n in state.notices if n.level in ("warn", "error")][-20:]
-    return lines + [x for x in (state.steps_lost_text, state.reduce_error_text, _left_running_text(state)) if x]
+    rate = state.script_throughput()
+    derived = (state.steps_lost_text, state.reduce_error_text, _left_running_text(state),
+               rate.warning() if rate is not None else None)
+    return lines + [x for x in derived if x]
 
 
 def _left_running_text(state: RunState) -> str | None:

@@ -34,6 +34,17 @@ def _fmt(x, unit: str = "", nd: int = 3) -> str:
     return f"{x}{unit}"
 
 
+def script_rate_text(r: dict | None) -> str:
+    """``412.4 samples/s vs 300.0 steady samples/s (one process): +37% — off by more than 10%``."""
+    if not r:
+        return fmt.NONE
+    own = f"{r['value']:,.4g} {r['unit']}"
+    if r.get("steady_value") is None or r.get("vs_steady") is None:
+        return f"{own} (no {r.get('compared_with') or 'steady figure'} to compare with)"
+    text = f"{own} vs {r['steady_value']:,.4g} {r['compared_with']}: {r['vs_steady'] * 100:+.1f}%"
+    return text + (f" — off by more than {r.get('tolerance', 0.1):.0%}" if r.get("off") else "")
+
+
 def summary_rows(s: dict) -> list[tuple[str, str]]:
     """(label, value) pairs shared by the Markdown table, the headless table and CSV."""
     steady, cost, loss, dev = s["steady"], s["cost"], s["loss"], s["device"]
@@ -54,6 +65,7 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
          f"{_fmt(steady['step_time_p90_s'] and steady['step_time_p90_s'] * 1000, ' ms', 1)}"),
         ("samples/s (steady)", _fmt(steady["samples_per_s"], "", 1)),
         ("tokens/s (steady)", _fmt(steady["tokens_per_s"], "", 0)),
+        ("script's own throughput", script_rate_text(s.get("script_throughput"))),
         ("data wait", f"{fmt.pct(s['data_wait_fraction'])} ({s.get('input_verdict', '—')})"),
         ("loss first → last", f"{_fmt(loss['first'], '', 4)} → {_fmt(loss['last'], '', 4)}"),
         ("steps to target loss", _fmt(loss["steps_to_target"])),

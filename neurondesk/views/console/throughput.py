@@ -1,8 +1,9 @@
 """Throughput: step time and samples/s against step (plotext), compile steps marked, the steady
-value and the rule that decided it, tokens/s."""
+value and the rule that decided it, tokens/s, and the script's own throughput figure beside it."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual_plotext import PlotextPlot
 
@@ -10,6 +11,7 @@ from neurondesk.core.state import RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.derived import binned, step_series
 from neurondesk.views.console.panel import Line, Panel, kv
+from neurondesk.views.summary_writer import script_rate_text
 
 REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 3 s (the figures: every 2nd)
 
@@ -55,9 +57,18 @@ class ThroughputPanel(Panel):
             rule = (f"steady: median of {len(state.steady_times):,} steps from step {state.steady_from} "
                     f"(step ≥ {state.warmup_steps}, no compile)")
         t.append(rule, style="dim")
+        self._script_rate(t, state)
         if state.steps_lost:  # the step count is right (the probe's own counter); these steps are not charted
             t.append("\n" + state.steps_lost_text, style="yellow")
         self.query_one("#throughput-text", Line).show(t)
+
+    @staticmethod
+    def _script_rate(t: Text, state: RunState) -> None:
+        """The script's own figure beside the steady one; yellow when they differ by more than 10%."""
+        rate = state.script_throughput()
+        if rate is not None:
+            t.append("\nscript's own: ", style="dim")
+            t.append(script_rate_text(rate.as_dict()), style="yellow" if rate.off else "")
 
     def _plot(self, state: RunState) -> None:
         widget = self.query_one("#throughput-plot", PlotextPlot)

@@ -1,0 +1,81 @@
+"""The script's own throughput figure beside neurondesk's steady one (issue 13 item 7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from neurondesk.collectors.logparse import OutputParser
+from neurondesk.core import events as ev
+from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary
+from neurondesk.views.summary_writer import to_markdown, to_text_table
+
+
+def _run(lines: list[str], step_s: float = 0.1, samples: int | None = 8, world: int = 1) -> RunState:
+    """A run of 20 steps of ``step_s`` (steady from step 5); ``lines`` printed after step 10."""
+    state = RunState()
+    state.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "train.py"], warmup_steps=5))
+    parser = OutputParser()
+    t = 1.0
+    for step in range(20):
+        for pid in range(100, 100 + world):
+            t += step_s
+            state.apply(ev.StepEnded(t=t, pid=pid, step=step, duration_s=step_s, samples=samples))
+        if step == 10:
+            for line in lines:
+                for e in parser.feed("stdout", line, t):
+                    state.apply(e)
+    return state
+
+
+def test_iterations_per_second_agree_with_steady_steps_per_second():
+    state = _run(["Train throughput (iter/sec): 9.8"])
+    r = build_summary(state, now=10.0)["script_throughput"]
+    assert r["unit"] == "steps/s" and r["value"] == 9.8 and r["steady_value"] == pytest.approx(10.0)
+    assert r["vs_steady"] == pytest.approx(-0.02) and r["off"] is False
+    assert "1 / median step time" in r["compared_with"]
+
+
+def test_ms_per_step_compared_with_the_median_step_time_and_warned_when_off():
+    state = _run(["iter 10: loss 3.7366, time 135.00ms"])
+    s = build_summary(state, now=10.0)
+    r = s["script_throughput"]
+    assert (r["unit"], r["steady_value"], r["off"]) == ("ms/step", pytest.approx(100.0), True)
+    assert r["vs_steady"] == pytest.approx(0.35)
+    (warn,) = [n for n in s["notices"] if "script's own throughput" in n]
+    assert "+35%" in warn and "time 135.00ms" in warn
+    md = to_markdown(s)
+    assert "| script's own throughput | 135 ms/step vs 100 steady median step time: +35.0% — off by more" in md
+    assert "script's own throughput" in to_text_table(s)
+
+
+def test_samples_per_second_needs_a_batch_size():
+    r = build_summary(_run(["epoch: 1, step: 10, loss: 5.76, rate: 80.0"], samples=None), now=10.0)["script_throughput"]
+    assert r["steady_value"] is None and r["vs_steady"] is None and r["off"] is False
+    assert "samples-per-step" in r["compared_with"]
+
+
+def test_a_per_process_rate_is_compared_with_one_process():
+    """torch-xla prints each process's Rate=; with 2 processes neurondesk's samples/s is the job's."""
+    state = _run(["[xla:0](10) Loss=1.27597 Rate=79.0 GlobalRate=50.0 Time=Mon"], world=2)
+    r = build_summary(state, now=10.0)["script_throughput"]
+    assert r["steady_value"] == pytest.approx(80.0) and "one process" in r["compared_with"] and not r["off"]
+
+
+def test_figures_printed_before_steady_state_are_only_a_fallback():
+    state = RunState()
+    state.apply(ev.RunStarted(t=0.0, run_id="r", command=["x"], warmup_steps=2))
+    state.apply(ev.ThroughputReported(t=0.5, value=500.0, unit="ms/step", line="compiling"))
+    assert state.script_throughput().value == 500.0  # the only figure there is
+    for step in range(4):
+        state.apply(ev.StepEnded(t=1.0 + step, pid=1, step=step, duration_s=0.1))
+    for v in (100.0, 90.0, 110.0):
+        state.apply(ev.ThroughputReported(t=9.0, value=v, unit="ms/step", line=f"time {v}ms"))
+    r = state.script_throughput()
+    assert (r.value, r.printed, r.off) == (100.0, 4, False)
+
+
+def test_no_figure_no_row_value():
+    s = build_summary(_run(["step 3 loss 2.0"]), now=10.0)
+    assert s["script_throughput"] is None
+    assert "| script's own throughput | — |" in to_markdown(s)
