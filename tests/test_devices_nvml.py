@@ -1,9 +1,12 @@
-"""NVML. No NVIDIA GPU or driver here: the "not available" paths run for real (the real pynvml
-without libnvidia-ml, and pynvml missing); the field mapping is checked on a tiny fake object at
-the mapping-function level only. Real GPU readings are unverified on this machine."""
+"""NVML. Without an NVIDIA driver the "not available" paths run for real (the real pynvml without
+libnvidia-ml, and pynvml missing); with one, the real readings are checked against nvidia-smi. The
+field mapping is also checked on a tiny fake object at the mapping-function level."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -13,18 +16,45 @@ from neurondesk.collectors.devices.nvml import NvmlSampler, gpu_processes, gpu_r
 from neurondesk.core.device_events import GpuProcess, GpuReading, GpuSample
 
 
+def _driver_loads() -> bool:
+    """Whether this machine's NVIDIA driver library loads, asked without pynvml."""
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_driver_loads(), reason="an NVIDIA driver is here: test_nvml_reads_the_real_gpus runs instead")
 def test_nvml_not_available_is_a_reason_not_an_exception() -> None:
-    pytest.importorskip("pynvml")
-    sampler = NvmlSampler()
+    sampler = NvmlSampler()  # the real pynvml (a dependency), without libnvidia-ml
     reason = sampler.open()
-    if reason is None:  # pragma: no cover - only on a machine with an NVIDIA driver
-        sampler.close()
-        pytest.skip("an NVIDIA driver is present here")
-    assert reason.startswith("NVML not available: ") and len(reason) > len("NVML not available: ")
+    assert reason is not None and reason.startswith("NVML not available: ")
+    assert len(reason) > len("NVML not available: ")
     s = sampler.sample([1], t=5.0)
     assert s == GpuSample(t=5.0, error=reason)
     sampler.close()  # closing a sampler that never opened is harmless
     assert read_gpus() == (None, reason)
+
+
+@pytest.mark.skipif(not _driver_loads(), reason="no NVIDIA driver here: the not-available path runs instead")
+def test_nvml_reads_the_real_gpus() -> None:
+    """On a machine with a GPU, the real path: every GPU nvidia-smi lists, with what NVML says."""
+    sample, reason = read_gpus(t=5.0)
+    assert reason is None and sample is not None and sample.error is None
+    assert sample.driver
+    listed = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+                            capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
+    assert len(sample.gpus) == len(listed) >= 1
+    for g, line in zip(sample.gpus, listed, strict=True):
+        index, uuid, name, mem_mib = (x.strip() for x in line.split(","))
+        assert (g.index, g.uuid, g.name, g.error) == (int(index), uuid, name, None)
+        assert abs(g.memory_total - (int(mem_mib) << 20)) < 1 << 20  # nvidia-smi rounds to MiB
+        assert g.memory_used is not None and 0 <= g.memory_used <= g.memory_total
+        assert g.temperature_c is not None and g.util_gpu is not None
+    with NvmlSampler() as sampler:  # the sampler the recorder runs, for this process only
+        s = sampler.sample([os.getpid()], t=6.0)
+    assert s.error is None and len(s.gpus) == len(listed) and s.processes == []  # this test holds no GPU memory
 
 
 def test_nvml_package_missing_is_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
