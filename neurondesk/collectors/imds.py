@@ -157,7 +157,7 @@ def _write_negative(cache_path: Path, base_url: str, now: float, detail: str) ->
 
 
 def detect_instance(
-    base_url: str = DEFAULT_BASE_URL,
+    base_url: str | None = None,
     timeout_s: float = 1.0,
     cache_path: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -168,9 +168,13 @@ def detect_instance(
 
     One attempt within ``timeout_s`` overall. A failure is cached in ``cache_path`` (default: the
     user cache dir) for a day; ``use_cache=False`` ignores and does not write the cache.
-    ``AWS_EC2_METADATA_DISABLED=true`` skips the lookup, as the AWS SDKs do.
+    ``AWS_EC2_METADATA_DISABLED=true`` skips the lookup, as the AWS SDKs do; without ``base_url``,
+    ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` (the SDKs' name) replaces the default address, still only
+    a link-local or loopback one.
     """
     env = os.environ if env is None else env
+    if base_url is None:
+        base_url = env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "").strip().rstrip("/") or DEFAULT_BASE_URL
     if env.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() == "true":
         return ImdsResult(None, None, "disabled", "instance metadata disabled by AWS_EC2_METADATA_DISABLED")
     now = time.time() if now is None else now
