@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import shlex
 
 from neurondesk.views import fmt
 
@@ -50,7 +51,7 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
     steady, cost, loss, dev = s["steady"], s["cost"], s["loss"], s["device"]
     price = "—" if cost["price_per_hour"] is None else f"${cost['price_per_hour']:.4f}/h"
     return [
-        ("command", " ".join(s["command"])),
+        ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
         ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
         ("precision", _fmt(s["precision"])),
@@ -123,16 +124,31 @@ def _execution_errors(ex: dict) -> str:
     return f"{ex['errors']:,} of {total:,} executions ({', '.join(f'{k} {v:,}' for k, v in by)})"
 
 
+def _compile_shapes(c: dict) -> str:
+    after = fmt.shapes(c.get("input_shapes"))
+    return f"{fmt.shapes(c['previous_shapes'])} → {after}" if c.get("previous_shapes") else after
+
+
+def _cell(text: str) -> str:
+    """Text safe inside one Markdown table cell."""
+    return " ".join(text.split()).replace("|", r"\|")
+
+
+def _compile_row(i: int, c: dict) -> str:
+    where = c["location"] or c.get("name") or "—"
+    return (f"| {i} | {_fmt(c['step'])} | {_cell(c['cause'])} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
+            f"{_cell(c.get('reason') or '—')} | {_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | "
+            f"{c.get('status') or '—'} | {c['graph_hash'] or '—'} |")
+
+
 def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
     if s["compiles"]:
-        lines += ["", "## Compiles", "", "| # | step | cause | location | duration | cache | status | graph |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for i, c in enumerate(s["compiles"], 1):
-            lines.append(f"| {i} | {_fmt(c['step'])} | {c['cause']} | {c['location'] or c.get('name') or '—'} | "
-                         f"{_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | {c.get('status') or '—'} | "
-                         f"{c['graph_hash'] or '—'} |")
+        lines += ["", "## Compiles", "",
+                  "| # | step | cause | location | shapes (before → after) | reason | duration | cache | status | graph |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [_compile_row(i, c) for i, c in enumerate(s["compiles"], 1)]
     if s.get("first_errors"):
         lines += ["", "## Errors", ""]
         for e in s["first_errors"]:
