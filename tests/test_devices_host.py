@@ -153,3 +153,15 @@ def test_roles_under_torchrun_with_resource_tracker_and_compiler_subtree() -> No
         1: "main", 2: "rank", 3: "rank", 4: "dataloader", 5: "dataloader",
         6: "helper", 7: "compiler", 8: "compiler", 9: "compiler",
     }  # fmt: skip
+
+
+def test_a_process_named_pt_data_worker_is_a_dataloader_worker_wherever_it_hangs() -> None:
+    py = "/venv/bin/python3.11"
+    spawn = [py, "-c", "from multiprocessing.spawn import spawn_main; spawn_main()"]
+    infos = [
+        _info(1, 0, "python3.11", [py, "train.py"]),  # calls torch_xla.launch
+        _info(2, 1, "python3.11", spawn),  # the training child (the reducer makes it a rank once it steps)
+        _info(3, 2, "pt_data_worker", [py, "train.py"]),  # its forked DataLoader worker, renamed by torch
+    ]
+    _assign_roles(infos, root_pid=1)
+    assert {i["pid"]: i["role"] for i in infos} == {1: "main", 2: "dataloader", 3: "dataloader"}

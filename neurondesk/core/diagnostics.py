@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neurondesk.core.reduce.compiles import STORM_STEPS
+from neurondesk.core.reduce.telemetry import SteadyProcesses
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState, quantile
 
 
@@ -21,31 +22,36 @@ def device_utilization(state: RunState) -> dict:
 
 def input_advice(state: RunState) -> str:
     """E.g. "input-bound: the loop waits 62% of each step for data; workload CPU 100% of one
-    core; device 18% busy — try num_workers > 0, prefetching, or preprocessing offline"."""
+    core; device 18% busy — try num_workers > 0, prefetching, or preprocessing offline".
+    Process figures are means over the process-tree samples taken in steady state only (never a
+    sample from compilation or teardown); without one they are left out."""
     frac = state.data_wait_fraction
     if frac is None:
         return "unknown: no step measured yet"
-    verdict = state.input_verdict()
-    facts = [f"the loop waits {frac * 100:.0f}% of each step for data"]
-    tree = state.process_tree
-    if tree is not None:
-        facts.append(f"workload CPU {tree.total_cpu_percent:.0f}% of one core")
-        if tree.dataloader_workers:
-            facts.append(f"{tree.dataloader_workers} DataLoader workers at {tree.dataloader_cpu_percent:.0f}%")
+    steady = state.parts.telemetry.steady_processes
+    facts = [f"the loop waits {frac * 100:.0f}% of each step for data", *_process_facts(steady)]
     util = device_utilization(state)
     if util["mean"] is not None:
         facts.append(f"device {util['mean']:.0f}% busy")
-    text = f"{verdict}: " + "; ".join(facts)
+    text = f"{state.input_verdict()}: " + "; ".join(facts)
     if frac < INPUT_WARN:
         return text
-    workers = tree.dataloader_workers if tree is not None else 0
-    if workers == 0:
+    if steady.dataloader_workers == 0:
         hint = "try num_workers > 0, prefetching, or preprocessing offline"
     else:
         hint = "try more DataLoader workers, a faster decode/augment step, or preprocessing offline"
     if frac < INPUT_BOUND:
         hint = "worth watching: " + hint
     return f"{text} — {hint}"
+
+
+def _process_facts(steady: SteadyProcesses) -> list[str]:
+    if steady.cpu_percent is None:
+        return []
+    facts = [f"workload CPU {steady.cpu_percent:.0f}% of one core"]
+    if steady.dataloader_workers and steady.dataloader_cpu_percent is not None:
+        facts.append(f"{steady.dataloader_workers} DataLoader workers at {steady.dataloader_cpu_percent:.0f}%")
+    return facts
 
 
 @dataclass(frozen=True)

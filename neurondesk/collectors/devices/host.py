@@ -25,6 +25,10 @@ WORKER_MARKERS = (
 )
 HELPER_MARKERS = ("from multiprocessing.resource_tracker import", "from multiprocessing.semaphore_tracker")
 COMPILER_NAME = "neuronx-cc"
+# torch's DataLoader worker loop names its process this (torch.utils.data._utils.worker); a process
+# spawned by torch_xla.launch carries the same multiprocessing marker as a worker but never this
+# name. The reducer settles the rest: a process that reports steps is a rank (core/reduce/telemetry).
+DATALOADER_NAME = "pt_data_worker"
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 
 
@@ -199,7 +203,7 @@ def _assign_roles(infos: list[dict[str, Any]], root_pid: int) -> None:
             i["role"] = "rank"
         elif any(m in joined for m in HELPER_MARKERS):
             i["role"] = "helper"
-        elif any(m in joined for m in WORKER_MARKERS):
+        elif i["name"] == DATALOADER_NAME or any(m in joined for m in WORKER_MARKERS):
             i["role"] = "dataloader"
         elif i["ppid"] in training and parent is not None and (_is_python(i) or i["name"] == parent["name"]):
             i["role"] = "dataloader"  # fork start method: a python child of a training process

@@ -1,17 +1,79 @@
 """Device and host telemetry: the latest sample of each kind (views render them as they are), and
-what is measured in steady state: device utilisation and neuron-monitor's hardware FLOPs."""
+what is measured in steady state: device utilisation, neuron-monitor's hardware FLOPs and the
+workload's CPU.
+
+Process roles: the collector labels processes by their command line; here a process that reports
+steps is a rank whatever its command line says (a ``torch_xla.launch`` child is started by
+multiprocessing like a DataLoader worker), and a DataLoader worker is a child of a process that
+runs steps. A process-tree sample counts as steady only once the step after it ended steady too:
+a sample taken at teardown, after the last step, never does."""
 
 from __future__ import annotations
 
 from array import array
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from neurondesk.core import device_events as dev
+from neurondesk.core import events as ev
 from neurondesk.core.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
+
+WORKER_NAMES = ("python", "pt_data_worker")  # torch's DataLoader worker renames itself pt_data_worker
+
+
+@dataclass
+class SteadyProcesses:
+    """The workload's process tree over the samples taken in steady state."""
+
+    samples: int = 0
+    cpu_percent_sum: float = 0.0
+    dataloader_cpu_percent_sum: float = 0.0
+    dataloader_workers: int = 0  # the most seen in one steady sample
+
+    def add(self, e: dev.ProcessTreeSample) -> None:
+        self.samples += 1
+        self.cpu_percent_sum += e.total_cpu_percent
+        self.dataloader_cpu_percent_sum += e.dataloader_cpu_percent
+        self.dataloader_workers = max(self.dataloader_workers, e.dataloader_workers)
+
+    @property
+    def cpu_percent(self) -> float | None:
+        return self.cpu_percent_sum / self.samples if self.samples else None
+
+    @property
+    def dataloader_cpu_percent(self) -> float | None:
+        return self.dataloader_cpu_percent_sum / self.samples if self.samples else None
+
+
+def _worker_like(p: dev.ProcessInfo, parent: dev.ProcessInfo) -> bool:
+    return p.role == "dataloader" or p.name == parent.name or p.name.startswith(WORKER_NAMES)
+
+
+def _role(p: dev.ProcessInfo, ranks: set[int], by_pid: dict[int, dev.ProcessInfo], root: int) -> str:
+    if p.pid == root or p.role in ("compiler", "helper"):
+        return p.role
+    if p.pid in ranks:
+        return "rank"
+    parent = by_pid.get(p.ppid)
+    if parent is not None and p.ppid in ranks and _worker_like(p, parent):
+        return "dataloader"
+    return "other" if p.role == "dataloader" else p.role
+
+
+def with_step_roles(e: dev.ProcessTreeSample, ranks: set[int]) -> dev.ProcessTreeSample:
+    """``e`` with the roles the steps tell: ranks are the processes that report steps, DataLoader
+    workers their children. Unchanged while no process of the tree has reported a step."""
+    by_pid = {p.pid: p for p in e.processes}
+    if not ranks & by_pid.keys():
+        return e
+    procs = [replace(p, role=_role(p, ranks, by_pid, e.root_pid)) for p in e.processes]
+    workers = [p for p in procs if p.role == "dataloader"]
+    return replace(e, processes=procs, dataloader_workers=len(workers),
+                   dataloader_cpu_percent=round(sum(p.cpu_percent for p in workers), 2))
 
 
 class TelemetryReducer:
@@ -26,6 +88,9 @@ class TelemetryReducer:
         self.gpu: dev.GpuSample | None = None
         self.cache: dev.CacheScan | None = None
         self.workload_cpu_history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        self.steady_processes = SteadyProcesses()
+        self._step_pids: set[int] = set()
+        self._pending_trees: list[dev.ProcessTreeSample] = []  # steady when the next step is
         # neuron-monitor's per-core `effective_flops`/`flops` (FLOP/s, cores with an owner summed), over the samples
         # taken in steady state: the HFU numerator is their mean
         self.hw_flops_sum = 0.0
@@ -45,7 +110,7 @@ class TelemetryReducer:
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
-                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan}
+                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step}
 
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no
@@ -74,8 +139,21 @@ class TelemetryReducer:
         self.host = e
 
     def on_process_tree(self, e: dev.ProcessTreeSample) -> None:
+        e = with_step_roles(e, self._step_pids)
         self.process_tree = e
         self.workload_cpu_history.append((e.t, e.total_cpu_percent))
+        if self.sampling_steady():
+            self._pending_trees.append(e)
+        else:
+            self._pending_trees.clear()
+
+    def on_step(self, e: ev.StepEnded) -> None:
+        """Runs after the StepReducer: ``sampling_steady`` tells whether this step was steady."""
+        self._step_pids.add(e.pid)
+        if self.sampling_steady():
+            for tree in self._pending_trees:
+                self.steady_processes.add(with_step_roles(tree, self._step_pids))
+        self._pending_trees.clear()
 
     def on_neuron_sample(self, e: dev.NeuronSample) -> None:
         self.neuron = e
