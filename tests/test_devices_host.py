@@ -36,7 +36,7 @@ if __name__ == "__main__":
 
 @contextmanager
 def running(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         yield proc
@@ -113,18 +113,24 @@ def test_compiler_child_named_neuronx_cc(tmp_path: Path) -> None:
 
 def test_vanished_children_and_a_vanished_root_are_fine() -> None:
     launcher = (
-        "import subprocess, time\n"
+        "import subprocess, sys, time\n"
         "zombie = subprocess.Popen(['sleep', '0'])\n"  # exits at once, never reaped
-        "c = subprocess.Popen(['sleep', '0.3'])\n"
+        "c = subprocess.Popen(['sleep', '60'])\n"
         "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"  # the test has sampled the child alive
+        "c.kill()\n"
         "c.wait()\n"
+        "print('reaped', flush=True)\n"
         "time.sleep(60)\n"
     )
     with running([sys.executable, "-c", launcher]) as proc:
         sampler = ProcessTreeSampler(proc.pid)
         before = sampler.sample()
         assert proc.pid in [p.pid for p in before.processes] and 2 <= len(before.processes) <= 3
-        time.sleep(0.7)  # the second child has exited and been reaped
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "reaped"  # the second child has exited and been reaped
         after = sampler.sample()
         assert after.root_alive and [p.pid for p in after.processes] == [proc.pid]  # zombie left out
     gone = sampler.sample()
