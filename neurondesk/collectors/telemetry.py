@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from neurondesk.collectors.devices import find_neuron_tool
 from neurondesk.collectors.devices.compile_cache import locate_cache, rescan
 from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
@@ -79,14 +80,17 @@ class Telemetry:
             return None
 
     def _start_neuron_monitor(self, inventory: dict | None) -> None:
+        """neuron-monitor runs when neuron-ls listed devices or, neuron-ls missing or failing, when
+        the neuron-monitor executable exists (its neuron_hardware_info counts devices and cores)."""
+        search_path = self.env.get("PATH")
         if self.replay:
             command = replay_command(self.replay, delay=1.0)
             self.monitor = NeuronMonitorProcess(self.emit, command, restart_on_clean_exit=False)
-        elif inventory and inventory.get("neuron"):
+        elif (inventory and inventory.get("neuron")) or find_neuron_tool("neuron-monitor", search_path):
             tag = tag_filter_for(self.tag) if self.tag else ".*"
-            self.monitor = NeuronMonitorProcess(self.emit, tag_filter=tag)
+            self.monitor = NeuronMonitorProcess(self.emit, tag_filter=tag, search_path=search_path)
         else:
-            return  # no Neuron devices: the inventory already says why
+            return  # neither Neuron devices nor neuron-monitor: the inventory already says why
         self.monitor.start()
 
     def _every(self, name: str, period: float, sample) -> None:
