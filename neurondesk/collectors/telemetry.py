@@ -18,9 +18,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from neurondesk.collectors.devices import find_neuron_tool
 from neurondesk.collectors.devices.compile_cache import locate_cache, rescan
+from neurondesk.collectors.devices.graph_stats import GraphStatsFolder
 from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
 from neurondesk.collectors.devices.neuron_monitor import (
@@ -28,6 +30,7 @@ from neurondesk.collectors.devices.neuron_monitor import (
     replay_command,
     tag_filter_for,
 )
+from neurondesk.collectors.devices.neuron_observer import ObserverSampler
 from neurondesk.collectors.devices.nvml import NvmlSampler
 from neurondesk.core.events import Event, Notice
 
@@ -41,8 +44,11 @@ class Telemetry:
     host samples. Each thread polls, then sleeps until its next period (re-armed after the poll)."""
 
     def __init__(self, emit: Callable[[Event], None], *, tag: str | None = None,
-                 neuron_monitor_replay: str | None = None, env: dict[str, str] | None = None) -> None:
+                 neuron_monitor_replay: str | None = None, env: dict[str, str] | None = None,
+                 neuron_observer: str | None = None, graph_stats: str | None = None) -> None:
         self.emit = emit
+        self.observer_url = neuron_observer  # Neuron Observer's /metrics URL: device samples
+        self.graph_stats_dir = graph_stats  # TorchNeuron graph_stats CSVs: compile events
         self.tag = tag
         self.replay = neuron_monitor_replay
         self.env = dict(os.environ if env is None else env)
@@ -120,12 +126,26 @@ class Telemetry:
                 return last[0]
 
             self._spawn(self._every, "nd-cache", "compile cache", CACHE_EVERY_S, scan)
+        self._start_neuron_extras()
         nvml = NvmlSampler()
         if nvml.open() is None:
             try:
                 self._every("GPU", PERIOD_S, lambda: nvml.sample(self.workload_pids))
             finally:
                 nvml.close()
+
+    def _start_neuron_extras(self) -> None:
+        """Neuron Observer and graph_stats, where the run options point at them."""
+        if self.observer_url:
+            observer = ObserverSampler(self.observer_url)
+            self._spawn(self._every, "nd-observer", "Neuron Observer", PERIOD_S, lambda: observer.sample(time.time()))
+        if self.graph_stats_dir:
+            folder = GraphStatsFolder(Path(self.graph_stats_dir))
+            self._spawn(self._every, "nd-graph-stats", "graph_stats", PERIOD_S, lambda: self._emit_all(folder))
+
+    def _emit_all(self, folder: GraphStatsFolder) -> None:
+        for event in folder.poll(time.time()):
+            self.emit(event)
 
     def _tree_sample(self, tree: ProcessTreeSampler):
         p = tree.sample()
