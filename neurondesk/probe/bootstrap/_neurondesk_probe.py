@@ -456,8 +456,19 @@ class Probe:
 
     @staticmethod
     def user_location(depth: int = 2) -> str | None:
-        """file:line of the innermost frame that is the user's code (not torch, not us)."""
-        f = sys._getframe(depth)
+        """file:line of the innermost frame that is the user's code (not torch, not us). A thread
+        with no user frame of its own (autograd runs an XLA or CUDA backward, and compiles it, on a
+        device thread) gets where the main thread stands: the user's ``loss.backward()``."""
+        found = Probe.user_frame(sys._getframe(depth))
+        if found is None and threading.current_thread() is not threading.main_thread():
+            try:
+                found = Probe.user_frame(sys._current_frames().get(threading.main_thread().ident))
+            except Exception:  # noqa: BLE001 - a location is a nicety; never an error in user code
+                found = None
+        return found
+
+    @staticmethod
+    def user_frame(f) -> str | None:
         while f is not None:
             fn = f.f_code.co_filename
             if (fn != _PROBE_FILE and not fn.startswith(("<", _STDLIB))
