@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from backend import Backend
 from data import batch_seed, dynamic_seq_lens, make_batch, make_loader
 from model import TinyModel, count_parameters
+from ranks import discover, finish, straggle, wrap
 from timing import LossLog, StepTimer
 
 PRESETS = {
@@ -54,6 +55,13 @@ def parse_args(argv=None):
     p.add_argument("--dynamic-shape", action="store_true", help="trap: a new sequence length every step")
     p.add_argument("--target-loss", type=float, default=None, help="recorded in the config only")
     p.add_argument("--crash-at-step", type=int, default=None, help="raise RuntimeError at this step")
+    p.add_argument("--crash-rank", type=int, default=None, help="with --crash-at-step: only this rank raises")
+    p.add_argument("--straggler-rank", type=int, default=None, help="under torchrun: this rank is slower")
+    p.add_argument("--straggler-ms", type=float, default=0.0, help="how much slower, per step")
+    p.add_argument("--straggler-kind", choices=["compute", "data"], default="compute",
+                   help="compute: more time in its forward; data: more time waiting for its batch")
+    p.add_argument("--rank-dynamic-shape", type=int, default=None,
+                   help="under torchrun: only this rank changes its sequence length every step")
     p.add_argument("--eval-every", type=int, default=0,
                    help="every N steps, evaluate: --eval-batches batches of twice the batch size under no_grad")
     p.add_argument("--eval-batches", type=int, default=4)
@@ -78,7 +86,9 @@ def graph_break(loss, kind):
             print("loss exploded", flush=True)
 
 
-def forward_loss(model, ids, labels, trap=None):
+def forward_loss(model, ids, labels, trap=None, slow=None):
+    if slow is not None:
+        slow()  # a compute straggler: its forward takes longer
     logits = model(ids)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
     graph_break(loss, trap)
@@ -100,16 +110,27 @@ def evaluate(args, backend, model, step: int) -> None:
     model.train()
 
 
-def batches(args, backend, seq_lens):
-    """Yields (ids, labels) on the device. Both paths produce the same data for the same seed."""
+def batches(args, backend, seq_lens, ranks):
+    """Yields (ids, labels) on the device; each rank its own data (seed + rank). A data straggler
+    waits longer for each batch."""
+    slow_data = args.straggler_rank == ranks.rank and args.straggler_kind == "data"
+    delay_ms = args.loader_delay_ms + (args.straggler_ms if slow_data and args.loader else 0.0)
+    for ids, labels in _batches(args, backend, seq_lens, args.seed + ranks.rank, delay_ms):
+        if not args.loader:
+            straggle(args, ranks, "data")
+        yield ids, labels
+
+
+def _batches(args, backend, seq_lens, seed, delay_ms):
+    """Both paths produce the same data for the same seed."""
     if not args.loader:
         for i in range(args.steps):
-            g = torch.Generator().manual_seed(batch_seed(args.seed, i))
+            g = torch.Generator().manual_seed(batch_seed(seed, i))
             n = seq_lens[i] if seq_lens else args.seq_len
             yield make_batch(args.batch_size, n, args.vocab, device=backend.device, generator=g)
         return
-    loader = make_loader(args.steps, args.batch_size, args.seq_len, args.vocab, args.seed,
-                         args.num_workers, args.loader_delay_ms, seq_lens,
+    loader = make_loader(args.steps, args.batch_size, args.seq_len, args.vocab, seed,
+                         args.num_workers, delay_ms, seq_lens,
                          pin_memory=backend.kind == "cuda")
     if backend.kind == "xla" and args.xla_style == "loader":
         from torch_xla.distributed.parallel_loader import MpDeviceLoader
@@ -122,7 +143,8 @@ def batches(args, backend, seq_lens):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    torch.manual_seed(args.seed)
+    ranks = discover()
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
     backend = Backend(args.device)
     xla = backend.kind == "xla"
     if xla:
@@ -130,6 +152,7 @@ def main(argv=None) -> int:
     model = TinyModel(**{k: getattr(args, k) for k in MODEL_KEYS}, dropout=args.dropout)
     n_params = count_parameters(model)
     model = model.to(backend.device).train()
+    model, distributed = wrap(model, ranks, backend.kind)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     step_fn = forward_loss
     if args.compile:
@@ -142,7 +165,8 @@ def main(argv=None) -> int:
     bf16 = args.precision == "bf16"
     bf16_method = f"torch.autocast({backend.kind!r}, dtype=torch.bfloat16)" if bf16 else None
     autocast = torch.autocast(backend.kind, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    seq_lens = dynamic_seq_lens(args.seq_len, args.steps, args.seed) if args.dynamic_shape else None
+    dynamic = args.dynamic_shape or args.rank_dynamic_shape == ranks.rank
+    seq_lens = dynamic_seq_lens(args.seq_len, args.steps, args.seed) if dynamic else None
     xla_style = args.xla_style if xla else None
     order = (f"batch i = make_batch seeded by seed*1000003+i, i=0..{args.steps - 1} in order, "
              + (f"DataLoader(num_workers={args.num_workers})" if args.loader else "no loader")
@@ -157,18 +181,21 @@ def main(argv=None) -> int:
         "xla_style": xla_style, "graph_break": args.graph_break, "dynamic_shape": args.dynamic_shape,
         "target_loss": args.target_loss, "log_every": args.log_every, "torch": torch.__version__,
         "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else None,
+        "world_size": ranks.world, "distributed": distributed,
     }
-    print("neurondesk-config: " + json.dumps(config), flush=True)
+    if ranks.rank == 0:  # as real scripts do: rank 0 speaks for the job
+        print("neurondesk-config: " + json.dumps(config), flush=True)
 
     timer = StepTimer(backend)
     # xla-style loader syncs step k at the next() of step k+1, so its loss is ready one step later.
     log = LossLog(backend, lag=2 if xla_style == "loader" else 1)
-    for step, (ids, labels) in enumerate(batches(args, backend, seq_lens), start=1):
-        if step == args.crash_at_step:
-            raise RuntimeError(f"crash requested at step {step} (--crash-at-step)")
+    slow = (lambda: straggle(args, ranks, "compute")) if args.straggler_rank == ranks.rank else None
+    for step, (ids, labels) in enumerate(batches(args, backend, seq_lens, ranks), start=1):
+        if step == args.crash_at_step and args.crash_rank in (None, ranks.rank):
+            raise RuntimeError(f"crash requested at step {step} on rank {ranks.rank} (--crash-at-step)")
         opt.zero_grad(set_to_none=True)
         with autocast:
-            loss = step_fn(model, ids, labels, args.graph_break)
+            loss = step_fn(model, ids, labels, args.graph_break, slow)
         loss.backward()
         if xla_style == "optimizer_step":
             backend.xm.optimizer_step(opt)  # reduce_gradients (no-op on 1 device) + opt.step()
@@ -178,7 +205,7 @@ def main(argv=None) -> int:
             if xla_style == "sync":
                 backend.torch_xla.sync()  # called here so the console attributes the step's graph to train.py
         last = step == args.steps
-        if step == 1 or step % args.log_every == 0 or last:
+        if ranks.rank == 0 and (step == 1 or step % args.log_every == 0 or last):
             log.record(step, loss)
         log.poll(step)
         timer.step_done(step, ids.shape[0], ids.numel(), last)
@@ -189,7 +216,9 @@ def main(argv=None) -> int:
     backend.sync()
     backend.wait()
     log.flush()
-    timer.print_report()
+    if ranks.rank == 0:
+        timer.print_report()
+    finish(ranks)
     return 0
 
 

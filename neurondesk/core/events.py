@@ -52,6 +52,19 @@ class ProcessAttached(Event):
     argv: list[str] = field(default_factory=list)
     torch_version: str | None = None
     torch_xla_version: str | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcessFailed(Event):
+    """A workload process died of an uncaught exception (reported from inside it, before it exits)."""
+
+    kind: ClassVar[str] = "process_failed"
+    pid: int
+    error: str  # "RuntimeError: crash requested at step 5"
+    step: int | None = None
+    traceback: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,7 @@ class StepEnded(Event):
     compiles: int = 0  # compiles the probe saw inside this step
     input_shapes: list[list[int]] | None = None
     eval_s: float = 0.0  # evaluation inside this step: not in duration_s (see EvalPhase)
+    presync_s: float | None = None  # from the step's start to its first sync point (backward / optimizer / XLA sync)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     # the run and its processes (launcher, probe)
     ev.RunStarted,
     ev.ProcessAttached,
+    ev.ProcessFailed,
     ev.DeviceSeen,
     ev.WorkloadConfig,
     ev.RunFinished,

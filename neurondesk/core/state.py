@@ -26,6 +26,7 @@ from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
 from neurondesk.core.reduce.loss import LossReducer, ScriptRate
 from neurondesk.core.reduce.processes import ProcessReducer
+from neurondesk.core.reduce.ranks import RankReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import (
     HISTORY,
@@ -54,6 +55,7 @@ class Parts(NamedTuple):
     telemetry: TelemetryReducer
     log: LogReducer
     evaluation: EvalReducer
+    ranks: RankReducer
 
 
 def _via(part: str, name: str) -> Any:
@@ -70,7 +72,7 @@ class RunState:
         compiles = CompileReducer(run, procs, steps, evaluation)
         self.parts = Parts(run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
                            telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
-                           evaluation=evaluation)
+                           evaluation=evaluation, ranks=RankReducer(run))
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         table: dict[str, list[Callable[[ev.Event], None]]] = {}
@@ -144,7 +146,11 @@ class RunState:
     world = _via("procs", "world")
 
     # ------------------------------------------------------------------ steps and throughput
-    steps_done = _via("steps", "steps_done")
+    @property
+    def steps_done(self) -> int:
+        """Steps the whole job has done: with many ranks, those every rank has ended."""
+        ranks = self.parts.ranks
+        return ranks.job_steps if ranks.world > 1 else self.parts.steps.steps_done
     current_step = _via("steps", "steps_done")  # the step in progress (the lead's next step index)
     history = _via("steps", "history")
     total_step_s = _via("steps", "total_step_s")
@@ -161,8 +167,16 @@ class RunState:
     all_execs = _via("steps", "all_execs")
     steps_with_compile = _via("steps", "steps_with_compile")
     split_points = _via("steps", "split_points")
-    steady_samples_per_s = _via("steps", "steady_samples_per_s")
-    steady_tokens_per_s = _via("steps", "steady_tokens_per_s")
+    @property
+    def steady_samples_per_s(self) -> float | None:
+        """Summed over the ranks, each at its own steady rate."""
+        ranks = self.parts.ranks
+        return ranks.job_rate() if ranks.world > 1 else self.parts.steps.steady_samples_per_s
+
+    @property
+    def steady_tokens_per_s(self) -> float | None:
+        ranks = self.parts.ranks
+        return ranks.job_rate(tokens=True) if ranks.world > 1 else self.parts.steps.steady_tokens_per_s
     data_wait_fraction = _via("steps", "data_wait_fraction")
     executions_per_step = _via("steps", "executions_per_step")
     probe_drops = _via("steps", "probe_drops")
@@ -174,7 +188,10 @@ class RunState:
 
     @property
     def steady_step_time_s(self) -> float | None:
-        return self.parts.steps.steady_quantile(0.5)
+        """The job's: the slowest rank's median when there are many."""
+        ranks = self.parts.ranks
+        job = ranks.job_step_time_s if ranks.world > 1 else None
+        return job if job is not None else self.parts.steps.steady_quantile(0.5)
 
     @property
     def steady_step_time_p90_s(self) -> float | None:

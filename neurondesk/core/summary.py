@@ -80,6 +80,33 @@ def _evaluation(state: RunState, elapsed: float) -> dict | None:
     }
 
 
+def _ranks(state: RunState) -> list[dict]:
+    """One row per rank (empty for a single process)."""
+    ranks = state.parts.ranks
+    if ranks.world < 2:
+        return []
+    per_pid = state.parts.compiles.per_pid
+    rows = []
+    for r in ranks.by_rank():
+        compiles = per_pid.get(r.pid, [0, 0.0, 0])
+        rows.append({
+            "rank": r.rank, "local_rank": r.local_rank, "pid": r.pid, "steps": r.steps,
+            "step_time_s": _round(r.step_time_s), "presync_s": _round(r.presync_s),
+            "data_wait_fraction": _round(r.data_wait_fraction, 4),
+            "samples_per_s": _round(r.samples_per_s, 3),
+            "compile_count": compiles[0], "compile_total_s": _round(compiles[1]),
+            "recompiles_after_warmup": compiles[2],
+        })
+    return rows
+
+
+def _failed_rank(state: RunState) -> dict | None:
+    f = state.parts.ranks.failed_first
+    if f is None:
+        return None
+    return {"rank": f.rank, "pid": f.pid, "error": f.error, "step": f.step, "traceback": f.traceback}
+
+
 def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> dict:
     """``peaks``: the table whose chip rows give MFU's peak FLOPS (default: the bundled one)."""
     elapsed = state.elapsed_s(now)
@@ -112,6 +139,10 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "warmup_steps": state.warmup_steps,
         "processes": len(state.processes),
         "world_size": state.world,
+        "ranks": _ranks(state),
+        "stragglers": [{"rank": x.rank, "presync_s": _round(x.presync_s), "vs_median_s": _round(x.vs_median_s),
+                        "cause": x.cause, "words": x.words()} for x in state.parts.ranks.stragglers()],
+        "failed_rank": _failed_rank(state),
         "first_compile_s": _round(state.first_compile_s),
         "compile_count": len(state.compiles),
         "compile_total_s": _round(state.compile_total_s),
@@ -128,7 +159,8 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "steady": {
             "from_step": state.steady_from,
             "steps": len(state.steady_times),
-            "step_time_s": _round(state.steady_quantile(0.5, exact=True)),
+            "step_time_s": _round(state.parts.ranks.job_step_time_s if state.world > 1
+                                  else state.steady_quantile(0.5, exact=True)),
             "step_time_p90_s": _round(state.steady_quantile(0.9, exact=True)),
             "samples_per_s": _round(state.steady_samples_per_s, 3),
             "tokens_per_s": _round(state.steady_tokens_per_s, 3),

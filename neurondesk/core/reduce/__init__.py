@@ -13,6 +13,8 @@ reads the clock. They read each other only in one direction, fixed at constructi
                                                                        (reads run, steps, compiles)
     log        LogReducer       output lines, notices, errors, parse problems
     evaluation EvalReducer      evaluation phases: their own time, batches and compiles (reads procs)
+    ranks      RankReducer      every rank: its steps, presync, stragglers, the rank that failed first
+                                                                       (reads run)
 """
 
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer

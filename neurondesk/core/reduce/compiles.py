@@ -58,6 +58,11 @@ class CompileRecord:
     recompile: bool = False  # a compile of a point (graph slot, name, dynamo frame) compiled before in its phase
     eval_phases_before: int = 0  # evaluation phases completed when it compiled (the first one is warm-up)
     graph_inputs: int | None = None
+    point_key: str | None = None  # the sync point (or location, hash, name) it was compiled at
+    pid: int | None = None
+    ranks: list[int] = dataclasses.field(default_factory=list)  # every rank that compiled this graph
+    rank_durations: list[float] = dataclasses.field(default_factory=list)
+    hit_ranks: list[int] = dataclasses.field(default_factory=list)  # ranks the persistent cache served
 
     @property
     def status(self) -> str:
@@ -87,6 +92,10 @@ class CompileRecord:
             "phase": self.phase,
             "recompile": self.recompile,
             "graph_inputs": self.graph_inputs,
+            "ranks": self.ranks,
+            "duration_spread_s": ([round(min(self.rank_durations), 6), round(max(self.rank_durations), 6)]
+                                  if len(self.rank_durations) > 1 else None),
+            "cache_hit_ranks": self.hit_ranks,
         }
 
 
@@ -106,6 +115,7 @@ class CompileReducer:
         self.first_ok: CompileRecord | None = None  # "first compile" is the first that succeeded
         self.growing: list[CompileRecord] = []  # the latest run of steps, each compiling a larger graph
         self.longest_growth: list[CompileRecord] = []
+        self.per_pid: dict[int, list] = {}  # pid -> [compiles, seconds, late recompiles]
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"compile_started": self.on_compile_started, "compile": self.on_compile,
@@ -133,13 +143,16 @@ class CompileReducer:
             duration = max(0.0, e.t - started)
         step = e.step if e.step is not None else self._steps.steps_done
         cause, previous, recompile = self._classify(e)
+        if self._merge_rank(e, cause, step, duration):
+            return
         record = CompileRecord(
             index=len(self.compiles) + 1, t=e.t, step=step, source=e.source, cause=cause,
             duration_s=duration, location=e.location, graph_hash=e.graph_hash, cache=e.cache,
             trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
             reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error, name=e.name,
             phase=e.phase or "train", recompile=recompile, eval_phases_before=self._eval.phases,
-            graph_inputs=e.graph_inputs)
+            graph_inputs=e.graph_inputs, pid=e.pid, point_key=e.point or e.location or e.graph_hash or e.name)
+        self._count_for_rank(record, e, duration)
         if (e.source == "dynamo" and recompile and record.reason is None
                 and not (e.point or "").endswith(NOT_GUARDED)):
             start = started if started is not None else e.t - (duration or 0.0)
@@ -156,6 +169,44 @@ class CompileReducer:
         if record.phase != "eval" and (e.pid is None or e.pid == lead or lead is None):
             self._steps.mark_compiled(step)  # an evaluation's compile is not its training step's
 
+    # ------------------------------------------------------------------ many ranks
+    def _rank_of(self, pid: int | None) -> int | None:
+        proc = self._procs.processes.get(pid) if pid is not None else None
+        return proc.rank if proc is not None else None
+
+    def _count_for_rank(self, record: CompileRecord, e: ev.CompileFinished, duration: float | None) -> None:
+        rank = self._rank_of(e.pid)
+        if rank is not None:
+            record.ranks.append(rank)
+            if duration is not None:
+                record.rank_durations.append(duration)
+            if e.cache == "hit":
+                record.hit_ranks.append(rank)
+        if e.pid is not None:
+            counts = self.per_pid.setdefault(e.pid, [0, 0.0, 0])
+            counts[0] += 1
+            counts[1] += duration or 0.0
+            counts[2] += 1 if record.recompile and self.after_warmup(record) else 0
+
+    def _merge_rank(self, e: ev.CompileFinished, cause: str, step: int, duration: float | None) -> bool:
+        """The same graph compiled by another rank of the job: one row "x N ranks", not N rows."""
+        rank = self._rank_of(e.pid)
+        if rank is None or e.pid is None:
+            return False
+        base = e.point or e.location or e.graph_hash or e.name
+        phase = e.phase or "train"
+        for record in reversed(self.compiles[-64:]):
+            if (record.pid != e.pid and rank not in record.ranks and record.phase == phase
+                    and record.cause == cause and (record.step is None or abs(record.step - step) <= 2)
+                    and (record.point_key == base)):
+                twin = dataclasses.replace(record, pid=e.pid)
+                self._count_for_rank(twin, e, duration)
+                record.ranks, record.rank_durations, record.hit_ranks = twin.ranks, twin.rank_durations, twin.hit_ranks
+                if e.pid == self._procs.lead_pid and phase != "eval":
+                    self._steps.mark_compiled(step)
+                return True
+        return False
+
     def _classify(self, e: ev.CompileFinished) -> tuple[str, list | None, bool]:
         """(cause, the shapes before a shape change, whether it is a recompile): first /
         value-access / shape-change / new-graph, from the phase, the sync point and the shapes."""
@@ -165,7 +216,7 @@ class CompileReducer:
             if self.first_ok is None:
                 return ("value-access" if value_read else "first"), None, False
             return ("value-access" if value_read else "new-graph"), None, True
-        key = (e.phase or "train", base)
+        key = (e.pid, e.phase or "train", base)  # each rank compiles its own graphs
         seen = self.points.get(key)
         if not e.ok:  # a failed attempt leaves the graph's slot to the one that succeeds
             return ("first" if seen is None else "new-graph"), None, seen is not None

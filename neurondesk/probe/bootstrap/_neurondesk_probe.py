@@ -81,6 +81,7 @@ def install() -> None:
         # A forked DataLoader worker shares our socket; it must stay silent.
         os.register_at_fork(after_in_child=_probe.disable_in_forked_child)
     atexit.register(_probe.flush_at_exit)
+    _probe.chain_excepthook()
 
 
 def _dims(x) -> list[int] | None:
@@ -127,6 +128,7 @@ class _PostImportFinder:
             "torch_xla.distributed.parallel_loader": (probe.patch_parallel_loader, "parallel-loader"),
             "torch._dynamo.callback": (probe.patch_dynamo, "dynamo"),
             "torch._logging._internal": (probe.patch_torch_logging, "dynamo-logs"),
+            "torch.autograd": (probe.patch_autograd, "presync"),
         }
         self.busy: set[str] = set()
 
@@ -204,6 +206,7 @@ class Probe:
         self.top_module_hook = None
         self.autocast: str | None = None
         self.forwards_since_step = 0  # training forwards since the last step ended
+        self.presync: float | None = None  # time from the step's start to its first sync point
         self.train_dims: list[int] | None = None  # the last training forward's input shape
         # evaluation: forwards under no_grad / inference_mode / module.eval() in a script with an
         # optimizer. Its time, batches and compiles are its own, never the training step's.
@@ -428,8 +431,11 @@ class Probe:
             if os.environ.get(var, "").isdigit():
                 rank = int(os.environ[var])
                 break
+        local = os.environ.get("LOCAL_RANK", "")
+        world = os.environ.get("WORLD_SIZE", "")
         return {"kind": "process_attached", "t": time.time(), "pid": self.pid, "ppid": os.getppid(),
-                "rank": rank, "python": sys.executable, "argv": list(sys.argv),
+                "rank": rank, "local_rank": int(local) if local.isdigit() else None,
+                "world_size": int(world) if world.isdigit() else None, "python": sys.executable, "argv": list(sys.argv),
                 "torch_version": getattr(torch, "__version__", None),
                 "torch_xla_version": getattr(txla, "__version__", None)}
 
@@ -519,6 +525,8 @@ class Probe:
             line += f',"executions":{self.step_execs}'
         if self.eval_s_in_step:
             line += f',"eval_s":{self.eval_s_in_step:.9f}'
+        if self.presync is not None:
+            line += f',"presync_s":{self.presync:.9f}'
         if self.dropped:
             line += f',"dropped_before":{self.dropped}'
         self.step += 1  # counts on through drops: the receiver can tell how many it missed
@@ -532,8 +540,55 @@ class Probe:
         self.data_wait = 0.0
         self.step_execs = self.step_compiles = 0
         self.forwards_since_step = 0
+        self.presync = None
         self.eval_s_in_step = 0.0
         self._queue((line + self.pid_tail).encode(), True, False, now)
+
+    # ---------------------------------------------------------------- ranks
+    def mark_presync(self) -> None:
+        """The step reaches its first synchronising point (backward, where DDP all-reduces; the
+        optimizer step; an XLA sync): the time before it is this rank's own (data wait plus
+        forward), before any wait for the other ranks. A straggler shows there."""
+        if self.presync is None and self.step_start is not None and not self.in_eval:
+            self.presync = time.perf_counter() - self.step_start
+
+    def patch_autograd(self, module) -> None:
+        real = module.backward
+        if getattr(real, "_neurondesk", False):
+            return
+        probe = self
+
+        def backward(*args, **kwargs):
+            if not (_is_compiling() or probe.disabled or "presync" in probe.off):
+                probe.guarded(probe.mark_presync, hook="presync")
+            return real(*args, **kwargs)
+
+        backward.__doc__, backward.__wrapped__, backward._neurondesk = real.__doc__, real, True
+        module.backward = backward
+
+    def chain_excepthook(self) -> None:
+        """A process that dies of an uncaught exception says which and where, once, before the
+        hook it had (the user's, or Python's) prints it as always. Under torchrun the rank that
+        failed first is told from the ranks the agent then tears down."""
+        real = sys.excepthook
+        probe = self
+
+        def excepthook(kind, value, tb):
+            probe.guarded(probe.report_failure, kind, value, tb, hook="failure")
+            probe.guarded(probe.flush_at_exit, hook="failure")
+            return real(kind, value, tb)
+
+        sys.excepthook = excepthook
+
+    def report_failure(self, kind, value, tb) -> None:
+        if kind is KeyboardInterrupt or self.disabled:
+            return
+        import traceback
+
+        lines = traceback.format_exception(kind, value, tb)
+        text = "".join(lines).splitlines()
+        self.send({"kind": "process_failed", "error": f"{kind.__name__}: {value}"[:2000], "step": self.step,
+                   "traceback": text[-60:]})
 
     # ---------------------------------------------------------------- evaluation
     def is_eval_forward(self, mod) -> bool:
@@ -664,6 +719,7 @@ class Probe:
     def _on_opt_pre(self, optimizer) -> None:
         self.leave_eval()
         self.note_activity()
+        self.mark_presync()
         if not self.device_reported:
             self.guarded(self.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
         if self.lead_optimizer is None:
@@ -888,6 +944,7 @@ class Probe:
 
     def sync_begin(self):
         self.note_activity()
+        self.mark_presync()
         self.sync_depth += 1
         counts = self._counts()
         self.sync_compiles_at_start = counts[0]

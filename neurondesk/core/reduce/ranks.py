@@ -1,0 +1,273 @@
+"""Every rank of a job: per-rank steps and steady figures, the job's own figures (a step is done
+when every rank has ended it; samples/s sum over ranks), the straggler, and the rank that failed
+first.
+
+A rank is a process that reports steps (whatever its command line says). Its rank number comes
+from the probe's hello (RANK / PJRT_LOCAL_PROCESS_RANK / LOCAL_RANK); without one, ranks are
+numbered in the order they first report a step.
+
+Straggler: with all-reduce every rank's step time becomes the same, so the slow rank is found
+from its time *before* the sync (data wait plus forward, the probe's presync_s). Over the last
+WINDOW steady steps that every rank has reported, a rank is a straggler when, step by step, its
+presync exceeds the median of the other ranks' by more than max(10%, 2 ms) in at least 3 steps
+of 4, and its median excess does too (a busy machine's noise is not consistent; a slow rank is).
+Its cause is "data" when its extra data wait explains at least half of the excess, "compile"
+when it compiled in that window and the others did not, else "compute".
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from neurondesk.core import events as ev
+from neurondesk.core.reduce.run import RunReducer
+
+WINDOW = 50  # steady steps per rank the straggler test looks at
+STRAGGLER_REL, STRAGGLER_ABS_S = 0.10, 0.002
+STRAGGLER_STEPS = 0.75  # share of the compared steps in which the excess must hold
+
+
+def median(xs) -> float | None:
+    s = sorted(xs)
+    if not s:
+        return None
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+@dataclass
+class RankStats:
+    pid: int
+    rank: int
+    local_rank: int | None = None
+    steps: int = 0  # highest step index + 1
+    steady_steps: int = 0
+    steady_total_s: float = 0.0
+    steady_samples: int = 0
+    steady_tokens: int = 0
+    samples_known: bool = True
+    total_s: float = 0.0
+    wait_s: float = 0.0
+    compiled_steps: set[int] = field(default_factory=set)
+    steady_times: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    presync: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    waits: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    by_step: dict[int, tuple[float, float]] = field(default_factory=dict)  # steady step -> (presync, data wait)
+    recent_compile_step: int | None = None
+
+    @property
+    def step_time_s(self) -> float | None:
+        return median(self.steady_times)
+
+    @property
+    def presync_s(self) -> float | None:
+        return median(self.presync)
+
+    @property
+    def wait_median_s(self) -> float | None:
+        return median(self.waits)
+
+    @property
+    def data_wait_fraction(self) -> float | None:
+        return self.wait_s / self.total_s if self.total_s > 0 else None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        if not self.steady_steps or not self.samples_known or self.steady_total_s <= 0:
+            return None
+        return self.steady_samples / self.steady_total_s
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        if not self.steady_steps or not self.steady_tokens or self.steady_total_s <= 0:
+            return None
+        return self.steady_tokens / self.steady_total_s
+
+
+@dataclass(frozen=True)
+class Straggler:
+    rank: int
+    presync_s: float
+    vs_median_s: float  # how much more than the other ranks' median
+    cause: str  # "compute" | "data" | "compile"
+
+    def words(self) -> str:
+        return f"rank {self.rank} +{self.vs_median_s * 1000:.0f} ms before sync ({self.cause})"
+
+
+@dataclass(frozen=True)
+class FailedRank:
+    rank: int | None
+    pid: int
+    t: float
+    error: str
+    step: int | None
+    traceback: list[str]
+
+
+class RankReducer:
+    def __init__(self, run: RunReducer) -> None:
+        self._run = run
+        self.declared: dict[int, tuple[int | None, int | None]] = {}  # pid -> (rank, local_rank) from its hello
+        self.ranks: dict[int, RankStats] = {}  # pid -> stats, for processes that report steps
+        self.failures: list[FailedRank] = []
+
+    def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
+        return {"process_attached": self.on_process_attached, "step": self.on_step,
+                "compile": self.on_compile, "process_failed": self.on_process_failed}
+
+    # ------------------------------------------------------------------ reduce
+    def on_process_attached(self, e: ev.ProcessAttached) -> None:
+        self.declared[e.pid] = (e.rank, e.local_rank)
+        stats = self.ranks.get(e.pid)
+        if stats is not None and e.rank is not None:
+            stats.rank, stats.local_rank = e.rank, e.local_rank
+
+    def _stats(self, pid: int) -> RankStats:
+        stats = self.ranks.get(pid)
+        if stats is None:
+            rank, local = self.declared.get(pid, (None, None))
+            if rank is None:
+                rank = len(self.ranks)
+            stats = self.ranks[pid] = RankStats(pid=pid, rank=rank, local_rank=local)
+        return stats
+
+    def on_step(self, e: ev.StepEnded) -> None:
+        r = self._stats(e.pid)
+        r.steps = max(r.steps, e.step + 1)
+        r.total_s += e.duration_s
+        r.wait_s += e.data_wait_s
+        if e.step < self._run.warmup_steps or e.compiles > 0 or e.step in r.compiled_steps:
+            return
+        samples = self._run.samples_override if self._run.samples_override is not None else e.samples
+        tokens = self._run.tokens_override if self._run.tokens_override is not None else e.tokens
+        r.steady_steps += 1
+        r.steady_total_s += e.duration_s
+        r.steady_times.append(e.duration_s)
+        r.waits.append(e.data_wait_s)
+        if e.presync_s is not None:
+            r.presync.append(e.presync_s)
+            r.by_step[e.step] = (e.presync_s, e.data_wait_s)
+            if len(r.by_step) > 2 * WINDOW:
+                del r.by_step[min(r.by_step)]
+        if samples is None:
+            r.samples_known = False
+        else:
+            r.steady_samples += samples
+        r.steady_tokens += tokens or 0
+
+    def on_compile(self, e: ev.CompileFinished) -> None:
+        if e.pid is None or e.phase == "eval":
+            return
+        r = self.ranks.get(e.pid)
+        step = e.step if e.step is not None else (r.steps if r else None)
+        if r is not None and step is not None:
+            r.compiled_steps.add(step)
+            r.recent_compile_step = step
+
+    def on_process_failed(self, e: ev.ProcessFailed) -> None:
+        rank = self.ranks[e.pid].rank if e.pid in self.ranks else self.declared.get(e.pid, (None, None))[0]
+        self.failures.append(FailedRank(rank, e.pid, e.t, e.error, e.step, list(e.traceback)))
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def world(self) -> int:
+        return max(1, len(self.ranks))
+
+    def by_rank(self) -> list[RankStats]:
+        return sorted(self.ranks.values(), key=lambda r: (r.rank, r.pid))
+
+    @property
+    def job_steps(self) -> int:
+        """Steps every rank has ended."""
+        return min((r.steps for r in self.ranks.values()), default=0)
+
+    @property
+    def job_step_time_s(self) -> float | None:
+        """The slowest rank's steady step time: the job goes at its pace."""
+        times = [t for t in (r.step_time_s for r in self.ranks.values()) if t is not None]
+        return max(times) if times else None
+
+    def job_rate(self, tokens: bool = False) -> float | None:
+        """Steady samples/s (or tokens/s) summed over the ranks; None unless every rank knows its own."""
+        rates = [r.tokens_per_s if tokens else r.samples_per_s for r in self.ranks.values()]
+        return sum(rates) if rates and all(x is not None for x in rates) else None
+
+    def stragglers(self) -> list[Straggler]:
+        ranks = list(self.ranks.values())
+        if len(ranks) < 2:
+            return []
+        common = set.intersection(*(set(r.by_step) for r in ranks))
+        steps = sorted(common)[-WINDOW:]
+        if len(steps) < 5:
+            return []
+        found = []
+        for r in ranks:
+            excesses, wait_excesses, over = [], [], 0
+            for step in steps:
+                others = [o.by_step[step] for o in ranks if o is not r]
+                base = median(p for p, _ in others)
+                excess = r.by_step[step][0] - base
+                excesses.append(excess)
+                wait_excesses.append(r.by_step[step][1] - median(w for _, w in others))
+                over += excess > max(STRAGGLER_REL * base, STRAGGLER_ABS_S)
+            typical = median(excesses)
+            base_all = median(o.by_step[s][0] for o in ranks if o is not r for s in steps)
+            if over >= STRAGGLER_STEPS * len(steps) and typical > max(STRAGGLER_REL * base_all, STRAGGLER_ABS_S):
+                cause = self._cause(r, ranks, typical, median(wait_excesses))
+                found.append(Straggler(r.rank, median(r.by_step[s][0] for s in steps), typical, cause))
+        return sorted(found, key=lambda x: -x.vs_median_s)
+
+    @staticmethod
+    def _cause(r: RankStats, ranks: list[RankStats], excess: float, wait_excess: float) -> str:
+        if wait_excess >= excess / 2:
+            return "data"
+        if r.recent_compile_step is not None and all(o.recent_compile_step is None or
+                                                     o.recent_compile_step < r.recent_compile_step - WINDOW
+                                                     for o in ranks if o is not r):
+            return "compile"
+        return "compute"
+
+    @property
+    def failed_first(self) -> FailedRank | None:
+        """The rank that failed first: the others died of the teardown that followed."""
+        return min(self.failures, key=lambda f: f.t) if self.failures else None
+
+    def presync_levels(self, stragglers: list[Straggler] | None = None) -> list[RankLevel]:
+        """Each rank's median pre-sync time against the median over all ranks, as a level the
+        views colour: "straggler" (named by stragglers()), "slower" (above the median by more than
+        max(10%, 2 ms), not consistently enough to be a straggler), "normal", or "unknown" (no
+        pre-sync time yet). ``stragglers``: stragglers() already computed (it is the costly part)."""
+        named = {s.rank for s in (self.stragglers() if stragglers is None else stragglers)}
+        ranks = self.by_rank()
+        mid = median(r.presync_s for r in ranks if r.presync_s is not None)
+        out = []
+        for r in ranks:
+            p = r.presync_s
+            vs = p - mid if p is not None and mid is not None else None
+            if p is None or vs is None:
+                level = "unknown"
+            elif r.rank in named:
+                level = "straggler"
+            elif vs > max(STRAGGLER_REL * mid, STRAGGLER_ABS_S):
+                level = "slower"
+            else:
+                level = "normal"
+            out.append(RankLevel(r.rank, r.pid, p, vs, level))
+        return out
+
+    @property
+    def median_presync_s(self) -> float | None:
+        """The median over the ranks of each rank's median pre-sync time."""
+        return median(r.presync_s for r in self.ranks.values() if r.presync_s is not None)
+
+
+@dataclass(frozen=True)
+class RankLevel:
+    rank: int
+    pid: int
+    presync_s: float | None
+    vs_median_s: float | None  # against the median over all ranks
+    level: str  # "normal" | "slower" | "straggler" | "unknown"

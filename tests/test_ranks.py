@@ -1,0 +1,111 @@
+"""Many ranks: real `torchrun` jobs of the bundled workload (DDP over gloo on this CPU, or XLA ranks
+each training alone), and the rank reducer on synthetic streams where the answer is known."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, Run, base_env, needs_xla
+
+from neurondesk.core import events as ev
+from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary
+
+WORKLOADS = REPO / "workloads"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def torchrun_job(tmp_path, nproc: int, *train_args: str, device: str = "cpu") -> Run:
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir), "--",
+           *TORCHRUN, "--nproc_per_node", str(nproc), str(WORKLOADS / "train.py"), "--preset", "demo",
+           "--device", device, *train_args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=base_env(tmp_path), cwd=WORKLOADS)
+    return Run(p.returncode, p.stdout, p.stderr, run_dir)
+
+
+# ---------------------------------------------------------------- real jobs
+@pytest.mark.parametrize(("kind", "rank"), [("compute", 2), ("data", 1)])
+def test_a_straggling_rank_is_named_with_its_cause(tmp_path, kind, rank):
+    run = torchrun_job(tmp_path, 4, "--steps", "40", "--straggler-rank", str(rank), "--straggler-ms", "40",
+                       "--straggler-kind", kind)
+    assert run.returncode == 0, run.stderr[-3000:]
+    s = run.summary
+    assert (s["world_size"], s["steps"]) == (4, 40)
+    assert [(x["rank"], x["cause"]) for x in s["stragglers"]] == [(rank, kind)]
+    assert s["stragglers"][0]["vs_median_s"] > 0.02  # about the 40 ms it was given
+    assert sorted(r["rank"] for r in s["ranks"]) == [0, 1, 2, 3]
+    rates = [r["samples_per_s"] for r in s["ranks"]]
+    assert s["steady"]["samples_per_s"] == pytest.approx(sum(rates), rel=1e-3)  # summed, not lead x world
+    assert f"straggler: rank {rank}" in run.stderr
+
+
+def test_a_clean_job_names_no_straggler_and_counts_the_job_once(tmp_path):
+    # two ranks: four on this 2-core machine share cores unevenly with the recorder, and a rank
+    # that really gets less CPU is a real straggler, not what this test is about
+    run = torchrun_job(tmp_path, 2, "--steps", "40")
+    assert run.returncode == 0, run.stderr[-3000:]
+    s = run.summary
+    assert s["stragglers"] == [] and s["failed_rank"] is None
+    assert s["steps"] == 40 and [r["steps"] for r in s["ranks"]] == [40, 40]
+
+
+def test_the_rank_that_crashed_first_is_named_with_its_traceback(tmp_path):
+    run = torchrun_job(tmp_path, 4, "--steps", "40", "--crash-at-step", "12", "--crash-rank", "1")
+    assert run.returncode != 0
+    failed = run.summary["failed_rank"]
+    assert failed["rank"] == 1
+    assert failed["error"] == "RuntimeError: crash requested at step 12 on rank 1 (--crash-at-step)"
+    assert any("train.py" in line for line in failed["traceback"])
+    assert "rank 1" in run.stderr and "crash requested at step 12" in run.stderr
+
+
+@needs_xla
+def test_a_recompile_on_one_xla_rank_only_is_marked_and_each_graph_is_one_row(tmp_path):
+    run = torchrun_job(tmp_path, 2, "--steps", "12", "--rank-dynamic-shape", "1", device="xla")
+    assert run.returncode == 0, run.stderr[-3000:]
+    s = run.summary
+    shared = [c for c in s["compiles"] if sorted(c["ranks"]) == [0, 1]]
+    alone = [c for c in s["compiles"] if c["ranks"] == [1]]
+    assert shared, s["compiles"]  # the graphs both ranks compiled: one row each, not two
+    assert any(c["cause"] == "shape-change" for c in alone)
+    assert not [c for c in s["compiles"] if c["ranks"] == [0] and c["cause"] == "shape-change"]
+    per_rank = {r["rank"]: r for r in s["ranks"]}
+    assert per_rank[1]["recompiles_after_warmup"] > per_rank[0]["recompiles_after_warmup"] == 0
+
+
+# ---------------------------------------------------------------- the reducer, synthetic
+def job(presync_ms: dict[int, float], steps: int = 40, noise_ms: float = 3.0, wait_ms: dict | None = None,
+        seed: int = 1) -> RunState:
+    rng = random.Random(seed)
+    st = RunState()
+    st.apply(ev.RunStarted(t=0.0, run_id="r", command=["torchrun"], warmup_steps=5))
+    for rank in presync_ms:
+        st.apply(ev.ProcessAttached(t=0.1, pid=100 + rank, rank=rank, local_rank=rank))
+    for i in range(steps):
+        for rank, base in presync_ms.items():
+            wait = (wait_ms or {}).get(rank, 0.0) / 1000
+            pre = (base + rng.uniform(-noise_ms, noise_ms)) / 1000 + wait
+            st.apply(ev.StepEnded(t=1.0 + i, pid=100 + rank, step=i, duration_s=0.1, samples=8,
+                                  data_wait_s=wait, presync_s=pre))
+    return st
+
+
+def test_noise_of_a_busy_machine_is_no_straggler_but_a_consistent_lag_is():
+    assert job({0: 45, 1: 45, 2: 45, 3: 45}, noise_ms=8).parts.ranks.stragglers() == []
+    (s,) = job({0: 45, 1: 45, 2: 60, 3: 45}).parts.ranks.stragglers()
+    assert (s.rank, s.cause) == (2, "compute") and 0.012 < s.vs_median_s < 0.018
+    (d,) = job({0: 45, 1: 45, 2: 45, 3: 45}, wait_ms={3: 20}).parts.ranks.stragglers()
+    assert (d.rank, d.cause) == (3, "data")
+
+
+def test_job_figures_sum_the_ranks_and_a_step_is_done_when_every_rank_ended_it():
+    st = job({0: 45, 1: 45})
+    st.apply(ev.StepEnded(t=99.0, pid=100, step=40, duration_s=0.1, samples=8, presync_s=0.045))
+    summary = build_summary(st)
+    assert summary["steps"] == 40  # rank 1 has not ended step 40 yet
+    assert summary["steady"]["samples_per_s"] == pytest.approx(2 * 8 / 0.1)
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
