@@ -36,13 +36,13 @@ def _fmt(x, unit: str = "", nd: int = 3) -> str:
 
 
 def script_rate_text(r: dict | None) -> str:
-    """``412.4 samples/s vs 300.0 steady samples/s (one process): +37% — off by more than 10%``."""
+    """``412.4 samples/s vs 300 samples/s (steady samples/s (one process)): +37.5% — off by more than 10%``."""
     if not r:
         return fmt.NONE
     own = f"{r['value']:,.4g} {r['unit']}"
     if r.get("steady_value") is None or r.get("vs_steady") is None:
         return f"{own} (no {r.get('compared_with') or 'steady figure'} to compare with)"
-    text = f"{own} vs {r['steady_value']:,.4g} {r['compared_with']}: {r['vs_steady'] * 100:+.1f}%"
+    text = f"{own} vs {r['steady_value']:,.4g} {r['unit']} ({r['compared_with']}): {r['vs_steady'] * 100:+.1f}%"
     return text + (f" — off by more than {r.get('tolerance', 0.1):.0%}" if r.get("off") else "")
 
 
@@ -141,6 +141,31 @@ def _compile_row(i: int, c: dict) -> str:
             f"{c.get('status') or '—'} | {c['graph_hash'] or '—'} |")
 
 
+def _ranks_markdown(s: dict) -> list[str]:
+    """'## Ranks' (one row per rank, then the stragglers) and '## Failed rank' with its traceback."""
+    lines = []
+    if s.get("ranks"):
+        lines += ["", "## Ranks", "",
+                  "| rank | local rank | pid | steps | step time | presync | data wait | samples/s | compiles |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in s["ranks"]:
+            lines.append(f"| {_fmt(r['rank'])} | {_fmt(r['local_rank'])} | {r['pid']} | {_fmt(r['steps'])} | "
+                         f"{fmt.ms(r['step_time_s'])} | {fmt.ms(r['presync_s'])} | "
+                         f"{fmt.pct(r['data_wait_fraction'])} | {_fmt(r['samples_per_s'], '', 1)} | "
+                         f"{_fmt(r.get('compile_count'))} |")
+        lines.append("")
+        stragglers = s.get("stragglers") or []
+        lines += [f"- straggler: {x['words']}" for x in stragglers] or ["- no straggler"]
+    f = s.get("failed_rank")
+    if f:
+        who = f"rank {f['rank']}" if f["rank"] is not None else "a process"
+        at = f", at step {f['step']}" if f["step"] is not None else ""
+        lines += ["", "## Failed rank", "", f"{who} (pid {f['pid']}){at}: {f['error']}"]
+        if f.get("traceback"):
+            lines += ["", "```", *(x.replace("```", "ˋˋˋ") for x in f["traceback"]), "```"]
+    return lines
+
+
 def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
@@ -149,6 +174,7 @@ def to_markdown(s: dict) -> str:
                   "| # | step | cause | location | shapes (before → after) | reason | duration | cache | status | graph |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_compile_row(i, c) for i, c in enumerate(s["compiles"], 1)]
+    lines += _ranks_markdown(s)
     if s.get("first_errors"):
         lines += ["", "## Errors", ""]
         for e in s["first_errors"]:
