@@ -23,6 +23,7 @@ from neurondesk.views.console.inputs import InputPanel
 from neurondesk.views.console.log import LogPanel, LogView
 from neurondesk.views.console.overview import OverviewPanel
 from neurondesk.views.console.panel import Panel
+from neurondesk.views.console.ranks import RanksPanel
 from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScreen, SummaryScreen
 from neurondesk.views.console.throughput import ThroughputPanel
 from neurondesk.views.safe_text import clean
@@ -32,7 +33,8 @@ RENDER_EVERY = 4  # polls per render: events are taken in 4x a second, the scree
 # (a redraw repaints nearly the whole screen; twice a second cost 3.5% of a core, benchmarks/watch_cost.py)
 TABBED_BELOW = (120, 36)  # narrower or shorter than this: one panel at a time, in tabs
 PANELS = {"overview": OverviewPanel, "compiles": CompilesPanel, "throughput": ThroughputPanel,
-          "devices": DevicesPanel, "log": LogPanel, "input": InputPanel, "cost": CostPanel}
+          "devices": DevicesPanel, "log": LogPanel, "input": InputPanel, "cost": CostPanel,
+          "ranks": RanksPanel}  # ranks: shown (grid row, tab) once a second rank reports a step
 
 
 class ConsoleApp(App[int]):
@@ -52,6 +54,7 @@ class ConsoleApp(App[int]):
         Binding("d", "panel('devices')", "Devices", show=False),
         Binding("i", "panel('input')", "Input", show=False),
         Binding("dollar_sign", "panel('cost')", "Cost", show=False),
+        Binding("r", "panel('ranks')", "Ranks", show=False),
         Binding("slash", "search", "Search log", show=False),
         Binding("f", "summary", "Summary", show=False),
     ]
@@ -69,6 +72,7 @@ class ConsoleApp(App[int]):
         self.frames = 0
         self._panels: list[Panel] | None = None
         self._phase = ""
+        self.multi_rank = False  # more than one rank reports steps: the Ranks panel and tab show
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -82,6 +86,7 @@ class ConsoleApp(App[int]):
     def on_mount(self) -> None:
         if self.frozen:
             self.query_one("#log-search", Input).cursor_blink = False
+        self.query_one(Tabs).hide("tab-ranks")
         self._layout_for(self.size.width, self.size.height)
         try:
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._on_sigterm)
@@ -117,7 +122,17 @@ class ConsoleApp(App[int]):
             self._panels = list(self.query(Panel))
         if self.tabbed:
             return [p for p in self._panels if p.id == self.active]
-        return [p for p in self._panels if p.id != "overview"]
+        return [p for p in self._panels if p.id != "overview" and (p.id != "ranks" or self.multi_rank)]
+
+    def _show_ranks(self, multi: bool) -> None:
+        """A second rank reported a step: the Ranks panel takes a grid row (and a tab); once a
+        job has many ranks it keeps them, so this happens at most once a run."""
+        self.multi_rank = multi
+        self.set_class(multi, "-ranks")
+        tabs = self.query_one(Tabs)
+        (tabs.show if multi else tabs.hide)("tab-ranks")
+        for panel in self.query(Panel):
+            panel.invalidate()
 
     # ------------------------------------------------------------------ polling
     async def _tick(self) -> None:
@@ -137,6 +152,8 @@ class ConsoleApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
             self.notify(clean(f"could not take in events: {exc}"), severity="error")
         state, now = self.source.state, self.source.now()
+        if (state.parts.ranks.world > 1) != self.multi_rank:
+            self._show_ranks(not self.multi_rank)
         phase = state.phase(now)[0]
         due = force or self.polls % RENDER_EVERY == 0 or phase != self._phase
         self._phase = phase
@@ -157,6 +174,9 @@ class ConsoleApp(App[int]):
 
     # ------------------------------------------------------------------ actions
     def action_panel(self, name: str) -> None:
+        if name == "ranks" and not self.multi_rank:
+            self.notify("one process: the Ranks panel shows once a job has more than one rank")
+            return
         if isinstance(self.screen, SummaryScreen | HelpScreen):
             self.pop_screen()
         if self.tabbed or name == "overview":
