@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import pytest
 
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.core import events as ev
+from neurondesk.core.codec import encode_event
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.recorder.replay import ReplaySource
+from neurondesk.views.console.app import ConsoleApp
+from neurondesk.views.console.panel import Line
 from neurondesk.views.summary_writer import to_markdown, to_text_table
 
 
@@ -80,3 +88,27 @@ def test_no_figure_no_row_value():
     s = build_summary(_run(["step 3 loss 2.0"]), now=10.0)
     assert s["script_throughput"] is None
     assert "| script's own throughput | — |" in to_markdown(s)
+
+
+def test_console_throughput_panel_shows_the_scripts_figure_in_yellow_when_off(tmp_path):
+    """A recorded XLA CPU run (tests/data/journals/plain) with two script figures added before
+    its end: the Throughput panel shows the script's own figure beside the steady one."""
+    journal = Path(__file__).parent / "data" / "journals" / "plain" / "events.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    t = json.loads(lines[-1])["t"] - 0.001
+    added = [encode_event(ev.ThroughputReported(t=t, value=v, unit="steps/s", line=f"{v} it/s")).decode()
+             for v in (1000.0, 1000.0)]
+    (tmp_path / "events.jsonl").write_text("".join(lines[:-1] + added + lines[-1:]))
+
+    async def go():
+        app = ConsoleApp(ReplaySource(tmp_path, speed=0), frozen=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            await pilot.press("escape", "t")
+            await pilot.pause()
+            return app.query_one("#throughput-text", Line).text
+
+    shown = asyncio.run(go())
+    (row,) = [x for x in shown.plain.splitlines() if x.startswith("script's own: ")]
+    assert row.startswith("script's own: 1,000 steps/s vs ") and "off by more than 10%" in row
+    assert any(span.style == "yellow" for span in shown.spans)
