@@ -62,6 +62,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="with --run-dir: a folder that already holds a run is taken; its files move to previous-TIME/")
     p.add_argument("--neuron-monitor-replay", metavar="FILE",
                    help="feed a recorded neuron-monitor stream (JSON lines) instead of running neuron-monitor")
+    p.add_argument("--neuron-observer", metavar="URL",
+                   help="also read Neuron Observer's Prometheus endpoint (trn2/trn3), e.g. http://127.0.0.1:9100/metrics")
+    p.add_argument("--graph-stats", metavar="DIR",
+                   help="also read TorchNeuron's graph_stats CSVs (TORCH_NEURONX_ENABLED_METRIC_TABLES=graph_stats) in DIR")
     g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
     g.add_argument("--check", action="store_true", help="smoke test: at least one step (all requested steps) ran")
     g.add_argument("--max-recompiles-after-warmup", type=_whole(0), metavar="N",
@@ -103,6 +107,7 @@ def _options(args, command: list[str]):
         samples_per_step=args.samples_per_step, tokens_per_step=args.tokens_per_step,
         steps_requested=args.steps_requested, run_dir=args.run_dir, force=args.force,
         neuron_monitor_replay=args.neuron_monitor_replay,
+        neuron_observer=getattr(args, "neuron_observer", None), graph_stats=getattr(args, "graph_stats", None),
     )
 
 

@@ -103,3 +103,39 @@ def test_telemetry_reads_graph_stats_when_pointed_at_a_folder(tmp_path, monkeypa
     finally:
         t.stop()
     assert sum(isinstance(e, CompileFinished) and e.source == "graph-stats" for e in seen) == 3
+
+
+def test_run_options_point_a_real_run_at_an_observer_endpoint_and_a_graph_stats_folder(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO, base_env
+
+    body = PROM.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    run_dir = tmp_path / "run"
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
+             "--neuron-observer", f"http://127.0.0.1:{server.server_port}/metrics", "--graph-stats", str(GRAPHS),
+             "--", sys.executable, "-c", "import time; time.sleep(3)"],
+            capture_output=True, text=True, timeout=60, env=base_env(tmp_path), cwd=REPO)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e["kind"] == "compile" and e["source"] == "graph-stats" for e in events)
+    assert any(e["kind"] == "neuron_sample" and len(e["cores"]) == 3 for e in events)

@@ -30,11 +30,11 @@ def torchrun_job(tmp_path, nproc: int, *train_args: str, device: str = "cpu") ->
 # ---------------------------------------------------------------- real jobs
 @pytest.mark.parametrize(("kind", "rank"), [("compute", 2), ("data", 1)])
 def test_a_straggling_rank_is_named_with_its_cause(tmp_path, kind, rank):
-    run = torchrun_job(tmp_path, 4, "--steps", "40", "--straggler-rank", str(rank), "--straggler-ms", "40",
+    run = torchrun_job(tmp_path, 4, "--steps", "30", "--straggler-rank", str(rank), "--straggler-ms", "40",
                        "--straggler-kind", kind)
     assert run.returncode == 0, run.stderr[-3000:]
     s = run.summary
-    assert (s["world_size"], s["steps"]) == (4, 40)
+    assert (s["world_size"], s["steps"]) == (4, 30)
     assert [(x["rank"], x["cause"]) for x in s["stragglers"]] == [(rank, kind)]
     assert s["stragglers"][0]["vs_median_s"] > 0.02  # about the 40 ms it was given
     assert sorted(r["rank"] for r in s["ranks"]) == [0, 1, 2, 3]
@@ -54,7 +54,7 @@ def test_a_clean_job_names_no_straggler_and_counts_the_job_once(tmp_path):
 
 
 def test_the_rank_that_crashed_first_is_named_with_its_traceback(tmp_path):
-    run = torchrun_job(tmp_path, 4, "--steps", "40", "--crash-at-step", "12", "--crash-rank", "1")
+    run = torchrun_job(tmp_path, 4, "--steps", "30", "--crash-at-step", "12", "--crash-rank", "1")
     assert run.returncode != 0
     failed = run.summary["failed_rank"]
     assert failed["rank"] == 1

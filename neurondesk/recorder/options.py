@@ -25,6 +25,8 @@ class RunOptions:
     env: dict[str, str] | None = None  # the workload's environment (default: the recorder's)
     telemetry: bool = True
     neuron_monitor_replay: str | None = None  # a recorded neuron-monitor stream instead of the tool
+    neuron_observer: str | None = None  # Neuron Observer's /metrics URL
+    graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
 
     def to_json(self) -> str:
         d = asdict(self)

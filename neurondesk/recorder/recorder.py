@@ -102,7 +102,8 @@ class Recorder:
         if o.telemetry:
             try:
                 self.telemetry = Telemetry(self.queue.put, tag=tag, env=o.env,
-                                           neuron_monitor_replay=o.neuron_monitor_replay)
+                                           neuron_monitor_replay=o.neuron_monitor_replay,
+                                           neuron_observer=o.neuron_observer, graph_stats=o.graph_stats)
                 self.telemetry.start(self.workload.pid)
             except Exception as exc:  # noqa: BLE001 - telemetry is extra; the run goes on without it
                 self.record(ev.Notice(t=time.time(), level="warn", source="telemetry",
