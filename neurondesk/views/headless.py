@@ -18,7 +18,11 @@ FIRST_STATUS_S = 2.0
 POLL_S = 0.05  # how often the journal is read when nothing new came
 
 
-def status_line(state: RunState, now: float) -> str:
+STRAGGLERS_EVERY_S = 5.0  # stragglers() compares every rank step by step: not at every status line
+
+
+def status_line(state: RunState, now: float, stragglers: list | None = None) -> str:
+    """``stragglers``: state.parts.ranks.stragglers() as computed a moment ago (None: computed here)."""
     _, words = state.phase(now)
     step = f"step {state.steps_done}" + (f"/{state.steps_requested}" if state.steps_requested else "")
     parts = [f"neurondesk: {words}", step]
@@ -28,8 +32,26 @@ def status_line(state: RunState, now: float) -> str:
         parts.append(f"{len(state.compiles)} compiles ({state.compile_total_s:.1f} s)")
     if state.price_per_hour is not None:
         parts.append(f"${state.price_per_hour / 3600 * state.elapsed_s(now):,.4f} so far")
+    if state.parts.ranks.world > 1:
+        found = state.parts.ranks.stragglers() if stragglers is None else stragglers
+        if found:
+            parts.append(f"straggler: {found[0].words()}")
     parts.append(fmt.clock(state.elapsed_s(now)))
     return " | ".join(parts)
+
+
+def rank_lines(summary: dict, tail: int = 8) -> list[str]:
+    """The end of a many-rank run in words: the rank that failed first with the last lines of its
+    traceback, and the stragglers."""
+    lines = []
+    f = summary.get("failed_rank")
+    if f:
+        who = f"rank {f['rank']}" if f["rank"] is not None else "a process"
+        at = f", at step {f['step']}" if f["step"] is not None else ""
+        lines.append(f"{who} (pid {f['pid']}) failed first{at}: {f['error']}")
+        lines += [f"  {x}" for x in f["traceback"][-tail:]]
+    lines += [f"straggler: {s['words']}" for s in summary.get("stragglers") or []]
+    return lines
 
 
 class HeadlessPrinter:
@@ -49,6 +71,7 @@ class HeadlessPrinter:
         self.attached = bool(getattr(source, "attached", False))
         self.detached = False
         self.at_line_start = True  # the workload's output ends a line: a status line may go below it
+        self._stragglers: tuple[float, list] | None = None  # (when, stragglers()) for the status line
 
     def _clear_status(self) -> None:
         if self.status_shown:
@@ -56,7 +79,11 @@ class HeadlessPrinter:
             self.status_shown = False
 
     def _show_status(self, now: float) -> None:
-        line = status_line(self.source.state, now)
+        state = self.source.state
+        if state.parts.ranks.world > 1 and (self._stragglers is None
+                                            or now - self._stragglers[0] >= STRAGGLERS_EVERY_S):
+            self._stragglers = (now, state.parts.ranks.stragglers())
+        line = status_line(state, now, self._stragglers[1] if self._stragglers else [])
         if self.tty:
             self.err.write("\r\x1b[K" + line[: 200])
             self.status_shown = True
@@ -113,6 +140,8 @@ class HeadlessPrinter:
         self.out.write(to_text_table(summary))
         for d in summary["diagnostics"]:
             self.err.write(f"neurondesk: {d['message']}" + (f" (at {d['location']})" if d["location"] else "") + "\n")
+        for line in rank_lines(summary):
+            self.err.write(f"neurondesk: {line}\n")
         for note in summary["notices"]:
             self.err.write(f"neurondesk: {note}\n")
         if self.source.recorder_lost:
