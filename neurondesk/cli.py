@@ -46,6 +46,49 @@ def _number(minimum: float | None = None):
     return parse
 
 
+def _add_metrics_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Prometheus (many nodes: see deploy/)")
+    g.add_argument("--metrics-addr", metavar="[HOST:]PORT",
+                   help="serve OpenMetrics on this address (a bare port: 127.0.0.1; another host is warned about)")
+    g.add_argument("--job", metavar="ID", help="the job_id label (default: TORCHELASTIC_RUN_ID, else SLURM_JOB_ID)")
+    g.add_argument("--node", metavar="NAME", help="the node label (default: this host's name)")
+
+
+def _metrics_settings(args) -> tuple[str | None, str, str | None]:
+    """(address, job_id, node) from --metrics-addr/--job/--node; a bad address ends here, with a
+    warning on stderr for one that is not loopback."""
+    from neurondesk.recorder.metrics import default_job_id
+    from neurondesk.recorder.metrics_http import parse_metrics_addr
+
+    text = getattr(args, "metrics_addr", None)
+    if text:
+        try:
+            addr = parse_metrics_addr(text)
+        except ValueError as exc:
+            _die(str(exc))
+        if not addr.loopback:
+            sys.stderr.write(f"neurondesk: warning: --metrics-addr {text} serves this run's metrics beyond this "
+                             "machine (no authentication); firewall it to your Prometheus\n")
+    job = getattr(args, "job", None)
+    return text, job if job is not None else default_job_id(dict(os.environ)), getattr(args, "node", None)
+
+
+def _exporter(args):
+    """A started MetricsExporter for a viewer's own state (attach, replay), or None."""
+    from neurondesk.recorder.metrics import default_node
+    from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
+
+    text, job, node = _metrics_settings(args)
+    if not text:
+        return None
+    exporter = MetricsExporter(parse_metrics_addr(text), job, node or default_node())
+    try:
+        exporter.start()
+    except OSError as exc:
+        _die(f"--metrics-addr {text}: cannot serve there ({exc.strerror or exc}); choose another port")
+    return exporter
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="no console: a status line, then the summary")
     p.add_argument("--detach", action="store_true",
@@ -66,6 +109,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="also read Neuron Observer's Prometheus endpoint (trn2/trn3), e.g. http://127.0.0.1:9100/metrics")
     p.add_argument("--graph-stats", metavar="DIR",
                    help="also read TorchNeuron's graph_stats CSVs (TORCH_NEURONX_ENABLED_METRIC_TABLES=graph_stats) in DIR")
+    _add_metrics_options(p)
     g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
     g.add_argument("--check", action="store_true", help="smoke test: at least one step (all requested steps) ran")
     g.add_argument("--max-recompiles-after-warmup", type=_whole(0), metavar="N",
@@ -101,6 +145,7 @@ def _options(args, command: list[str]):
     from neurondesk.recorder.options import RunOptions
 
     instance, price, source = _price(args)
+    metrics_addr, job_id, node = _metrics_settings(args)
     return RunOptions(
         instance_type=instance, price_per_hour=price, price_source=source,
         warmup_steps=args.warmup_steps, target_loss=args.target_loss,
@@ -108,6 +153,7 @@ def _options(args, command: list[str]):
         steps_requested=args.steps_requested, run_dir=args.run_dir, force=args.force,
         neuron_monitor_replay=args.neuron_monitor_replay,
         neuron_observer=getattr(args, "neuron_observer", None), graph_stats=getattr(args, "graph_stats", None),
+        metrics_addr=metrics_addr, job_id=job_id, node=node,
     )
 
 
@@ -228,17 +274,28 @@ def cmd_replay(args) -> int:
     if args.speed < 0:
         _die(f"--speed {args.speed}: give a positive factor (2 = twice as fast), or 0 for all at once")
     speed = 0.0 if args.instant else args.speed
-    if not sys.stdout.isatty():
+    if not args.headless and not sys.stdout.isatty():
         _die(f"replay plays a run in the console and needs a terminal; for text, "
-             f"use: neurondesk summary {args.run_dir} --format text")
-    try:
-        from neurondesk.recorder.replay import ReplaySource
-        from neurondesk.views.console.app import run_replay
+             f"use: neurondesk summary {args.run_dir} --format text (or replay --headless)")
+    from neurondesk.recorder.metrics_serve import publish_on_poll, run_headless_replay
+    from neurondesk.recorder.replay import ReplaySource
 
-        return run_replay(ReplaySource(args.run_dir, speed=speed, until=args.until))
+    try:
+        source = ReplaySource(args.run_dir, speed=speed, until=args.until)
     except (OSError, ValueError) as exc:
         _die(str(exc))
-    return 1
+    exporter = _exporter(args)
+    if args.headless:
+        return run_headless_replay(source, exporter, sys.stdout)
+    from neurondesk.views.console.app import run_replay
+
+    if exporter is not None:
+        publish_on_poll(source, exporter)
+    try:
+        return run_replay(source)
+    finally:
+        if exporter is not None:
+            exporter.close()
 
 
 def cmd_attach(args) -> int:
@@ -249,7 +306,17 @@ def cmd_attach(args) -> int:
         run_dir = resolve_live_run(args.run)
     except RunNotFound as exc:
         _die(str(exc))
-    return _watch(FollowSource(run_dir, attached=True), headless=args.headless)
+    source = FollowSource(run_dir, attached=True)
+    exporter = _exporter(args)
+    if exporter is None:
+        return _watch(source, headless=args.headless)
+    from neurondesk.recorder.metrics_serve import publish_on_poll
+
+    publish_on_poll(source, exporter)
+    try:
+        return _watch(source, headless=args.headless)
+    finally:
+        exporter.close()
 
 
 def cmd_ls(args) -> int:
@@ -302,11 +369,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--speed", type=float, default=1.0, help="times real time (default 1; 0 = all at once)")
     rep.add_argument("--instant", action="store_true", help="all at once (same as --speed 0)")
     rep.add_argument("--until", type=float, help="stop the replay this many seconds into the recording")
+    rep.add_argument("--headless", action="store_true",
+                     help="no console: status lines (with --metrics-addr: serve the replay as if live, then its "
+                          "final figures until interrupted)")
+    _add_metrics_options(rep)
     rep.set_defaults(fn=cmd_replay)
 
     att = sub.add_parser("attach", help="watch a live run: neurondesk attach [RUN] (default: the latest)")
     att.add_argument("run", nargs="?", help="run id, its folder, or an id prefix (default: the latest live run)")
     att.add_argument("--headless", action="store_true", help="the status line instead of the console")
+    _add_metrics_options(att)
     att.set_defaults(fn=cmd_attach)
 
     ls = sub.add_parser("ls", help="live runs, then the most recent finished ones")

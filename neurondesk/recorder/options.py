@@ -27,6 +27,9 @@ class RunOptions:
     neuron_monitor_replay: str | None = None  # a recorded neuron-monitor stream instead of the tool
     neuron_observer: str | None = None  # Neuron Observer's /metrics URL
     graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
+    metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
+    job_id: str = ""  # the metrics' job_id label
+    node: str | None = None  # the metrics' node label (default: the host name)
 
     def to_json(self) -> str:
         d = asdict(self)

@@ -26,6 +26,8 @@ from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.control import SIGNALS, ControlRequest, ControlServer
+from neurondesk.recorder.metrics import default_node
+from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
 from neurondesk.store.fallback import (
     REMAINDER_FILE,
@@ -73,6 +75,7 @@ class Recorder:
         self.stop_requested: str | None = None
         self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
         self.max_pending_bytes = MAX_PENDING_BYTES
+        self.metrics: MetricsExporter | None = None
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -96,6 +99,7 @@ class Recorder:
             self.record(ev.RunFinished(t=time.time(), exit_code=127))
             self.finish()
             raise
+        self._start_metrics()
         self.control = ControlServer(os.path.join(self.workload.sock_dir, "control.sock"), self.queue.put)
         self.control.start()
         write_recorder_info(self.paths.dir, RecorderInfo(os.getpid(), self.control.path, self.workload.pid))
@@ -108,6 +112,22 @@ class Recorder:
             except Exception as exc:  # noqa: BLE001 - telemetry is extra; the run goes on without it
                 self.record(ev.Notice(t=time.time(), level="warn", source="telemetry",
                                       message=f"telemetry not started: {exc!r}"))
+
+    def _start_metrics(self) -> None:
+        """--metrics-addr: served from this process, so the metrics outlive any viewer. A port that
+        cannot be bound is journaled; the run goes on without metrics."""
+        o = self.options
+        if not o.metrics_addr:
+            return
+        try:
+            exporter = MetricsExporter(parse_metrics_addr(o.metrics_addr), o.job_id, o.node or default_node())
+            exporter.start()
+        except (OSError, ValueError) as exc:
+            self.record(ev.Notice(t=time.time(), level="error", source="metrics",
+                                  message=f"metrics not served on {o.metrics_addr}: {exc}"))
+            return
+        self.metrics = exporter
+        exporter.publish(self.state, time.time(), force=True)
 
     # ------------------------------------------------------------------ events
     def record(self, e: ev.Event) -> None:
@@ -233,6 +253,11 @@ class Recorder:
                 self._stop_recording(self.stop_requested)
                 break
             self.pump(timeout=0.1)
+            if self.metrics is not None:  # this thread owns the state: snapshot here, scrapes read it
+                self.metrics.publish(self.state, time.time())
+        if self.metrics is not None:
+            self.metrics.publish(self.state, time.time(), force=True)
+            self.metrics.close()
         code = self.exit_code
         if code is None:
             return 1

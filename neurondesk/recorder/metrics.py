@@ -1,0 +1,171 @@
+"""RunState -> Prometheus figures: an immutable snapshot taken by the thread that owns the state.
+
+Thread safety: the RunState is only ever read by the thread that reduces into it (the recorder's
+pump loop, or a viewer's poll loop). That thread calls ``Snapshotter.take()`` between two
+``apply()``s and publishes the frozen ``Snapshot`` by swapping one attribute (atomic in CPython);
+the HTTP server's threads only read the last published snapshot (metrics_http.RunCollector). A
+scrape never touches the RunState, so it can neither race the reducer nor mutate anything.
+
+Counters that RunState does not total (samples, tokens over every step) are summed here as the
+steps pass through ``state.history``; the snapshotter keeps that running total, so counters only
+go up. Replayed runs shift their recorded times by ``time_offset`` so that timestamps look live.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter
+from dataclasses import dataclass, field
+
+from neurondesk.core.cost import cost_so_far
+from neurondesk.core.state import RunState, StepRecord
+
+# Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+PHASES = ("starting", "compiling", "running", "input-bound", "finished")
+STRAGGLER_EVERY_S = 5.0  # stragglers() compares every rank at every common step: not at every snapshot
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Labels on every series: which job, node and run it is (never `job`/`instance`: Prometheus's)."""
+
+    job_id: str
+    node: str
+    run_id: str = ""
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    rank: int
+    presync_s: float | None
+    step_time_s: float | None
+    steps: int
+
+
+@dataclass(frozen=True)
+class CoreFigures:
+    core: str  # neuron-monitor's `neuroncore` label value
+    utilization_ratio: float | None
+    memory_used_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    identity: Identity
+    taken_t: float  # wall time (live scale) of the snapshot
+    phase: str
+    steps: int
+    samples: int
+    tokens: int
+    data_wait_s: float
+    step_buckets: tuple[int, ...]  # cumulative counts per STEP_BUCKETS bound, then +Inf
+    step_sum_s: float
+    compiles: tuple[tuple[str, str, str, int], ...]  # (source, cause, status, count)
+    compile_s: float
+    compile_since_t: float | None  # start of the compile in progress (live scale)
+    recompiles_after_warmup: int
+    executions_per_step: int | None
+    steady_samples_per_s: float | None
+    steady_tokens_per_s: float | None
+    loss: float | None
+    price_per_hour: float | None
+    cost_usd: float | None
+    stragglers: int
+    ranks: tuple[RankFigures, ...]
+    cores: tuple[CoreFigures, ...]
+    info: dict[str, str] = field(default_factory=dict)
+    started_t: float | None = None
+    finished: bool = False
+
+
+def default_job_id(env: dict[str, str]) -> str:
+    """`--job`, else the launcher's: torchrun's TORCHELASTIC_RUN_ID, SLURM's SLURM_JOB_ID ('' if none)."""
+    return env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or ""
+
+
+def default_node() -> str:
+    return socket.gethostname()
+
+
+class Snapshotter:
+    """Owned by the state's thread; ``take()`` reads the state and returns a frozen Snapshot."""
+
+    def __init__(self, job_id: str, node: str, time_offset: float = 0.0) -> None:
+        self.job_id, self.node, self.time_offset = job_id, node, time_offset
+        self._last_step: StepRecord | None = None
+        self._samples = 0
+        self._tokens = 0
+        self._buckets = [0] * (len(STEP_BUCKETS) + 1)
+        self._steady_seen = 0
+        self._stragglers = 0
+        self._stragglers_at = float("-inf")
+
+    def _count_new_steps(self, state: RunState) -> None:
+        history, last, new = state.history, self._last_step, []
+        for rec in reversed(history):
+            if rec is last:
+                break
+            new.append(rec)
+        world = max(1, state.world)
+        for rec in new:
+            self._samples += (rec.samples or 0) * world
+            self._tokens += (rec.tokens or 0) * world
+        if history:
+            self._last_step = history[-1]
+        times = state.steady_times
+        for d in times[self._steady_seen:]:
+            i = next((k for k, bound in enumerate(STEP_BUCKETS) if d <= bound), len(STEP_BUCKETS))
+            self._buckets[i] += 1
+        self._steady_seen = len(times)
+
+    def take(self, state: RunState, now: float) -> Snapshot:
+        """``now``: the state's clock (a replay's position as recorded wall time)."""
+        self._count_new_steps(state)
+        live = now + self.time_offset
+        if now - self._stragglers_at >= STRAGGLER_EVERY_S or state.finished:
+            self._stragglers_at = now
+            self._stragglers = len(state.parts.ranks.stragglers())
+        cumulative, total = [], 0
+        for n in self._buckets:
+            total += n
+            cumulative.append(total)
+        since = state.open_compile_since()
+        run_id = state.run_id or ""
+        return Snapshot(
+            identity=Identity(self.job_id, self.node, run_id), taken_t=live, phase=state.phase(now)[0],
+            steps=state.steps_done, samples=self._samples, tokens=self._tokens, data_wait_s=state.total_wait_s,
+            step_buckets=tuple(cumulative), step_sum_s=state.steady_total_s,
+            compiles=_compile_counts(state), compile_s=state.compile_total_s,
+            compile_since_t=None if since is None else since + self.time_offset,
+            recompiles_after_warmup=state.recompiles_after_warmup,
+            executions_per_step=state.executions_per_step,
+            steady_samples_per_s=state.steady_samples_per_s, steady_tokens_per_s=state.steady_tokens_per_s,
+            loss=state.loss_last, price_per_hour=state.price_per_hour,
+            cost_usd=cost_so_far(state.price_per_hour, state.elapsed_s(now)),
+            stragglers=self._stragglers, ranks=_ranks(state), cores=_cores(state),
+            info={"run_id": run_id, "instance_type": state.instance_type or "",
+                  "device_kind": state.device_kind or "",
+                  "precision": str(state.precision or state.config.get("precision") or "")},
+            started_t=None if state.started_t is None else state.started_t + self.time_offset,
+            finished=state.finished)
+
+
+def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:
+    counts: Counter = Counter((c.source or "", c.cause or "", c.status) for c in state.compiles)
+    return tuple((s, c, st, n) for (s, c, st), n in sorted(counts.items()))
+
+
+def _ranks(state: RunState) -> tuple[RankFigures, ...]:
+    ranks = state.parts.ranks
+    if ranks.world < 2:
+        return ()
+    return tuple(RankFigures(r.rank, r.presync_s, r.step_time_s, r.steps) for r in ranks.by_rank())
+
+
+def _cores(state: RunState) -> tuple[CoreFigures, ...]:
+    sample = state.neuron
+    if sample is None:
+        return ()
+    return tuple(CoreFigures(str(c.core), None if c.utilization is None else c.utilization / 100.0,
+                             c.memory_total) for c in sample.cores)
