@@ -319,6 +319,21 @@ def cmd_attach(args) -> int:
         exporter.close()
 
 
+def cmd_fleet(args) -> int:
+    from neurondesk.collectors.prometheus_api import FleetReader, PrometheusAPI, PrometheusError
+    from neurondesk.views.fleet import FleetApp, format_table, to_json
+
+    try:
+        reader = FleetReader(PrometheusAPI(args.prometheus), job=args.job, lookback=args.lookback)
+        if not args.once:
+            return FleetApp(reader.read, args.prometheus, refresh_s=args.refresh).run() or 0
+        rows, now = reader.read()
+    except PrometheusError as exc:
+        _die(str(exc), 1)
+    sys.stdout.write(to_json(rows, now) if args.format == "json" else format_table(rows, now))
+    return 0
+
+
 def cmd_ls(args) -> int:
     from neurondesk.recorder.runs import finished_runs, live_runs, sweep_socket_dirs
     from neurondesk.views.runs_list import format_runs
@@ -380,6 +395,16 @@ def build_parser() -> argparse.ArgumentParser:
     att.add_argument("--headless", action="store_true", help="the status line instead of the console")
     _add_metrics_options(att)
     att.set_defaults(fn=cmd_attach)
+
+    fl = sub.add_parser("fleet", help="every node of a job, as Prometheus has them: neurondesk fleet --prometheus URL")
+    fl.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus's base URL, e.g. http://127.0.0.1:9090")
+    fl.add_argument("--job", metavar="ID", help="only this job_id (default: every job)")
+    fl.add_argument("--once", action="store_true", help="print the table once and exit (for scripts)")
+    fl.add_argument("--format", choices=("table", "json"), default="table", help="with --once (default table)")
+    fl.add_argument("--refresh", type=_number(0.1), default=1.0, help="seconds between refreshes (default 1)")
+    fl.add_argument("--lookback", default="15m",
+                    help="how long a node that stopped reporting stays listed, as a Prometheus duration (default 15m)")
+    fl.set_defaults(fn=cmd_fleet)
 
     ls = sub.add_parser("ls", help="live runs, then the most recent finished ones")
     ls.add_argument("--last", type=int, default=10, help="finished runs to list (default 10)")
