@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from neurondesk.core.advice import advise
 from neurondesk.core.cost import cost_figures, cost_so_far
 from neurondesk.core.diagnostics import device_utilization, diagnostics, input_advice
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
+from neurondesk.core.time_breakdown import time_breakdown
 
 SUMMARY_VERSION = 1
 FIRST_ERRORS = 5  # errors listed in full (with their detail lines) from the start of the run
@@ -171,6 +173,9 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "input_verdict": state.input_verdict(),
         "input_advice": input_advice(state),
         "diagnostics": [d.as_dict() for d in diagnostics(state)],
+        "advice": [a.as_dict() for a in advise(state)],
+        "time_breakdown": [{"name": x.name, "seconds": x.seconds, "share": x.share, "usd": x.usd}
+                           for x in time_breakdown(state, now)],
         "device_utilization": device_utilization(state),
         "devices": _devices(state),
         "neuron_executions": _neuron_executions(state),

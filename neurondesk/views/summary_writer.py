@@ -195,6 +195,13 @@ def to_markdown(s: dict) -> str:
         if s.get("reduce_errors"):
             lines.append(f"- {s['reduce_errors']:,} event(s) could not be reduced and were skipped")
             lines += [f"  - {x}" for x in s.get("reduce_error_samples") or []]
+    if s.get("time_breakdown"):
+        lines += ["", "## Where the time went", "", "| | seconds | share | cost |", "|---|---|---|---|"]
+        lines += [f"| {x['name']} | {x['seconds']:,.1f} | {fmt.pct(x['share'])} | {fmt.usd(x['usd'])} |"
+                  for x in s["time_breakdown"]]
+    if s.get("advice"):
+        lines += ["", "## What to do", ""]
+        lines += [f"- {a['message']}" for a in s["advice"]]
     if s.get("diagnostics"):
         lines += ["", "## Diagnostics", ""]
         lines += [f"- {d['message']}" + (f" (at `{d['location']}`)" if d.get("location") else "")

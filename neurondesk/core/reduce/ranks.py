@@ -37,6 +37,19 @@ def median(xs) -> float | None:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def _median_without(sorted_xs: list[float], x: float) -> float:
+    """The median of ``sorted_xs`` with one occurrence of ``x`` taken out, in O(log n)."""
+    import bisect
+
+    i = bisect.bisect_left(sorted_xs, x)
+    m = len(sorted_xs) - 1  # values left
+
+    def at(k: int) -> float:  # k-th of the remaining values
+        return sorted_xs[k if k < i else k + 1]
+
+    return at(m // 2) if m % 2 else (at(m // 2 - 1) + at(m // 2)) / 2
+
+
 @dataclass
 class RankStats:
     pid: int
@@ -203,20 +216,25 @@ class RankReducer:
         steps = sorted(common)[-WINDOW:]
         if len(steps) < 5:
             return []
+        n = len(ranks)
+        excess = [[0.0] * len(steps) for _ in range(n)]  # rank x step: presync over the others' median
+        wait_excess = [[0.0] * len(steps) for _ in range(n)]
+        over = [0] * n
+        for j, step in enumerate(steps):  # each step sorted once: the others' median is read off it
+            pre = [r.by_step[step][0] for r in ranks]
+            wait = [r.by_step[step][1] for r in ranks]
+            pre_sorted, wait_sorted = sorted(pre), sorted(wait)
+            for i in range(n):
+                base = _median_without(pre_sorted, pre[i])
+                excess[i][j] = pre[i] - base
+                wait_excess[i][j] = wait[i] - _median_without(wait_sorted, wait[i])
+                over[i] += excess[i][j] > max(STRAGGLER_REL * base, STRAGGLER_ABS_S)
+        base_all = median(r.by_step[s][0] for r in ranks for s in steps)
         found = []
-        for r in ranks:
-            excesses, wait_excesses, over = [], [], 0
-            for step in steps:
-                others = [o.by_step[step] for o in ranks if o is not r]
-                base = median(p for p, _ in others)
-                excess = r.by_step[step][0] - base
-                excesses.append(excess)
-                wait_excesses.append(r.by_step[step][1] - median(w for _, w in others))
-                over += excess > max(STRAGGLER_REL * base, STRAGGLER_ABS_S)
-            typical = median(excesses)
-            base_all = median(o.by_step[s][0] for o in ranks if o is not r for s in steps)
-            if over >= STRAGGLER_STEPS * len(steps) and typical > max(STRAGGLER_REL * base_all, STRAGGLER_ABS_S):
-                cause = self._cause(r, ranks, typical, median(wait_excesses))
+        for i, r in enumerate(ranks):
+            typical = median(excess[i])
+            if over[i] >= STRAGGLER_STEPS * len(steps) and typical > max(STRAGGLER_REL * base_all, STRAGGLER_ABS_S):
+                cause = self._cause(r, ranks, typical, median(wait_excess[i]))
                 found.append(Straggler(r.rank, median(r.by_step[s][0] for s in steps), typical, cause))
         return sorted(found, key=lambda x: -x.vs_median_s)
 

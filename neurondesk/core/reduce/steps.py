@@ -85,6 +85,11 @@ class StepReducer:
         self._lead_next = 0  # the lead's highest step index + 1
         # the probe's drop reports, per process: (messages dropped, step messages dropped, steps ended)
         self.probe_drops: dict[int, tuple[int, int, int]] = {}
+        # for the time breakdown and the shape advisor (the lead's steps)
+        self.first_step_start: float | None = None  # wall time the first step began
+        self.last_step_end: float | None = None
+        self.compiled_step_s = 0.0  # time of the steps in which something compiled
+        self.shape_counts: Counter = Counter()  # the first input shape of each step, as a tuple
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"step": self.on_step, "graph_executed": self.on_graph_executed,
@@ -109,6 +114,15 @@ class StepReducer:
         self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
         self.total_step_s += duration
         self.total_wait_s += wait
+        start = e.t - duration - e.eval_s
+        if self.first_step_start is None or start < self.first_step_start:
+            self.first_step_start = start
+        if self.last_step_end is None or e.t > self.last_step_end:
+            self.last_step_end = e.t
+        if compiled:
+            self.compiled_step_s += duration
+        if e.input_shapes:
+            self.shape_counts[tuple(e.input_shapes[0])] += 1
         if execs is not None:
             self.all_execs[execs] += 1
         if steady:
