@@ -109,3 +109,17 @@ def test_job_figures_sum_the_ranks_and_a_step_is_done_when_every_rank_ended_it()
     assert summary["steps"] == 40  # rank 1 has not ended step 40 yet
     assert summary["steady"]["samples_per_s"] == pytest.approx(2 * 8 / 0.1)
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+
+
+def test_each_rank_gets_the_neuroncores_its_process_owns_from_neuron_monitor_fixture_shaped_samples():
+    from neurondesk.core import device_events as dev
+
+    st = job({0: 45, 1: 45}, steps=8)
+    st.apply(dev.NeuronSample(t=50.0, raw="{}", cores=[
+        dev.NeuronCoreSample(core=0, utilization=80.0, owner_pid=100),
+        dev.NeuronCoreSample(core=1, utilization=60.0, owner_pid=100),
+        dev.NeuronCoreSample(core=2, utilization=10.0, owner_pid=101),
+        dev.NeuronCoreSample(core=3, utilization=None, owner_pid=None)]))
+    rows = {r["rank"]: r for r in build_summary(st)["ranks"]}
+    assert (rows[0]["neuron_cores"], rows[0]["neuron_utilization"]) == ([0, 1], 70.0)
+    assert (rows[1]["neuron_cores"], rows[1]["neuron_utilization"]) == ([2], 10.0)

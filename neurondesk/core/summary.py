@@ -88,10 +88,20 @@ def _ranks(state: RunState) -> list[dict]:
     if ranks.world < 2:
         return []
     per_pid = state.parts.compiles.per_pid
+    tree = state.process_tree
+    procs = {p.pid: p for p in tree.processes} if tree is not None else {}
+    neuron = state.neuron
     rows = []
     for r in ranks.by_rank():
         compiles = per_pid.get(r.pid, [0, 0.0, 0])
+        proc = procs.get(r.pid)
+        cores = [c for c in (neuron.cores if neuron is not None else []) if c.owner_pid == r.pid]
+        utils = [c.utilization for c in cores if c.utilization is not None]
         rows.append({
+            "cpu_percent": _round(proc.cpu_percent, 1) if proc is not None else None,
+            "rss_bytes": proc.rss if proc is not None else None,
+            "neuron_cores": [c.core for c in cores],
+            "neuron_utilization": _round(sum(utils) / len(utils), 1) if utils else None,
             "rank": r.rank, "local_rank": r.local_rank, "pid": r.pid, "steps": r.steps,
             "step_time_s": _round(r.step_time_s), "presync_s": _round(r.presync_s),
             "data_wait_fraction": _round(r.data_wait_fraction, 4),
