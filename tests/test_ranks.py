@@ -123,3 +123,16 @@ def test_each_rank_gets_the_neuroncores_its_process_owns_from_neuron_monitor_fix
     rows = {r["rank"]: r for r in build_summary(st)["ranks"]}
     assert (rows[0]["neuron_cores"], rows[0]["neuron_utilization"]) == ([0, 1], 70.0)
     assert (rows[1]["neuron_cores"], rows[1]["neuron_utilization"]) == ([2], 10.0)
+
+
+def test_summary_md_marks_a_graph_every_rank_compiled_and_one_some_ranks_only():
+    from neurondesk.views.summary_writer import to_markdown
+
+    st = job({0: 45, 1: 45}, steps=8)
+    for pid, step, shapes in ((100, 2, [[8, 64]]), (101, 2, [[8, 64]]), (101, 6, [[8, 80]])):
+        st.apply(ev.CompileFinished(t=60.0 + step, source="probe", pid=pid, step=step, duration_s=1.0,
+                                    point="sync@train.py:9", trigger="sync", input_shapes=shapes))
+    s = build_summary(st)
+    assert s["compile_count"] == 2 and [c["ranks"] for c in s["compiles"]] == [[0, 1], [1]]
+    md = to_markdown(s)
+    assert "first (× 2 ranks)" in md and "shape-change (rank 1 only)" in md

@@ -134,11 +134,20 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", r"\|")
 
 
-def _compile_row(i: int, c: dict) -> str:
+def _compile_row(i: int, c: dict, world: int = 1) -> str:
     where = c["location"] or c.get("name") or "—"
-    return (f"| {i} | {_fmt(c['step'])} | {_cell(c['cause'])} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
+    cause = c["cause"] + (f" ({_rank_count(c, world)})" if world > 1 and c.get("ranks") else "")
+    return (f"| {i} | {_fmt(c['step'])} | {_cell(cause)} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
             f"{_cell(c.get('reason') or '—')} | {_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | "
             f"{c.get('status') or '—'} | {c['graph_hash'] or '—'} |")
+
+
+def _rank_count(c: dict, world: int) -> str:
+    """'x 4 ranks', or 'rank 3 only' / 'ranks 1, 3 only' for a graph some ranks compiled."""
+    ranks = sorted(set(c["ranks"]))
+    if len(ranks) >= world:
+        return f"× {len(ranks)} ranks"
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} only"
 
 
 def _ranks_markdown(s: dict) -> list[str]:
@@ -173,7 +182,7 @@ def to_markdown(s: dict) -> str:
         lines += ["", "## Compiles", "",
                   "| # | step | cause | location | shapes (before → after) | reason | duration | cache | status | graph |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [_compile_row(i, c) for i, c in enumerate(s["compiles"], 1)]
+        lines += [_compile_row(i, c, s.get("world_size") or 1) for i, c in enumerate(s["compiles"], 1)]
     lines += _ranks_markdown(s)
     if s.get("first_errors"):
         lines += ["", "## Errors", ""]
