@@ -270,6 +270,31 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def cmd_advise(args) -> int:
+    import json
+
+    from neurondesk.recorder.replay import recording_gap, summary_from_run_dir
+    from neurondesk.views.advice_text import advice_text
+
+    notes: list[str] = []
+    try:
+        summary, problems = summary_from_run_dir(args.run_dir, notes=notes)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    for note in notes:
+        sys.stderr.write(f"neurondesk: {note}\n")
+    for p in problems[:5]:
+        sys.stderr.write(f"neurondesk: {args.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+    gap = recording_gap(args.run_dir, summary)
+    if gap:
+        sys.stderr.write(f"neurondesk: {gap}\n")
+    if args.format == "json":
+        sys.stdout.write(json.dumps(summary["advice"], indent=2) + "\n")
+    else:
+        sys.stdout.write(advice_text(summary["advice"]))
+    return 0
+
+
 def cmd_replay(args) -> int:
     if args.speed < 0:
         _die(f"--speed {args.speed}: give a positive factor (2 = twice as fast), or 0 for all at once")
@@ -378,6 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("run_dir", type=Path)
     summ.add_argument("--format", choices=("md", "json", "csv", "text"), default="md")
     summ.set_defaults(fn=cmd_summary)
+
+    adv = sub.add_parser("advise", help="what to change in the script, costed on a finished run: neurondesk advise RUN_DIR")
+    adv.add_argument("run_dir", type=Path)
+    adv.add_argument("--format", choices=("text", "json"), default="text")
+    adv.set_defaults(fn=cmd_advise)
 
     rep = sub.add_parser("replay", help="play a recorded run through the console: neurondesk replay RUN_DIR")
     rep.add_argument("run_dir", type=Path, help="a run folder (holding events.jsonl)")

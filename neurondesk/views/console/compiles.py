@@ -1,5 +1,7 @@
 """Compiles: count, total, first; the live wall timer; the table of compile events; the detail
-of the highlighted one; graph executions per step and the split point."""
+of the highlighted one; graph executions per step and the split point; the advice (core.advice)
+for the highlighted row's line: the shape buckets to pad to, a value read inside the step, a
+split step, a growing graph."""
 
 from __future__ import annotations
 
@@ -7,12 +9,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
+from neurondesk.core.advice import advise
 from neurondesk.core.state import CompileRecord, RunState
 from neurondesk.views import fmt
+from neurondesk.views.advice_text import KIND_TITLE, advice_lines
 from neurondesk.views.console.derived import split_text
 from neurondesk.views.console.panel import Line, Panel, kv
 from neurondesk.views.safe_text import clean
 
+ADVISE_EVERY_S = 30.0  # live, the advice is costed again at most this often (it reads the whole step history)
 TABLE_ROWS = 500  # the table keeps the latest compiles; the figures above it count them all
 COLUMNS = ("#", "step", "cause", "location", "duration", "cache", "status", "source")
 STATUS_STYLE = {"ok": "dim", "failed": "bold red", "cached failure": "red"}
@@ -76,6 +81,8 @@ class CompilesPanel(Panel):
         self._last_cells: dict[int, list[str]] = {}
         self._state: RunState | None = None
         self._sig: tuple = ()
+        self._advice: list[dict] = []
+        self._advised: tuple[int, float] | None = None  # (compiles, now) when the advice was last costed
 
     def compose(self) -> ComposeResult:
         yield Line(id="compile-stats")
@@ -83,6 +90,7 @@ class CompilesPanel(Panel):
         table.add_columns(*COLUMNS)
         yield table
         yield Line(id="compile-detail")
+        yield Line(id="compile-advice")
 
     @property
     def table(self) -> DataTable:
@@ -123,7 +131,17 @@ class CompilesPanel(Panel):
         if state.graph_breaks:
             stats.append(f"  graph breaks {len(state.graph_breaks)}", style="magenta")
         self.query_one("#compile-stats", Line).show(stats)
+        self._cost_advice(state, now)
         self._sync_table(state)
+
+    def _cost_advice(self, state: RunState, now: float) -> None:
+        """core.advice on the state: once the compiles changed, at most every ADVISE_EVERY_S while
+        the run goes on (the bucket search reads every step's shape), and once more at the end."""
+        last = self._advised
+        if last is not None and (last[0] == len(state.compiles) or (not state.finished and now - last[1] < ADVISE_EVERY_S)):
+            return
+        self._advised = (len(state.compiles), now)
+        self._advice = [a.as_dict() for a in advise(state)]
 
     def _sync_table(self, state: RunState) -> None:
         table = self.table
@@ -171,4 +189,18 @@ class CompilesPanel(Panel):
             return
         index = int(key)
         if 1 <= index <= len(state.compiles):
-            box.show(detail(state.compiles[index - 1], state.warmup_steps, box.content_size.width or 80))
+            record = state.compiles[index - 1]
+            box.show(detail(record, state.warmup_steps, box.content_size.width or 80))
+            self.query_one("#compile-advice", Line).show(row_advice(self._advice, record))
+
+
+def row_advice(advice: list[dict], record: CompileRecord) -> Text:
+    """The advice for the highlighted compile's line; else where the advice is, in one dim line."""
+    here = [a for a in advice if a.get("location") and a["location"] == record.location]
+    if here:
+        return advice_lines(here)
+    if not advice:
+        return Text()
+    where = ", ".join(f"{KIND_TITLE.get(a['kind'], a['kind'])} at {fmt.short_location(a.get('location'))}"
+                      for a in advice[:3])
+    return Text(f"advice: {where} (select a compile there)", style="dim")
