@@ -106,15 +106,22 @@ class FleetReader:
             raise PrometheusError(f"--job {job!r}: quotes, backslashes and newlines cannot be in a job id")
         self.api = api
         self.queries = _figures(job, lookback, rate_window)
+        tagged = [f'label_replace({expr}, "nd_figure", "{name}", "", "")' for name, expr in self.queries.items()]
+        self.combined = " or ".join([*tagged, 'label_replace(vector(time()), "nd_figure", "now", "", "")'])
         self.previous: dict[tuple[str, str, str], FleetRow] = {}
 
     def read(self) -> tuple[list[FleetRow], float]:
-        """(rows, Prometheus's evaluation time)."""
-        now_samples = self.api.query("time()")
-        now = now_samples[0].value
-        got: dict[str, dict[tuple[str, str, str], Sample]] = {}
-        for name, expr in self.queries.items():
-            got[name] = {tuple(s.labels.get(k, "") for k in KEY): s for s in self.api.query(expr, at=now)}
+        """(rows, Prometheus's evaluation time). One request: every figure in one query, each
+        tagged with an ``nd_figure`` label (``or`` keeps them all: their label sets differ)."""
+        samples = self.api.query(self.combined)
+        now = next((s.value for s in samples if s.labels.get("nd_figure") == "now"), None)
+        if now is None:
+            raise PrometheusError(f"Prometheus at {self.api.url} answered without its time")
+        got: dict[str, dict[tuple[str, str, str], Sample]] = {name: {} for name in self.queries}
+        for s in samples:
+            name = s.labels.get("nd_figure")
+            if name in got:
+                got[name][tuple(s.labels.get(k, "") for k in KEY)] = s
         rows = [self._row(key, got, now) for key in sorted(set(got["step"]) | set(got["fresh"]))]
         rows = keep_last(self.previous, rows)
         self.previous = {r.key: r for r in rows}

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Static
 
 from neurondesk.core.fleet import FleetRow, FleetTotals, fleet_totals
@@ -72,6 +73,8 @@ class FleetApp(App):
         self.read, self.source, self.refresh_s = read, source, refresh_s
         self.sub_title = source
         self.refreshes = 0
+        self._keys: list[str] = []
+        self._cells: dict[str, list[str]] = {}
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="fleet", zebra_stripes=True, cursor_type="row")
@@ -99,10 +102,21 @@ class FleetApp(App):
         self.query_one("#error", Static).update(text)
 
     def _show(self, rows: list[FleetRow], now: float) -> None:
+        """Same rows as before: only the cells that changed are updated (cheap at 1 s); else rebuilt."""
         table = self.query_one(DataTable)
-        table.clear()
-        for r in rows:
-            table.add_row(*fleet_cells(r, now), key="/".join(r.key))
+        cells = {"/".join(r.key): fleet_cells(r, now) for r in rows}
+        if list(cells) != self._keys:
+            table.clear()
+            for key, values in cells.items():
+                table.add_row(*values, key=key)
+            self._keys = list(cells)
+        else:
+            for key, values in cells.items():
+                old = self._cells.get(key, [])
+                for column, value in enumerate(values):
+                    if column >= len(old) or old[column] != value:
+                        table.update_cell_at(Coordinate(table.get_row_index(key), column), value)
+        self._cells = cells
         self.query_one("#totals", Static).update("job: " + totals_line(fleet_totals(rows)))
         self.query_one("#error", Static).update("")
         self.refreshes += 1
