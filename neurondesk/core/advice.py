@@ -112,7 +112,7 @@ def _bucket_advice(state: RunState, records: list[CompileRecord]) -> Advice | No
     location = records[-1].location
     what = "the sequence length (dim 1)" if rank == 2 and dim == 1 else f"dim {dim} of the input"
     message = (f"pad {what} at {location or 'this point'} to {{{', '.join(map(str, best.buckets))}}}: "
-               f"{best.graphs} graphs instead of {len(records)}; +{best.padded_share * 100:.0f}% padded tokens; "
+               f"{best.graphs} graph{'s' if best.graphs != 1 else ''} instead of {len(records)}; +{best.padded_share * 100:.0f}% padded tokens; "
                f"saves {_dur(best.compile_saved_s)} of compile" + (f" (${usd:,.2f} net)" if usd is not None else "")
                + f", adds {_dur(best.step_time_added_s)} of padded steps on this run")
     return Advice("shape-buckets", location, message, {
