@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from neurondesk.core.cost import cost_so_far
+from neurondesk.core.time_breakdown import SLICES
 
 CONFIG_RULES = (("batch_size", "batch size"), ("seq_len", "sequence length"), ("lr", "learning rate"),
                 ("seed", "seed"), ("data_order", "data order"))
@@ -224,6 +225,19 @@ def _verdict(labels, vals, ranking, target, loud, pay) -> str:
     return ("NOT LIKE FOR LIKE (precision differs): " if loud else "") + text
 
 
+def breakdown_rows(summaries: list[dict]) -> list[dict[str, Any]]:
+    """Where the time went, side by side: one row per slice of summary.json's time_breakdown
+    (seconds as the row's values; each run's share of its wall time and dollars beside them).
+    No best: more training time in a longer run is not worse. None for a summary without it."""
+    per_run = [{x["name"]: x for x in s.get("time_breakdown") or []} for s in summaries]
+    names = [n for n in SLICES if any(n in r for r in per_run)]
+    names += sorted({n for r in per_run for n in r} - set(names))
+    return [{"key": f"time:{n}", "label": f"time: {n}", "kind": "time_slice", "better": None,
+             "values": [_g(r, n, "seconds") for r in per_run],
+             "shares": [_g(r, n, "share") for r in per_run],
+             "usd": [_g(r, n, "usd") for r in per_run], "best": None} for n in names]
+
+
 def compare(summaries: list[dict], target_loss: float | None = None,
             labels: list[str] | None = None) -> dict[str, Any]:
     if len(summaries) < 2:
@@ -246,6 +260,7 @@ def compare(summaries: list[dict], target_loss: float | None = None,
             best = winners[0] if len(winners) == 1 else None  # a tie has no best
         rows.append({"key": key, "label": label.format(t="(target)" if target is None else f"{target:g}"),
                      "kind": kind, "better": better, "values": values, "best": best})
+    rows += breakdown_rows(summaries)
     ranking = _ranking(labels, vals, target)
     pay = payback(labels, vals)
     loud = any(w["level"] == "loud" for w in warnings)

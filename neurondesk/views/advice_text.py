@@ -77,16 +77,29 @@ def breakdown_bar(slices: list[dict], width: int) -> Text:
     return t
 
 
-def breakdown_legend(slices: list[dict], columns: int = 1) -> Text:
-    """name, seconds, share and $ of each slice with time in it, its colour as a square."""
+def breakdown_legend(slices: list[dict], width: int = 80) -> Text:
+    """Name, seconds, share and $ of each slice with time in it, its colour as a square, in as many
+    columns as fit in ``width``. Narrower than one such entry (a panel in the grid): name and share
+    of the slices over 1% of the time, two to a line, and how many smaller ones the bar also holds."""
     shown = [x for x in slices if x["seconds"] > 0]
+    full = (width + 2) // 39
+    small = 0
+    if not full:
+        small = sum(1 for x in shown if (x["share"] or 0) < 0.01)
+        shown = [x for x in shown if (x["share"] or 0) >= 0.01]
+    columns = full or max(1, (width + 1) // 18)
     t = Text()
     for i, x in enumerate(shown):
         if i:
-            t.append("\n" if i % columns == 0 else "   ")
+            t.append("\n" if i % columns == 0 else (" " if not full else "  "))
         t.append("■ ", style=SLICE_STYLE.get(x["name"], "white"))
+        if not full:
+            t.append(f"{x['name']:<10}", style="dim")
+            t.append(f"{fmt.pct(x['share']):>5}")
+            continue
         t.append(f"{x['name']:<11}", style="dim")
         t.append(f"{fmt.secs(x['seconds']):>8} {fmt.pct(x['share']):>6}")
-        if x.get("usd") is not None:
-            t.append(f" {fmt.usd(x['usd']):>8}")
+        t.append(f" {fmt.usd(x['usd']):>8}" if x.get("usd") is not None else " " * 9)
+    if small and len(shown) % columns:
+        t.append(f"  +{small} under 1%", style="dim")
     return t

@@ -27,6 +27,8 @@ def fmt_value(x, kind: str) -> str:
         return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
     if kind == "pct":
         return f"{x * 100:.2f}%"
+    if kind == "pct1":
+        return f"{x * 100:.1f}%"
     if kind == "loss":
         return f"{x:.4f}"
     if kind == "int":
@@ -37,6 +39,13 @@ def fmt_value(x, kind: str) -> str:
 
 
 def _cell(row: dict, i: int) -> str:
+    if row["kind"] == "time_slice":  # seconds (share of the run, dollars)
+        secs, share, usd = row["values"][i], row["shares"][i], row["usd"][i]
+        if secs is None:
+            return "—"
+        extra = ", ".join(x for x in (fmt_value(share, "pct1") if share is not None else "",
+                                      fmt_value(usd, "usd") if usd is not None else "") if x)
+        return fmt_value(secs, "s") + (f" ({extra})" if extra else "")
     text = fmt_value(row["values"][i], row["kind"])
     return f"**{text}**" if row["best"] == i else text
 

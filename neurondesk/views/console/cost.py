@@ -1,5 +1,6 @@
 """Cost: $/hr and its source, cost so far, $/1k steps (steady and all-in), $/1M tokens, compile
-share, and the projected cost of the requested steps (core.cost does every figure)."""
+share, and the projected cost of the requested steps (core.cost does every figure); where the
+time and the money went so far, as a stacked bar (core.time_breakdown)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from textual.app import ComposeResult
 
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.state import RunState
+from neurondesk.core.time_breakdown import time_breakdown
 from neurondesk.views import fmt
+from neurondesk.views.advice_text import breakdown_bar, breakdown_legend
 from neurondesk.views.console.derived import cost_now
 from neurondesk.views.console.panel import Line, Panel
 
@@ -21,6 +24,7 @@ class CostPanel(Panel):
 
     def compose(self) -> ComposeResult:
         yield Line(id="cost-text")
+        yield Line(id="cost-breakdown")
 
     def render_state(self, state: RunState, now: float) -> None:
         c = cost_now(state, now)
@@ -48,3 +52,10 @@ class CostPanel(Panel):
             t.append("\n")
             t.append(fmt.ellipsize(source, max(20, self.content_size.width * 2 - 1)), style="dim italic")
         self.query_one("#cost-text", Line).show(t)
+        slices = [vars(x) for x in time_breakdown(state, now)]
+        width = self.content_size.width or 36
+        b = Text("time ", style="dim")  # where the time (and the money) went
+        b.append_text(breakdown_bar(slices, width - 5))
+        b.append("\n")
+        b.append_text(breakdown_legend(slices, width))
+        self.query_one("#cost-breakdown", Line).show(b)

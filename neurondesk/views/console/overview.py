@@ -14,6 +14,8 @@ from neurondesk.views.console.inputs import VERDICT_STYLE
 from neurondesk.views.console.panel import Line, Panel
 from neurondesk.views.safe_text import clean
 
+RANKS_EVERY = 4  # frames between two straggler searches (as the Ranks panel)
+
 
 class OverviewPanel(Panel):
     NAME = "Overview"
@@ -23,6 +25,36 @@ class OverviewPanel(Panel):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.add_class("tab-only")
+        self._frame = 0
+        self._stragglers: tuple[int, list] | None = None  # (frame, stragglers) for the Ranks row
+
+    def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
+        self._frame = frame
+        super().update_view(state, now, frame)
+
+    def _ranks_text(self, state: RunState) -> Text:
+        """'4 ranks · slowest 60.2 ms/step · straggler: rank 3 +40 ms before sync (data)', one line;
+        the stragglers are found again at most every RANKS_EVERY frames (their cost grows with
+        ranks x steps)."""
+        ranks = state.parts.ranks
+        cached = self._stragglers
+        if cached is None or self._frame - cached[0] >= RANKS_EVERY or self._frame < cached[0] or state.finished:
+            cached = self._stragglers = (self._frame, ranks.stragglers())
+        stragglers = cached[1]
+        t = Text(f"{ranks.world} ranks · ")
+        failed = ranks.failed_first  # first: the line is cut at the panel's width
+        if failed is not None:
+            t.append(f"rank {failed.rank if failed.rank is not None else '?'} failed", style="bold red")
+            t.append(" · ")
+        t.append(f"slowest {fmt.ms(ranks.job_step_time_s)}/step · ")
+        if stragglers:
+            t.append("straggler" + ("s" if len(stragglers) > 1 else "") + ": "
+                     + ", ".join(x.words() for x in stragglers[:2])
+                     + (f" +{len(stragglers) - 2} more" if len(stragglers) > 2 else ""), style="bold yellow")
+        else:
+            t.append("no straggler", style="dim")
+        t.truncate(max(20, self.size.width - 14), overflow="ellipsis")  # one line: the Ranks panel says all
+        return t
 
     def compose(self) -> ComposeResult:
         yield Line(id="overview-text")
@@ -46,6 +78,8 @@ class OverviewPanel(Panel):
             comp.append(f" · compiling {fmt.clock(now - since)}", style="bold yellow")
         row("Compiles", comp)
         row("", Text(split_text(state), style="dim"))
+        if state.parts.ranks.world > 1:
+            row("Ranks", self._ranks_text(state))
         row("Throughput", f"{fmt.ms(state.steady_step_time_s)}/step · "
                           f"{fmt.num(state.steady_samples_per_s)} samples/s · "
                           f"{fmt.num(state.steady_tokens_per_s, 0)} tokens/s (steady)")

@@ -9,9 +9,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Sparkline, Static
+from textual_plotext import PlotextPlot
 
 from neurondesk.core.summary import build_summary
 from neurondesk.views import fmt
+from neurondesk.views.advice_text import breakdown_bar, breakdown_legend
+from neurondesk.views.console.throughput import plot_loss
 from neurondesk.views.safe_text import clean
 from neurondesk.views.summary_writer import summary_rows
 
@@ -44,6 +47,31 @@ def summary_renderables(s: dict, where: str | None) -> tuple[Table, Table]:
     return left, right
 
 
+class BreakdownView(Static):
+    """Where the time and the money went: the stacked bar as wide as the widget, and its legend."""
+
+    def __init__(self, slices: list[dict], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.slices = slices
+
+    def render(self) -> Text:
+        width = self.content_size.width or 60
+        t = Text("where the time went\n", style="dim")
+        t.append_text(breakdown_bar(self.slices, width))
+        t.append("\n")
+        t.append_text(breakdown_legend(self.slices, width))
+        return t
+
+
+class LossPlot(PlotextPlot):
+    def __init__(self, history: list[tuple[int, float]], target: float | None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.history, self.target = history, target
+
+    def on_resize(self) -> None:
+        plot_loss(self, self.history, self.target)
+
+
 class SummaryScreen(Screen):
     """The run's final summary; the console stays here until the user quits."""
 
@@ -58,6 +86,8 @@ class SummaryScreen(Screen):
         super().__init__(id="summary-screen")
         self.summary = build_summary(state, now)
         self.durations = [r.duration_s for r in state.history if not r.compiled]
+        self.loss_history = list(state.loss_history)
+        self.target_loss = state.target_loss
         self.where = where
         self.note = note
 
@@ -80,6 +110,10 @@ class SummaryScreen(Screen):
             with VerticalScroll(id="summary-scroll"), Horizontal(id="summary-columns"):
                 yield Static(left, id="summary-left")
                 with Vertical(id="summary-right"):
+                    if s.get("time_breakdown"):
+                        yield BreakdownView(s["time_breakdown"], id="summary-breakdown")
+                    if self.loss_history:
+                        yield LossPlot(self.loss_history, self.target_loss, id="summary-loss")
                     yield Static(right)
                     if self.durations:
                         yield Static(Text(f"\nstep time of the last {len(self.durations):,} steps "
@@ -103,6 +137,7 @@ HELP = """\
 [b]c[/b]  compiles table (↑/↓ selects a compile and shows its shapes, guard, frames, graph)
 [b]l[/b]  log (type in the search box and press enter to filter; esc clears)
 [b]o t d i $[/b]  overview, throughput, devices, input, cost (tabs on small terminals)
+[b]r[/b]  ranks (with several ranks: each rank's step time, stragglers, the failed rank)
 [b]?[/b]  this help   [b]ctrl+p[/b]  command palette
 
 [b]Phases[/b]: starting · compiling #n (live wall timer) · running · input-bound · finished (exit code)

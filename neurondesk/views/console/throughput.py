@@ -1,15 +1,21 @@
-"""Throughput: step time and samples/s against step (plotext), compile steps marked, the steady
-value and the rule that decided it, tokens/s, and the script's own throughput figure beside it."""
+"""Throughput: the step time against step as a line (rolling median over the steps that compiled
+nothing, its p90 band, the compile steps marked; core.series), the loss against step beside it
+(with the target line), the steady value and the rule that decided it, tokens/s, and the script's
+own throughput figure beside it."""
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
+from neurondesk.core.series import step_time_line
 from neurondesk.core.state import RunState
 from neurondesk.views import fmt
-from neurondesk.views.console.derived import binned, step_series
+from neurondesk.views.console.derived import binned
 from neurondesk.views.console.panel import Line, Panel, kv
 from neurondesk.views.summary_writer import script_rate_text
 
@@ -27,7 +33,9 @@ class ThroughputPanel(Panel):
         self._plotted_steps = -1
 
     def compose(self) -> ComposeResult:
-        yield PlotextPlot(id="throughput-plot")
+        with Horizontal(id="throughput-charts"):
+            yield PlotextPlot(id="throughput-plot")
+            yield PlotextPlot(id="loss-plot")
         yield Line(id="throughput-text")
 
     def invalidate(self) -> None:
@@ -71,30 +79,53 @@ class ThroughputPanel(Panel):
             t.append(script_rate_text(rate.as_dict()), style="yellow" if rate.off else "")
 
     def _plot(self, state: RunState) -> None:
+        self._plot_step_time(state)
+        self._plot_loss(state)
+
+    def _plot_step_time(self, state: RunState) -> None:
         widget = self.query_one("#throughput-plot", PlotextPlot)
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        s = step_series(state)
-        if not s.steps:
+        line = step_time_line(state.history, points=max(20, (widget.size.width - 10) * 2))
+        if not line.steps and not line.compile_steps:
             plt.title("step time — waiting for the first step")
             widget.refresh()
             return
-        # one dot per cell: binned to what the plot can show (plotext's lines cost ~10x more
-        # than dots, and this chart is redrawn while the run goes on)
-        bins = max(20, widget.size.width - 10)
-        plt.scatter(*binned(s.steps, s.step_ms, bins), color="cyan", marker="dot")
-        rx, ry = binned(s.steps, s.samples_per_s, bins)
-        if rx:
-            plt.scatter(rx, ry, color="green", marker="dot", yside="right")
-        for step in s.compile_steps[-40:]:
-            plt.vline(step, color="red")
+        med = [x * 1000 for x in line.median_s]
+        p90 = [x * 1000 for x in line.p90_s]
+        top = max(p90, default=0.0) * 1.25 or max(line.compile_s, default=1.0) * 1000
+        if line.steps:
+            if p90 != med:  # the p90 band's upper edge, dim: over the median line
+                plt.plot(line.steps, p90, color="gray", marker="braille")
+            plt.plot(line.steps, med, color="cyan", marker="braille")
+        if line.compile_steps:  # compile steps take seconds: marked at the top, not drawn to scale
+            plt.scatter(line.compile_steps[-200:], [top] * len(line.compile_steps[-200:]), color="red", marker="x")
         if state.steady_step_time_s is not None:
             plt.hline(state.steady_step_time_s * 1000, color="orange")
-            # compile steps take seconds: keep the steady band readable, the red lines mark them
-            top = (state.steady_step_time_p90_s or state.steady_step_time_s) * 1000 * 3
-            if max(s.step_ms) > top:  # the plot's y range, on the raw step times
-                plt.ylim(0, top, yside="left")
+        plt.ylim(0, top * 1.05)
         # the legend in words: plotext's own legend box covers the data on a small plot
-        plt.xlabel("step · cyan: step ms (left) · green: samples/s (right) · red: compiled · orange: steady")
+        plt.xlabel("ms: median, p90 · x compile")
         widget.refresh()
+
+    def _plot_loss(self, state: RunState) -> None:
+        widget = self.query_one("#loss-plot", PlotextPlot)
+        history = list(state.loss_history)
+        widget.display = bool(history)
+        if history:
+            plot_loss(widget, history, state.target_loss)
+
+
+def plot_loss(widget: PlotextPlot, history: list[tuple[int, float]], target: float | None) -> None:
+    """Loss against step (binned to the plot's width; nan and inf left out), the target as a line."""
+    plt = widget.plt
+    plt.clear_data()
+    plt.clear_figure()
+    xs, ys = binned([s for s, _ in history], [v if math.isfinite(v) else None for _, v in history],
+                    max(20, (widget.size.width - 10) * 2))
+    if xs:
+        plt.plot(xs, ys, color="green", marker="braille")
+    if target is not None:
+        plt.hline(target, color="orange")
+    plt.xlabel("loss" + (f" · target {target:g}" if target is not None else "") + " · against step")
+    widget.refresh()
