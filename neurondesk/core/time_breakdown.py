@@ -44,14 +44,18 @@ def time_breakdown(state: RunState, now: float | None = None) -> list[TimeSlice]
         seconds["start-up"] = wall  # no step yet: all of it is getting there
         return _priced(state, seconds, wall)
     end = state.started_t + wall
+    evaluation = state.parts.evaluation
     seconds["start-up"] = min(wall, max(0.0, steps.first_step_start - state.started_t))
     seconds["tear-down"] = min(wall - seconds["start-up"], max(0.0, end - steps.last_step_end))
+    # an evaluation before the first step or after the last is its own slice, not start-up or tear-down
+    seconds["start-up"] -= min(seconds["start-up"], evaluation.seconds_within(state.started_t, steps.first_step_start))
+    seconds["tear-down"] -= min(seconds["tear-down"], evaluation.seconds_within(steps.last_step_end, end))
     in_steps = steps.total_step_s
     compile_s = min(_lead_train_compile_s(state), steps.compiled_step_s)
     seconds["compile"] = compile_s
     seconds["data wait"] = min(steps.total_wait_s, in_steps - compile_s)
     seconds["training"] = max(0.0, in_steps - compile_s - seconds["data wait"])
-    seconds["evaluation"] = state.parts.evaluation.total_s
+    seconds["evaluation"] = evaluation.total_s
     taken = sum(seconds.values())
     seconds["gaps"] = max(0.0, wall - taken)
     if taken > wall:  # measured slices overlap a little (clocks of two processes): take it from training

@@ -22,6 +22,7 @@ class EvalReducer:
         self.data_wait_s = 0.0
         self.compiles = 0
         self.last_step: int | None = None  # the training step the latest phase ran in
+        self.spans: list[tuple[float, float]] = []  # (start, end) wall times of each phase
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"eval_phase": self.on_eval_phase}
@@ -38,3 +39,8 @@ class EvalReducer:
         self.data_wait_s += e.data_wait_s
         self.compiles += e.compiles
         self.last_step = e.step
+        self.spans.append((e.t - max(0.0, e.duration_s), e.t))
+
+    def seconds_within(self, start: float, end: float) -> float:
+        """Evaluation time that fell between two wall times."""
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in self.spans)
