@@ -16,17 +16,8 @@ PROM = DATA / "neuron-observer-trn2-metrics.prom"
 GRAPHS = DATA / "graph-stats-two-ranks"
 
 
-def test_observer_exposition_gives_core_utilisation_and_ecc_and_counts_bad_lines() -> None:
-    reading = parse_exposition(PROM.read_text())
-    assert reading.problems == 2  # a value that is no number, a label set that does not parse
-    sample = to_sample(reading, t=1.0, source="fixture")
-    assert sample is not None
-    util = {c.core: c.utilization for c in sample.cores}
-    assert util == {0: 87.5, 1: 91.0, 2: 12.0}  # the native series wins over its avg aggregate
-    assert sample.ecc == [{"mem_ecc_uncorrected": 0, "mem_ecc_corrected": 3}]
-
-
-def test_observer_read_over_http_on_loopback_and_an_unreachable_one() -> None:
+def serve_fixture() -> http.server.HTTPServer:
+    """The Observer fixture served on a loopback port, as Neuron Observer serves /metrics."""
     body = PROM.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -41,6 +32,21 @@ def test_observer_read_over_http_on_loopback_and_an_unreachable_one() -> None:
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_observer_exposition_gives_core_utilisation_and_ecc_and_counts_bad_lines() -> None:
+    reading = parse_exposition(PROM.read_text())
+    assert reading.problems == 2  # a value that is no number, a label set that does not parse
+    sample = to_sample(reading, t=1.0, source="fixture")
+    assert sample is not None
+    util = {c.core: c.utilization for c in sample.cores}
+    assert util == {0: 87.5, 1: 91.0, 2: 12.0}  # the native series wins over its avg aggregate
+    assert sample.ecc == [{"mem_ecc_uncorrected": 0, "mem_ecc_corrected": 3}]
+
+
+def test_observer_read_over_http_on_loopback_and_an_unreachable_one() -> None:
+    server = serve_fixture()
     try:
         sampler = ObserverSampler(f"http://127.0.0.1:{server.server_port}/metrics")
         sample = sampler.sample(t=2.0)
@@ -112,19 +118,7 @@ def test_run_options_point_a_real_run_at_an_observer_endpoint_and_a_graph_stats_
 
     from conftest import REPO, base_env
 
-    body = PROM.read_bytes()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_fixture()
     run_dir = tmp_path / "run"
     try:
         p = subprocess.run(
