@@ -48,3 +48,7 @@ def test_summary_80x24(snap_compare):
 
 def test_overview_tab_80x24(snap_compare):
     assert snap_compare(app_for("input_bound"), press=["escape"], terminal_size=(80, 24))
+
+
+def test_summary_with_the_time_breakdown_and_the_loss_160x48(snap_compare):
+    assert snap_compare(app_for("dynamic"), terminal_size=(160, 48))

@@ -13,7 +13,7 @@ from textual_plotext import PlotextPlot
 
 from neurondesk.core.summary import build_summary
 from neurondesk.views import fmt
-from neurondesk.views.advice_text import breakdown_bar, breakdown_legend
+from neurondesk.views.advice_text import advice_lines, breakdown_bar, breakdown_legend
 from neurondesk.views.console.throughput import plot_loss
 from neurondesk.views.safe_text import clean
 from neurondesk.views.summary_writer import summary_rows
@@ -108,7 +108,11 @@ class SummaryScreen(Screen):
         with Vertical(id="summary-body"):
             yield Static(title, id="summary-title")
             with VerticalScroll(id="summary-scroll"), Horizontal(id="summary-columns"):
-                yield Static(left, id="summary-left")
+                with Vertical(id="summary-left"):
+                    yield Static(left)
+                    if s.get("advice"):
+                        yield Static(Text("\nwhat to do", style="bold").append_text(
+                            Text("\n").append_text(advice_lines(s["advice"]))), id="summary-advice")
                 with Vertical(id="summary-right"):
                     if s.get("time_breakdown"):
                         yield BreakdownView(s["time_breakdown"], id="summary-breakdown")
