@@ -116,6 +116,11 @@ def shots() -> list[dict]:
         dict(name="summary", run=plain, until=None, size=(160, 48)),
         dict(name="compile-wall-80x24", run=plain, until=compile_wall_offset(plain), size=(80, 24)),
         dict(name="summary-80x24", run=plain, until=None, size=(80, 24)),
+        # issue 14: the advice, where the time went, the step-time line and the loss
+        dict(name="summary-advice", run=dynamic, until=None, size=(160, 48)),
+        dict(name="throughput-80x24", run=plain, until=None, size=(80, 24), keys=["escape", "t"]),
+        dict(name="cost-80x24", run=dynamic, until=None, size=(80, 24), keys=["escape", "$"]),
+        dict(name="compiles-advice-80x24", run=dynamic, until=None, size=(80, 24), keys=["escape", "c"]),
     ]
 
 
