@@ -82,7 +82,7 @@ class CompilesPanel(Panel):
         self._state: RunState | None = None
         self._sig: tuple = ()
         self._advice: list[dict] = []
-        self._advised: tuple[int, float] | None = None  # (compiles, now) when the advice was last costed
+        self._advised: tuple[int, float, bool] | None = None  # (compiles, now, finished) at the last costing
 
     def compose(self) -> ComposeResult:
         yield Line(id="compile-stats")
@@ -138,9 +138,10 @@ class CompilesPanel(Panel):
         """core.advice on the state: once the compiles changed, at most every ADVISE_EVERY_S while
         the run goes on (the bucket search reads every step's shape), and once more at the end."""
         last = self._advised
-        if last is not None and (last[0] == len(state.compiles) or (not state.finished and now - last[1] < ADVISE_EVERY_S)):
+        if last is not None and last[2] == state.finished and (
+                last[0] == len(state.compiles) or now - last[1] < ADVISE_EVERY_S):
             return
-        self._advised = (len(state.compiles), now)
+        self._advised = (len(state.compiles), now, state.finished)
         self._advice = [a.as_dict() for a in advise(state)]
 
     def _sync_table(self, state: RunState) -> None:
