@@ -156,33 +156,44 @@ def candidate_plans(counts: Counter, graphs_today: int, mean_compile_s: float, u
     return plans
 
 
+MAX_TOPS = 200  # candidate bucket tops the exact search considers (all distinct values up to this many)
+
+
 def best_buckets(counts: Counter, k: int) -> list[int]:
     """The k bucket tops minimising the padded elements over the run (each value padded up to the
-    smallest top at least as large; the largest value is always a top): exact, by dynamic
-    programming over the sorted distinct values."""
+    smallest top at least as large; the largest value is always a top): exact over the candidate
+    tops (every distinct value, or MAX_TOPS of them evenly spread when there are more), by
+    dynamic programming with prefix sums: O(k x tops^2)."""
     values = sorted(counts)
     n = len(values)
+    cum_n, cum_v = [0], [0]  # prefix sums of counts and of count x value
+    for v in values:
+        cum_n.append(cum_n[-1] + counts[v])
+        cum_v.append(cum_v[-1] + counts[v] * v)
+    step = max(1, -(-n // MAX_TOPS))
+    tops = sorted({*range(n - 1, -1, -step)})  # indices into values; the largest always among them
 
-    def pad(i: int, j: int) -> int:  # values[i..j] padded to values[j]
-        return sum(counts[values[m]] * (values[j] - values[m]) for m in range(i, j + 1))
+    def pad(lo: int, hi: int) -> int:  # values[lo..hi] padded to values[hi]
+        return values[hi] * (cum_n[hi + 1] - cum_n[lo]) - (cum_v[hi + 1] - cum_v[lo])
 
+    m = len(tops)
     inf = float("inf")
-    cost = [[inf] * n for _ in range(k + 1)]  # cost[b][j]: values[0..j] in b buckets, one topped at j
-    choice = [[-1] * n for _ in range(k + 1)]
-    for j in range(n):
-        cost[1][j] = pad(0, j)
+    cost = [[inf] * m for _ in range(k + 1)]  # cost[b][j]: values up to tops[j] in b buckets, one topped there
+    choice = [[-1] * m for _ in range(k + 1)]
+    for j in range(m):
+        cost[1][j] = pad(0, tops[j])
     for b in range(2, k + 1):
-        for j in range(n):
+        for j in range(m):
             for i in range(j):
-                c = cost[b - 1][i] + pad(i + 1, j)
+                c = cost[b - 1][i] + pad(tops[i] + 1, tops[j])
                 if c < cost[b][j]:
                     cost[b][j], choice[b][j] = c, i
-    b = min(range(1, k + 1), key=lambda x: (cost[x][n - 1], x))
-    tops, j = [], n - 1
+    b = min(range(1, k + 1), key=lambda x: (cost[x][m - 1], x))
+    chosen, j = [], m - 1
     while j >= 0 and b >= 1:
-        tops.append(values[j])
+        chosen.append(values[tops[j]])
         j, b = choice[b][j], b - 1
-    return sorted(tops)
+    return sorted(chosen)
 
 
 def _cost(label: str, buckets: list[int], counts: Counter, graphs_today: int, mean_compile_s: float,
