@@ -113,8 +113,9 @@ def test_compiler_child_named_neuronx_cc(tmp_path: Path) -> None:
 
 def test_vanished_children_and_a_vanished_root_are_fine() -> None:
     launcher = (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, sys, time\n"
         "zombie = subprocess.Popen(['sleep', '0'])\n"  # exits at once, never reaped
+        "os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)\n"  # it has exited: a zombie now
         "c = subprocess.Popen(['sleep', '60'])\n"
         "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"  # the test has sampled the child alive
