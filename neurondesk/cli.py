@@ -248,46 +248,41 @@ def cmd_demo(args) -> int:
     return _run_session(command, args, env)
 
 
-def cmd_summary(args) -> int:
+def _rebuilt_summary(run_dir) -> dict:
+    """A run's summary rebuilt from its journal (or its fallback), with what was skipped or is
+    missing said on stderr."""
     from neurondesk.recorder.replay import recording_gap, summary_from_run_dir
     from neurondesk.recorder.runs import remove_socket_dir
-    from neurondesk.views.summary_writer import WRITERS
 
-    remove_socket_dir(args.run_dir)  # its recorder killed with SIGKILL left its socket folder behind
+    remove_socket_dir(run_dir)  # its recorder killed with SIGKILL left its socket folder behind
     notes: list[str] = []
     try:
-        summary, problems = summary_from_run_dir(args.run_dir, notes=notes)
+        summary, problems = summary_from_run_dir(run_dir, notes=notes)
     except (OSError, ValueError) as exc:
         _die(str(exc))
     for note in notes:
         sys.stderr.write(f"neurondesk: {note}\n")
     for p in problems[:5]:
-        sys.stderr.write(f"neurondesk: {args.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
-    gap = recording_gap(args.run_dir, summary)
+        sys.stderr.write(f"neurondesk: {run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+    gap = recording_gap(run_dir, summary)
     if gap:
         sys.stderr.write(f"neurondesk: {gap}\n")
-    sys.stdout.write(WRITERS[args.format](summary))
+    return summary
+
+
+def cmd_summary(args) -> int:
+    from neurondesk.views.summary_writer import WRITERS
+
+    sys.stdout.write(WRITERS[args.format](_rebuilt_summary(args.run_dir)))
     return 0
 
 
 def cmd_advise(args) -> int:
     import json
 
-    from neurondesk.recorder.replay import recording_gap, summary_from_run_dir
     from neurondesk.views.advice_text import advice_text
 
-    notes: list[str] = []
-    try:
-        summary, problems = summary_from_run_dir(args.run_dir, notes=notes)
-    except (OSError, ValueError) as exc:
-        _die(str(exc))
-    for note in notes:
-        sys.stderr.write(f"neurondesk: {note}\n")
-    for p in problems[:5]:
-        sys.stderr.write(f"neurondesk: {args.run_dir}/events.jsonl line {p.line}: {p.error} (skipped)\n")
-    gap = recording_gap(args.run_dir, summary)
-    if gap:
-        sys.stderr.write(f"neurondesk: {gap}\n")
+    summary = _rebuilt_summary(args.run_dir)
     if args.format == "json":
         sys.stdout.write(json.dumps(summary["advice"], indent=2) + "\n")
     else:
