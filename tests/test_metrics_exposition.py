@@ -34,7 +34,7 @@ def live(tmp_path_factory):
         return "neurondesk_steady_samples_per_second{" in text and "neurondesk_steps_total{" in text
     try:
         wait_for(steady, 90, f"steady figures on {url}")
-        yield url, proc, release
+        yield url, proc, release, tmp
     finally:
         release.touch()
         try:
@@ -82,6 +82,28 @@ def test_counters_only_go_up_between_scrapes(live):
         return float(line.rsplit(" ", 1)[1])
     first = total()
     wait_for(lambda: total() > first, 30, "more samples")
+
+
+def test_attach_serves_the_metrics_of_its_own_state(live):
+    """`attach --metrics-addr`: a viewer's RunState, published by its poll loop."""
+    port = free_port()
+    tmp = live[3]
+    viewer = subprocess.Popen([sys.executable, "-m", "neurondesk.cli", "attach", str(tmp / "run"), "--headless",
+                               "--metrics-addr", str(port), "--node", "viewer"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base_env(tmp), cwd=REPO)
+    try:
+        text = wait_for(lambda: (t := http_get(f"http://127.0.0.1:{port}/metrics")[1]) and
+                        'node="viewer"' in t and "neurondesk_steps_total{" in t and t, 60, "the viewer's metrics")
+        line = next(x for x in text.splitlines() if x.startswith("neurondesk_steps_total{"))
+        assert float(line.rsplit(" ", 1)[1]) > 0
+    finally:
+        stop(viewer)
+
+
+def test_headless_replay_without_metrics_plays_and_ends():
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "replay", str(DATA / "journals" / "plain"),
+                        "--headless", "--instant"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert p.returncode == 0 and "step 120" in p.stdout and "finished (exit 0)" in p.stdout
 
 
 def test_metrics_addr_rules(capsys):
