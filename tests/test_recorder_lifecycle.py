@@ -92,7 +92,7 @@ def indexed_ids(home: Path) -> list[str]:
 
 
 def test_detach_ls_two_attached_viewers_one_detaches_and_the_run_has_every_step(tmp_path):
-    steps = 40
+    steps = 120  # 12 s: long enough that the first viewer detaches while it runs, even on a busy machine
     run_dir = detach(tmp_path, steps, 0.1)
     env = base_env(tmp_path)
     wait_until(lambda: steps_journaled(run_dir) >= 2, 60, "the first steps")

@@ -123,10 +123,10 @@ class HeadlessPrinter:
                     time.sleep(POLL_S)
             self.source.finish()
             self._poll_and_echo()
+            return self._final()  # still ours: a Ctrl-C while the summary prints is no traceback
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
-        return self._final()
 
     def _final(self) -> int:
         self._clear_status()
