@@ -21,7 +21,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 def torchrun_job(tmp_path, nproc: int, *train_args: str, device: str = "cpu") -> Run:
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir), "--",
-           *TORCHRUN, "--nproc_per_node", str(nproc), str(WORKLOADS / "train.py"), "--preset", "demo",
+           *TORCHRUN, "--standalone", "--nproc_per_node", str(nproc), str(WORKLOADS / "train.py"), "--preset", "demo",
            "--device", device, *train_args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=base_env(tmp_path), cwd=WORKLOADS)
     return Run(p.returncode, p.stdout, p.stderr, run_dir)

@@ -15,7 +15,7 @@ TORCHRUN = Path(sys.executable).parent / "torchrun"
 @pytest.mark.skipif(not TORCHRUN.exists() and shutil.which("torchrun") is None,
                     reason="torchrun comes with torch; `make test` installs it")
 def test_torchrun_workers_are_followed_and_counted_as_ranks(tmp_path):
-    run = neurondesk_run(tmp_path, ["--nproc_per_node", "2", "workloads/train.py", "--preset", "demo",
+    run = neurondesk_run(tmp_path, ["--standalone", "--nproc_per_node", "2", "workloads/train.py", "--preset", "demo",
                                     "--device", "cpu", "--steps", "12"], workload=TORCHRUN)
     assert run.returncode == 0, run.stderr[-2000:]
     s = run.summary

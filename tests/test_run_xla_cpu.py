@@ -28,7 +28,7 @@ def plain(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dynamic(tmp_path_factory):
-    return neurondesk_run(tmp_path_factory.mktemp("dyn"), [*DEMO, "--steps", "14", "--dynamic-shape"])
+    return neurondesk_run(tmp_path_factory.mktemp("dyn"), [*DEMO, "--steps", "10", "--dynamic-shape"])
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +256,37 @@ def test_torch_xla_compile_function_steps_and_its_two_syncs(tmp_path):
     assert [(c["step"], c["cause"], c["location"]) for c in s["compiles"]] == [
         (0, "first", step_line), (0, "first", step_line)]
     assert "torch_xla.compile" in s["compiles"][1]["reason"]
+
+
+def test_dynamic_shape_run_gets_a_bucket_proposal_whose_figures_add_up(dynamic):
+    s = dynamic.summary
+    (advice,) = [a for a in s["advice"] if a["kind"] == "shape-buckets"]
+    point = [c for c in s["compiles"] if c["location"] == advice["location"]]
+    assert advice["graphs_today"] == len(point) and advice["proposed"]["graphs"] < len(point)
+    durations = [c["duration_s"] for c in point if c["duration_s"]]
+    assert advice["mean_compile_s"] == pytest.approx(sum(durations) / len(durations), abs=1e-3)
+    for plan in advice["plans"]:  # compile saved = graphs avoided x the mean compile at that point
+        assert plan["compile_saved_s"] == pytest.approx((len(point) - plan["graphs"]) * advice["mean_compile_s"],
+                                                        abs=0.01)
+    steps = [e for e in dynamic.events if e["kind"] == "step"]
+    seen = {}
+    for e in steps:
+        seen[e["input_shapes"][0][1]] = seen.get(e["input_shapes"][0][1], 0) + 1
+    assert advice["values"] == {str(k): v for k, v in sorted(seen.items())}  # the run's own histogram
+    assert "pad the sequence length (dim 1)" in advice["message"]
+
+
+def test_plain_run_has_no_bucket_advice_and_its_time_breakdown_is_its_wall_time(plain):
+    s = plain.summary
+    assert not [a for a in s["advice"] if a["kind"] == "shape-buckets"]
+    slices = {x["name"]: x["seconds"] for x in s["time_breakdown"]}
+    assert sum(slices.values()) == pytest.approx(s["elapsed_s"], abs=1.0)
+    assert slices["compile"] == pytest.approx(s["compile_total_s"], abs=0.05)  # every compile is a training one
+    assert slices["start-up"] > 0 and slices["training"] > 0
+
+
+def test_item_in_step_advice_names_the_line_and_the_step_closure_fix(item_break):
+    s = item_break.summary
+    (advice,) = [a for a in s["advice"] if a["kind"] == "value-access"]
+    assert advice["location"].startswith(str(TRAIN)) and ".item()" in _line_of(advice["location"])
+    assert "xm.add_step_closure" in advice["message"]

@@ -33,6 +33,6 @@ def test_compile_table_has_shapes_before_and_after_and_the_reason():
     md = to_markdown(_summary(["python", "train.py"]))
     header = next(x for x in md.splitlines() if x.startswith("| # | step | cause"))
     assert "shapes (before → after)" in header and "| reason |" in header
-    rows = [x for x in md.splitlines() if "train.py:42" in x]
+    rows = [x for x in md.splitlines() if x.startswith("| ") and "train.py:42" in x]  # the table's rows
     assert "| 8×128 |" in rows[0]
     assert "| 8×128 → 8×256 | input shapes changed \\| seq len |" in rows[-1]
