@@ -54,7 +54,9 @@ def main() -> None:
     x = torch.zeros(8, 64, dtype=torch.long)
 
     def eager_step_with_probe() -> None:
-        probe._top_forward(model, (x,), {})
+        probe._top_forward(model, (x,), {})  # a training forward: grad mode and eval mode are checked
+        if hasattr(probe, "mark_presync"):
+            probe.guarded(probe.mark_presync, hook="presync")  # what the backward wrapper does
         probe._opt_pre(opt, (), {})
         probe._opt_post(opt, (), {})  # eager: ends the step, sends one message
 
@@ -68,6 +70,7 @@ def main() -> None:
         return (time.perf_counter() - t0) / n * 1e6
 
     probe.device_reported = True  # the one-off device report is not a per-step cost
+    probe.has_optimizer = True  # a training script: forwards are told from evaluation ones
     with_us, without_us = [], []
     for _ in range(args.rounds):
         without_us.append(timed(eager_step_without, args.steps))
