@@ -99,6 +99,11 @@ class CompileRecord:
         }
 
 
+def point_of(e: ev.CompileFinished) -> str | None:
+    """The point a compile belongs to: its sync site, else its line, graph hash or name."""
+    return e.point or e.location or e.graph_hash or e.name
+
+
 class CompileReducer:
     def __init__(self, run: RunReducer, procs: ProcessReducer, steps: StepReducer,
                  evaluation: EvalReducer | None = None) -> None:
@@ -151,7 +156,7 @@ class CompileReducer:
             trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
             reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error, name=e.name,
             phase=e.phase or "train", recompile=recompile, eval_phases_before=self._eval.phases,
-            graph_inputs=e.graph_inputs, pid=e.pid, point_key=e.point or e.location or e.graph_hash or e.name)
+            graph_inputs=e.graph_inputs, pid=e.pid, point_key=point_of(e))
         self._count_for_rank(record, e, duration)
         if (e.source == "dynamo" and recompile and record.reason is None
                 and not (e.point or "").endswith(NOT_GUARDED)):
@@ -193,15 +198,13 @@ class CompileReducer:
         rank = self._rank_of(e.pid)
         if rank is None or e.pid is None:
             return False
-        base = e.point or e.location or e.graph_hash or e.name
+        base = point_of(e)
         phase = e.phase or "train"
         for record in reversed(self.compiles[-64:]):
             if (record.pid != e.pid and rank not in record.ranks and record.phase == phase
                     and record.cause == cause and (record.step is None or abs(record.step - step) <= 2)
                     and (record.point_key == base)):
-                twin = dataclasses.replace(record, pid=e.pid)
-                self._count_for_rank(twin, e, duration)
-                record.ranks, record.rank_durations, record.hit_ranks = twin.ranks, twin.rank_durations, twin.hit_ranks
+                self._count_for_rank(record, e, duration)  # this rank's compile joins the row
                 if e.pid == self._procs.lead_pid and phase != "eval":
                     self._steps.mark_compiled(step)
                 return True
@@ -211,7 +214,7 @@ class CompileReducer:
         """(cause, the shapes before a shape change, whether it is a recompile): first /
         value-access / shape-change / new-graph, from the phase, the sync point and the shapes."""
         value_read = e.trigger == "value-access"
-        base = e.point or e.location or e.graph_hash or e.name
+        base = point_of(e)
         if base is None:
             if self.first_ok is None:
                 return ("value-access" if value_read else "first"), None, False

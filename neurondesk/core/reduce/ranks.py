@@ -65,8 +65,6 @@ class RankStats:
     wait_s: float = 0.0
     compiled_steps: set[int] = field(default_factory=set)
     steady_times: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    presync: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
-    waits: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     by_step: dict[int, tuple[float, float]] = field(default_factory=dict)  # steady step -> (presync, data wait)
     recent_compile_step: int | None = None
 
@@ -76,11 +74,8 @@ class RankStats:
 
     @property
     def presync_s(self) -> float | None:
-        return median(self.presync)
-
-    @property
-    def wait_median_s(self) -> float | None:
-        return median(self.waits)
+        """Median time before the sync over the last WINDOW steady steps."""
+        return median(p for p, _ in list(self.by_step.values())[-WINDOW:])
 
     @property
     def data_wait_fraction(self) -> float | None:
@@ -159,9 +154,7 @@ class RankReducer:
         r.steady_steps += 1
         r.steady_total_s += e.duration_s
         r.steady_times.append(e.duration_s)
-        r.waits.append(e.data_wait_s)
         if e.presync_s is not None:
-            r.presync.append(e.presync_s)
             r.by_step[e.step] = (e.presync_s, e.data_wait_s)
             if len(r.by_step) > 2 * WINDOW:
                 del r.by_step[min(r.by_step)]

@@ -211,6 +211,7 @@ class Probe:
         # evaluation: forwards under no_grad / inference_mode / module.eval() in a script with an
         # optimizer. Its time, batches and compiles are its own, never the training step's.
         self.in_eval = False
+        self.grad_modes = None  # (torch.is_grad_enabled, torch.is_inference_mode_enabled), once torch is in
         self.eval_start = 0.0
         self.eval_s_in_step = 0.0  # evaluation time inside the current step, left out of its duration
         self.eval_batches = self.eval_samples = self.eval_tokens = 0
@@ -596,9 +597,12 @@ class Probe:
         grad (no_grad, inference_mode) or on a module in eval mode."""
         if not self.has_optimizer:
             return False  # an inference script: its forwards are its steps
-        import torch
+        if self.grad_modes is None:  # looked up once, not at every forward
+            import torch
 
-        if not torch.is_grad_enabled() or torch.is_inference_mode_enabled():
+            self.grad_modes = (torch.is_grad_enabled, torch.is_inference_mode_enabled)
+        grad_enabled, inference_mode = self.grad_modes
+        if not grad_enabled() or inference_mode():
             return True
         return getattr(mod, "training", True) is False
 
@@ -990,11 +994,15 @@ class Probe:
         dims = self.eval_dims if self.in_eval else self.train_dims
         return [dims] if dims else None
 
-    def _report_compiles(self, n: int, trigger: str, depth: int) -> None:
+    def count_compiles(self, n: int) -> None:
+        """Compiles belong to the phase they happen in: an evaluation's never mark a training step."""
         if self.in_eval:
             self.eval_compiles += n
         else:
             self.step_compiles += n
+
+    def _report_compiles(self, n: int, trigger: str, depth: int) -> None:
+        self.count_compiles(n)
         durations: list[float | None] = [None] * n
         data = self.xlac._xla_metric_data("CompileTime")
         if data:
@@ -1170,10 +1178,7 @@ class Probe:
         trigger = getattr(getattr(args, "callback_trigger", None), "name", "")
         started = self.dynamo_starts.pop(key, None)
         duration = time.perf_counter() - started if started is not None else None
-        if self.in_eval:
-            self.eval_compiles += 1
-        else:
-            self.step_compiles += 1
+        self.count_compiles(1)
         self.send({"kind": "compile", "source": "dynamo", "step": self.step, "location": self.user_location(3),
                    "duration_s": duration, "trigger": "dynamo", "phase": self.phase,
                    "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
