@@ -80,7 +80,7 @@ def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_pa
     paths.dir.mkdir()
     rec = Recorder(["train"], RunOptions(run_root=tmp_path / "home"), paths)
     rec.journal = JournalWriter("/dev/full", flush_interval_s=0.0)  # every write: ENOSPC
-    rec.max_pending_bytes = 4096
+    rec.disk.max_pending_bytes = 4096
     rec.record(ev.RunStarted(t=1.0, run_id="run", command=["train"], cwd="/", host="h"))
     for i in range(100):
         rec.record(ev.StepEnded(t=2.0 + i, pid=7, step=i, duration_s=0.1))

@@ -26,16 +26,10 @@ from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.control import SIGNALS, ControlRequest, ControlServer
+from neurondesk.recorder.disk_full import DiskFullFallback
 from neurondesk.recorder.metrics import default_node
 from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
-from neurondesk.store.fallback import (
-    REMAINDER_FILE,
-    FallbackError,
-    FallbackInfo,
-    make_fallback_dir,
-    write_fallback_info,
-)
 from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
@@ -45,7 +39,6 @@ from neurondesk.views.summary_writer import to_json, to_markdown  # text only
 
 STDERR_TAIL = 30
 PUMP_BATCH = 5000
-MAX_PENDING_BYTES = 64 << 20  # unwritten journal kept in memory (disk full) before it moves to a fallback folder
 
 
 class Stopped(Exception):
@@ -73,8 +66,7 @@ class Recorder:
         self.summary_written = False
         self.journal_error: str | None = None
         self.stop_requested: str | None = None
-        self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
-        self.max_pending_bytes = MAX_PENDING_BYTES
+        self.disk = DiskFullFallback(paths, self.run_id)  # where the run goes when its disk is full
         self.metrics: MetricsExporter | None = None
 
     # ------------------------------------------------------------------ start
@@ -143,35 +135,17 @@ class Recorder:
             self.journal_error = str(exc)
             self.record(ev.Notice(t=time.time(), level="error", message=str(exc)))
         self.journal_error = str(exc)
-        if self.journal.pending_bytes > self.max_pending_bytes and not self.journal.diverted:
+        if self.disk.over_bound(self.journal):
             self._divert("the events kept in memory reached their bound")
 
-    def _make_fallback(self) -> Path | None:
-        if self.fallback is None:
-            try:
-                self.fallback = make_fallback_dir(self.paths.dir)
-            except FallbackError as exc:
-                self.journal_error = str(exc)
-        return self.fallback
-
     def _divert(self, why: str) -> bool:
-        """The run folder's disk is full: the journal goes on in a fallback folder, starting with
-        what is still in memory. True when it did."""
-        folder = self._make_fallback()
-        if folder is None:
-            return False
-        try:
-            kept = self.journal.divert(folder / REMAINDER_FILE)
-            write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
-        except (JournalError, OSError) as exc:
-            self.journal_error = str(exc)
+        """The run folder's disk is full: the journal goes on in a fallback folder. True when it did."""
+        notice = self.disk.divert(self.journal, why)
+        if notice is None:
+            self.journal_error = self.disk.error
             return False
         self.journal_error = None
-        self.record(ev.Notice(
-            t=time.time(), level="error",
-            message=(f"the disk holding {self.paths.dir} is full ({why}): the journal goes on in {folder}, "
-                     f"with a copy of the summary at the end; rebuild the whole run with "
-                     f"`neurondesk summary {folder}`")))
+        self.record(ev.Notice(t=time.time(), level="error", message=notice))
         return True
 
     def flush(self) -> None:
@@ -309,8 +283,9 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
             self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
         self._close_journal()
-        if self.fallback is not None or not self.summary_written:
-            self._summary_to_fallback()
+        if self.disk.folder is not None or not self.summary_written:
+            s = self.summary()
+            self.disk.save_summary(self.journal, to_json(s), to_markdown(s))
         if self.control is not None:
             self.control.close()
         if self.workload is not None and not self.workload.running():
@@ -331,21 +306,9 @@ class Recorder:
             except JournalError as exc:
                 self.journal_error = str(exc)
 
-    def _summary_to_fallback(self) -> None:
-        """A full copy of the summary beside the journal's remainder (or, when only the summary
-        could not be written, alone with a record of where the journal is)."""
-        folder = self._make_fallback()
-        if folder is None:
-            return
-        try:
-            if not self.journal or not self.journal.diverted:
-                kept = self.paths.events.stat().st_size if self.paths.events.exists() else 0
-                (folder / REMAINDER_FILE).touch(mode=0o600)
-                write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
-            s = self.summary()
-            write_summary_files(RunPaths(folder), to_json(s), to_markdown(s))
-        except OSError as exc:
-            self.journal_error = f"cannot write the summary to the fallback folder {folder}: {exc.strerror or exc}"
+    @property
+    def fallback(self) -> Path | None:
+        return self.disk.folder
 
 
 def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
