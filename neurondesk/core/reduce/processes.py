@@ -30,7 +30,7 @@ class ProcessReducer:
         self.processes[e.pid] = e
 
     def on_device_seen(self, e: ev.DeviceSeen) -> None:
-        if self.device_kind is None or e.pid == self.lead_pid:
+        if self.device_kind is None or self.lead_pid is None or e.pid == self.lead_pid:
             self.device_kind, self.device_name = e.device_kind, e.device_name
             if e.precision:
                 self.precision = e.precision

@@ -190,7 +190,8 @@ class Probe:
         self.opt_stepped = False  # an optimizer step happened since the last boundary
         self.lead_optimizer: int | None = None
         self.has_optimizer = False  # an optimizer exists: syncs before its first step are inside step 0
-        self.device_reported = False
+        self.device_reported = False  # by the optimizer's parameters (device and precision)
+        self.xla_device_reported = False  # by a sync before any optimizer (device only)
         self.is_xla = False
         self.samples = 0
         self.tokens = 0
@@ -678,7 +679,9 @@ class Probe:
         self.send({"kind": "device_seen", "device_kind": kind, "device_name": name, "precision": precision})
 
     def report_xla_device(self) -> None:
-        self.device_reported = True
+        """The device seen from a sync, before any optimizer (an inference loop, or a setup sync
+        before the optimizer exists): no precision yet; the optimizer's report adds it later."""
+        self.xla_device_reported = True
         import torch_xla
         import torch_xla.runtime as xr
 
@@ -966,7 +969,7 @@ class Probe:
         compiles = after[0] - before[0]
         execs = compiles + after[1] - before[1]
         self.is_xla = True
-        if execs and not self.device_reported and not self.has_optimizer:
+        if execs and not (self.device_reported or self.xla_device_reported) and not self.has_optimizer:
             self.report_xla_device()  # an inference loop: no optimizer will tell us the device
         # Training: the first sync after an optimizer step ends the step. With no optimizer at
         # all (inference, tracing) a sync that runs a graph after a forward is a step; one with
