@@ -6,7 +6,7 @@ that hook turns itself off (the rest of the probe runs on, see "Fail open" below
 
 What it hooks, lazily, when the user's program imports the module concerned:
   torch.optim.optimizer        global optimizer-step hooks  -> step boundaries (eager, compile)
-  torch.nn.modules.module      one forward pre-hook on the outermost module -> samples, tokens
+  torch.nn.modules.module      the outermost module's calls, watched from its class -> samples, tokens
   torch.utils.data.dataloader  DataLoader iterator __next__  -> data wait
   torch_xla                    torch_xla.sync (every sync) -> XLA step boundaries,
                                compiles, graph executions; Tensor value reads -> value-access
@@ -204,7 +204,7 @@ class Probe:
         self.step_execs = 0
         self.step_compiles = 0
         self.boundary_execs = 0  # executions of the boundary sync itself
-        self.top_module_hook = None
+        self.top_module = None  # weakref.ref to the outermost module, once its first call is seen
         self.autocast: str | None = None
         self.forwards_since_step = 0  # training forwards since the last step ended
         self.presync: float | None = None  # time from the step's start to its first sync point
@@ -747,14 +747,14 @@ class Probe:
                     self.hook_failed("optimizer", exc)
         return None
 
-    # forward hooks: the outermost module's inputs give samples and tokens
+    # forward watch: the outermost module's inputs give samples and tokens
     def patch_module(self, module) -> None:
         """The first module called is the outermost one: wrap Module._call_impl until that first
-        call, then hook that module alone. No global module hook (torch.compile(module) warns
-        about those: the script's output must stay its own), and Module.__call__ stays torch's
-        own (torch.compile(module) captures it before any call)."""
-        if self.top_module_hook is not None:
-            return  # a reload after the outermost module was found: its own hook goes on counting
+        call, then watch that module from its class (see _adopt_top_module). No global module
+        hook (torch.compile(module) warns about those: the script's output must stay its own), and
+        Module.__call__ stays torch's own (torch.compile(module) captures it before any call)."""
+        if self.top_module is not None:
+            return  # a reload after the outermost module was found: its class goes on being watched
         cls = module.Module
         real_impl = cls._call_impl
         if getattr(real_impl, "_neurondesk", False):
@@ -762,19 +762,55 @@ class Probe:
         probe = self
 
         def _call_impl(mod, *args, **kwargs):
-            if cls.__dict__.get("_call_impl") is _call_impl and not _is_compiling():
-                cls._call_impl = real_impl  # one call only: from now on torch's own, untouched
-                if not (probe.disabled or "forward" in probe.off or probe.top_module_hook is not None):
-                    probe.guarded(probe._adopt_top_module, mod, hook="forward")
-            return real_impl(mod, *args, **kwargs)  # its new hook sees this first call too
+            if _is_compiling() or cls.__dict__.get("_call_impl") is not _call_impl:
+                return real_impl(mod, *args, **kwargs)
+            cls._call_impl = real_impl  # one call only: from now on torch's own, untouched
+            if not (probe.disabled or "forward" in probe.off or probe.top_module is not None):
+                probe.guarded(probe._adopt_top_module, mod, hook="forward")
+            return type(mod)._call_impl(mod, *args, **kwargs)  # the watch sees this first call too
 
         _call_impl._neurondesk = True
         cls._call_impl = _call_impl
 
     def _adopt_top_module(self, mod) -> None:
-        self.top_module_hook = mod.register_forward_pre_hook(self._top_forward, with_kwargs=True)
+        """Watch the outermost module's calls from its class, never from the object: no hook,
+        attribute or bound method of ours on it (they would hold the probe's lock and socket), so
+        the model deep-copies, pickles, saves and scripts exactly as without neurondesk. The
+        module is known by a weak reference; other instances of its class (an EMA copy, a teacher)
+        pass straight through, and a class pickles by name, so nothing of ours travels with it.
+        A bare torch class as the outermost module (nn.Sequential, nn.Linear) is watched the same
+        way: its other instances cost one identity test a call."""
+        import weakref
+
+        cls = type(mod)
+        self.top_module = weakref.ref(mod)
+        real = cls._call_impl  # torch's own (the first-call wrapper is gone), or the class's override
+        if getattr(real, "_neurondesk", False):
+            return  # this class is watched already (the probe adopted one of its instances before)
+        probe = self
+        tracing = self._jit_tracing_state()
+
+        def _call_impl(m, *args, **kwargs):
+            if not (_is_compiling() or probe.disabled or "forward" in probe.off or tracing()):
+                top = probe.top_module
+                if top is not None and top() is m:
+                    probe.guarded(probe._on_forward, m, args, kwargs, hook="forward")
+            return real(m, *args, **kwargs)
+
+        _call_impl._neurondesk = True
+        _call_impl.__wrapped__ = real
+        cls._call_impl = _call_impl
+
+    @staticmethod
+    def _jit_tracing_state():
+        """torch.jit.trace runs forwards that are no training: the watch stays out of them."""
+        import torch
+
+        state = getattr(torch._C, "_get_tracing_state", None)
+        return state if callable(state) else (lambda: None)
 
     def _top_forward(self, mod, args, kwargs):
+        """One forward of the outermost module (what the class watch calls); never raises."""
         if _is_compiling() or self.disabled or "forward" in self.off:
             return None
         self.guarded(self._on_forward, mod, args, kwargs, hook="forward")
