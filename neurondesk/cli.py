@@ -322,10 +322,13 @@ def cmd_attach(args) -> int:
     from neurondesk.recorder.follow import FollowSource
     from neurondesk.recorder.runs import RunNotFound, resolve_live_run
 
+    notes: list[str] = []  # the run was moved while live; the registry of live runs was refused
     try:
-        run_dir = resolve_live_run(args.run)
+        run_dir = resolve_live_run(args.run, notes=notes)
     except RunNotFound as exc:
         _die(str(exc))
+    finally:
+        _say(notes)
     source = FollowSource(run_dir, attached=True)
     exporter = _exporter(args)
     if exporter is None:
@@ -359,8 +362,18 @@ def cmd_ls(args) -> int:
     from neurondesk.views.runs_list import format_runs
 
     sweep_socket_dirs()  # socket folders of recorders killed with SIGKILL
-    sys.stdout.write(format_runs(live_runs(), finished_runs(limit=args.last)))
+    notes: list[str] = []  # runs moved or deleted while live; a refused registry of live runs
+    live = live_runs(notes=notes)
+    _say(notes)
+    sys.stdout.write(format_runs(live, finished_runs(limit=args.last)))
     return 0
+
+
+def _say(notes: list[str]) -> None:
+    from neurondesk.views.safe_text import clean  # paths and ids are outside text
+
+    for note in notes:
+        sys.stderr.write(f"neurondesk: {clean(note)}\n")
 
 
 def cmd_devices(args) -> int:

@@ -70,7 +70,7 @@ def cmd_compare(args) -> int:
 RUN_COLUMNS = [("id", "run", "text"), ("started_at", "started", "text"), ("device", "device", "text"),
                ("steps", "steps", "int"), ("samples_per_s", "samples/s", "rate"),
                ("per_1k_steps_steady_usd", "$/1k st.", "usd"), ("exit_code", "exit", "int"),
-               ("command", "command", "text")]
+               ("command", "command", "text"), ("state", "state", "text")]
 BOARD_COLUMNS = [("period", "period (UTC)", "text"), ("device", "device", "text"), ("runs", "runs", "int"),
                  ("steps", "steps", "int"), ("cost_usd", "cost", "usd"),
                  ("per_1k_steps_steady_usd", "$/1k steps steady", "usd"),
@@ -91,34 +91,65 @@ def cmd_history(args) -> int:
         except ValueError as exc:
             _die(str(exc))
     path = default_run_root() / INDEX_FILE
-    if not path.exists():
+    live = [] if args.group_by else _live_rows(since)  # the board adds up finished runs only
+    if not path.exists() and not live:
         sys.stdout.write(f"no runs recorded yet (index {path} does not exist)\n")
         return 0
-    try:
-        index = RunIndex(path)
-        rows = index.list_runs(since=since, limit=-1 if args.group_by else args.limit)
-    except RunIndexError as exc:
-        _die(str(exc))
-    if index.skipped:
-        sys.stderr.write(f"neurondesk: {index.skipped} unreadable row(s) in the run index {path} skipped; "
-                         "`neurondesk reindex` rebuilds it from the run folders\n")
+    rows = []
+    if path.exists():
+        try:
+            index = RunIndex(path)
+            rows = index.list_runs(since=since, limit=-1 if args.group_by else args.limit)
+        except RunIndexError as exc:
+            _die(str(exc))
+        if index.skipped:
+            sys.stderr.write(f"neurondesk: {index.skipped} unreadable row(s) in the run index {path} skipped; "
+                             "`neurondesk reindex` rebuilds it from the run folders\n")
+    finished = {(r.id, r.run_dir) for r in rows}
+    live = [r for r in live if (r.id, r.run_dir) not in finished]  # it ended while we looked
+    states = ["live"] * len(live) + ["finished"] * len(rows)
+    rows = live + rows
     if args.group_by:
         sys.stdout.write(render(BOARD_COLUMNS, cost_board([r.summary for r in rows], args.group_by), args.format))
         return 0
     if args.format == "text":
         fmt = "{:<22} {:<20} {:<8} {:>7} {:>10} {:>10} {:>6}  {}"
         sys.stdout.write(fmt.format("run", "started", "device", "steps", "samples/s", "$/1k st.", "exit", "command") + "\n")
-        for r in rows:
+        for r, state in zip(rows, states, strict=True):
             sps = "—" if r.steady_samples_per_s is None else f"{r.steady_samples_per_s:,.1f}"
             usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
+            exit_ = "live" if state == "live" else "—" if r.exit_code is None else r.exit_code
             sys.stdout.write(fmt.format(r.id, (r.started_at or "")[:19], r.device_kind or "—", r.steps or 0, sps, usd,
-                                        "—" if r.exit_code is None else r.exit_code, (r.command or "")[:60]) + "\n")
+                                        exit_, (r.command or "")[:60]) + "\n")
         return 0
     table = [{"id": r.id, "started_at": r.started_at, "device": device_of(r.summary), "steps": r.steps,
               "samples_per_s": r.steady_samples_per_s, "per_1k_steps_steady_usd": r.usd_per_1k_steps_steady,
-              "exit_code": r.exit_code, "command": r.command} for r in rows]
+              "exit_code": r.exit_code, "command": r.command, "state": state}
+             for r, state in zip(rows, states, strict=True)]
     sys.stdout.write(render(RUN_COLUMNS, table, args.format))
     return 0
+
+
+def _live_rows(since: datetime | None) -> list:
+    """Index-like rows of the live runs (their summary so far), wherever their folders are."""
+    from neurondesk.recorder.runs import live_summaries
+    from neurondesk.store.index import row_of
+    from neurondesk.views.safe_text import clean
+
+    notes: list[str] = []
+    rows = [row_of(s, d) for d, s in live_summaries(notes=notes)]
+    for note in notes:
+        sys.stderr.write(f"neurondesk: {clean(note)}\n")
+    rows = [r for r in rows if r is not None]
+    if since is None:
+        return rows
+
+    def started(r) -> float | None:
+        try:
+            return datetime.fromisoformat(r.started_at).timestamp() if r.started_at else None
+        except ValueError:
+            return None
+    return [r for r in rows if (started(r) or since.timestamp()) >= since.timestamp()]
 
 
 # ---------------------------------------------------------------------- reindex

@@ -32,6 +32,7 @@ from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
 from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
+from neurondesk.store.live_registry import Registration, RegistryRefused, register, registry_dir
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
@@ -68,10 +69,12 @@ class Recorder:
         self.stop_requested: str | None = None
         self.disk = DiskFullFallback(paths, self.run_id)  # where the run goes when its disk is full
         self.metrics: MetricsExporter | None = None
+        self.registration: Registration | None = None  # this run's entry among the live runs
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
         self.lock = RecorderLock(self.paths.dir)
+        unregistered = self._register()  # before the journal: a run `run --detach` printed is listed
         self.journal = JournalWriter(self.paths.events)
         o = self.options
         self.record(ev.RunStarted(
@@ -80,6 +83,8 @@ class Recorder:
             price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
             samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
             steps_requested=o.steps_requested))
+        if unregistered:
+            self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=unregistered))
         self.flush()
         tag = process_tag(self.run_id)
         self.workload = WorkloadProcess(self.command, self.queue, cwd=o.cwd, env=o.env, tag=tag,
@@ -104,6 +109,22 @@ class Recorder:
             except Exception as exc:  # noqa: BLE001 - telemetry is extra; the run goes on without it
                 self.record(ev.Notice(t=time.time(), level="warn", source="telemetry",
                                       message=f"telemetry not started: {exc!r}"))
+
+    def _register(self) -> str | None:
+        """This run's entry in the registry of live runs (so `ls`/`attach ID` find it wherever its
+        folder is). Why not, when it could not be written: the run goes on without it."""
+        registry = registry_dir(self.options.run_root or default_run_root())
+        try:
+            self.registration = register(registry, self.run_id, self.paths.dir, self.lock.fd, os.getpid(), time.time())
+        except (RegistryRefused, OSError) as exc:
+            why = str(exc) if isinstance(exc, RegistryRefused) else f"cannot write in {registry}: {exc.strerror or exc}"
+            return (f"this run is not in the registry of live runs ({why}); `neurondesk ls` and `attach ID` "
+                    f"find it only under its folder: `neurondesk attach {self.paths.dir}`")
+        return None
+
+    def unregister(self) -> None:
+        if self.registration is not None:
+            self.registration.remove()
 
     def _start_metrics(self) -> None:
         """--metrics-addr: served from this process, so the metrics outlive any viewer. A port that
@@ -282,6 +303,7 @@ class Recorder:
             RunIndex(root / INDEX_FILE).record(summary, self.paths.dir)
         except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
             self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
+        self.unregister()  # after the index row: the run is always in one of them
         self._close_journal()
         if self.disk.folder is not None or not self.summary_written:
             s = self.summary()
@@ -321,5 +343,9 @@ def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
     try:
         recorder.start()
     except Exception:  # noqa: BLE001 - journaled by start(): notice + exit 127
+        recorder.unregister()
         return 127
-    return recorder.run()  # the loop flushes after every batch, so at least every 0.1 s
+    try:
+        return recorder.run()  # the loop flushes after every batch, so at least every 0.1 s
+    finally:
+        recorder.unregister()  # ended by an error of its own: not left for a reader to clean up

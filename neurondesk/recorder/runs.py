@@ -1,4 +1,7 @@
-"""Which runs are live (their recorder holds its lock) and which finished lately (the index)."""
+"""Which runs are live (their recorder holds its lock) and which finished lately (the index).
+
+Live runs are found in the registry of live runs (store/live_registry.py: one entry per live run,
+wherever its folder is), and, for recorders that have no entry there, under the run root."""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.core.cost import cost_so_far
+from neurondesk.core.summary import build_summary
 from neurondesk.recorder.replay import state_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
+from neurondesk.store.live_registry import LiveRun as RegisteredRun
+from neurondesk.store.live_registry import RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_INFO, RECORDER_LOCK, default_run_root
 
@@ -50,19 +56,49 @@ def _root(root: Path | None) -> Path:
     return root if root is not None else default_run_root()
 
 
-def live_run_dirs(root: Path | None = None) -> list[Path]:
-    """Newest first (run ids sort by time)."""
-    base = _root(root)
+def registered_runs(root: Path | None = None, notes: list[str] | None = None) -> list[RegisteredRun]:
+    """The registry's live runs, newest first (stale entries removed by the read); a registry that
+    is refused (another user's, writable by others, a symlink) is said in ``notes``."""
+    try:
+        return live_entries(registry_dir(_root(root)))
+    except RegistryRefused as exc:
+        if notes is not None:
+            notes.append(str(exc))
+        return []
+
+
+def _scanned_live_dirs(base: Path) -> list[Path]:
     if not base.is_dir():
         return []
     dirs = sorted((d for d in base.iterdir() if d.is_dir() and not d.is_symlink()), reverse=True)
     return [d for d in dirs[:SCAN_LIMIT] if (d / RECORDER_LOCK).exists() and recorder_alive(d)]
 
 
-def live_runs(root: Path | None = None, now: float | None = None) -> list[LiveRun]:
+def _started(d: Path) -> float:
+    try:
+        return os.stat(d / RECORDER_INFO).st_mtime  # written as its recorder started
+    except OSError:
+        return 0.0
+
+
+def live_run_dirs(root: Path | None = None, notes: list[str] | None = None) -> list[Path]:
+    """Newest first: the registry's (wherever their folders are), and those under the run root
+    whose recorder has no entry. A run moved or deleted while live is said in ``notes``."""
+    found: dict[str, tuple[float, Path]] = {}
+    for r in registered_runs(root, notes):
+        if r.note and notes is not None:
+            notes.append(r.note)
+        if r.run_dir is not None:
+            found.setdefault(os.path.realpath(r.run_dir), (r.entry.started, r.run_dir))
+    for d in _scanned_live_dirs(_root(root)):
+        found.setdefault(os.path.realpath(d), (_started(d), d))
+    return [d for _, d in sorted(found.values(), key=lambda t: t[0], reverse=True)]
+
+
+def live_runs(root: Path | None = None, now: float | None = None, notes: list[str] | None = None) -> list[LiveRun]:
     now = time.time() if now is None else now
     rows = []
-    for d in live_run_dirs(root):
+    for d in live_run_dirs(root, notes):
         try:
             state, _ = state_from_run_dir(d)
         except OSError:
@@ -85,25 +121,73 @@ def finished_runs(root: Path | None = None, limit: int = 10) -> list[FinishedRun
                         (r.summary.get("cost") or {}).get("total_usd")) for r in rows]
 
 
-def resolve_live_run(arg: str | None, root: Path | None = None) -> Path:
-    """A run folder, a run id, or an id prefix; None: the latest live run."""
+def resolve_live_run(arg: str | None, root: Path | None = None, notes: list[str] | None = None) -> Path:
+    """A run folder, a run id, or an id prefix (live runs wherever their folders are, runs under the
+    run root, a finished run's id in the index); None: the latest live run. ``notes``: that the run
+    found was moved while live, or that the registry was refused."""
     base = _root(root)
     if arg is None:
-        live = live_run_dirs(root)
+        live = live_run_dirs(root, notes)
         if not live:
-            raise RunNotFound(f"no live run under {base}; start one with `neurondesk run --detach -- CMD`, "
-                              "or list runs with `neurondesk ls`")
+            raise RunNotFound(f"no live run (none registered, none under {base}); start one with "
+                              "`neurondesk run --detach -- CMD`, or list runs with `neurondesk ls`")
         return live[0]
     for candidate in (Path(arg), base / arg):
         if (candidate / EVENTS_FILE).exists():
             return candidate
-    matches = sorted(d for d in base.glob(f"{arg}*") if (d / EVENTS_FILE).exists()) if base.is_dir() else []
+    registered = registered_runs(root, notes)
+    exact = [r for r in registered if arg in (r.entry.run_id, r.run_dir.name if r.run_dir else None)]
+    alive = {os.path.realpath(r.run_dir): r for r in exact if r.run_dir is not None}
+    if len(alive) > 1:
+        raise RunNotFound(f"{arg!r} names {len(alive)} live runs ({', '.join(sorted(alive))}); give its folder")
+    if alive:
+        r = next(iter(alive.values()))
+        if r.note and notes is not None:
+            notes.append(r.note)
+        return r.run_dir
+    if exact:  # its folder was deleted while live
+        raise RunNotFound(exact[0].note or f"run {arg!r}: its folder is gone")
+    matches = {os.path.realpath(d): (d.name, d) for d in (base.glob(f"{arg}*") if base.is_dir() else ())
+               if (d / EVENTS_FILE).exists()}
+    for r in registered:
+        if r.run_dir is not None and r.entry.run_id.startswith(arg):
+            matches.setdefault(os.path.realpath(r.run_dir), (r.entry.run_id, r.run_dir))
     if len(matches) == 1:
-        return matches[0]
+        return next(iter(matches.values()))[1]
     if len(matches) > 1:
-        raise RunNotFound(f"{arg!r} matches {len(matches)} runs ({', '.join(m.name for m in matches[:5])}); "
-                          "give more of the id")
-    raise RunNotFound(f"no run {arg!r} (neither a run folder nor a run id under {base}); see `neurondesk ls`")
+        names = sorted(name for name, _ in matches.values())
+        raise RunNotFound(f"{arg!r} matches {len(matches)} runs ({', '.join(names[:5])}); give more of the id")
+    indexed = _indexed_run_dir(arg, base)
+    if indexed is not None:
+        return indexed
+    raise RunNotFound(f"no run {arg!r} (neither a run folder, nor the id of a live run or of a run under {base}); "
+                      "see `neurondesk ls`")
+
+
+def _indexed_run_dir(run_id: str, base: Path) -> Path | None:
+    """A finished run's folder, as the index has it (a --run-dir anywhere)."""
+    path = base / INDEX_FILE
+    if not path.exists():
+        return None
+    try:
+        rows = RunIndex(path).list_runs(limit=-1)
+    except RunIndexError:
+        return None
+    dirs = [Path(r.run_dir) for r in rows if r.id == run_id]
+    return next((d for d in dirs if (d / EVENTS_FILE).exists()), None)
+
+
+def live_summaries(root: Path | None = None, now: float | None = None,
+                   notes: list[str] | None = None) -> list[tuple[Path, dict]]:
+    """(folder, summary so far) of every live run, newest first (`history` lists them)."""
+    out = []
+    for d in live_run_dirs(root, notes):
+        try:
+            state, _ = state_from_run_dir(d)
+        except (OSError, ValueError):
+            continue  # ended between the scan and the read
+        out.append((d, build_summary(state, now)))
+    return out
 
 
 def remove_socket_dir(run_dir: Path | str) -> bool:

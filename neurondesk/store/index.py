@@ -146,6 +146,18 @@ def _row(r: tuple, cols: list[str]) -> RunRow | None:
     return RunRow(**d, summary=summary)
 
 
+def row_of(summary: dict[str, Any], run_dir: Path | str) -> RunRow | None:
+    """The row ``record`` would store for ``summary``, without storing it (a live run, listed by
+    `history` before its row exists); None when it could not be listed."""
+    try:
+        values = RunIndex._upsert(summary, run_dir)[1]
+    except ValueError:
+        return None
+    d = dict(zip(_COLUMNS, values, strict=True))
+    d.pop("started_ts")
+    return _row(tuple(d.values()), list(d))
+
+
 def _busy(e: sqlite3.OperationalError) -> bool:
     text = str(e).lower()
     return "locked" in text or "busy" in text
@@ -224,7 +236,8 @@ class RunIndex:
         self._patiently(write)
         return len(rows)
 
-    def _upsert(self, summary: dict[str, Any], run_dir: Path | str) -> tuple[str, tuple]:
+    @staticmethod
+    def _upsert(summary: dict[str, Any], run_dir: Path | str) -> tuple[str, tuple]:
         run_id = summary.get("run_id")
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"summary for {run_dir} has no run_id; cannot index it")

@@ -25,6 +25,7 @@ RECORDER_INFO = "recorder.json"  # pid and control socket of the recorder that o
 RECORDER_LOCK = "recorder.lock"  # held (flock) by that recorder for as long as it lives
 RECORDER_LOG = "recorder.log"  # the recorder's own stderr: a crash of neurondesk itself lands here
 INDEX_FILE = "runs.sqlite"  # in the run root
+LIVE_DIR = "live"  # beside the run root: one entry per live run, wherever its folder is (store/live_registry.py)
 
 
 def default_run_root(env: Mapping[str, str] | None = None) -> Path:

@@ -19,6 +19,7 @@ def _command(cmd) -> str:
     """Paths shortened to their last part: `python train.py --steps 100` reads better than a venv path."""
     words = cmd if isinstance(cmd, list) else shlex.split(cmd or "")
     text = shlex.join(w.rsplit("/", 1)[-1] if "/" in w and not w.startswith("-") else w for w in words)
+    text = " ".join(text.splitlines())  # a `python -c` program on one row
     return text if len(text) <= COMMAND_WIDTH else text[: COMMAND_WIDTH - 1] + "…"
 
 
