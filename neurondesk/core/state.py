@@ -75,12 +75,27 @@ class RunState:
                            evaluation=evaluation, ranks=RankReducer(run))
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
+        self._wire()
+
+    def _wire(self) -> None:
         table: dict[str, list[Callable[[ev.Event], None]]] = {}
         for part in self.parts:  # in this order: processes see a step before the StepReducer does
             for kind, handler in part.handlers().items():
                 table.setdefault(kind, []).append(handler)
         self._dispatch = {kind: tuple(handlers) for kind, handlers in table.items()}
-        self._touch = run.touch
+        self._touch = self.parts.run.touch
+
+    # ------------------------------------------------------------------ checkpoint
+    # A checkpoint (store/checkpoint.py) is this object's data: the reducers and what they hold
+    # (dataclasses, deques, counters, arrays of core types). The dispatch table is bound methods:
+    # rebuilt on load, never stored.
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_dispatch", "_touch")}
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        self.__dict__.update(data)
+        self.parts = Parts(*self.parts)
+        self._wire()
 
     # ------------------------------------------------------------------ reduce
     def apply(self, e: ev.Event) -> None:

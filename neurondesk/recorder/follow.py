@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from neurondesk.core.state import RunState
+from neurondesk.recorder.checkpointing import resume
 from neurondesk.recorder.control import ControlError, request
 from neurondesk.store.fallback import REMAINDER_FILE, find_fallback
+from neurondesk.store.journal import JournalProblem
 from neurondesk.store.journal_tail import JournalTail
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
 from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
@@ -32,8 +33,11 @@ class FollowSource:
         self.attached = attached  # opened by `attach` (q detaches) rather than by `run`
         self.recorder = recorder  # the recorder process when this viewer launched it
         self.clock = clock
-        self.state = RunState()
-        self.tail = JournalTail(self.paths.events)
+        notes: list[str] = []  # the reduced state so far from the newest checkpoint: only the tail is read
+        self.state, start = resume(self.run_dir, self.paths.events, notes=notes)
+        self.tail = JournalTail(self.paths.events, start)
+        self.tail.problems += [JournalProblem(0, n, "") for n in notes]
+        self.tail.problem_count += len(notes)
         self.new_events: list = []
         self.recorder_lost = False  # the recorder died before the run finished
         self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full

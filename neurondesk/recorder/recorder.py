@@ -25,6 +25,7 @@ from neurondesk.collectors.workload import RawExit, RawOutput, RawProbe, Workloa
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.recorder.checkpointing import Checkpointer
 from neurondesk.recorder.control import SIGNALS, ControlRequest, ControlServer
 from neurondesk.recorder.disk_full import DiskFullFallback
 from neurondesk.recorder.metrics import default_node
@@ -69,6 +70,8 @@ class Recorder:
         self.stop_requested: str | None = None
         self.disk = DiskFullFallback(paths, self.run_id)  # where the run goes when its disk is full
         self.metrics: MetricsExporter | None = None
+        self.checkpoints = Checkpointer(paths.dir)  # the reduced state beside the journal, for readers
+        self._rotation_said: str | None = None
         self.registration: Registration | None = None  # this run's entry among the live runs
 
     # ------------------------------------------------------------------ start
@@ -175,6 +178,23 @@ class Recorder:
             self.journal_error = None
         except JournalError as exc:  # disk full: events stay buffered in memory; said once
             self._journal_trouble(exc)
+            return
+        self._checkpoint()
+
+    def _checkpoint(self, force: bool = False) -> None:
+        """After a flush: a checkpoint when one is due; a failed one or a failed segment rotation is
+        said once (the journal has every event either way)."""
+        for words in (self.checkpoints.after_flush(self.state, self.journal, force=force),
+                      self._new_rotation_problem()):
+            if words and not self.done:
+                self.record(ev.Notice(t=time.time(), level="warn", source="journal", message=words))
+
+    def _new_rotation_problem(self) -> str | None:
+        words = self.journal.rotation_problem
+        if words is None or words == self._rotation_said:
+            return None
+        self._rotation_said = words
+        return words
 
     def pump(self, timeout: float = 0.1) -> int:
         """Handle what has arrived (waiting up to ``timeout`` for the first item), then flush, so
@@ -305,6 +325,7 @@ class Recorder:
             self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
         self.unregister()  # after the index row: the run is always in one of them
         self._close_journal()
+        self._checkpoint(force=True)  # the whole run: a reader of the finished run reduces nothing
         if self.disk.folder is not None or not self.summary_written:
             s = self.summary()
             self.disk.save_summary(self.journal, to_json(s), to_markdown(s))

@@ -1,4 +1,5 @@
-"""Rebuild a run from its journal alone: the same reducer a live run uses."""
+"""Rebuild a run from its journal alone: the same reducer a live run uses, started from the newest
+usable checkpoint of it (recorder/checkpointing.py) so that only the journal after it is reduced."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.recorder.checkpointing import resume
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
 from neurondesk.store.rundir import EVENTS_FILE
@@ -32,11 +34,14 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None,
     path = run_dir / EVENTS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: give a run folder made by `neurondesk run` (see `neurondesk history`)")
-    return _reduce(iter_journal(path, problems), target_loss), problems
+    if target_loss is not None:  # reduced as if started otherwise: no checkpoint holds that
+        return _reduce(iter_journal(path, problems), target_loss), problems
+    state, start = resume(run_dir, path, notes=notes)
+    return _reduce(iter_journal(path, problems, start), None, state), problems
 
 
-def _reduce(events, target_loss: float | None) -> RunState:
-    state = RunState()
+def _reduce(events, target_loss: float | None, state: RunState | None = None) -> RunState:
+    state = RunState() if state is None else state
     for e in events:
         if target_loss is not None and isinstance(e, ev.RunStarted):
             e = dataclasses.replace(e, target_loss=target_loss)
@@ -97,15 +102,23 @@ class ReplaySource:
             raise ValueError(f"--speed {speed}: give a positive factor, or 0 for all at once")
         self.run_dir = Path(run_dir)
         self.problems: list[JournalProblem] = []
-        self._events = iter_journal(path, self.problems)
+        self.notes: list[str] = []
+        self.state, start = RunState(), (0, 0)
+        self.t0: float | None = None
+        if speed == 0 and until is not None:  # the screen at that time: from a checkpoint before it
+            self.t0 = _first_t(path)
+            if self.t0 is not None:
+                self.state, start = resume(self.run_dir, path, self.t0 + until, self.notes)
+        self.problems += [JournalProblem(0, n, "") for n in self.notes]
+        self._events = iter_journal(path, self.problems, start)
         self._next = next(self._events, None)  # the first event not applied yet
         self.speed = speed
         self.until = until
         self.clock = clock or time.monotonic
-        self.state = RunState()
-        self.t0 = self._next.t if self._next is not None else 0.0
-        self.last_t = self.t0  # of the last event applied
-        self.applied = 0
+        if self.t0 is None:
+            self.t0 = self._next.t if self._next is not None else 0.0
+        self.last_t = self.state.last_t if self.state.last_t is not None else self.t0  # of the last event applied
+        self.applied = self.state.event_count
         self._start: float | None = None
 
     @property
@@ -162,3 +175,13 @@ class ReplaySource:
 
     def finish(self) -> None:
         """Nothing to flush: a replay writes nothing unless asked to export."""
+
+
+def _first_t(path: Path) -> float | None:
+    """The time of the journal's first event (the replay's zero)."""
+    events = iter_journal(path, [])
+    try:
+        first = next(events, None)
+    finally:
+        events.close()
+    return first.t if first is not None else None

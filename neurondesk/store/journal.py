@@ -6,11 +6,17 @@ continues where the last one stopped: no event is lost and none is written twice
 tolerant: a torn last line (killed mid-write), a malformed line, an unknown kind or a field of
 the wrong type is reported with its line number and skipped. Lines are encoded and decoded by
 ``core/codec.py`` (every kind is known there, whatever else was imported).
+
+Segments (store/journal_segments.py): past ``segment_bytes`` the writer closes the live file into a
+numbered segment, compressed with zstd, and goes on in a new ``events.jsonl``; readers take the
+segments in order, then the live file. ``position`` (segment, bytes in it) is where a checkpoint
+of the state reduced so far points.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 import threading
@@ -22,11 +28,13 @@ from typing import BinaryIO, Self
 
 from neurondesk.core.codec import decode_event_line, encode_event
 from neurondesk.core.events import Event
+from neurondesk.store import journal_segments as seg
 
 __all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "iter_journal_stream",
            "read_journal"]
 
 FLUSH_INTERVAL_S = 1.0
+SEGMENT_BYTES = 8 << 20  # the live file is closed into a compressed segment past this size
 
 
 class JournalError(OSError):
@@ -52,6 +60,7 @@ class JournalWriter:
         path: Path | str,
         flush_interval_s: float = FLUSH_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        segment_bytes: int | None = SEGMENT_BYTES,
     ) -> None:
         self.path = Path(path)
         self._interval = flush_interval_s
@@ -60,9 +69,27 @@ class JournalWriter:
         self._buf = bytearray()
         self._closed = False
         self._diverted = False
+        self._segment_bytes = segment_bytes
+        self._rotate_at = segment_bytes
+        self.segment = 0  # the live file's segment number
+        self.size = 0  # bytes of the live file on disk
+        self.rotation_problem: str | None = None  # the last rotation or compression that failed, in words
+        self.rotations = 0
         try:
             # Private to its owner, and never through a symlink planted in the run folder (ELOOP).
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            self.size = os.fstat(self._fd).st_size
+            if self.size:
+                rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    self.segment = seg.segment_of_file(rfd) or 0
+                finally:
+                    os.close(rfd)
+            else:
+                closed = seg.closed_segments(self.path)
+                if closed:  # a live file lost after rotations: go on numbering after them
+                    self.segment = max(closed) + 1
+                    self._buf += seg.meta_line(self.segment, time.time())
             if _ends_without_newline(self.path):
                 self._buf += b"\n"  # a torn last line from an earlier run must not swallow ours
         except OSError as e:
@@ -92,6 +119,12 @@ class JournalWriter:
             self._fd, self.path, self._diverted = fd, Path(path), True
             self._flush_locked()
             return kept
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(segment, bytes) of the journal on disk: every event written before the last flush that
+        left ``pending_bytes`` at 0 ends at or before it."""
+        return self.segment, self.size
 
     @property
     def pending_bytes(self) -> int:
@@ -143,6 +176,52 @@ class JournalWriter:
             except OSError as e:
                 raise self._error(e) from e
             del self._buf[:n]
+            self.size += n
+        if self._rotate_at is not None and self.size >= self._rotate_at and not self._diverted:
+            self._rotate_locked()
+
+    def _rotate_locked(self) -> None:
+        """Close the live file into segment N and go on in a new one, N+1, that says so on its first
+        line. ``events.jsonl`` is there at every moment (the closed name is a hard link first, then
+        the new file is renamed over it). Any failure leaves the journal as it was, in one file,
+        said in ``rotation_problem``; it is tried again after another eighth of a segment."""
+        n = self.segment
+        closed = seg.closed_path(self.path, n, compressed=False)
+        tmp = self.path.with_name(f"{self.path.name}.new{os.getpid()}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as e:
+            return self._rotation_failed(f"cannot start journal segment {n + 1} ({e.strerror or e})")
+        try:
+            meta = seg.meta_line(n + 1, time.time())
+            if os.write(fd, meta) != len(meta):
+                raise OSError(errno.ENOSPC, "short write")
+            os.fsync(self._fd)
+            os.link(self.path, closed)
+            try:
+                os.rename(tmp, self.path)
+            except OSError:
+                os.unlink(closed)
+                raise
+        except OSError as e:
+            os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return self._rotation_failed(f"cannot close journal segment {n} ({e.strerror or e})")
+        os.close(self._fd)
+        self._fd, self.segment, self.size = fd, n + 1, len(meta)
+        self._rotate_at = self._segment_bytes
+        self.rotations += 1
+        try:
+            seg.compress_segment(closed)
+        except OSError as e:  # readers take the plain segment as well
+            self.rotation_problem = f"journal segment {n} left uncompressed ({e.strerror or e})"
+
+    def _rotation_failed(self, words: str) -> None:
+        self.rotation_problem = words
+        self._rotate_at = self.size + max(1, (self._segment_bytes or 0) // 8)
 
     def _error(self, e: OSError) -> JournalError:
         return JournalError(
@@ -163,21 +242,71 @@ def _ends_without_newline(path: Path) -> bool:
         return False
 
 
-def iter_journal(path: Path | str, problems: list[JournalProblem]) -> Iterator[Event]:
+def iter_journal(path: Path | str, problems: list[JournalProblem],
+                 start: tuple[int, int] = (0, 0)) -> Iterator[Event]:
     """The journal's readable events one by one, in order, without holding the whole file (a long
-    run replays in constant memory); each skipped line adds a JournalProblem to ``problems``."""
+    run replays in constant memory); each skipped line adds a JournalProblem to ``problems``.
+    ``path`` is the live file; its closed segments beside it come first. ``start``: from this
+    (segment, byte) position (a checkpoint's) instead of the beginning."""
     path = Path(path)
-    try:
-        f = path.open("rb")
-    except OSError as e:
-        raise JournalError(f"cannot read the event journal {path}: {e.strerror or e}") from e
-    with f:
+    if start == (0, 0) and not seg.closed_segments(path):  # one file: every journal before segments
+        try:
+            f = path.open("rb")
+        except OSError as e:
+            raise JournalError(f"cannot read the event journal {path}: {e.strerror or e}") from e
+        with f:
+            yield from iter_journal_stream(f, problems)
+        return
+    if not path.exists() and not seg.closed_segments(path):
+        raise JournalError(f"cannot read the event journal {path}: No such file or directory")
+    with open_segments(path, problems, start) as f:
         yield from iter_journal_stream(f, problems)
+
+
+def open_segments(path: Path, problems: list[JournalProblem], start: tuple[int, int] = (0, 0)) -> BinaryIO:
+    """The journal's segments from ``start`` as one binary stream (a segment missing in the middle
+    adds a JournalProblem, line 0, and is skipped)."""
+    missing: list[str] = []
+    chunks = seg.iter_segment_chunks(path, start[0], start[1], missing)
+    return io.BufferedReader(_ChunkStream(chunks, missing, problems), 1 << 20)
+
+
+class _ChunkStream(io.RawIOBase):
+    def __init__(self, chunks: Iterator[tuple[int, bytes]], missing: list[str],
+                 problems: list[JournalProblem]) -> None:
+        self._chunks, self._missing, self._problems = chunks, missing, problems
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self._left:
+            try:
+                _, self._left = next(self._chunks)
+            except StopIteration:
+                self._said()
+                return 0
+            self._said()
+        n = min(len(b), len(self._left))
+        b[:n] = self._left[:n]
+        self._left = self._left[n:]
+        return n
+
+    def _said(self) -> None:
+        while self._missing:
+            self._problems.append(JournalProblem(0, self._missing.pop(0), ""))
+
+    def close(self) -> None:
+        self._chunks.close()  # type: ignore[attr-defined]
+        super().close()
 
 
 def iter_journal_stream(f: BinaryIO, problems: list[JournalProblem]) -> Iterator[Event]:
     """As iter_journal, from an open binary stream (a fallback's whole journal, for one)."""
     for no, raw in enumerate(f, start=1):
+        if raw.startswith(seg.META_PREFIX):  # a segment's first line: not an event
+            continue
         try:
             event = decode_event_line(raw)
         except ValueError as e:  # EventDecodeError: not JSON, unknown kind, wrong field types

@@ -1,0 +1,85 @@
+"""The recorder's side of checkpoints (store/checkpoint.py): when to write one, and what a reader
+does with them (start from the newest usable one, reduce only the journal after it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from neurondesk.core.state import RunState
+from neurondesk.store.checkpoint import (
+    LATEST,
+    best_checkpoint,
+    fallback_words,
+    segment_name,
+    write_checkpoint,
+)
+from neurondesk.store.journal import JournalWriter
+
+EVERY_EVENTS = 200_000  # a checkpoint at least this often ...
+EVERY_S = 10.0  # ... or this often while events come
+
+
+class Checkpointer:
+    """``after_flush(state, journal)`` right after a flush that left nothing pending: writes a
+    checkpoint when EVERY_EVENTS events or EVERY_S seconds passed since the last one, and the
+    first one of each new segment under its segment's name too. Returns a line to journal as a
+    notice when writing failed for a new reason (said once; the run goes on, readers use the
+    last good checkpoint or the journal)."""
+
+    def __init__(self, run_dir: Path, every_events: int = EVERY_EVENTS, every_s: float = EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.run_dir = Path(run_dir)
+        self.every_events, self.every_s, self.clock = every_events, every_s, clock
+        self._last_events = 0
+        self._last_t = clock()
+        self._segment_done = -1  # segments whose first checkpoint is written
+        self.written = 0
+        self.bytes = 0
+        self.problem: str | None = None
+
+    def due(self, state: RunState, journal: JournalWriter) -> bool:
+        new = state.event_count - self._last_events
+        if new <= 0 or journal.pending_bytes or journal.diverted:
+            return False
+        return (new >= self.every_events or self.clock() - self._last_t >= self.every_s
+                or journal.segment > self._segment_done)
+
+    def after_flush(self, state: RunState, journal: JournalWriter, force: bool = False) -> str | None:
+        if not (self.due(state, journal) or (force and state.event_count > self._last_events
+                                             and not journal.pending_bytes and not journal.diverted)):
+            return None
+        self._last_events, self._last_t = state.event_count, self.clock()
+        segment, _ = position = journal.position
+        names = [LATEST] + ([segment_name(segment)] if segment > self._segment_done else [])
+        try:
+            for name in names:
+                self.bytes = write_checkpoint(self.run_dir, state, journal.path, position, name)
+                self.written += 1
+            self._segment_done = segment
+        except (OSError, ValueError) as exc:
+            words = (f"checkpoint not written in {self.run_dir}: {getattr(exc, 'strerror', None) or exc}; "
+                     "readers start from the last good one, or reduce the whole journal")
+            new = words != self.problem
+            self.problem = words
+            return words if new else None
+        self.problem = None
+        return None
+
+
+def resume(run_dir: Path, events: Path, until_t: float | None = None,
+           notes: list[str] | None = None) -> tuple[RunState, tuple[int, int]]:
+    """The state to start from and the journal position to read on from: the newest usable
+    checkpoint's, else a fresh state at the start. Why a checkpoint that was there could not be
+    used goes in ``notes`` (one line)."""
+    why_not: list[str] = []
+    found = best_checkpoint(run_dir, events, until_t, why_not)
+    if found is None:
+        words = fallback_words(why_not)
+        if words and notes is not None:
+            notes.append(words)
+        return RunState(), (0, 0)
+    if why_not and notes is not None:
+        notes.append(f"checkpoint not used, {why_not[0]}: started from {found.path.name} instead")
+    return found.state, found.position
