@@ -164,6 +164,7 @@ def cmd_reindex(args) -> int:
     root = default_run_root()
     items, from_journal, skipped = [], 0, []
     dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.is_symlink()) if root.is_dir() else []
+    dirs += _indexed_elsewhere(root, dirs)  # --run-dir folders outside the root: only the index knows them
     for d in dirs:
         summary = None
         try:
@@ -206,6 +207,30 @@ def cmd_reindex(args) -> int:
     sys.stdout.write(f"indexed {n} run(s) from {root} ({from_journal} from their journals: no usable summary.json)"
                      f"{f'; {len(skipped)} folder(s) skipped' if skipped else ''}\n")
     return 0
+
+
+def _indexed_elsewhere(root: Path, dirs: list[Path]) -> list[Path]:
+    """The run folders the index names that are not among ``dirs`` (none when it cannot be read)."""
+    import os
+
+    from neurondesk.store.index import RunIndex, RunIndexError
+    from neurondesk.store.rundir import INDEX_FILE
+
+    path = root / INDEX_FILE
+    if not path.exists():
+        return []
+    try:
+        rows = RunIndex(path).list_runs(limit=-1)
+    except RunIndexError:
+        return []
+    seen = {os.path.realpath(d) for d in dirs}
+    out = []
+    for r in rows:
+        d = Path(r.run_dir)
+        if d.is_dir() and not d.is_symlink() and os.path.realpath(d) not in seen:
+            seen.add(os.path.realpath(d))
+            out.append(d)
+    return out
 
 
 # ---------------------------------------------------------------------- prices

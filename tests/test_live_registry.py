@@ -235,6 +235,10 @@ def test_live_runs_outside_the_home_are_listed_attached_and_in_history_and_a_kil
     assert listed(ls.stdout) == [] and "no live run" in ls.stdout
     history = json.loads(nd(env, "history", "--format", "json").stdout)
     assert [(r["id"], r["state"]) for r in history] == [("exp7", "finished")]  # the index has it, from its folder
+    reindex = nd(env, "reindex")  # rebuilt from the run folders: the one outside the run root is kept
+    assert reindex.returncode == 0 and reindex.stdout.startswith("indexed 1 run(s)"), reindex.stdout + reindex.stderr
+    history = json.loads(nd(env, "history", "--format", "json").stdout)
+    assert [(r["id"], r["state"]) for r in history] == [("exp7", "finished")]
 
 
 def _peek(proc) -> bytes:
