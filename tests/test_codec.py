@@ -46,6 +46,11 @@ SAMPLES: list[ev.Event] = [
     ev.ParseProblem(t=3.0, source="neuron-monitor", raw="{", error="not JSON"),
     ev.Notice(t=3.1, level="warn", message="probe fell behind"),
     ev.RunFinished(t=3.2, exit_code=1, signal="SIGINT", stderr_tail=["Traceback"]),
+    dev.DiskSample(t=4.6, filesystems=[dev.FsReading(holds=["run folder", "compile cache"], path="/runs/r",
+                                                     free_bytes=5 << 30, total_bytes=100 << 30, device=2049)],
+                   errors=["compile cache /x: Permission denied"]),
+    ev.OutputNotStored(t=4.7, stream="stdout", lost_bytes=4_200_000, pending_bytes=12, reason="disk full (ENOSPC)",
+                       first_t=4.65),
     dev.DeviceInventory(t=4.0, neuron=dev.NeuronInventory(
         devices=[dev.NeuronDevice(index=0, nc_count=2, core_ids=[0, 1],
                                   processes=[dev.NeuronProcess(pid=9, command="python")])], source="json"),

@@ -6,6 +6,7 @@
   GPU            NVML, 1 Hz, when NVML opens
   Neuron         neuron-monitor (or a recorded stream), its own 1 s period, restarted on death
   compile cache  scanned at start and every 30 s
+  disks          statvfs of the run folder's and the compile cache's filesystems, every 2 s
 
 Each source has its own thread: it polls, then sleeps until its next period (re-armed after the
 poll, so a slow poll never stacks up, and never delays another source). A collector that fails
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from neurondesk.collectors.devices import find_neuron_tool
 from neurondesk.collectors.devices.compile_cache import locate_cache, rescan
+from neurondesk.collectors.devices.disk import DiskSampler, disk_locations
 from neurondesk.collectors.devices.graph_stats import GraphStatsFolder
 from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
@@ -36,6 +38,7 @@ from neurondesk.core.events import Event, Notice
 
 PERIOD_S = 1.0
 CACHE_EVERY_S = 30.0
+DISK_EVERY_S = 2.0
 
 
 class Telemetry:
@@ -45,8 +48,10 @@ class Telemetry:
 
     def __init__(self, emit: Callable[[Event], None], *, tag: str | None = None,
                  neuron_monitor_replay: str | None = None, env: dict[str, str] | None = None,
-                 neuron_observer: str | None = None, graph_stats: str | None = None) -> None:
+                 neuron_observer: str | None = None, graph_stats: str | None = None,
+                 run_dir: str | Path | None = None) -> None:
         self.emit = emit
+        self.run_dir = run_dir  # its disk (and the compile cache's) is watched
         self.observer_url = neuron_observer  # Neuron Observer's /metrics URL: device samples
         self.graph_stats_dir = graph_stats  # TorchNeuron graph_stats CSVs: compile events
         self.tag = tag
@@ -109,6 +114,10 @@ class Telemetry:
             self.stopping.wait(max(0.05, period - (time.monotonic() - started)))
 
     def _start_sources(self) -> None:
+        if self.run_dir is not None:
+            disks = self._guard("disk", lambda: DiskSampler(disk_locations(self.run_dir, self.env)))
+            if disks is not None:
+                self._spawn(self._every, "nd-disk", "disk", DISK_EVERY_S, disks.sample)
         host = HostSampler()
         self._spawn(self._every, "nd-host", "host", PERIOD_S, host.sample)
         tree = ProcessTreeSampler(self.root_pid)

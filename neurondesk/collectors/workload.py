@@ -2,25 +2,41 @@
 
 Everything that arrives (probe messages over the private Unix socket, stdout and stderr lines,
 the exit) is put on one queue as raw items, stamped with the time it arrived; the consumer
-(the recorder) decodes and parses them in a single thread. The workload's output goes to files
-in the run folder, so the training never depends on neurondesk being alive to read a pipe.
+(the recorder) decodes and parses them in a single thread.
+
+The workload's stdout and stderr are pipes drained by the output relay (collectors/output_relay.py),
+a small process of its own that appends them to stdout.log / stderr.log in the run folder: the
+training never depends on neurondesk being alive, nor on the run folder's disk (full, read-only:
+the relay counts what it could not store and says so over its status pipe, as RawRelayStatus).
+A tail thread reads the files for the log parsers.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import queue
+import select
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from neurondesk.core.disk import OutputNotStored
+from neurondesk.core.events import Notice
+
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
+RELAY_SCRIPT = Path(__file__).resolve().parent / "output_relay.py"
+RELAY_READY_S = 15.0  # for the relay to say it is up; past this the output goes to the files directly
+RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end
+PIPE_SIZE = 1 << 20  # the workload's output pipes: room for bursts while the relay catches up
 MAX_LINE = 1 << 20  # longer output lines are cut (and marked) rather than held in memory
 OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload runs
 EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
@@ -37,6 +53,14 @@ class RawOutput:
 class RawProbe:
     t: float
     line: bytes
+
+
+@dataclass(frozen=True)
+class RawRelayStatus:
+    """A status line of the output relay (its totals for one stream), decoded JSON."""
+
+    t: float
+    fields: dict
 
 
 @dataclass(frozen=True)
@@ -99,6 +123,10 @@ class WorkloadProcess:
         self.exited = threading.Event()
         self.output_done = threading.Event()  # the exit and the grace for processes left running are over
         self.sent_signal: str | None = None
+        self.relay: subprocess.Popen | None = None
+        self.relay_done = threading.Event()  # the relay ended: everything it could store is in the files
+        self.relay_problem: str | None = None  # why the output goes to the files directly
+        self._relay_rest = b""
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -113,7 +141,9 @@ class WorkloadProcess:
         self.server.listen(64)
         self._spawn(self._accept_loop, "nd-accept")
         env = probe_environment(self.base_env, self.socket_path, self.tag)
-        files = {name: _open_output(path) for name, path in self.output_paths.items()}
+        files = self._start_relay()
+        if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
+            files = {name: _open_output(path) for name, path in self.output_paths.items()}
         try:
             self.proc = subprocess.Popen(
                 self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
@@ -125,9 +155,84 @@ class WorkloadProcess:
             raise WorkloadStartError(f"cannot start the workload {self.command[0]!r}: {exc.strerror or exc}") from exc
         finally:
             for fd in files.values():
-                os.close(fd)
+                os.close(fd)  # the relay ends when the workload and its children have closed theirs
         self._spawn(self._tail_output, "nd-output")
         self._spawn(self._wait_exit, "nd-wait")
+
+    def _start_relay(self) -> dict[str, int] | None:
+        """Start the output relay; returns the write ends of the pipes it drains (for the workload),
+        or None when it could not start (``relay_problem`` says why)."""
+        pipes = {name: os.pipe() for name in self.output_paths}
+        status_r, status_w = os.pipe()
+        args = [sys.executable, "-I", "-S", str(RELAY_SCRIPT), "--status-fd", str(status_w)]
+        for name, path in self.output_paths.items():
+            args += ["--stream", name, str(pipes[name][0]), str(path)]
+            try:
+                fcntl.fcntl(pipes[name][1], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            except OSError:
+                pass  # the default size (64 KiB) still works
+        try:
+            self.relay = subprocess.Popen(
+                args, pass_fds=[status_w, *(r for r, _ in pipes.values())], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+                start_new_session=True,  # away from the terminal and from the workload's group
+            )
+        except OSError as exc:
+            self.relay_problem = f"the output relay did not start ({exc.strerror or exc})"
+        finally:
+            os.close(status_w)
+            for r, _ in pipes.values():
+                os.close(r)
+        ready = self.relay is not None and self._relay_ready(status_r)
+        if not ready:
+            os.close(status_r)
+            for _, w in pipes.values():
+                os.close(w)
+            if self.relay is not None:
+                self.relay_problem = self.relay_problem or "the output relay did not answer"
+                self.relay.kill()
+                self.relay.wait()
+                self.relay = None
+            self.relay_done.set()
+            return None
+        self._spawn(lambda: self._read_relay(status_r), "nd-relay")
+        return {name: w for name, (_, w) in pipes.items()}
+
+    def _relay_ready(self, fd: int) -> bool:
+        deadline = time.monotonic() + RELAY_READY_S
+        got = b""
+        while b"\n" not in got:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return False
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return False
+            got += chunk
+        line, _, self._relay_rest = got.partition(b"\n")
+        try:
+            return bool(json.loads(line).get("ready"))
+        except ValueError:
+            return False
+
+    def _read_relay(self, fd: int) -> None:
+        """The relay's status lines, to the queue; at its end (EOF) it has stored all it could."""
+        try:
+            with os.fdopen(fd, "rb") as f:
+                for line in _prefixed(self._relay_rest, f):
+                    try:
+                        fields = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(fields, dict):
+                        self.out.put(RawRelayStatus(time.time(), fields))
+        finally:
+            if self.relay is not None:
+                try:
+                    self.relay.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            self.relay_done.set()
 
     def _spawn(self, target, name: str) -> threading.Thread:
         th = threading.Thread(target=target, name=name, daemon=True)
@@ -174,6 +279,8 @@ class WorkloadProcess:
         while left and time.monotonic() < deadline:
             time.sleep(OUTPUT_POLL_S)
             left = [p for p in left if _alive(p.pid)]
+        # the relay stores the last output, then ends (unless a process left running holds the pipes)
+        self.relay_done.wait(0.2 if left else RELAY_END_WAIT_S)
         self.output_done.set()
         for th in list(self.threads):
             if th.name == "nd-output":
@@ -223,6 +330,26 @@ class WorkloadProcess:
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
+def relay_event(raw: RawRelayStatus):
+    """The relay's status line as an event (OutputNotStored; a Notice when the relay reports an
+    error of its own); None for what is not news (its ready line) or not valid (counted nowhere:
+    the next line carries the same totals)."""
+    f = raw.fields
+    if "error" in f:
+        return Notice(t=raw.t, level="error", source="output", message=(
+            f"the output relay failed ({str(f['error'])[:300]}); it drains the workload's output and "
+            "discards it from now on, so the training goes on"))
+    stream, lost, pending = f.get("stream"), f.get("lost_bytes"), f.get("pending_bytes", 0)
+    if stream not in ("stdout", "stderr") or not isinstance(lost, int) or not isinstance(pending, int):
+        return None
+    first = f.get("first_t")
+    reason = f.get("reason")
+    return OutputNotStored(t=raw.t, stream=stream, lost_bytes=lost, pending_bytes=pending,
+                           reason=reason if isinstance(reason, str) else None,
+                           first_t=float(first) if isinstance(first, int | float) else None,
+                           storing=bool(f.get("storing")), final=bool(f.get("final")))
+
+
 def left_running(session_id: int) -> list[LeftRunning]:
     """Live processes of the workload's session (it was started in a session of its own, so its
     children are in it unless they made their own); zombies are not counted."""
@@ -252,6 +379,16 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
+def _prefixed(first: bytes, f):
+    """The lines of ``f``, after those already read of it (``first``)."""
+    while b"\n" in first:
+        line, _, first = first.partition(b"\n")
+        yield line + b"\n"
+    if first:
+        yield first + f.readline()
+    yield from f
+
+
 def _open_output(path: Path) -> int:
     """The workload's own output file: appended to, private to the user, never through a symlink."""
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -279,6 +416,8 @@ class OutputTail:
         lines: list[str] = []
         while True:
             chunk = os.read(self.fd, 1 << 20)
+            if not chunk and self._replaced():  # removed and made again (the relay does): read the new one
+                continue
             if not chunk:
                 break
             parts = (self.partial + chunk).split(b"\n")
@@ -297,6 +436,20 @@ class OutputTail:
                 lines.append(self._text(self.partial))
             self.partial = b""
         return lines
+
+    def _replaced(self) -> bool:
+        """At the end of what we read: is the file at ``path`` another one now? Then it is read from
+        its start."""
+        try:
+            now, ours = os.stat(self.path, follow_symlinks=False), os.fstat(self.fd)
+            if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):
+                return False
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        os.close(self.fd)
+        self.fd = fd
+        return True
 
     @staticmethod
     def _text(raw: bytes) -> str:

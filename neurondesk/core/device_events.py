@@ -312,3 +312,25 @@ class CacheScan(Event):
     disk_total_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+
+
+# ---------------------------------------------------------------- disks (collectors/devices/disk.py)
+
+
+@dataclass(frozen=True)
+class FsReading:
+    """One filesystem: what of the run it holds ("run folder", "compile cache"), the path it was
+    read at, its free bytes (what an unprivileged writer can still use) and its size."""
+
+    holds: list[str]
+    path: str
+    free_bytes: int
+    total_bytes: int
+    device: int = 0  # st_dev: two paths on one filesystem are one reading
+
+
+@dataclass(frozen=True)
+class DiskSample(Event):
+    kind: ClassVar[str] = "disk_sample"
+    filesystems: list[FsReading] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a path that could not be read, and why

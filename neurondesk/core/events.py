@@ -287,6 +287,20 @@ class ProbeDropped(Event):
     steps: int = 0  # steps the probe ended so far in that process (its own counter)
 
 
+@dataclass(frozen=True)
+class OutputNotStored(Event):
+    """The output relay's totals for one stream so far (a later one replaces an earlier one)."""
+
+    kind: ClassVar[str] = "output_not_stored"
+    stream: str  # "stdout" | "stderr"
+    lost_bytes: int  # dropped for good
+    pending_bytes: int = 0  # held in memory, not yet in the file (the relay retries)
+    reason: str | None = None  # "disk full (ENOSPC)", "read-only filesystem (EROFS)" ...
+    first_t: float | None = None  # the first write that failed
+    storing: bool = False  # writes succeed again
+    final: bool = False  # the relay's last word: the pipes closed
+
+
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The event as JSON-friendly builtins, ``kind`` included (see core/codec.py)."""
     from neurondesk.core.codec import event_to_dict as to_dict

@@ -44,6 +44,9 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     dev.HostSample,
     dev.ProcessTreeSample,
     dev.CacheScan,
+    # the disks (collectors/devices/disk.py) and output the relay could not store
+    dev.DiskSample,
+    ev.OutputNotStored,
 )
 
 

@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from neurondesk.core import events as ev
+from neurondesk.core.disk import DiskReducer
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
@@ -56,6 +57,7 @@ class Parts(NamedTuple):
     log: LogReducer
     evaluation: EvalReducer
     ranks: RankReducer
+    disk: DiskReducer  # free space, growth, output not stored (core/disk.py)
 
 
 def _via(part: str, name: str) -> Any:
@@ -72,7 +74,7 @@ class RunState:
         compiles = CompileReducer(run, procs, steps, evaluation)
         self.parts = Parts(run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
                            telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
-                           evaluation=evaluation, ranks=RankReducer(run))
+                           evaluation=evaluation, ranks=RankReducer(run), disk=DiskReducer())
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()

@@ -230,6 +230,7 @@ def build_summary(state: RunState, now: float | None = None, peaks: PriceTable |
         "reduce_errors": state.reduce_errors,
         "reduce_error_samples": list(state.reduce_error_samples),
         "notices": _notices(state),
+        "disk": state.parts.disk.as_dict(),  # free space, growth, forecast; output not stored (core/disk.py)
     }
 
 
@@ -245,6 +246,7 @@ def _notices(state: RunState) -> list[str]:
     lines = [n.message for n in state.notices if n.level in ("warn", "error")][-20:]
     rate = state.script_throughput()
     derived = (state.steps_lost_text, state.reduce_error_text, _left_running_text(state),
+               state.parts.disk.output_not_stored_words(),
                rate.warning() if rate is not None else None)
     return lines + [x for x in derived if x]
 

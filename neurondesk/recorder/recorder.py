@@ -21,8 +21,16 @@ from neurondesk.collectors.devices.neuron_monitor import process_tag
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.collectors.probe_messages import ProbeDecoder
 from neurondesk.collectors.telemetry import Telemetry
-from neurondesk.collectors.workload import RawExit, RawOutput, RawProbe, WorkloadProcess
+from neurondesk.collectors.workload import (
+    RawExit,
+    RawOutput,
+    RawProbe,
+    RawRelayStatus,
+    WorkloadProcess,
+    relay_event,
+)
 from neurondesk.core import events as ev
+from neurondesk.core.disk import DiskSample, DiskWarnings, output_notice
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.checkpointing import Checkpointer
@@ -72,6 +80,7 @@ class Recorder:
         self.metrics: MetricsExporter | None = None
         self.checkpoints = Checkpointer(paths.dir)  # the reduced state beside the journal, for readers
         self._rotation_said: str | None = None
+        self.disk_warnings = DiskWarnings()  # free space / fill forecast: a notice once per episode
         self.registration: Registration | None = None  # this run's entry among the live runs
 
     # ------------------------------------------------------------------ start
@@ -99,13 +108,17 @@ class Recorder:
             self.record(ev.RunFinished(t=time.time(), exit_code=127))
             self.finish()
             raise
+        if self.workload.relay_problem:
+            self.record(ev.Notice(t=time.time(), level="warn", source="output", message=(
+                f"{self.workload.relay_problem}: the workload writes into {self.paths.stdout_log.name} and "
+                f"{self.paths.stderr_log.name} itself, so a full or read-only disk there can fail its writes")))
         self._start_metrics()
         self.control = ControlServer(os.path.join(self.workload.sock_dir, "control.sock"), self.queue.put)
         self.control.start()
         write_recorder_info(self.paths.dir, RecorderInfo(os.getpid(), self.control.path, self.workload.pid))
         if o.telemetry:
             try:
-                self.telemetry = Telemetry(self.queue.put, tag=tag, env=o.env,
+                self.telemetry = Telemetry(self.queue.put, tag=tag, env=o.env, run_dir=self.paths.dir,
                                            neuron_monitor_replay=o.neuron_monitor_replay,
                                            neuron_observer=o.neuron_observer, graph_stats=o.graph_stats)
                 self.telemetry.start(self.workload.pid)
@@ -226,9 +239,15 @@ class Recorder:
                 self.record(e)
         elif isinstance(item, ControlRequest):
             self._control(item)
+        elif isinstance(item, RawRelayStatus):
+            if not self.done:  # after the end: the relay of a process left running
+                self._relay_status(item)
         elif isinstance(item, ev.Event):  # from the telemetry collectors
             if not self.done:
                 self.record(item)
+                if isinstance(item, DiskSample):
+                    for text in self.disk_warnings.check(self.state.parts.disk.filesystems()):
+                        self.record(ev.Notice(t=item.t, level="warn", source="disk", message=text))
         elif isinstance(item, RawExit):
             for e in self.parser.flush(item.t):
                 self.record(e)
@@ -238,6 +257,21 @@ class Recorder:
                                        stderr_tail=list(self.stderr_tail),
                                        left_running=[ev.LeftProcess(p.pid, p.command) for p in item.left_running]))
             self.finish()
+
+    def _relay_status(self, item: RawRelayStatus) -> None:
+        """The output relay's totals: journaled, and a notice when a stream's writes start failing
+        or succeed again."""
+        e = relay_event(item)
+        if isinstance(e, ev.Notice) or e is None:
+            if e is not None:
+                self.record(e)
+            return
+        before = self.state.parts.disk.output.get(e.stream)
+        self.record(e)
+        path = self.paths.stdout_log if e.stream == "stdout" else self.paths.stderr_log
+        said = output_notice(before, e, str(path))
+        if said is not None:
+            self.record(ev.Notice(t=e.t, level=said[0], source="output", message=said[1]))
 
     def _control(self, req: ControlRequest) -> None:
         if req.op == "export":

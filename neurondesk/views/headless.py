@@ -36,6 +36,7 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
         found = state.parts.ranks.stragglers() if stragglers is None else stragglers
         if found:
             parts.append(f"straggler: {found[0].words()}")
+    parts += state.parts.disk.status_words()  # a disk that fills soon, output not stored
     parts.append(fmt.clock(state.elapsed_s(now)))
     return " | ".join(parts)
 

@@ -110,7 +110,7 @@ class DevicesPanel(Panel):
 
     def render_state(self, state: RunState, now: float) -> None:
         samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), id(state.cache),
-                   len(state.notices), state.reduce_errors, self.content_size)
+                   len(state.notices), state.reduce_errors, self.content_size, state.parts.disk.events)
         if samples == self._samples:
             return  # nothing new sampled since the last render
         self._samples = samples
@@ -148,12 +148,23 @@ class DevicesPanel(Panel):
             c = state.process_tree.compilers
             t.append(f"\n  {len(c)} compiler process{'es' if len(c) > 1 else ''} running", style="yellow")
         self._cache(t, state, width)
+        self._disks(t, state, width)
         # collector trouble (neuron-monitor restarting, a collector that stopped): shown, not fatal
         for n in [n for n in state.notices if n.level in ("warn", "error") and n.source != "probe"][-2:]:
             t.append("\n" + fmt.ellipsize(clean(f"{n.source}: {n.message}"), width), style="yellow")
         if state.reduce_errors:  # events the reducer skipped: the figures may miss them
             t.append("\n" + fmt.ellipsize(clean(state.reduce_error_text), width), style="yellow")
         self.query_one("#devices-text", Line).show(t)
+
+    @staticmethod
+    def _disks(t: Text, state: RunState, width: int) -> None:
+        """The run folder's and the compile cache's disks: free, growth, when full; output not stored."""
+        disk = state.parts.disk
+        for f in disk.filesystems():
+            t.append("\n  " + fmt.ellipsize(clean(f.words()), width - 2), style="yellow" if f.warning() else "dim")
+        lost = disk.output_not_stored_words()
+        if lost:
+            t.append("\n  " + fmt.ellipsize(clean(lost), width - 2), style="bold red")
 
     @staticmethod
     def _cache(t: Text, state: RunState, width: int) -> None:

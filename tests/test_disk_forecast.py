@@ -1,0 +1,244 @@
+"""Seeing the disk fill before it is full: the forecast math (core/disk.py, pure), the warnings
+once per episode, the words every view shows, and one real run whose run folder is on a small
+tmpfs that a second process fills at a steady pace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, base_env
+from test_output_relay import _mount, _umount
+from test_recorder_lifecycle import wait_until
+
+from neurondesk.collectors.devices.disk import DiskSampler, disk_locations
+from neurondesk.core import events as ev
+from neurondesk.core.device_events import DiskSample, FsReading
+from neurondesk.core.disk import (
+    DiskReducer,
+    DiskWarnings,
+    duration_words,
+    full_in_s,
+    growth_rate,
+    output_notice,
+    size_words,
+)
+from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary
+from neurondesk.store.journal import read_journal
+from neurondesk.views.headless import status_line
+
+GB = 10**9
+
+
+def _sample(t: float, free: int, total: int = 100 * GB, holds=("run folder",), path="/runs", device=7) -> DiskSample:
+    return DiskSample(t=t, filesystems=[FsReading(list(holds), path, free, total, device)])
+
+
+# ---------------------------------------------------------------- the math
+
+
+def test_growth_rate_is_the_least_squares_slope_of_free_space():
+    # 1 MB/s used, with noise that cancels: +-200 kB around the line
+    pts = [(float(t), 50 * GB - t * 10**6 + (200_000 if t % 2 else -200_000)) for t in range(0, 61, 5)]
+    rate = growth_rate(pts)
+    assert rate == pytest.approx(1e6, rel=0.02)
+    assert growth_rate([(0.0, 10), (5.0, 10), (20.0, 10)]) == 0  # flat: not filling
+    assert growth_rate([(0.0, 100), (10.0, 200), (20.0, 300)]) == pytest.approx(-10.0)  # being freed
+
+
+def test_growth_rate_needs_enough_samples_over_enough_time():
+    assert growth_rate([]) is None
+    assert growth_rate([(0.0, 100), (20.0, 50)]) is None  # two samples are not enough
+    assert growth_rate([(0.0, 100), (2.0, 90), (4.0, 80)]) is None  # 4 s: too short a span
+    assert growth_rate([(0.0, 100), (5.0, 90), (10.0, 80)]) == pytest.approx(2.0)
+
+
+def test_only_the_recent_window_counts():
+    # a burst long ago (10 GB in the first minute), then 1 kB/s for 20 minutes
+    pts = [(0.0, 90 * GB), (30.0, 85 * GB), (60.0, 80 * GB)]
+    pts += [(60.0 + s, 80 * GB - s * 1000) for s in range(10, 1201, 10)]
+    assert growth_rate(pts, window_s=600) == pytest.approx(1000, rel=1e-6)
+    assert growth_rate(pts, window_s=1e9) > 5000  # with the burst in the window, much faster
+
+
+def test_full_in_is_free_space_over_the_rate():
+    assert full_in_s(7800 * 10**6, 10**6) == 7800  # 7.8 GB at 1 MB/s: 2 h 10 min
+    assert duration_words(7800) == "2 h 10 min"
+    assert full_in_s(10**9, 0.0) is None and full_in_s(10**9, -5.0) is None and full_in_s(10**9, None) is None
+    assert full_in_s(-3, 10.0) == 0.0  # already past full (root's reserve): full now
+
+
+@pytest.mark.parametrize("seconds, words", [(0, "under a minute"), (59.9, "under a minute"), (60, "1 min"),
+                                            (3599, "59 min"), (3600, "1 h"), (7800, "2 h 10 min"),
+                                            (47 * 3600 + 59 * 60, "47 h 59 min"), (48 * 3600, "2 days"),
+                                            (3 * 86400 + 4 * 3600 + 59, "3 days 4 h")])
+def test_duration_words(seconds, words):
+    assert duration_words(seconds) == words
+
+
+def test_size_words_are_decimal_as_disks_are_sold():
+    assert [size_words(n) for n in (0, 999, 1000, 4_200_000, 1_300_000_000, 2.5e13)] == \
+        ["0 B", "999 B", "1.0 kB", "4.2 MB", "1.3 GB", "25.0 TB"]
+
+
+# ---------------------------------------------------------------- the reducer and its warnings
+
+
+def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figures():
+    state = RunState()
+    warner = DiskWarnings()
+    said = []
+    free = 60 * GB  # 60% free, 1 MB/s: full in 16 h 39 min
+    for i in range(13):
+        state.apply(_sample(1000.0 + 5 * i, free - i * 5 * 10**6))
+        said += warner.check(state.parts.disk.filesystems())
+    fs = state.parts.disk.filesystems()[0]
+    assert fs.growth_bytes_per_s == pytest.approx(1e6)
+    assert fs.full_in_s == pytest.approx((free - 60 * 10**6) / 1e6)
+    assert said == [] and fs.warning() is None  # 16 h away, 60% free: no warning
+    assert status_line(state, 1060.0).count("disk full in about 16 h") == 1  # under a day: shown
+
+    # now 7.8 GB free of 50 GB (16%) at the same pace: full in 2 h 10 min
+    state2, warner2, said2 = RunState(), DiskWarnings(), []
+    for i in range(13):
+        state2.apply(_sample(1000.0 + 5 * i, 7800 * 10**6 + (12 - i) * 5 * 10**6, total=50 * GB))
+        said2 += warner2.check(state2.parts.disk.filesystems())
+    assert said2 == ["the disk holding the run folder (/runs) has 7.8 GB free (16%): disk full in about "
+                     "2 h 10 min at this rate (+60.0 MB/min)"]
+    assert "disk full in about 2 h 10 min (run folder)" in status_line(state2, 1060.0)
+    figures = build_summary(state2, 1060.0)["disk"]["filesystems"]
+    assert figures == [{"holds": ["run folder"], "path": "/runs", "free_bytes": 7800 * 10**6, "total_bytes": 50 * GB,
+                        "free_share": 0.156, "growth_bytes_per_s": 1e6, "full_in_s": 7800.0,
+                        "full_in": "2 h 10 min", "warning": said2[0]}]
+
+
+def test_a_low_disk_warns_at_once_and_again_when_its_forecast_comes():
+    r, warner, said = DiskReducer(), DiskWarnings(), []
+    for i in range(13):  # 8 GB free of 100 GB, 1 MB/s
+        r.on_disk_sample(_sample(5.0 * i, 8 * GB - i * 5 * 10**6))
+        said.append(warner.check(r.filesystems()))
+    assert said[0] == ["the disk holding the run folder (/runs) has 8.0 GB free (8%)"]  # no rate yet
+    assert said[1] == []  # 5 s: still no rate
+    assert said[2] == ["the disk holding the run folder (/runs) has 8.0 GB free (8%): disk full in about "
+                       "2 h 13 min at this rate (+60.0 MB/min)"]  # 7.99 GB at 1 MB/s
+    assert all(x == [] for x in said[3:])
+
+
+def test_a_warning_comes_once_per_episode_not_once_per_sample():
+    warner = DiskWarnings()
+    r = DiskReducer()
+    out = []
+    frees = [50, 9, 9, 8, 10.5, 11, 13, 13, 9]  # % free; samples far apart (no growth rate, no forecast)
+    for i, pct in enumerate(frees):
+        r.on_disk_sample(_sample(1000.0 * i, int(pct * GB)))
+        out.append(len(warner.check(r.filesystems())))
+    # warns at 9%; 10.5% and 11% are still inside the episode (clears at 12%); 13% ends it; 9% again
+    assert out == [0, 1, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_run_folder_and_cache_on_one_filesystem_are_one_reading(tmp_path):
+    cache = tmp_path / "cache"  # not made yet: its nearest existing folder's disk is the one
+    sample = DiskSampler(disk_locations(tmp_path / "run", {"NEURON_CC_FLAGS": f"--cache_dir={cache}"})).sample(5.0)
+    assert [f.holds for f in sample.filesystems] == [["run folder", "compile cache"]]
+    assert sample.filesystems[0].total_bytes > 0 and sample.t == 5.0 and sample.errors == []
+    assert disk_locations("/r", {"NEURON_COMPILE_CACHE_URL": "file:///mnt/c"}) == \
+        {"run folder": "/r", "compile cache": "/mnt/c"}
+    assert disk_locations("/r", {"NEURON_COMPILE_CACHE_URL": "s3://bucket/c"}) == {"run folder": "/r"}
+    assert disk_locations("/r", {})["compile cache"] == "/var/tmp/neuron-compile-cache"
+
+
+def test_samples_out_of_order_are_skipped_and_memory_stays_bounded():
+    r = DiskReducer()
+    for i in range(5000):
+        r.on_disk_sample(_sample(float(i), 50 * GB - i * 1000))
+    r.on_disk_sample(_sample(10.0, 1))  # late and out of order: not a new latest reading
+    fs = r.filesystems()[0]
+    assert fs.free_bytes == 50 * GB - 4999 * 1000 and fs.growth_bytes_per_s == pytest.approx(1000)
+    assert len(r._fs["dev:7"].samples) <= 512
+
+
+def test_output_not_stored_words_and_notices():
+    r = DiskReducer()
+    first = ev.OutputNotStored(t=100.0, stream="stdout", lost_bytes=0, pending_bytes=5000,
+                               reason="disk full (ENOSPC)", first_t=99.0)
+    level, text = output_notice(None, first, "/runs/r/stdout.log")
+    assert level == "error" and text.startswith("the workload's stdout cannot be stored in /runs/r/stdout.log: "
+                                                "disk full (ENOSPC) at ")
+    r.on_output_not_stored(first)
+    assert "5.0 kB held in memory" in r.output_not_stored_words()
+    later = ev.OutputNotStored(t=200.0, stream="stdout", lost_bytes=4_200_000, reason="disk full (ENOSPC)",
+                               first_t=99.0, storing=True)
+    assert output_notice(first, later, "/x")[0] == "info" and "4.2 MB of it were not stored" in \
+        output_notice(first, later, "/x")[1]
+    assert output_notice(later, later, "/x") is None  # no change: nothing to say
+    r.on_output_not_stored(later)
+    words = r.output_not_stored_words()
+    assert words.startswith("4.2 MB of the workload's output were not stored: disk full (ENOSPC) at ")
+    assert words.endswith("(stdout 4.2 MB; writes succeed again)")
+    assert r.status_words() == ["output not stored: 4.2 MB"]
+    # held bytes count as lost once the relay's last word says they stayed unwritten
+    r.on_output_not_stored(ev.OutputNotStored(t=300.0, stream="stderr", lost_bytes=0, pending_bytes=800,
+                                              reason="read-only filesystem (EROFS)", first_t=250.0, final=True))
+    assert r.output_lost_bytes == 4_200_800
+
+
+# ---------------------------------------------------------------- a real run
+
+
+FILLER = r"""
+import os, sys, time
+path, chunk, total = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open(path, "wb", buffering=0) as f:
+    for _ in range(total // chunk):
+        f.write(b"\0" * chunk)
+        time.sleep(0.25)
+"""
+
+
+def test_a_real_run_on_a_filling_disk_says_when_it_will_be_full(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    _mount(["mount", "-t", "tmpfs", "-o", "size=200m,mode=0700", "tmpfs", str(mnt)], "a tmpfs")
+    filler = subprocess.Popen([sys.executable, "-c", FILLER, str(mnt / "filler"), str(1 << 20), str(150 << 20)])
+    try:
+        run_dir = mnt / "run"
+        # the workload: steps until the journal shows the forecast in a notice (a file the test makes)
+        go = tmp_path / "go"
+        code = (f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    print('tick', flush=True)\n"
+                "    time.sleep(0.2)\n")
+        env = base_env(tmp_path / "home")
+        env["NEURON_CC_FLAGS"] = f"--cache_dir={mnt / 'cache'}"
+        p = subprocess.Popen([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
+                              "--", sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, env=env, cwd=REPO)
+
+        def warned() -> list[str]:
+            try:
+                events = read_journal(run_dir / "events.jsonl")[0]
+            except OSError:
+                return []
+            return [e.message for e in events if e.kind == "notice" and e.source == "disk"]
+        said = wait_until(warned, 240, "a disk notice")
+        go.touch()
+        _, err = p.communicate(timeout=120)
+    finally:
+        filler.kill()
+        filler.wait()
+        if "p" in locals() and p.poll() is None:
+            p.kill()
+        summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else None
+        _umount(mnt)
+    assert p.returncode == 0, err
+    # ~4 MB/s into 200 MiB: full within a minute or two, far under 6 h
+    assert said[0].startswith(f"the disk holding the run folder and the compile cache ({run_dir}) has ")
+    assert ": disk full in about " in said[0] and "at this rate (+" in said[0]
+    fs = summary["disk"]["filesystems"]
+    assert [f["holds"] for f in fs] == [["run folder", "compile cache"]]
+    assert fs[0]["total_bytes"] == 200 << 20
+    assert 1e6 < fs[0]["growth_bytes_per_s"] < 8e6  # 1 MiB every 0.25 s at most, slower on a busy machine
+    assert fs[0]["full_in_s"] is not None and fs[0]["full_in_s"] < 6 * 3600
+    assert said[0] in summary["notices"]
+    assert "disk full in about" in err  # the headless status line said it too
