@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, base_env
 
+from neurondesk.store.index import RunIndex
 from neurondesk.store.live_registry import RegistryRefused, live_entries, register, registry_dir
 from neurondesk.store.liveness import (
     RecorderInfo,
@@ -294,6 +295,10 @@ def test_a_folder_moved_or_deleted_while_live_is_said_in_one_line(tmp_path):
         wait_until(lambda: not recorder_alive(now), 60, "the moved run's recorder to end")
         wait_until(lambda: not _alive(pid9), 60, "the deleted run's recorder to end")
     assert entries(env) == []
+    # The moved run's recorder wrote its summary and index row where its folder is now.
+    assert json.loads((now / "summary.json").read_text())["run_id"] == "exp7"
+    rows = {r.id: r.run_dir for r in RunIndex(data_folder(env) / "runs" / "runs.sqlite").list_runs()}
+    assert rows["exp7"] == str(now) and rows["exp9"] == str(deleted)
 
 
 def _alive(pid: int) -> bool:

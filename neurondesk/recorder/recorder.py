@@ -41,7 +41,7 @@ from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
 from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
-from neurondesk.store.live_registry import Registration, RegistryRefused, register, registry_dir
+from neurondesk.store.live_registry import Registration, RegistryRefused, folder_now, register, registry_dir
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
@@ -137,6 +137,16 @@ class Recorder:
             return (f"this run is not in the registry of live runs ({why}); `neurondesk ls` and `attach ID` "
                     f"find it only under its folder: `neurondesk attach {self.paths.dir}`")
         return None
+
+    def _follow_moved_folder(self) -> None:
+        """Its folder was moved while the run was live: the summary and the index row go where it is now."""
+        now = folder_now(self.paths.dir, self.lock.fd) if self.lock is not None and self.lock.fd >= 0 else None
+        if now is None or now == self.paths.dir:
+            return
+        self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=(
+            f"the run folder was moved while the run was live: {self.paths.dir} is now {now}; "
+            "its summary and index row are written there")))
+        self.paths = self.disk.paths = RunPaths(now)
 
     def unregister(self) -> None:
         if self.registration is not None:
@@ -343,6 +353,7 @@ class Recorder:
         self.done = True
         if self.telemetry is not None:
             self.telemetry.stop()
+        self._follow_moved_folder()
         try:
             summary = self.export_summary()
             self.summary_written = True

@@ -323,3 +323,23 @@ def live_entries(registry: Path) -> list[LiveRun]:
         os.close(dfd)
     out.sort(key=lambda r: (r.entry.started, r.entry.run_id), reverse=True)
     return out
+
+
+def folder_now(run_dir: Path | str, lock_fd: int) -> Path | None:
+    """For the recorder holding ``lock_fd`` open (its ``run_dir/recorder.lock``): where that folder
+    is now. ``run_dir`` when it is still there; the new folder when it was moved while live; None
+    when it was deleted, or when this system cannot tell (no ``/proc``)."""
+    st = os.fstat(lock_fd)
+    try:
+        here = os.stat(os.path.join(run_dir, RECORDER_LOCK), follow_symlinks=False)
+        if (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino):
+            return Path(run_dir)
+    except OSError:
+        pass
+    try:
+        where = os.readlink(os.path.join(_PROC, "self", "fd", str(lock_fd)))
+    except OSError:
+        return None
+    if where.endswith(DELETED_MARK) or not os.path.isabs(where):
+        return None
+    return Path(where).parent
