@@ -53,16 +53,23 @@ def test_causes_first_shape_change_new_graph_value_access():
     assert st.compiles[2].previous_shapes == [[8, 64]]
 
 
-def test_live_quantiles_end_exact_and_match_a_full_sort():
+def test_live_quantiles_are_exact_for_short_runs_and_within_half_a_percent_for_long_ones():
     st = RunState()
     rnd = random.Random(7)
+    xs = []
     for i in range(20000):
-        st.apply(step(i, d=rnd.random()))
+        d = rnd.random()
+        st.apply(step(i, d=d))
+        if i >= 5:
+            xs.append(d)
+        if len(xs) == 3000:  # still every value kept: exact
+            assert st.steady_quantile(0.5) == quantile(xs, 0.5)
+            assert st.steady_quantile(0.9) == quantile(xs, 0.9)
         if i % 9 == 0:
-            _ = st.steady_quantile(0.5)  # what the console asks, throttled
-    xs = list(st.steady_times)
-    assert st.steady_quantile(0.5, exact=True) == quantile(xs, 0.5)
-    assert st.steady_quantile(0.9, exact=True) == quantile(xs, 0.9)
+            _ = st.steady_quantile(0.5)  # what the console asks
+    for q in (0.5, 0.9, 0.99):
+        assert abs(st.steady_quantile(q) / quantile(xs, q) - 1) <= 0.005
+    assert len(st.steady_times) == len(xs)
 
 
 # ---------------------------------------------------------------- composition, errors

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 
 from neurondesk.core.reduce.compiles import STORM_STEPS
 from neurondesk.core.reduce.telemetry import SteadyProcesses
-from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState, quantile
+from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
 
 
 def device_utilization(state: RunState) -> dict:
     """Mean and median device utilisation (%) over the samples taken in steady state."""
-    xs = state.device_util_steady
+    xs = state.device_util_steady  # a bounded sketch (core/sketch.py)
     return {
-        "mean": round(sum(xs) / len(xs), 2) if xs else None,
-        "p50": None if not xs else round(quantile(xs, 0.5), 2),
+        "mean": round(xs.total / len(xs), 2) if xs else None,
+        "p50": None if not xs else round(xs.quantile(0.5), 2),
         "samples": len(xs),
         "source": state.device_util_source,
     }

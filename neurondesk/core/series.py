@@ -9,7 +9,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from neurondesk.core.reduce.steps import StepRecord
+from neurondesk.core.reduce.steps import HISTORY, StepRecord, StepReducer
 
 
 def rolling_quantiles(values: Sequence[float], window: int, q: float) -> list[float]:
@@ -72,3 +72,32 @@ def step_time_line(history: Iterable[StepRecord], window: int | None = None,
         steps, med, p90 = [steps[i] for i in keep], [med[i] for i in keep], [p90[i] for i in keep]
     compiled = [r for r in records if r.compiled]
     return StepTimeLine(steps, med, p90, w, [r.step for r in compiled], [r.duration_s for r in compiled])
+
+
+def whole_run_line(steps: StepReducer, points: int | None = None) -> StepTimeLine:
+    """The whole run from its downsampled series (core/sketch.py), for a run longer than the
+    history: per bucket of steps its median (the line) and its max (the band's edge), and the
+    steps that compiled (their bucket's max), so a compile wall at the start and a slowdown in
+    the middle of a long run both show. ``window``: the steps per bucket."""
+    pts = steps.series.points()
+    if points is not None and points > 0 and len(pts) > points:
+        k = -(-len(pts) // points)
+        pts = [_merge(pts[i:i + k]) for i in range(0, len(pts), k)]
+    comp = steps.series_compiled.points()
+    return StepTimeLine([p.last_step for p in pts], [p.median_s for p in pts], [p.max_s for p in pts],
+                        steps.series.width, [p.last_step for p in comp], [p.max_s for p in comp])
+
+
+def _merge(bs):
+    from neurondesk.core.sketch import Bucket
+
+    return Bucket(bs[0].first_step, bs[-1].last_step, sum(b.n for b in bs), min(b.min_s for b in bs),
+                  sorted(b.median_s for b in bs)[len(bs) // 2], max(b.max_s for b in bs))
+
+
+def chart_line(steps: StepReducer, points: int | None = None) -> tuple[StepTimeLine, bool]:
+    """(line, whole): the rolling line over the recent history while the run fits in it, the whole
+    run's downsampled line once it does not."""
+    if steps.steps_done > HISTORY:
+        return whole_run_line(steps, points), True
+    return step_time_line(steps.history, points=points), False

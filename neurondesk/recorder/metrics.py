@@ -96,7 +96,7 @@ class Snapshotter:
         self._last_step: StepRecord | None = None
         self._samples = 0
         self._tokens = 0
-        self._buckets = [0] * (len(STEP_BUCKETS) + 1)
+        self._cumulative = [0] * (len(STEP_BUCKETS) + 1)
         self._steady_seen = 0
         self._stragglers = 0
         self._stragglers_at = float("-inf")
@@ -113,11 +113,11 @@ class Snapshotter:
             self._tokens += (rec.tokens or 0) * world
         if history:
             self._last_step = history[-1]
-        times = state.steady_times
-        for d in times[self._steady_seen:]:
-            i = next((k for k, bound in enumerate(STEP_BUCKETS) if d <= bound), len(STEP_BUCKETS))
-            self._buckets[i] += 1
-        self._steady_seen = len(times)
+        times = state.steady_times  # a bounded sketch (core/sketch.py): counts by bound, to 0.5%
+        if len(times) != self._steady_seen:
+            below = [times.count_at_most(bound) for bound in STEP_BUCKETS]
+            self._cumulative = [*below, len(times)]
+            self._steady_seen = len(times)
 
     def take(self, state: RunState, now: float) -> Snapshot:
         """``now``: the state's clock (a replay's position as recorded wall time)."""
@@ -126,10 +126,7 @@ class Snapshotter:
         if now - self._stragglers_at >= STRAGGLER_EVERY_S or state.finished:
             self._stragglers_at = now
             self._stragglers = len(state.parts.ranks.stragglers())
-        cumulative, total = [], 0
-        for n in self._buckets:
-            total += n
-            cumulative.append(total)
+        cumulative = self._cumulative
         since = state.open_compile_since()
         run_id = state.run_id or ""
         return Snapshot(

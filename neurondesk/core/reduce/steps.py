@@ -10,9 +10,7 @@ taken over the steady steps of the lead process (the first process that reported
 
 from __future__ import annotations
 
-import heapq
 import math
-from array import array
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from dataclasses import dataclass
 from neurondesk.core import events as ev
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.run import RunReducer
+from neurondesk.core.sketch import Downsampled, QuantileSketch
 
 HISTORY = 2000  # steps kept for charts; aggregates cover every step
 INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
@@ -69,10 +68,13 @@ class StepReducer:
         self.total_step_s = 0.0
         self.total_wait_s = 0.0
         self.steady_from: int | None = None
-        self.steady_times = array("d")  # every steady step: exact median
+        # every steady step's time, in bounded memory: quantiles exact up to 4,096 steps, within
+        # 0.5% after (core/sketch.py)
+        self.steady_times = QuantileSketch()
         self.steady_total_s = 0.0
-        self._sorted = array("d")  # steady_times sorted, as of _sorted_n
-        self._sorted_n = 0
+        # the step time of the whole run for charts, min/median/max per bucket of steps (bounded)
+        self.series = Downsampled()  # steps that compiled nothing
+        self.series_compiled = Downsampled()  # steps in which something compiled
         self.steady_samples = 0
         self.steady_tokens = 0
         self.steady_samples_known = True
@@ -141,6 +143,7 @@ class StepReducer:
                 self.steady_tokens += tokens
             if execs is not None:
                 self.steady_execs[execs] += 1
+        (self.series_compiled if compiled else self.series).add(step, duration)
         self.history.append(StepRecord(step, e.t, duration, samples, tokens, wait, execs, compiled, steady))
 
     def on_graph_executed(self, e: ev.GraphExecuted) -> None:
@@ -169,19 +172,11 @@ class StepReducer:
         return sum(d[0] for d in self.probe_drops.values())
 
     def steady_quantile(self, q: float, exact: bool = False) -> float | None:
-        """Quantile of the steady step times. Sorting a million steps at every screen refresh is
-        too slow, so unless `exact` the sorted copy is reused until 0.1% more steps arrived (the
-        summary asks for the exact one). Depends on counts only: a replay gives the same numbers."""
-        n = len(self.steady_times)
-        if n == 0:
-            return None
-        if n != self._sorted_n and (exact or n - self._sorted_n >= max(1, n // 1000)):
-            # merge the new tail into the sorted copy: no list of a million float objects, so the
-            # console's memory stays flat (large arrays are returned to the OS when freed)
-            tail = sorted(self.steady_times[self._sorted_n:])
-            self._sorted = array("d", heapq.merge(self._sorted, tail))
-            self._sorted_n = n
-        return quantile_sorted(self._sorted, q)
+        """Quantile of the steady step times: exact over the first 4,096 steady steps, within 0.5%
+        of a step time at that rank after (a bounded log histogram, core/sketch.py). ``exact`` is
+        kept for callers; every answer is the sketch's. Depends on the values only: a replay, or
+        a reader that started from a checkpoint, gives the same numbers."""
+        return self.steady_times.quantile(q)
 
     @property
     def steady_samples_per_s(self) -> float | None:

@@ -10,7 +10,6 @@ a sample taken at teardown, after the last step, never does."""
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ from neurondesk.core.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
+from neurondesk.core.sketch import QuantileSketch
 
 WORKER_NAMES = ("python", "pt_data_worker")  # torch's DataLoader worker renames itself pt_data_worker
 
@@ -96,7 +96,7 @@ class TelemetryReducer:
         self.hw_flops_sum = 0.0
         self.hw_flops_samples = 0
         # mean device utilisation (% over the cores / GPUs this run uses), one value per steady sample
-        self.device_util_steady = array("d")
+        self.device_util_steady = QuantileSketch()  # bounded: a run of days samples it 100,000s of times
         self.device_util_source: str | None = None
         # device memory per NeuronCore: neuron-ls's (per core id), else neuron_hardware_info's
         self.neuron_hardware: dev.NeuronHardware | None = None

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
-from neurondesk.core.series import step_time_line
+from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.views import fmt
 from neurondesk.views.console.derived import binned
@@ -87,7 +87,7 @@ class ThroughputPanel(Panel):
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        line = step_time_line(state.history, points=max(20, (widget.size.width - 10) * 2))
+        line, whole = chart_line(state.parts.steps, points=max(20, (widget.size.width - 10) * 2))
         if not line.steps and not line.compile_steps:
             plt.title("step time — waiting for the first step")
             widget.refresh()
@@ -105,7 +105,7 @@ class ThroughputPanel(Panel):
             plt.hline(state.steady_step_time_s * 1000, color="orange")
         plt.ylim(0, top * 1.05)
         # the legend in words: plotext's own legend box covers the data on a small plot
-        plt.xlabel("ms: median, p90 · x compile")
+        plt.xlabel("ms, whole run: median, max per bucket · x compile" if whole else "ms: median, p90 · x compile")
         widget.refresh()
 
     def _plot_loss(self, state: RunState) -> None:
