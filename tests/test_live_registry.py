@@ -338,8 +338,12 @@ def second_user():
         import pwd
 
         yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True, text=True)
+    finally:  # its processes end with their stop files; userdel refuses a user that still runs one
+        deadline = time.monotonic() + 60
+        while subprocess.run(["userdel", name], capture_output=True).returncode not in (0, 6):  # 6: gone
+            if time.monotonic() > deadline:
+                raise AssertionError(f"userdel {name} kept failing: a process of that user still runs")
+            time.sleep(0.2)
 
 
 def test_two_users_registries_are_kept_apart(second_user):
