@@ -405,3 +405,16 @@ def _two_users(my_env, their_env, their_py, second_user, my_run, my_stop, their_
         for run_dir in started:
             wait_until(lambda d=run_dir: not recorder_alive(d), 60, f"the recorder of {run_dir} to end")
     assert entries(my_env) == [] and entries(their_env) == []  # each recorder removed its own entry
+
+
+def test_a_run_whose_data_folder_cannot_take_its_entry_goes_on_and_says_where_to_find_it(tmp_path):
+    env = dict(base_env(tmp_path), NEURONDESK_HOME="/proc/neurondesk-test")  # no new folder, even for root
+    run_dir = tmp_path / "data" / "exp7"
+    p = nd(env, "run", "--headless", "--price-per-hour", "1", "--run-dir", str(run_dir), "--",
+           sys.executable, "-c", "print('done')")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["exit_code"] == 0
+    [said] = [n for n in summary["notices"] if "registry of live runs" in n]
+    assert said.startswith("this run is not in the registry of live runs (cannot write in /proc/neurondesk-test/live: ")
+    assert said.endswith(f"find it only under its folder: `neurondesk attach {run_dir}`")
