@@ -17,8 +17,7 @@ from neurondesk.core.cost import cost_so_far
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.replay import state_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
-from neurondesk.store.live_registry import LiveRun as RegisteredRun
-from neurondesk.store.live_registry import RegistryRefused, live_entries, registry_dir
+from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_INFO, RECORDER_LOCK, default_run_root
 

@@ -54,7 +54,7 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class LiveRun:
+class RegisteredRun:
     """An entry whose recorder lives."""
 
     entry: Entry
@@ -282,24 +282,24 @@ def _held_elsewhere(e: Entry) -> str | None:
 DELETED_MARK = " (deleted)"
 
 
-def _locate(e: Entry) -> LiveRun | None:
+def _locate(e: Entry) -> RegisteredRun | None:
     here = _at_its_path(e)
     if here is True:
-        return LiveRun(e, Path(e.run_dir))
+        return RegisteredRun(e, Path(e.run_dir))
     if here is False:
         return None
     where = _held_elsewhere(e)
     if where is None:
         return None
     if where.endswith(DELETED_MARK) or not os.path.isabs(where):
-        return LiveRun(e, None, (
+        return RegisteredRun(e, None, (
             f"run {e.run_id}: its folder {e.run_dir} was deleted while its recorder (pid {e.pid}) still runs; "
             f"what it records now cannot be read (`kill {e.pid}` ends that recording; the workload runs on)"))
     now = Path(where).parent
-    return LiveRun(e, now, f"run {e.run_id} was moved while live: its folder is now {now} (was {e.run_dir})")
+    return RegisteredRun(e, now, f"run {e.run_id} was moved while live: its folder is now {now} (was {e.run_dir})")
 
 
-def live_entries(registry: Path) -> list[LiveRun]:
+def live_entries(registry: Path) -> list[RegisteredRun]:
     """The registry's live runs, newest first. Entries whose recorder is gone, and files that are
     not entries, are removed. Raises RegistryRefused (the message is one line)."""
     dfd = _open_dir(registry, create=False)
