@@ -162,6 +162,11 @@ class WorkloadProcess:
     def _start_relay(self) -> dict[str, int] | None:
         """Start the output relay; returns the write ends of the pipes it drains (for the workload),
         or None when it could not start (``relay_problem`` says why)."""
+        for path in self.output_paths.values():  # there from the start, as viewers expect (empty)
+            try:
+                os.close(_open_output(path))
+            except OSError:
+                pass  # a disk that refuses: the relay says so when the workload writes
         pipes = {name: os.pipe() for name in self.output_paths}
         status_r, status_w = os.pipe()
         args = [sys.executable, "-I", "-S", str(RELAY_SCRIPT), "--status-fd", str(status_w)]
