@@ -37,7 +37,11 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None,
     if target_loss is not None:  # reduced as if started otherwise: no checkpoint holds that
         return _reduce(iter_journal(path, problems), target_loss), problems
     state, start = resume(run_dir, path, notes=notes)
-    return _reduce(iter_journal(path, problems, start), None, state), problems
+    state = _reduce(iter_journal(path, problems, start), None, state)
+    if notes is not None:  # a journal-wide problem (a segment deleted by hand) is a note, not a line
+        notes += [p.error for p in problems if p.line == 0]
+        problems = [p for p in problems if p.line != 0]
+    return state, problems
 
 
 def _reduce(events, target_loss: float | None, state: RunState | None = None) -> RunState:
