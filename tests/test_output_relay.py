@@ -250,7 +250,7 @@ def test_relay_makes_a_removed_output_file_again_and_ends_at_the_end_of_its_pipe
     assert relay.wait(timeout=30) == 0
     with os.fdopen(status_r, "rb") as f:
         status = [json.loads(line) for line in f]
-    assert status == [{"ready": True, "pid": relay.pid}]  # nothing failed: nothing else to say
+    assert status == [{"ready": True, "pid": relay.pid}, {"end": True}]  # nothing failed: nothing else to say
 
 
 def test_relay_counts_what_a_file_size_limit_refuses_and_the_writer_never_sees_an_error(tmp_path):
@@ -275,7 +275,8 @@ def test_relay_counts_what_a_file_size_limit_refuses_and_the_writer_never_sees_a
     assert relay.wait(timeout=60) == 0
     with os.fdopen(status_r, "rb") as f:
         status = [json.loads(line) for line in f]
-    last = status[-1]
+    assert status[-1] == {"end": True}
+    last = status[-2]
     assert last["final"] and last["reason"] == "file too large (EFBIG)" and last["storing"] is False
     assert path.stat().st_size == 10_000 and last["lost_bytes"] == 100_000 - 10_000
     assert last["stored_bytes"] == 10_000
@@ -297,3 +298,28 @@ def test_relay_is_started_in_a_session_of_its_own_and_out_of_the_workload_group(
         if p.poll() is None:
             p.kill()
     wait_until(lambda: not _alive(relay[0]), 60, "the relay to end with the workload")
+
+
+def test_a_relay_killed_on_purpose_leaves_the_pipes_to_the_recorder_and_the_training_goes_on(tmp_path):
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    run_dir = tmp_path / "run"
+    p = _start(run_dir, sync, tmp_path, 100, 5000, size=200)
+    try:
+        def kill_the_relay() -> None:
+            relays = _relay_pids(run_dir)
+            assert len(relays) == 1
+            os.kill(relays[0], signal.SIGKILL)
+            wait_until(lambda: not _alive(relays[0]), 30, "the relay to die")
+        _step(sync, 0, kill_the_relay)  # 5,000 lines more, with no relay
+        assert p.wait(timeout=120) == 3  # the workload's own exit status: no broken pipe
+    finally:
+        if p.poll() is None:
+            p.kill()
+    final, printed = _final(sync)
+    stored = (run_dir / "stdout.log").read_bytes()
+    assert stored.endswith(final.encode() + b"\n") and stored.count(b"\n") == 5101
+    assert final.encode() in (tmp_path / "cli.out").read_bytes()
+    notices = [e.message for e in read_journal(run_dir / "events.jsonl")[0] if e.kind == "notice"]
+    assert any("the output relay (pid" in n and "killed by SIGKILL" in n and "drains the workload's output itself" in n
+               for n in notices), notices

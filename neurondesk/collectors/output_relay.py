@@ -228,6 +228,7 @@ class Relay:
                     s.reason = s.reason or "the disk did not answer"
                     s.first_t = s.first_t or time.time()
         self.report(time.time(), final=True)
+        self.send({"end": True})  # the last word: without it, the recorder knows the relay was killed
 
 
 def parse_args(argv: list[str]) -> tuple[int | None, list[Stream]]:

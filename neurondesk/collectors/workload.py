@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from neurondesk.collectors.output_relay import Relay, Stream
 from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice
 
@@ -127,6 +128,7 @@ class WorkloadProcess:
         self.relay_done = threading.Event()  # the relay ended: everything it could store is in the files
         self.relay_problem: str | None = None  # why the output goes to the files directly
         self._relay_rest = b""
+        self._spare_pipes: dict[str, int] = {}  # our own copies of the pipes' read ends: if the relay dies
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -186,7 +188,9 @@ class WorkloadProcess:
             self.relay_problem = f"the output relay did not start ({exc.strerror or exc})"
         finally:
             os.close(status_w)
-            for r, _ in pipes.values():
+            for name, (r, _) in pipes.items():
+                if self.relay is not None:
+                    self._spare_pipes[name] = os.dup(r)  # not inherited by the workload (non-inheritable)
                 os.close(r)
         ready = self.relay is not None and self._relay_ready(status_r)
         if not ready:
@@ -198,6 +202,9 @@ class WorkloadProcess:
                 self.relay.kill()
                 self.relay.wait()
                 self.relay = None
+            for spare in self._spare_pipes.values():
+                os.close(spare)
+            self._spare_pipes = {}
             self.relay_done.set()
             return None
         self._spawn(lambda: self._read_relay(status_r), "nd-relay")
@@ -221,23 +228,68 @@ class WorkloadProcess:
             return False
 
     def _read_relay(self, fd: int) -> None:
-        """The relay's status lines, to the queue; at its end (EOF) it has stored all it could."""
+        """The relay's status lines, to the queue; at its end (EOF) it has stored all it could. A
+        relay that ended without its last word (killed) leaves the pipes to the recorder, which
+        drains them itself from then on (the same code, in a thread)."""
+        ended = False
         try:
-            with os.fdopen(fd, "rb") as f:
-                for line in _prefixed(self._relay_rest, f):
-                    try:
-                        fields = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(fields, dict):
-                        self.out.put(RawRelayStatus(time.time(), fields))
+            ended = self._status_lines(fd, self._relay_rest)
         finally:
             if self.relay is not None:
                 try:
                     self.relay.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-            self.relay_done.set()
+            try:
+                if not ended:
+                    self._take_over()
+            finally:
+                for spare in self._spare_pipes.values():
+                    os.close(spare)
+                self._spare_pipes = {}
+                self.relay_done.set()
+
+    def _status_lines(self, fd: int, first: bytes = b"") -> bool:
+        """Queue a relay's status lines until its pipe closes; True when it said its last word."""
+        ended = False
+        with os.fdopen(fd, "rb") as f:
+            for line in _prefixed(first, f):
+                try:
+                    fields = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(fields, dict):
+                    ended = ended or bool(fields.get("end"))
+                    self.out.put(RawRelayStatus(time.time(), fields))
+        return ended
+
+    def _take_over(self) -> None:
+        """The relay died while the pipes were open: drain them here until they close."""
+        if not self._spare_pipes:
+            return
+        code = self.relay.returncode if self.relay is not None else None
+        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 and -code in
+               signal.valid_signals() else f"with status {code}")
+        self.out.put(RawRelayStatus(time.time(), {"taken_over": True, "message": (
+            f"the output relay (pid {self.relay.pid if self.relay else '?'}) ended {how} while the workload "
+            "ran; the recorder drains the workload's output itself from now on (if the recorder ends too, "
+            "the workload's next write to stdout or stderr fails)")}))
+        status_r, status_w = os.pipe()
+        os.set_blocking(status_w, False)
+        streams = [Stream(name, fd, str(self.output_paths[name])) for name, fd in self._spare_pipes.items()]
+        self._spare_pipes = {}  # the relay object owns (and closes) them now
+        relay = Relay(streams, status_w)
+
+        def run() -> None:
+            try:
+                relay.run()
+            finally:
+                if relay.status_fd is not None:
+                    os.close(relay.status_fd)
+        th = threading.Thread(target=run, name="nd-relay-here", daemon=True)
+        th.start()
+        self._status_lines(status_r)
+        th.join(timeout=5)
 
     def _spawn(self, target, name: str) -> threading.Thread:
         th = threading.Thread(target=target, name=name, daemon=True)
@@ -340,6 +392,8 @@ def relay_event(raw: RawRelayStatus):
     error of its own); None for what is not news (its ready line) or not valid (counted nowhere:
     the next line carries the same totals)."""
     f = raw.fields
+    if f.get("taken_over"):
+        return Notice(t=raw.t, level="error", source="output", message=str(f.get("message", ""))[:500])
     if "error" in f:
         return Notice(t=raw.t, level="error", source="output", message=(
             f"the output relay failed ({str(f['error'])[:300]}); it drains the workload's output and "
