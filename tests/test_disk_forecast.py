@@ -242,3 +242,35 @@ def test_a_real_run_on_a_filling_disk_says_when_it_will_be_full(tmp_path):
     assert fs[0]["full_in_s"] is not None and fs[0]["full_in_s"] < 6 * 3600
     assert said[0] in summary["notices"]
     assert "disk full in about" in err  # the headless status line said it too
+
+
+def test_the_console_devices_panel_shows_the_forecast_and_output_not_stored(tmp_path):
+    """The real console (App.run_test) on a replayed journal holding disk samples and relay totals."""
+    import asyncio
+
+    from neurondesk.recorder.replay import ReplaySource
+    from neurondesk.store.journal import JournalWriter
+    from neurondesk.views.console.app import ConsoleApp
+    from neurondesk.views.console.panel import Line
+
+    run = tmp_path / "run"
+    run.mkdir()
+    w = JournalWriter(run / "events.jsonl")
+    w.write(ev.RunStarted(t=1000.0, run_id="run", command=["train.py"]))
+    for i in range(13):
+        w.write(_sample(1000.0 + 5 * i, 7800 * 10**6 + (12 - i) * 5 * 10**6, total=50 * GB,
+                        holds=("run folder", "compile cache")))
+    w.write(ev.OutputNotStored(t=1061.0, stream="stdout", lost_bytes=4_200_000, reason="disk full (ENOSPC)",
+                               first_t=1030.0, storing=True))
+    w.close()
+
+    async def go():
+        app = ConsoleApp(ReplaySource(run, speed=0), frozen=True, poll_s=0.25)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            return app.query_one("#devices-text", Line).text.plain
+
+    devices = " ".join(x.strip() for x in asyncio.run(go()).splitlines())  # wrapped to the panel's width
+    assert ("disk run folder and the compile cache: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about "
+            "2 h 10 min at this rate") in devices
+    assert "4.2 MB of the workload's output were not stored: disk full (ENOSPC) at " in devices

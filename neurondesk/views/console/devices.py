@@ -3,6 +3,8 @@ else the host CPU per core and memory (and the panel says so)."""
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 from textual.app import ComposeResult
 
@@ -161,10 +163,12 @@ class DevicesPanel(Panel):
         """The run folder's and the compile cache's disks: free, growth, when full; output not stored."""
         disk = state.parts.disk
         for f in disk.filesystems():
-            t.append("\n  " + fmt.ellipsize(clean(f.words()), width - 2), style="yellow" if f.warning() else "dim")
+            for line in textwrap.wrap(clean(f.words()), max(20, width - 2), subsequent_indent="  ")[:3]:
+                t.append("\n  " + line, style="yellow" if f.warning() else "dim")
         lost = disk.output_not_stored_words()
         if lost:
-            t.append("\n  " + fmt.ellipsize(clean(lost), width - 2), style="bold red")
+            for line in textwrap.wrap(clean(lost), max(20, width - 2), subsequent_indent="  ")[:4]:
+                t.append("\n  " + line, style="bold red")
 
     @staticmethod
     def _cache(t: Text, state: RunState, width: int) -> None:
