@@ -29,6 +29,7 @@ from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.store.journal import read_journal
 from neurondesk.views.headless import status_line
+from neurondesk.views.summary_writer import to_markdown
 
 GB = 10**9
 
@@ -112,7 +113,12 @@ def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figu
     figures = build_summary(state2, 1060.0)["disk"]["filesystems"]
     assert figures == [{"holds": ["run folder"], "path": "/runs", "free_bytes": 7800 * 10**6, "total_bytes": 50 * GB,
                         "free_share": 0.156, "growth_bytes_per_s": 1e6, "full_in_s": 7800.0,
-                        "full_in": "2 h 10 min", "warning": said2[0]}]
+                        "full_in": "2 h 10 min", "warning": said2[0],
+                        "words": "disk run folder: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about "
+                                 "2 h 10 min at this rate"}]
+    md = to_markdown(build_summary(state2, 1060.0))
+    assert "## Disks\n\n- disk run folder: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about 2 h 10 min " \
+           "at this rate (`/runs`)\n" in md
 
 
 def test_a_low_disk_warns_at_once_and_again_when_its_forecast_comes():

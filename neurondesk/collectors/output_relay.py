@@ -97,7 +97,6 @@ class Relay:
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
         self.ending = False
-        self.writer_idle = threading.Event()
         self.reported: dict[str, tuple] = {}
         self.last_report = 0.0
 
@@ -137,9 +136,7 @@ class Relay:
         while True:
             with self.lock:
                 while not self.ending and not self._due(time.monotonic()):
-                    self.writer_idle.set()
                     self.wake.wait(timeout=RETRY_S if any(s.backlog for s in self.streams) else None)
-                self.writer_idle.clear()
                 ending = self.ending
                 work = [(s, s.head, bytes(s.backlog)) for s in self.streams if s.backlog and self._retry_due(s)]
             for s, head, data in work:
@@ -147,7 +144,6 @@ class Relay:
             if ending:
                 with self.lock:
                     if not any(s.backlog and self._retry_due(s) for s in self.streams):
-                        self.writer_idle.set()
                         return
 
     def _retry_due(self, s: Stream) -> bool:

@@ -165,7 +165,7 @@ class FsFigures:
                 "growth_bytes_per_s": None if self.growth_bytes_per_s is None else round(self.growth_bytes_per_s, 1),
                 "full_in_s": None if self.full_in_s is None else round(self.full_in_s, 1),
                 "full_in": None if self.full_in_s is None else duration_words(self.full_in_s),
-                "warning": self.warning()}
+                "warning": self.warning(), "words": self.words()}
 
 
 class _Fs:

@@ -215,6 +215,12 @@ def to_markdown(s: dict) -> str:
         lines += ["", "## Diagnostics", ""]
         lines += [f"- {d['message']}" + (f" (at `{d['location']}`)" if d.get("location") else "")
                   for d in s["diagnostics"]]
+    disk = s.get("disk") or {}
+    if disk.get("filesystems") or disk.get("output_not_stored"):
+        lines += ["", "## Disks", ""]
+        lines += [f"- {f['words']} (`{f['path']}`)" for f in disk.get("filesystems") or [] if f.get("words")]
+        if (disk.get("output_not_stored") or {}).get("words"):
+            lines.append(f"- {disk['output_not_stored']['words']}")
     if s.get("notices"):
         lines += ["", "## Notices", "", *(f"- {n}" for n in s["notices"])]
     if s.get("stderr_tail") and s["exit_code"] not in (0, None):
