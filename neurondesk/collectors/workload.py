@@ -102,9 +102,12 @@ def probe_environment(base: dict[str, str], socket_path: str, tag: str | None = 
 
 
 class WorkloadProcess:
-    """The workload writes its stdout and stderr into files of the run folder (``stdout_path``,
-    ``stderr_path``), not into pipes: if neurondesk dies, the next ``print`` of the training must
-    not die with it. A tail thread reads the files as they grow and queues their lines."""
+    """The workload writes its stdout and stderr into pipes drained by the output relay, a process
+    of its own that appends them to ``stdout_path`` / ``stderr_path`` in the run folder: neither the
+    death of neurondesk nor a full or read-only disk can fail or block a ``print`` of the training
+    (the relay counts what it could not store; its status lines come here as RawRelayStatus). This
+    object keeps its own copies of the pipes' read ends, and drains them itself if the relay is
+    killed. A tail thread reads the files as they grow and queues their lines."""
 
     def __init__(self, command: list[str], out: queue.SimpleQueue, *, stdout_path: Path, stderr_path: Path,
                  cwd: str | None = None, env: dict[str, str] | None = None, tag: str | None = None) -> None:
