@@ -323,3 +323,28 @@ def test_a_relay_killed_on_purpose_leaves_the_pipes_to_the_recorder_and_the_trai
     notices = [e.message for e in read_journal(run_dir / "events.jsonl")[0] if e.kind == "notice"]
     assert any("the output relay (pid" in n and "killed by SIGKILL" in n and "drains the workload's output itself" in n
                for n in notices), notices
+
+
+def test_relay_never_blocks_the_writer_on_a_disk_that_does_not_answer(tmp_path):
+    """A write that hangs (here: stdout.log is a FIFO nobody reads, so opening it never returns, as
+    on a dead NFS server): the writer's writes still go through, the relay holds 8 MiB, drops the
+    rest, and at the end counts everything as not stored."""
+    path = tmp_path / "stdout.log"
+    os.mkfifo(path)
+    r, w = os.pipe()
+    status_r, status_w = os.pipe()
+    relay = subprocess.Popen([sys.executable, "-I", "-S", str(RELAY), "--status-fd", str(status_w), "--final-wait",
+                              "0.5", "--stream", "stdout", str(r), str(path)], pass_fds=[r, status_w], cwd="/")
+    os.close(r)
+    os.close(status_w)
+    for _ in range(20):
+        os.write(w, b"y" * (1 << 20))  # 20 MiB: would block past the pipe's 64 KiB if nobody drained it
+    os.close(w)
+    assert relay.wait(timeout=60) == 0
+    with os.fdopen(status_r, "rb") as f:
+        status = [json.loads(line) for line in f]
+    assert status[-1] == {"end": True}
+    last = status[-2]
+    assert last["final"] and last["lost_bytes"] == 20 << 20 and last["stored_bytes"] == 0
+    assert last["reason"] == "the disk did not answer" and last["storing"] is False
+    assert any(x.get("reason") == "the disk did not keep up" for x in status[1:-2])  # said while it ran

@@ -17,7 +17,7 @@ are gone. SIGKILL still ends it.
 Standard library only, and run as a script (``python -I -S output_relay.py``): it imports nothing
 of neurondesk and nothing of the workload's environment.
 
-    output_relay.py --status-fd FD --stream NAME FD PATH [--stream NAME FD PATH ...]
+    output_relay.py --status-fd FD [--final-wait S] --stream NAME FD PATH [--stream NAME FD PATH ...]
 """
 
 from __future__ import annotations
@@ -78,7 +78,10 @@ class Stream:
         if over > 0:  # the oldest held bytes go: the file keeps the latest output when it can write again
             del self.backlog[:over]
             self.lost += over
-            self.dropped_reason = self.reason or "the disk did not keep up"
+            if self.reason is None:  # no write failed: the last one has not returned (a disk that hangs)
+                self.reason = "the disk did not keep up"
+                self.first_t = self.first_t or time.time()
+            self.dropped_reason = self.reason
 
     def state(self) -> tuple:
         return (self.lost, len(self.backlog) if self.reason else 0, self.reason)
@@ -91,8 +94,9 @@ class Stream:
 
 
 class Relay:
-    def __init__(self, streams: list[Stream], status_fd: int | None) -> None:
+    def __init__(self, streams: list[Stream], status_fd: int | None, final_wait_s: float = FINAL_WRITE_WAIT_S) -> None:
         self.streams = streams
+        self.final_wait_s = final_wait_s
         self.status_fd = status_fd
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
@@ -118,6 +122,7 @@ class Relay:
         change of state at once)."""
         with self.lock:
             states = [(s, s.state(), s.status(now, final)) for s in self.streams]
+        sent = False
         for s, state, message in states:
             before = self.reported.get(s.name, (0, 0, None))
             if state == before and not final:
@@ -128,7 +133,8 @@ class Relay:
                     continue
                 self.reported[s.name] = state
                 self.send(message)
-        if force or final or now - self.last_report >= REPORT_S:
+                sent = True
+        if sent:
             self.last_report = now
 
     # ------------------------------------------------------------------ the writer thread
@@ -215,40 +221,43 @@ class Relay:
         with self.lock:
             self.ending = True
             self.wake.notify()
-        writer.join(FINAL_WRITE_WAIT_S)
+        writer.join(self.final_wait_s)
         with self.lock:
             if writer.is_alive():  # a write hangs (a disk that does not answer): what is held is lost
                 for s in self.streams:
                     s.lost += len(s.backlog)
                     s.backlog.clear()
-                    s.reason = s.reason or "the disk did not answer"
+                    s.reason = "the disk did not answer"
                     s.first_t = s.first_t or time.time()
         self.report(time.time(), final=True)
         self.send({"end": True})  # the last word: without it, the recorder knows the relay was killed
 
 
-def parse_args(argv: list[str]) -> tuple[int | None, list[Stream]]:
-    status_fd, streams, i = None, [], 0
+def parse_args(argv: list[str]) -> tuple[int | None, list[Stream], float]:
+    status_fd, streams, i, final_wait = None, [], 0, FINAL_WRITE_WAIT_S
     while i < len(argv):
         if argv[i] == "--status-fd":
             status_fd = int(argv[i + 1])
+            i += 2
+        elif argv[i] == "--final-wait":
+            final_wait = float(argv[i + 1])
             i += 2
         elif argv[i] == "--stream":
             streams.append(Stream(argv[i + 1], int(argv[i + 2]), argv[i + 3]))
             i += 4
         else:
             raise SystemExit(f"output_relay: unknown argument {argv[i]!r}")
-    return status_fd, streams
+    return status_fd, streams, final_wait
 
 
 def main(argv: list[str]) -> int:
     for name in IGNORED:
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-    status_fd, streams = parse_args(argv)
+    status_fd, streams, final_wait = parse_args(argv)
     if status_fd is not None:
         os.set_blocking(status_fd, False)
-    relay = Relay(streams, status_fd)
+    relay = Relay(streams, status_fd, final_wait)
     try:
         relay.run()
     except BaseException as exc:  # a bug here must not leave the pipes undrained: drain and discard
