@@ -65,7 +65,7 @@ class Stream:
         self.reason: str | None = None  # why the last write failed; None while writes succeed
         self.first_t: float | None = None  # the first failure
         self.failed_t: float | None = None  # the last failure (the next try waits RETRY_S)
-        self.dropped_reason: str | None = None
+        self.last_reason: str | None = None  # why the latest failure happened (kept once writes succeed again)
 
     @property
     def head(self) -> int:
@@ -79,9 +79,8 @@ class Stream:
             del self.backlog[:over]
             self.lost += over
             if self.reason is None:  # no write failed: the last one has not returned (a disk that hangs)
-                self.reason = "the disk did not keep up"
+                self.reason = self.last_reason = "the disk did not keep up"
                 self.first_t = self.first_t or time.time()
-            self.dropped_reason = self.reason
 
     def state(self) -> tuple:
         return (self.lost, len(self.backlog) if self.reason else 0, self.reason)
@@ -89,7 +88,7 @@ class Stream:
     def status(self, now: float, final: bool = False) -> dict:
         return {"stream": self.name, "t": now, "lost_bytes": self.lost,
                 "pending_bytes": len(self.backlog) if self.reason else 0, "stored_bytes": self.stored,
-                "reason": self.reason or self.dropped_reason, "first_t": self.first_t,
+                "reason": self.reason or self.last_reason, "first_t": self.first_t,
                 "storing": self.reason is None, "final": final}
 
 
@@ -182,7 +181,7 @@ class Relay:
             if error is None:
                 s.reason, s.failed_t = None, None
             else:
-                s.reason = reason_of(error)
+                s.reason = s.last_reason = reason_of(error)
                 s.failed_t = time.monotonic()
                 s.first_t = s.first_t or time.time()
                 if self.ending:  # the last try failed: what is left is lost
@@ -227,7 +226,7 @@ class Relay:
                 for s in self.streams:
                     s.lost += len(s.backlog)
                     s.backlog.clear()
-                    s.reason = "the disk did not answer"
+                    s.reason = s.last_reason = "the disk did not answer"
                     s.first_t = s.first_t or time.time()
         self.report(time.time(), final=True)
         self.send({"end": True})  # the last word: without it, the recorder knows the relay was killed

@@ -223,26 +223,26 @@ class DiskReducer:
         return sum(e.lost_bytes + (e.pending_bytes if e.final else 0) for e in self.output.values())
 
     def output_not_stored_words(self) -> str | None:
-        """"4.2 MB of the workload's output were not stored: disk full (ENOSPC) at 03:12:05" (None:
-        everything was stored, or is still held to be stored)."""
-        lost = self.output_lost_bytes
+        """"4.2 MB of the workload's output were not stored: disk full (ENOSPC) at 03:12:05 (stdout
+        4.2 MB; writes succeed again)"; None while no write of the relay ever failed."""
         troubled = [e for e in self.output.values() if e.first_t is not None]
         if not troubled:
             return None
         first = min(troubled, key=lambda e: e.first_t or 0.0)
         why = f"{first.reason or 'a write failed'} at {clock_words(first.first_t or first.t)}"
+        recovered = all(e.storing for e in troubled)
+        lost = self.output_lost_bytes
+        if lost == 0:
+            if recovered:
+                return f"the workload's output could not be stored for a while ({why}); nothing was lost"
+            held = sum(e.pending_bytes for e in troubled)
+            return (f"the workload's output cannot be stored ({why}): {size_words(held)} held in memory, "
+                    "retried every second; the training goes on")
         streams = ", ".join(f"{e.stream} {size_words(e.lost_bytes + (e.pending_bytes if e.final else 0))}"
                             for e in sorted(self.output.values(), key=lambda e: e.stream)
                             if e.lost_bytes or (e.final and e.pending_bytes))
-        now = "stored again since" if all(e.storing for e in troubled) else "still failing"
-        if lost == 0:
-            held = sum(e.pending_bytes for e in troubled if not e.final)
-            if all(e.storing for e in troubled):
-                return f"the workload's output could not be stored for a while ({why}); nothing was lost"
-            return (f"the workload's output cannot be stored ({why}): {size_words(held)} held in memory, "
-                    "retried every second; the training goes on")
         return (f"{size_words(lost)} of the workload's output were not stored: {why} ({streams}; "
-                f"{'writes succeed again' if now.startswith('stored') else 'writes still fail'})")
+                f"{'writes succeed again' if recovered else 'writes still fail'})")
 
     def as_dict(self) -> dict:
         """summary.json's "disk"."""
