@@ -23,6 +23,13 @@ for the largest size.
     .venv/bin/python benchmarks/long_run.py --steps 10000,1000000,10000000 --ranks 1
 
 Results: benchmarks/results/long_run.json (the README's "Long runs" section quotes them).
+
+Run it from a snapshot when others edit the tree meanwhile: a checkpoint is only used by the
+reducer code that wrote it (a fingerprint of neurondesk/core's sources), so an edit of core
+mid-benchmark sends every reader back to the whole journal:
+
+    git archive HEAD | tar -x -C /tmp/snap && LONG_RUN_COMMIT=$(git rev-parse --short HEAD) \
+        PYTHONPATH=/tmp/snap .venv/bin/python /tmp/snap/benchmarks/long_run.py --out benchmarks/results/long_run.json
 """
 
 from __future__ import annotations
@@ -214,6 +221,14 @@ def one(steps: int, ranks: int, rounds: int, baseline: bool) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_generate":
         generate(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
@@ -247,6 +262,7 @@ def main() -> None:
         "what": "issue 21: ls / attach / summary of a live run, recorder and reader RSS, journal bytes per step, "
                 "at several run lengths, recorded through the recorder's own code path (no workload process)",
         "command": "python benchmarks/long_run.py " + " ".join(sys.argv[1:]),
+        "commit": os.environ.get("LONG_RUN_COMMIT") or _commit(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "goals": {"reads": "about the same time at 1M/10M steps as at 10k", "journal_bytes_per_step": 64,
