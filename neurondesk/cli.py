@@ -237,7 +237,8 @@ def cmd_demo(args) -> int:
     if not DEMO_WORKLOAD.exists():
         _die(f"the bundled workload is missing ({DEMO_WORKLOAD}); run neurondesk from its source checkout")
     command = [sys.executable, str(DEMO_WORKLOAD), "--preset", "demo", "--steps", str(args.demo_steps),
-               "--eval-every", "100"]  # an evaluation phase, shown apart from training
+               "--eval-every", "100",  # an evaluation phase, shown apart from training
+               "--save-every", "100"]  # checkpoints as scripts write them: whole model, optimizer, EMA deepcopy
     command += args.extra
     env = dict(os.environ)
     env.setdefault("PJRT_DEVICE", "CPU")

@@ -19,6 +19,7 @@ TRAIN = REPO / "workloads" / "train.py"
 DATA = REPO / "tests" / "data"
 FIXTURES = DATA / "neuron"
 
+SAVE_EVERY = 4  # see neurondesk_run
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 needs_xla = pytest.mark.skipif(not HAS_XLA, reason="torch-xla is not installed in this interpreter; `make test` installs it")
 
@@ -60,6 +61,10 @@ def base_env(home: Path) -> dict[str, str]:
 def neurondesk_run(tmp: Path, workload_args: list[str], nd_args: list[str] = (), timeout: float = 300,
                    env: dict | None = None, workload: Path = TRAIN) -> Run:
     run_dir = tmp / "run"
+    if workload == TRAIN and "--save-every" not in workload_args:
+        # Every real run of the bundled workload checkpoints as scripts do (torch.save of the whole
+        # model, the optimizer and an EMA deepcopy, read back): neurondesk must never break that.
+        workload_args = [*workload_args, "--save-every", str(SAVE_EVERY)]
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--instance-type", "trn1.2xlarge",
            "--run-dir", str(run_dir), *nd_args, "--", sys.executable, str(workload), *workload_args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or base_env(tmp), cwd=REPO)

@@ -14,6 +14,7 @@ import sys
 import torch
 import torch.nn.functional as F
 from backend import Backend
+from checkpoint import Checkpointer
 from data import batch_seed, dynamic_seq_lens, make_batch, make_loader
 from model import TinyModel, count_parameters
 from ranks import discover, finish, straggle, wrap
@@ -65,6 +66,9 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=0,
                    help="every N steps, evaluate: --eval-batches batches of twice the batch size under no_grad")
     p.add_argument("--eval-batches", type=int, default=4)
+    p.add_argument("--save-every", type=int, default=0,
+                   help="every N steps torch.save the whole model, optimizer and an EMA deepcopy, and read it back")
+    p.add_argument("--save-dir", default=None, help="where --save-every writes (default: a temporary folder)")
     args = p.parse_args(argv)
     for key, value in PRESETS[args.preset].items():
         if getattr(args, key) is None:
@@ -181,7 +185,7 @@ def main(argv=None) -> int:
         "xla_style": xla_style, "graph_break": args.graph_break, "dynamic_shape": args.dynamic_shape,
         "target_loss": args.target_loss, "log_every": args.log_every, "torch": torch.__version__,
         "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else None,
-        "world_size": ranks.world, "distributed": distributed,
+        "world_size": ranks.world, "distributed": distributed, "save_every": args.save_every,
     }
     if ranks.rank == 0:  # as real scripts do: rank 0 speaks for the job
         print("neurondesk-config: " + json.dumps(config), flush=True)
@@ -190,6 +194,7 @@ def main(argv=None) -> int:
     # xla-style loader syncs step k at the next() of step k+1, so its loss is ready one step later.
     log = LossLog(backend, lag=2 if xla_style == "loader" else 1)
     slow = (lambda: straggle(args, ranks, "compute")) if args.straggler_rank == ranks.rank else None
+    ckpt = Checkpointer(args.save_every, args.save_dir, backend, ranks.rank)
     for step, (ids, labels) in enumerate(batches(args, backend, seq_lens, ranks), start=1):
         if step == args.crash_at_step and args.crash_rank in (None, ranks.rank):
             raise RuntimeError(f"crash requested at step {step} on rank {ranks.rank} (--crash-at-step)")
@@ -211,6 +216,7 @@ def main(argv=None) -> int:
         timer.step_done(step, ids.shape[0], ids.numel(), last)
         if args.eval_every and step % args.eval_every == 0:
             evaluate(args, backend, model, step)
+        ckpt.maybe_save(step, model, opt)
         if last:
             break
     backend.sync()
@@ -218,6 +224,7 @@ def main(argv=None) -> int:
     log.flush()
     if ranks.rank == 0:
         timer.print_report()
+    ckpt.close()
     finish(ranks)
     return 0
 
