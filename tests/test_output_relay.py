@@ -348,3 +348,26 @@ def test_relay_never_blocks_the_writer_on_a_disk_that_does_not_answer(tmp_path):
     assert last["final"] and last["lost_bytes"] == 20 << 20 and last["stored_bytes"] == 0
     assert last["reason"] == "the disk did not answer" and last["storing"] is False
     assert any(x.get("reason") == "the disk did not keep up" for x in status[1:-2])  # said while it ran
+
+
+def test_a_relay_that_cannot_start_leaves_the_workload_writing_its_files_itself(tmp_path, monkeypatch):
+    """The fallback, in-process: the relay's script is missing, so it never says it is ready."""
+    import queue
+
+    from neurondesk.collectors import workload as wl
+
+    monkeypatch.setattr(wl, "RELAY_SCRIPT", tmp_path / "no-such-relay.py")
+    out: queue.SimpleQueue = queue.SimpleQueue()
+    w = wl.WorkloadProcess(["sh", "-c", "echo out; echo err >&2"], out, stdout_path=tmp_path / "stdout.log",
+                           stderr_path=tmp_path / "stderr.log")
+    w.start()
+    try:
+        items = []
+        while not any(isinstance(x, wl.RawExit) for x in items):
+            items.append(out.get(timeout=60))
+    finally:
+        w.cleanup()
+    assert w.relay is None and w.relay_problem == "the output relay did not answer"
+    assert (tmp_path / "stdout.log").read_text() == "out\n" and (tmp_path / "stderr.log").read_text() == "err\n"
+    assert sorted((x.stream, x.text) for x in items if isinstance(x, wl.RawOutput)) == [("stderr", "err"),
+                                                                                        ("stdout", "out")]
