@@ -280,3 +280,32 @@ def test_the_console_devices_panel_shows_the_forecast_and_output_not_stored(tmp_
     assert ("disk run folder and the compile cache: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about "
             "2 h 10 min at this rate") in devices
     assert "4.2 MB of the workload's output were not stored: disk full (ENOSPC) at " in devices
+
+
+def test_the_metrics_endpoint_serves_free_space_forecast_and_output_not_stored():
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.openmetrics.exposition import generate_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from neurondesk.recorder.metrics import Snapshotter
+    from neurondesk.recorder.metrics_http import RunCollector
+
+    state = RunState()
+    state.apply(ev.RunStarted(t=999.0, run_id="r1", command=["train.py"]))
+    for i in range(13):
+        state.apply(_sample(1000.0 + 5 * i, 7800 * 10**6 + (12 - i) * 5 * 10**6, total=50 * GB,
+                            holds=("run folder", "compile cache")))
+    state.apply(ev.OutputNotStored(t=1061.0, stream="stdout", lost_bytes=4_200_000, reason="disk full (ENOSPC)",
+                                   first_t=1030.0, storing=True))
+    collector = RunCollector()
+    collector.snapshot = Snapshotter("job-7", "node-a").take(state, 1061.0)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    labels = {"job_id": "job-7", "node": "node-a", "run_id": "r1", "holds": "run folder+compile cache"}
+    for name, value in (("neurondesk_disk_free_bytes", 7800 * 10**6), ("neurondesk_disk_size_bytes", 50 * GB),
+                        ("neurondesk_disk_full_in_seconds", 7800.0)):
+        [sample] = families[name].samples
+        assert (sample.labels, sample.value) == (labels, pytest.approx(value)), name
+    [lost] = families["neurondesk_output_not_stored_bytes"].samples
+    assert lost.name == "neurondesk_output_not_stored_bytes_total" and lost.value == 4_200_000

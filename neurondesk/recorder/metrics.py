@@ -51,6 +51,14 @@ class CoreFigures:
 
 
 @dataclass(frozen=True)
+class DiskFigures:
+    holds: str  # "run folder", "run folder+compile cache"
+    free_bytes: int
+    total_bytes: int
+    full_in_s: float | None  # at the current growth rate; None when not filling or not measured yet
+
+
+@dataclass(frozen=True)
 class Snapshot:
     identity: Identity
     taken_t: float  # wall time (live scale) of the snapshot
@@ -77,6 +85,8 @@ class Snapshot:
     info: dict[str, str] = field(default_factory=dict)
     started_t: float | None = None
     finished: bool = False
+    disks: tuple[DiskFigures, ...] = ()  # the run folder's and the compile cache's filesystems
+    output_not_stored_bytes: int = 0  # of the workload's output (core/disk.py)
 
 
 def default_job_id(env: dict[str, str]) -> str:
@@ -145,7 +155,8 @@ class Snapshotter:
                   "device_kind": state.device_kind or "",
                   "precision": str(state.precision or state.config.get("precision") or "")},
             started_t=None if state.started_t is None else state.started_t + self.time_offset,
-            finished=state.finished)
+            finished=state.finished, disks=_disks(state),
+            output_not_stored_bytes=state.parts.disk.output_lost_bytes)
 
 
 def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:
@@ -166,3 +177,8 @@ def _cores(state: RunState) -> tuple[CoreFigures, ...]:
         return ()
     return tuple(CoreFigures(str(c.core), None if c.utilization is None else c.utilization / 100.0,
                              c.memory_total) for c in sample.cores)
+
+
+def _disks(state: RunState) -> tuple[DiskFigures, ...]:
+    return tuple(DiskFigures("+".join(f.holds), f.free_bytes, f.total_bytes, f.full_in_s)
+                 for f in state.parts.disk.filesystems())

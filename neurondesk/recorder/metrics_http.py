@@ -162,6 +162,30 @@ class RunCollector(Collector):
         info = InfoMetricFamily("neurondesk_run", "The run", labels=LABELS)
         info.add_metric(ids, {k: v for k, v in s.info.items() if k != "run_id"})
         yield info
+        yield from RunCollector._disks(s, ids)
+
+    @staticmethod
+    def _disks(s: Snapshot, ids: list[str]) -> Iterator[Metric]:
+        """The run folder's and the compile cache's filesystems (``holds``: what of the run is there)."""
+        free = GaugeMetricFamily("neurondesk_disk_free_bytes", "Free space on a filesystem the run writes to",
+                                 labels=[*LABELS, "holds"])
+        size = GaugeMetricFamily("neurondesk_disk_size_bytes", "Size of a filesystem the run writes to",
+                                 labels=[*LABELS, "holds"])
+        full = GaugeMetricFamily("neurondesk_disk_full_in_seconds",
+                                 "Time until the filesystem is full at its current growth (absent: not filling)",
+                                 labels=[*LABELS, "holds"])
+        for d in s.disks:
+            free.add_metric([*ids, d.holds], d.free_bytes)
+            size.add_metric([*ids, d.holds], d.total_bytes)
+            if _finite(d.full_in_s):
+                full.add_metric([*ids, d.holds], d.full_in_s)
+        yield free
+        yield size
+        yield full
+        lost = CounterMetricFamily("neurondesk_output_not_stored_bytes",
+                                   "Bytes of the workload's output that could not be stored", labels=LABELS)
+        lost.add_metric(ids, s.output_not_stored_bytes)
+        yield lost
 
 
 class MetricsExporter:
