@@ -427,3 +427,24 @@ def test_replay_until_starts_from_a_checkpoint_before_that_time_and_equals_the_f
         expect.apply(e)
     assert canon(fast.state) == canon(expect)
     assert fast.state.event_count == expect.event_count
+
+
+def test_a_second_recorder_for_the_same_folder_is_refused_in_one_line_and_touches_nothing(tmp_path):
+    from neurondesk.recorder.options import RunOptions
+    from neurondesk.recorder.recorder import Recorder
+    from neurondesk.store.liveness import RecorderLock
+    from neurondesk.store.rundir import RunPaths
+
+    run, _ = _checkpointed_run(tmp_path)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    first = RecorderLock(run)  # the recorder that owns the folder
+    try:
+        second = Recorder(["python", "train.py"], RunOptions(telemetry=False, run_root=tmp_path / "root"), RunPaths(run))
+        with pytest.raises(RuntimeError) as err:
+            second.start()
+        assert "another recorder owns" in str(err.value) and "\n" not in str(err.value)
+    finally:
+        first.release()
+    after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != "recorder.lock"}
+    assert after == {k: v for k, v in before.items() if k != "recorder.lock"}
+    assert ck.best_checkpoint(run, run / "events.jsonl") is not None
