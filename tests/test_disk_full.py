@@ -31,7 +31,11 @@ from neurondesk.store.journal import JournalWriter, iter_journal_stream
 from neurondesk.store.rundir import RunPaths
 
 QUIET_STEPS = REPO / "tests" / "data" / "workloads" / "quiet_steps.py"
-LIMIT_BYTES = 24 * 1024  # the journal of 300 quiet steps is about 40 KiB: it stops part-way
+# The journal of 220 quiet steps is about 36 KiB (steps, host and disk samples): it stops part-way
+# through in the run folder, and its remainder, under the same limit in the fallback folder, fits
+# (the whole journal must stay under twice the limit).
+STEPS = 220
+LIMIT_BYTES = 24 * 1024
 
 
 def _full_disk_at_limit() -> None:
@@ -48,30 +52,30 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def test_disk_full_run_loses_nothing_and_summary_of_the_fallback_rebuilds_it(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
-           "--", sys.executable, str(QUIET_STEPS), "300", "5"]
+           "--", sys.executable, str(QUIET_STEPS), str(STEPS), "5"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=REPO,
                        preexec_fn=_full_disk_at_limit)
     assert p.returncode == 5, p.stderr  # the workload's own exit status
     fallback = tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
     assert f"rebuild the whole run with `neurondesk summary {fallback}`" in p.stderr
-    assert "steps                          300" in p.stdout  # the summary printed at the end is complete
+    assert f"steps                          {STEPS}" in p.stdout  # the summary printed at the end is complete
 
     on_disk = (run_dir / "events.jsonl").read_bytes()
-    assert len(on_disk) == LIMIT_BYTES and on_disk.count(b'"kind":"step"') < 300  # the disk did fill
+    assert len(on_disk) == LIMIT_BYTES and on_disk.count(b'"kind":"step"') < STEPS  # the disk did fill
     assert not list(run_dir.glob("*.tmp"))
     info = read_fallback_info(fallback)
     assert (info.run_dir, info.journal_bytes_in_run_dir) == (str(run_dir), LIMIT_BYTES)
     copy = json.loads((fallback / "summary.json").read_text())
-    assert (copy["steps"], copy["exit_code"], copy["finished"]) == (300, 5, True)
+    assert (copy["steps"], copy["exit_code"], copy["finished"]) == (STEPS, 5, True)
 
     rebuilt = subprocess.run([sys.executable, "-m", "neurondesk.cli", "summary", str(fallback), "--format", "json"],
                              capture_output=True, text=True, timeout=60, env=_env(tmp_path), cwd=REPO)
     assert rebuilt.returncode == 0, rebuilt.stderr
     whole = json.loads(rebuilt.stdout)
-    assert (whole["steps"], whole["exit_code"], whole["finished"]) == (300, 5, True)
+    assert (whole["steps"], whole["exit_code"], whole["finished"]) == (STEPS, 5, True)
     # the run folder itself, summed up, finds its fallback too
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert summary_from_run_dir(run_dir)[0]["steps"] == 300
+    assert summary_from_run_dir(run_dir)[0]["steps"] == STEPS
 
 
 def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@
   GPU            NVML, 1 Hz, when NVML opens
   Neuron         neuron-monitor (or a recorded stream), its own 1 s period, restarted on death
   compile cache  scanned at start and every 30 s
-  disks          statvfs of the run folder's and the compile cache's filesystems, every 2 s
+  disks          statvfs of the run folder's and the compile cache's filesystems, every 5 s
 
 Each source has its own thread: it polls, then sleeps until its next period (re-armed after the
 poll, so a slow poll never stacks up, and never delays another source). A collector that fails
@@ -38,7 +38,7 @@ from neurondesk.core.events import Event, Notice
 
 PERIOD_S = 1.0
 CACHE_EVERY_S = 30.0
-DISK_EVERY_S = 2.0
+DISK_EVERY_S = 5.0
 
 
 class Telemetry:
