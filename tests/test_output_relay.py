@@ -371,3 +371,24 @@ def test_a_relay_that_cannot_start_leaves_the_workload_writing_its_files_itself(
     assert (tmp_path / "stdout.log").read_text() == "out\n" and (tmp_path / "stderr.log").read_text() == "err\n"
     assert sorted((x.stream, x.text) for x in items if isinstance(x, wl.RawOutput)) == [("stderr", "err"),
                                                                                         ("stdout", "out")]
+
+
+def test_relay_follows_a_run_folder_moved_while_the_run_goes_on(tmp_path):
+    """`mv RUN elsewhere` mid-run (the registry of live runs finds it there): the output goes on into
+    the moved folder's stdout.log."""
+    run = tmp_path / "run"
+    run.mkdir()
+    r, w = os.pipe()
+    relay = subprocess.Popen([sys.executable, "-I", "-S", str(RELAY), "--stream", "stdout", str(r),
+                              str(run / "stdout.log")], pass_fds=[r], cwd="/")
+    os.close(r)
+    os.write(w, b"before\n")
+    wait_until(lambda: (run / "stdout.log").exists() and (run / "stdout.log").read_bytes() == b"before\n", 30,
+               "the first line")
+    moved = tmp_path / "moved"
+    run.rename(moved)
+    os.write(w, b"after\n")
+    wait_until(lambda: (moved / "stdout.log").read_bytes() == b"before\nafter\n", 30, "the line after the move")
+    os.close(w)
+    assert relay.wait(timeout=30) == 0
+    assert not run.exists()

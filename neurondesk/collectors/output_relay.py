@@ -57,6 +57,12 @@ class Stream:
         self.name = name
         self.fd = fd
         self.path = path
+        # the run folder, held open (for reading: no writer that keeps a read-only remount away), so
+        # that the file is found in it when the folder is moved while the run goes on
+        try:
+            self.dir_fd: int | None = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self.dir_fd = None
         self.open = True
         self.backlog = bytearray()  # read from the pipe, not yet in the file
         self.taken = 0  # bytes read from the pipe: the backlog's first byte is at taken - len(backlog)
@@ -159,11 +165,16 @@ class Relay:
 
     def _store(self, s: Stream, head: int, data: bytes) -> None:
         """Append ``data`` (the backlog from stream offset ``head``) to the file, opened for this
-        write only: a removed file is made again, and no open file keeps a read-only remount away."""
+        write only (in the run folder, wherever it was moved): a removed file is made again, and no
+        open file keeps a read-only remount away."""
         written = 0
         error: OSError | None = None
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(s.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            if s.dir_fd is not None:
+                fd = os.open(os.path.basename(s.path), flags, 0o600, dir_fd=s.dir_fd)
+            else:
+                fd = os.open(s.path, flags, 0o600)
             try:
                 while written < len(data):
                     written += os.write(fd, data[written:])
