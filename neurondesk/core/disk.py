@@ -28,7 +28,7 @@ __all__ = ["DiskReducer", "DiskSample", "DiskWarnings", "FsFigures", "FsReading"
 WINDOW_S = 600.0  # the growth rate is measured over the latest samples of this span
 MIN_SPAN_S = 10.0  # and needs samples at least this far apart
 MIN_SAMPLES = 3
-SAMPLES_KEPT = 512  # per filesystem: bounded, whatever the run's length
+SAMPLES_KEPT = 256  # per filesystem: bounded, whatever the run's length (10 min at 5 s is 120)
 WARN_FREE_SHARE = 0.10
 WARN_FULL_IN_S = 6 * 3600.0
 CLEAR_FREE_SHARE = 0.12  # a warning ends (and may come again) past these: no notice per sample near a limit
@@ -86,18 +86,25 @@ def growth_rate(samples: Iterable[tuple[float, int]], window_s: float = WINDOW_S
     if not pts:
         return None
     latest = pts[-1][0]
-    pts = [(t, f) for t, f in pts if latest - t <= window_s]
-    if len(pts) < min_samples or pts[-1][0] - pts[0][0] < min_span_s:
-        return None
+    first = len(pts)
+    while first > 0 and latest - pts[first - 1][0] <= window_s:  # samples arrive in time order
+        first -= 1
+    pts = pts[first:]
     n = len(pts)
-    t0 = pts[0][0]
-    mt = sum(t - t0 for t, _ in pts) / n
-    mf = sum(f for _, f in pts) / n
-    var = sum((t - t0 - mt) ** 2 for t, _ in pts)
+    if n < min_samples or latest - pts[0][0] < min_span_s:
+        return None
+    t0, f0 = pts[0]
+    st = sf = stt = stf = 0.0
+    for t, f in pts:  # one pass, times and sizes taken from the first sample (no loss of precision)
+        x, y = t - t0, float(f - f0)
+        st += x
+        sf += y
+        stt += x * x
+        stf += x * y
+    var = stt - st * st / n
     if var <= 0:
         return None
-    cov = sum((t - t0 - mt) * (f - mf) for t, f in pts)
-    return -cov / var
+    return -(stf - st * sf / n) / var
 
 
 def full_in_s(free_bytes: int, rate: float | None) -> float | None:
