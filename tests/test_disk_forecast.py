@@ -10,6 +10,8 @@ import sys
 
 import pytest
 from conftest import REPO, base_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_output_relay import _mount, _umount
 from test_recorder_lifecycle import wait_until
 
@@ -48,6 +50,27 @@ def test_growth_rate_is_the_least_squares_slope_of_free_space():
     assert rate == pytest.approx(1e6, rel=0.02)
     assert growth_rate([(0.0, 10), (5.0, 10), (20.0, 10)]) == 0  # flat: not filling
     assert growth_rate([(0.0, 100), (10.0, 200), (20.0, 300)]) == pytest.approx(-10.0)  # being freed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.5, 30.0), st.integers(-5 * 10**9, 5 * 10**9)), min_size=3, max_size=150),
+       st.integers(10**9, 10**13))
+def test_growth_rate_equals_a_least_squares_fit(steps, base):
+    """Against numpy's polyfit over the same window, for any spacing and any jumps in free space."""
+    import numpy as np
+
+    t, pts = 1.7e9, []
+    for dt, change in steps:
+        t += dt
+        pts.append((t, base + change))
+    rate = growth_rate(pts, window_s=600, min_span_s=0, min_samples=3)
+    window = [(x, y) for x, y in pts if pts[-1][0] - x <= 600]
+    if len(window) < 3:
+        assert rate is None
+        return
+    ts = np.array([x for x, _ in window]) - window[0][0]
+    expected = -np.polyfit(ts, np.array([float(y) for _, y in window]), 1)[0]
+    assert rate == pytest.approx(expected, rel=1e-6, abs=1e-3)
 
 
 def test_growth_rate_needs_enough_samples_over_enough_time():
