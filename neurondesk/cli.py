@@ -15,7 +15,9 @@ DEMO_WORKLOAD = REPO_ROOT / "workloads" / "train.py"
 
 
 def _die(msg: str, code: int = 2) -> None:
-    sys.stderr.write(f"neurondesk: {msg}\n")
+    from neurondesk.views.safe_text import clean  # a message may quote a path, a line, a command
+
+    sys.stderr.write(f"neurondesk: {clean(msg, sgr=True)}\n")
     raise SystemExit(code)
 
 
@@ -459,11 +461,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands that print reports: all they write (stdout and stderr) goes through safe_text.CleanStream.
+# run, demo, attach and replay draw a console or a status line; they make their own text safe.
+REPORT_COMMANDS = frozenset({"summary", "advise", "compare", "history", "reindex", "prices", "ls", "devices"})
+
+
+def _reports_cleaned(args) -> bool:
+    return args.cmd in REPORT_COMMANDS or (args.cmd == "fleet" and args.once) or (
+        args.cmd == "replay" and args.headless)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "extra", None) and args.extra[0] == "--":
         args.extra = args.extra[1:]
-    return args.fn(args) or 0
+    if not _reports_cleaned(args):
+        return args.fn(args) or 0
+    from neurondesk.views.safe_text import CleanStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = CleanStream(out), CleanStream(err)
+    try:
+        return args.fn(args) or 0
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

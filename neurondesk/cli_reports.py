@@ -12,7 +12,9 @@ from neurondesk.views.tables import FORMATS
 
 
 def _die(msg: str, code: int = 2) -> None:
-    sys.stderr.write(f"neurondesk: {msg}\n")
+    from neurondesk.views.safe_text import clean  # a message may quote a path, a line, a command
+
+    sys.stderr.write(f"neurondesk: {clean(msg, sgr=True)}\n")
     raise SystemExit(code)
 
 
@@ -82,6 +84,7 @@ def cmd_history(args) -> int:
     from neurondesk.core.board import cost_board, device_of, parse_since
     from neurondesk.store.index import RunIndex, RunIndexError
     from neurondesk.store.rundir import INDEX_FILE, default_run_root
+    from neurondesk.views.safe_text import clean
     from neurondesk.views.tables import render
 
     since = None
@@ -120,7 +123,7 @@ def cmd_history(args) -> int:
             usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
             exit_ = "live" if state == "live" else "—" if r.exit_code is None else r.exit_code
             sys.stdout.write(fmt.format(r.id, (r.started_at or "")[:19], r.device_kind or "—", r.steps or 0, sps, usd,
-                                        exit_, (r.command or "")[:60]) + "\n")
+                                        exit_, clean(r.command or "")[:60]) + "\n")
         return 0
     table = [{"id": r.id, "started_at": r.started_at, "device": device_of(r.summary), "steps": r.steps,
               "samples_per_s": r.steady_samples_per_s, "per_1k_steps_steady_usd": r.usd_per_1k_steps_steady,

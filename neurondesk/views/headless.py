@@ -3,6 +3,7 @@ summary table on stdout at the end. It renders RunState; it computes nothing its
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
@@ -10,6 +11,7 @@ import time
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.views import fmt
+from neurondesk.views.safe_text import clean, clean_lines
 from neurondesk.views.summary_writer import to_text_table
 
 STATUS_EVERY_S = 0.5
@@ -19,6 +21,27 @@ POLL_S = 0.05  # how often the journal is read when nothing new came
 
 
 STRAGGLERS_EVERY_S = 5.0  # stragglers() compares every rank step by step: not at every status line
+
+# A workload line that would pass for one of neurondesk's own ("neurondesk: finished | ... samples/s"):
+# "neurondesk" at the start of a line (after LF or CR), past any blanks and escape sequences.
+_OWN_WORD = re.compile(
+    rb"(?:\A|(?<=[\n\r]))((?:\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    rb"|\x1b[\x20-\x2f]*[\x30-\x7e]|[ \t])*)(?=neurondesk)", re.IGNORECASE)
+WORKLOAD_MARK = b"[workload] "
+
+
+def mark_impersonation(data: bytes, at_line_start: bool = True) -> bytes:
+    """The workload's bytes unchanged, except that a line starting with "neurondesk" (after blanks
+    and escape sequences) gets WORKLOAD_MARK in front of that word: neurondesk's status and summary
+    lines are the only ones that start so. ``at_line_start``: the previous chunk ended a line."""
+    if b"neurondesk" not in data.lower():
+        return data
+
+    def mark(m: re.Match) -> bytes:
+        if m.start() == 0 and not at_line_start:
+            return m.group(0)
+        return m.group(1) + WORKLOAD_MARK
+    return _OWN_WORD.sub(mark, data)
 
 
 def status_line(state: RunState, now: float, stragglers: list | None = None) -> str:
@@ -84,7 +107,7 @@ class HeadlessPrinter:
         if state.parts.ranks.world > 1 and (self._stragglers is None
                                             or now - self._stragglers[0] >= STRAGGLERS_EVERY_S):
             self._stragglers = (now, state.parts.ranks.stragglers())
-        line = status_line(state, now, self._stragglers[1] if self._stragglers else [])
+        line = clean(status_line(state, now, self._stragglers[1] if self._stragglers else []))
         if self.tty:
             self.err.write("\r\x1b[K" + line[: 200])
             self.status_shown = True
@@ -110,7 +133,7 @@ class HeadlessPrinter:
             while not self.source.done:
                 if self.detached:
                     self._clear_status()
-                    self.err.write(f"neurondesk: detached from {self.source.run_dir}; the run goes on\n")
+                    self.err.write(clean(f"neurondesk: detached from {self.source.run_dir}; the run goes on") + "\n")
                     return 0
                 self._poll_and_echo()
                 now = time.time()
@@ -137,18 +160,16 @@ class HeadlessPrinter:
         if not self.tty:
             self._show_status(time.time())  # a log keeps the final status line too
         summary = build_summary(state)
-        self.out.write(f"\nneurondesk summary ({self.source.run_dir})\n")
-        self.out.write(to_text_table(summary))
-        for d in summary["diagnostics"]:
-            self.err.write(f"neurondesk: {d['message']}" + (f" (at {d['location']})" if d["location"] else "") + "\n")
-        for line in rank_lines(summary):
-            self.err.write(f"neurondesk: {line}\n")
-        for note in summary["notices"]:
-            self.err.write(f"neurondesk: {note}\n")
+        # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
+        self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
+        said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
+        said += rank_lines(summary) + list(summary["notices"])
         if self.source.recorder_lost:
-            self.err.write(f"neurondesk: {recorder_lost_message(self.source)}\n")
+            said.append(recorder_lost_message(self.source))
         if getattr(self.source, "fallback", None):
-            self.err.write(f"neurondesk: {fallback_message(self.source)}\n")
+            said.append(fallback_message(self.source))
+        for line in said:
+            self.err.write(f"neurondesk: {clean(line, sgr=True)}\n")
         self.out.flush()
         self.err.flush()
         code = state.exit_code
@@ -158,7 +179,8 @@ class HeadlessPrinter:
 
     def _poll_and_echo(self) -> None:
         """Take in the journal, then pass the workload's own bytes through unchanged (a tqdm bar's
-        carriage returns included, so it updates in place)."""
+        carriage returns and escape sequences included, so it updates in place), but for a line
+        that would pass for neurondesk's own: it is marked (mark_impersonation)."""
         self.source.poll()
         if not self.echo:
             return
@@ -167,6 +189,7 @@ class HeadlessPrinter:
             return
         self._clear_status()
         for stream, data in chunks:
+            data = mark_impersonation(data, self.at_line_start)
             target = self.out if stream == "stdout" else self.err
             buffer = getattr(target, "buffer", None)
             if buffer is not None:

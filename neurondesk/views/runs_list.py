@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 
 from neurondesk.views import fmt
+from neurondesk.views.safe_text import clean
 from neurondesk.views.tables import render
 
 LIVE_COLUMNS = [("id", "live run", "text"), ("command", "command", "text"), ("phase", "phase", "text"),
@@ -19,7 +20,7 @@ def _command(cmd) -> str:
     """Paths shortened to their last part: `python train.py --steps 100` reads better than a venv path."""
     words = cmd if isinstance(cmd, list) else shlex.split(cmd or "")
     text = shlex.join(w.rsplit("/", 1)[-1] if "/" in w and not w.startswith("-") else w for w in words)
-    text = " ".join(text.splitlines())  # a `python -c` program on one row
+    text = clean(text)  # a `python -c` program on one row; no control sequence cut in two
     return text if len(text) <= COMMAND_WIDTH else text[: COMMAND_WIDTH - 1] + "…"
 
 

@@ -8,6 +8,10 @@ goes through here first:
   clean(s)            every control sequence and control character dropped (tab kept)
   clean(s, sgr=True)  the same, but SGR sequences (colour, bold ...) kept as they were
   safe_text(s, style) a rich Text of clean(s, sgr=True), its SGR rendered as style
+  clean_lines(s)      text of many lines (a report, a table): each line as clean(line, sgr=True),
+                      its line ends (LF, CRLF) kept
+  CleanStream(f)      a text stream whose writes go through clean_lines: what a report command
+                      prints (stdout and stderr); its `buffer` is the raw one underneath
 
 Dropped: CSI sequences other than SGR (7-bit ESC [ and 8-bit 0x9B), OSC (ended by BEL or ST, or
 unended: to the end of the text), DCS, SOS, PM, APC (ended by ST, or unended: to the end), other
@@ -63,6 +67,39 @@ def safe_text(s: str, style: str = "", **text_kwargs) -> Text:
     out = Text(style=style, **text_kwargs)
     out.append_text(t)
     return out
+
+
+_LINE_END = re.compile(r"(\r\n|\n)")
+
+
+def clean_lines(s: str) -> str:
+    """Each line of `s` as clean(line, sgr=True); LF and CRLF line ends kept (a lone CR, which
+    would let a line draw over another, becomes a space)."""
+    if not isinstance(s, str):
+        s = str(s)
+    if not _NEEDS_WORK.search(s.replace("\r\n", "").replace("\n", "")):
+        return s
+    parts = _LINE_END.split(s)  # text, end, text, end, ..., text
+    return "".join(p if i % 2 else clean(p, sgr=True) for i, p in enumerate(parts))
+
+
+class CleanStream:
+    """A text stream (sys.stdout, sys.stderr) whose writes are made safe with clean_lines; every
+    other attribute (flush, isatty, encoding, buffer ...) is the wrapped stream's."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, s: str) -> int:
+        self._stream.write(clean_lines(s))
+        return len(s)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def has_no_controls_but_sgr(s: str) -> bool:

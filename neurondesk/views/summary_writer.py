@@ -9,6 +9,7 @@ import math
 import shlex
 
 from neurondesk.views import fmt
+from neurondesk.views.safe_text import clean
 
 
 def _jsonable(x):
@@ -83,7 +84,7 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
 
 def _error_line(e: dict, width: int | None = None) -> str:
     """'NCC_EVRF024 (neuron-cc): message', the code not repeated where the message starts with it."""
-    message = " ".join(e["message"].removeprefix(f"[{e['code']}]").split())
+    message = " ".join(clean(e["message"]).removeprefix(f"[{e['code']}]").split())
     if width is not None and len(message) > width:
         message = message[: width - 1] + "…"
     return f"{e['code'] or '—'} ({e['source']}): {message}"

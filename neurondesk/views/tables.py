@@ -11,6 +11,7 @@ import io
 import json
 
 from neurondesk.views.compare_writer import fmt_value
+from neurondesk.views.safe_text import clean
 from neurondesk.views.summary_writer import _jsonable
 
 FORMATS = ("text", "md", "json", "csv")
@@ -26,7 +27,8 @@ def render(columns: list[tuple[str, str, str]], rows: list[dict], fmt: str = "te
         for r in rows:
             w.writerow(["" if r.get(k) is None else r.get(k) for k, _, _ in columns])
         return buf.getvalue()
-    cells = [[fmt_value(r.get(k), kind) for k, _, kind in columns] for r in rows]
+    # made safe cell by cell (no colours: they would break the widths) before widths and cuts
+    cells = [[clean(fmt_value(r.get(k), kind)) for k, _, kind in columns] for r in rows]
     heads = [h for _, h, _ in columns]
     if fmt == "md":
         lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
