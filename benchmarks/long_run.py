@@ -24,12 +24,11 @@ for the largest size.
 
 Results: benchmarks/results/long_run.json (the README's "Long runs" section quotes them).
 
-Run it from a snapshot when others edit the tree meanwhile: a checkpoint is only used by the
-reducer code that wrote it (a fingerprint of neurondesk/core's sources), so an edit of core
-mid-benchmark sends every reader back to the whole journal:
-
-    git archive HEAD | tar -x -C /tmp/snap && LONG_RUN_COMMIT=$(git rev-parse --short HEAD) \
-        PYTHONPATH=/tmp/snap .venv/bin/python /tmp/snap/benchmarks/long_run.py --out benchmarks/results/long_run.json
+A checkpoint is only used by the reducer code that wrote it (a fingerprint of neurondesk/core's
+sources): an edit of neurondesk/core while the benchmark runs sends the readers back to the whole
+journal; each `summary` is checked to have used its checkpoint (no "checkpoint not used" line),
+and a row where one did not fails. ``reduce_s``: the reduction alone (``state_from_run_dir`` in a
+process that has imported everything already), the part that could grow with the run.
 """
 
 from __future__ import annotations
@@ -152,7 +151,20 @@ def timed_rss(cmd: list[str], env: dict) -> tuple[float, int, str]:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} exited {p.returncode}: {err.decode()[-2000:]}")
+    if b"checkpoint not used" in err:
+        raise RuntimeError(f"{' '.join(cmd[:4])} did not use the checkpoint: {err.decode()[-500:]}")
     return wall, usage.ru_maxrss * 1024, out.decode()
+
+
+REDUCE = """
+import sys, time
+from pathlib import Path
+from neurondesk.recorder.replay import state_from_run_dir
+t = time.perf_counter()
+notes = []
+state, _ = state_from_run_dir(Path(sys.argv[1]), notes=notes)
+print(time.perf_counter() - t, state.steps_done, len(notes), flush=True)
+"""
 
 
 def journal_bytes(run_dir: Path) -> tuple[int, int]:
@@ -176,7 +188,7 @@ def one(steps: int, ranks: int, rounds: int, baseline: bool) -> dict:
         row = {"steps": steps, "ranks": ranks, **info}
         nd = [PY, "-m", "neurondesk.cli"] if not shutil.which("neurondesk") else [shutil.which("neurondesk")]
         nd = [str(REPO / ".venv" / "bin" / "neurondesk")] if (REPO / ".venv" / "bin" / "neurondesk").exists() else nd
-        reads: dict[str, list] = {"ls": [], "attach": [], "summary": []}
+        reads: dict[str, list] = {"ls": [], "attach": [], "summary": [], "reduce": []}
         rss: dict[str, int] = {}
         for _ in range(rounds):
             wall, peak, out = timed_rss(nd + ["ls"], env)
@@ -192,11 +204,16 @@ def one(steps: int, ranks: int, rounds: int, baseline: bool) -> dict:
             assert s["steps"] == info["steps_done"], (s["steps"], info["steps_done"])
             reads["summary"].append(wall)
             rss["summary"] = max(rss.get("summary", 0), peak)
+            _, _, out = timed_rss([PY, "-c", REDUCE, str(run_dir)], env)
+            took, done, notes = out.split()
+            assert int(done) == info["steps_done"] and notes == "0", out
+            reads["reduce"].append(float(took))
         jb, cb = journal_bytes(run_dir)
         row.update({
             "ls_s": round(statistics.median(reads["ls"]), 3),
             "attach_s": round(statistics.median(reads["attach"]), 3),
             "summary_s": round(statistics.median(reads["summary"]), 3),
+            "reduce_s": round(statistics.median(reads["reduce"]), 4),
             "rounds": {k: [round(x, 3) for x in v] for k, v in reads.items()},
             "reader_peak_rss": rss,
             "journal_bytes": jb, "checkpoint_files_bytes": cb,
@@ -214,6 +231,8 @@ def one(steps: int, ranks: int, rounds: int, baseline: bool) -> dict:
             wall, peak, out = timed_rss(nd + ["summary", str(bare), "--format", "json"], env)
             row["summary_without_checkpoint_s"] = round(wall, 2)
             row["summary_without_checkpoint_peak_rss"] = peak
+            _, _, out = timed_rss([PY, "-c", REDUCE, str(bare)], env)
+            row["reduce_without_checkpoint_s"] = round(float(out.split()[0]), 2)
         return row
     finally:
         gen.stdin.close()
@@ -254,7 +273,7 @@ def main() -> None:
         mine = {r["steps"]: r for r in rows if r["ranks"] == ranks}
         small, big = mine[min(sizes)], mine[max(sizes)]
         ratios[f"{ranks}_rank{'s' if ranks > 1 else ''}_{max(sizes)}_vs_{min(sizes)}"] = {
-            k: round(big[k] / small[k], 2) for k in ("ls_s", "attach_s", "summary_s")} | {
+            k: round(big[k] / small[k], 2) for k in ("ls_s", "attach_s", "summary_s", "reduce_s")} | {
             "recorder_rss_delta_mib": round((big["recorder_peak_rss"] - small["recorder_peak_rss"]) / 2**20, 1),
             "viewer_rss_delta_mib": round((big["reader_peak_rss"]["attach"] - small["reader_peak_rss"]["attach"])
                                           / 2**20, 1)}

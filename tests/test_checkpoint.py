@@ -448,3 +448,30 @@ def test_a_second_recorder_for_the_same_folder_is_refused_in_one_line_and_touche
     after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != "recorder.lock"}
     assert after == {k: v for k, v in before.items() if k != "recorder.lock"}
     assert ck.best_checkpoint(run, run / "events.jsonl") is not None
+
+
+def test_per_segment_checkpoints_are_thinned_to_a_bounded_number_and_replay_until_still_uses_one(tmp_path):
+    from neurondesk.recorder.checkpointing import SEGMENT_KEEP
+
+    events = _events([(1, 0.05, 0, 1e-3)] * 6000, [0])
+    writer = JournalWriter(tmp_path / "events.jsonl", segment_bytes=4_000)
+    live = RunState()
+    cp = Checkpointer(tmp_path, every_events=10**9)
+    for e in events:
+        writer.write(e)
+        live.apply(e)
+        writer.flush()
+        cp.after_flush(live, writer)
+    writer.close()
+    kept = sorted(int(p.name[11:-4]) for p in ck.checkpoint_files(tmp_path)[1:])
+    assert writer.rotations > 4 * SEGMENT_KEEP and len(kept) <= SEGMENT_KEEP
+    assert kept[-1] == writer.segment and 0 in kept  # the newest, and the spread back to the start
+    fast = ReplaySource(tmp_path, speed=0, until=150.0)
+    assert fast.state.event_count > 0
+    fast.poll(max_events=10**9)
+    expect = RunState()
+    for e in events:
+        if e.t > events[0].t + 150.0:
+            break
+        expect.apply(e)
+    assert canon(fast.state) == canon(expect)

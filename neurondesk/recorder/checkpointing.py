@@ -11,6 +11,7 @@ from neurondesk.core.state import RunState
 from neurondesk.store.checkpoint import (
     LATEST,
     best_checkpoint,
+    checkpoint_files,
     fallback_words,
     segment_name,
     write_checkpoint,
@@ -19,6 +20,7 @@ from neurondesk.store.journal import JournalWriter
 
 EVERY_EVENTS = 200_000  # a checkpoint at least this often ...
 EVERY_S = 10.0  # ... or this often while events come
+SEGMENT_KEEP = 32  # per-segment checkpoints kept (for replay --until); thinned to every 2nd, 4th ... past that
 
 
 class Checkpointer:
@@ -57,6 +59,8 @@ class Checkpointer:
             for name in names:
                 self.bytes = write_checkpoint(self.run_dir, state, journal.path, position, name)
                 self.written += 1
+            if segment > self._segment_done:
+                thin_segment_checkpoints(self.run_dir, segment)
             self._segment_done = segment
         except (OSError, ValueError) as exc:
             words = (f"checkpoint not written in {self.run_dir}: {getattr(exc, 'strerror', None) or exc}; "
@@ -66,6 +70,24 @@ class Checkpointer:
             return words if new else None
         self.problem = None
         return None
+
+
+def thin_segment_checkpoints(run_dir: Path, newest: int, keep: int = SEGMENT_KEEP) -> int:
+    """Keep at most ``keep`` per-segment checkpoints: those of every 2^k-th segment (the smallest
+    k that fits) and the newest. Returns how many were removed. A removal that fails is left."""
+    found = {int(p.name[len("checkpoint."):-4]): p for p in checkpoint_files(run_dir)[1:]}
+    stride = 1
+    while sum(1 for n in found if n % stride == 0) > keep - 1:
+        stride *= 2
+    removed = 0
+    for n, path in found.items():
+        if n % stride and n != newest:
+            try:
+                path.unlink()
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def resume(run_dir: Path, events: Path, until_t: float | None = None,
