@@ -11,6 +11,9 @@ stderr); ``ProbeDecoder`` reads them with the TORCH_LOGS parser.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.collectors.logparse.torch_logs import TorchLogsParser
 from neurondesk.core import events as ev
@@ -28,6 +31,57 @@ PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "graph_execu
 
 class RefusedKind(ValueError):
     pass
+
+
+# Ranges a well-typed message must also hold (issue 24 item 4): beyond them it is absurd, refused as a
+# ParseProblem ("out of range: ..."), journaled with its raw line and counted, never believed.
+MAX_STEP = 10**12  # a step number or step count: a trillion steps is far past any run (and fits int64)
+MAX_COUNT = 10**15  # samples, tokens, executions, compiles, batches, drops in one message
+MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT on 64-bit Linux
+MAX_RANK = 10**6
+MAX_DIM = 2**40  # one dimension of a tensor shape
+MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
+WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
+_STEPS = ("step", "steps", "dropped_steps")
+_COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs")
+_DURATIONS = ("duration_s", "data_wait_s")
+_RANKS = ("rank", "local_rank", "world_size")
+
+
+def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None) -> str | None:
+    """Why a decoded probe event cannot be true, or None. ``started_t``: when the run started (its
+    wall time so far bounds every duration and the event's time); None: only the fixed bounds."""
+    fields = {f.name for f in dataclasses.fields(e)}
+
+    def value(name: str):
+        return getattr(e, name) if name in fields else None
+
+    if started_t is not None and not (started_t - WALL_SLACK_S <= e.t <= t_received + WALL_SLACK_S):
+        return f"t {e.t!r} is outside the run (started {started_t:.3f}, now {t_received:.3f})"
+    for name in _STEPS:
+        v = value(name)
+        if v is not None and not 0 <= v <= MAX_STEP:
+            return f"{name} {v} is outside 0..{MAX_STEP:,}"
+    for name in _COUNTS:
+        v = value(name)
+        if v is not None and not 0 <= v <= MAX_COUNT:
+            return f"{name} {v} is outside 0..{MAX_COUNT:,}"
+    wall = MAX_DURATION_S if started_t is None else max(0.0, t_received - started_t) + WALL_SLACK_S
+    for name in _DURATIONS:
+        v = value(name)
+        if v is not None and not (math.isfinite(v) and 0 <= v <= wall):
+            return f"{name} {v!r} is outside 0..{wall:,.1f} s (the run's wall time so far)"
+    pid = value("pid")
+    if pid is not None and not 0 < pid <= MAX_PID:
+        return f"pid {pid} is outside 1..{MAX_PID:,}"
+    for name in _RANKS:
+        v = value(name)
+        if v is not None and not 0 <= v <= MAX_RANK:
+            return f"{name} {v} is outside 0..{MAX_RANK:,}"
+    for shape in value("input_shapes") or []:
+        if any(not 0 <= d <= MAX_DIM for d in shape):
+            return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    return None
 
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:
@@ -69,14 +123,24 @@ def _enrich_compile(msg: dict, debug_text: str) -> None:
 class ProbeDecoder:
     """Decodes the probe's lines into events: one event per line, except a ``torch_log`` message,
     whose dynamo log lines become the DynamoRecompile / GraphBreak events they describe (none,
-    one or several). Never raises."""
+    one or several). Never raises. A well-typed message out of range (out_of_range, measured
+    against ``started_t``, the run's start) becomes a ParseProblem; ``refused`` counts them."""
 
-    def __init__(self) -> None:
+    def __init__(self, started_t: float | None = None) -> None:
         self.torch_logs = TorchLogsParser()
+        self.started_t = started_t
+        self.refused = 0
 
     def decode(self, line: bytes, t_received: float) -> list[ev.Event]:
         if not line.startswith(_TORCH_LOG_HEAD):
-            return [decode_probe_line(line, t_received)]
+            e = decode_probe_line(line, t_received)
+            why = None if isinstance(e, ev.ParseProblem) else out_of_range(e, t_received, self.started_t)
+            if why is None:
+                return [e]
+            self.refused += 1
+            raw = line.decode("utf-8", "replace").strip()
+            return [ev.ParseProblem(t=t_received, source="probe", raw=raw[:2000],
+                                    error=f"out of range: {why}; refused")]
         try:
             msg = loads(line)
             text = msg.get("text") if isinstance(msg, dict) else None

@@ -89,8 +89,9 @@ class Recorder:
         unregistered = self._register()  # before the journal: a run `run --detach` printed is listed
         self.journal = JournalWriter(self.paths.events)
         o = self.options
+        self.probe_decoder.started_t = time.time()  # probe durations and times are bounded by the run's wall time
         self.record(ev.RunStarted(
-            t=time.time(), run_id=self.run_id, command=self.command, cwd=o.cwd or os.getcwd(),
+            t=self.probe_decoder.started_t, run_id=self.run_id, command=self.command, cwd=o.cwd or os.getcwd(),
             host=socket.gethostname(), instance_type=o.instance_type, price_per_hour=o.price_per_hour,
             price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
             samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
@@ -240,8 +241,13 @@ class Recorder:
 
     def handle(self, item) -> None:
         if isinstance(item, RawProbe):
+            refused = self.probe_decoder.refused
             for e in self.probe_decoder.decode(item.line, item.t):
                 self.record(e)
+            if refused == 0 and self.probe_decoder.refused:  # once: the rest are counted as parse problems
+                self.record(ev.Notice(t=item.t, level="warn", source="probe", message=(
+                    "a probe message out of range was refused (see the journal's parse problems); "
+                    "such messages are counted, never believed")))
         elif isinstance(item, RawOutput):
             if item.stream == "stderr":
                 self.stderr_tail.append(item.text)

@@ -104,6 +104,14 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def _sql_int(v: Any) -> Any:
+    """An int SQLite can store (int64); a bigger one is no column value (its summary keeps it)."""
+    return None if _is_int(v) and v not in _INT64 else v
+
+
 def _is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
@@ -261,6 +269,7 @@ class RunIndex:
             str(run_dir),
             json.dumps(summary, default=str),
         )
+        values = tuple(_sql_int(v) for v in values)  # a step count of 10**30 loses its column, not its row
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
         sql = (
             f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
