@@ -21,28 +21,52 @@ def _die(msg: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def _whole(minimum: int):
+# Upper bounds of the numeric options: far past any real run, low enough that no figure made from
+# them overflows or prints as 300 digits (a trillion steps, $100,000 an hour, a year of seconds).
+MAX_STEPS = 10**12
+MAX_PER_STEP = 10**12  # samples or tokens in one step
+MAX_PRICE_PER_HOUR = 100_000.0
+MAX_SECONDS = 366 * 86400.0
+MAX_RATE = 1e15  # samples/s
+MAX_LOSS = 1e12
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line and a pointer to --help, not the whole usage block."""
+
+    def error(self, message: str):
+        from neurondesk.views.safe_text import clean
+
+        self.exit(2, f"neurondesk: {clean(message)} (see `{self.prog} --help`)\n")
+
+
+def _whole(minimum: int, maximum: int | None = None):
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 40 else None  # int() of a 10,000-digit string is slow
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number of at least {minimum}, got {text!r}")
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            bounds = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum:,}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, got {text[:40]!r}")
         return value
     parse.__name__ = "whole number"
     return parse
 
 
-def _number(minimum: float | None = None):
+def _number(minimum: float | None = None, maximum: float | None = None):
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(text) if len(text) <= 40 else math.nan
         except ValueError:
             value = math.nan
-        if not math.isfinite(value) or (minimum is not None and value < minimum):
-            floor = "" if minimum is None else f" of at least {minimum:g}"
-            raise argparse.ArgumentTypeError(f"expected a finite number{floor}, got {text!r}")
+        if (not math.isfinite(value) or (minimum is not None and value < minimum)
+                or (maximum is not None and value > maximum)):
+            if maximum is not None:
+                bounds = f" from {minimum:g} to {maximum:,g}" if minimum is not None else f" of at most {maximum:,g}"
+            else:
+                bounds = "" if minimum is None else f" of at least {minimum:g}"
+            raise argparse.ArgumentTypeError(f"expected a finite number{bounds}, got {text[:40]!r}")
         return value
     parse.__name__ = "number"
     return parse
@@ -96,12 +120,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detach", action="store_true",
                    help="start the run and return at once (print its folder); watch it with `neurondesk attach`")
     p.add_argument("--instance-type", help="EC2 instance type for pricing (default: ask the EC2 metadata service)")
-    p.add_argument("--price-per-hour", type=_number(0), help="USD per hour; overrides the price table")
-    p.add_argument("--warmup-steps", type=_whole(0), default=5, help="steps excluded from steady state (default 5)")
-    p.add_argument("--target-loss", type=_number(), help="report the steps taken to reach this loss")
-    p.add_argument("--samples-per-step", type=_whole(1), help="override the samples per step the probe sees")
-    p.add_argument("--tokens-per-step", type=_whole(1), help="override the tokens per step the probe sees")
-    p.add_argument("--steps", type=_whole(1), dest="steps_requested", help="steps the workload will run (for projections)")
+    p.add_argument("--price-per-hour", type=_number(0, MAX_PRICE_PER_HOUR), help="USD per hour; overrides the price table")
+    p.add_argument("--warmup-steps", type=_whole(0, MAX_STEPS), default=5,
+                   help="steps excluded from steady state (default 5)")
+    p.add_argument("--target-loss", type=_number(-MAX_LOSS, MAX_LOSS), help="report the steps taken to reach this loss")
+    p.add_argument("--samples-per-step", type=_whole(1, MAX_PER_STEP), help="override the samples per step the probe sees")
+    p.add_argument("--tokens-per-step", type=_whole(1, MAX_PER_STEP), help="override the tokens per step the probe sees")
+    p.add_argument("--steps", type=_whole(1, MAX_STEPS), dest="steps_requested",
+                   help="steps the workload will run (for projections)")
     p.add_argument("--run-dir", type=Path, help="folder for this run (default: a new one under the user data dir)")
     p.add_argument("--force", action="store_true",
                    help="with --run-dir: a folder that already holds a run is taken; its files move to previous-TIME/")
@@ -114,11 +140,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_metrics_options(p)
     g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
     g.add_argument("--check", action="store_true", help="smoke test: at least one step (all requested steps) ran")
-    g.add_argument("--max-recompiles-after-warmup", type=_whole(0), metavar="N",
+    g.add_argument("--max-recompiles-after-warmup", type=_whole(0, MAX_STEPS), metavar="N",
                    help="fail above N recompiles after warm-up")
     g.add_argument("--loss-finite", action="store_true", help="fail when no loss was seen or a loss was nan/inf")
-    g.add_argument("--max-first-compile-s", type=_number(0), metavar="S", help="fail when the first compile took over S s")
-    g.add_argument("--min-samples-per-s", type=_number(0), metavar="X", help="fail below X steady samples/s")
+    g.add_argument("--max-first-compile-s", type=_number(0, MAX_SECONDS), metavar="S",
+                   help="fail when the first compile took over S s")
+    g.add_argument("--min-samples-per-s", type=_number(0, MAX_RATE), metavar="X", help="fail below X steady samples/s")
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
@@ -136,11 +163,35 @@ def _price(args) -> tuple[str | None, float | None, str]:
     table = load_price_table(Path(platformdirs.user_config_dir("neurondesk")) / "prices.json")
     for warning in table.warnings:
         sys.stderr.write(f"neurondesk: {warning}\n")
+    if args.instance_type is not None:
+        _warn_unknown_instance(args.instance_type, args.price_per_hour is not None, table)
     try:
         quote = resolve_price(instance, args.price_per_hour, table)
     except ValueError as exc:
         _die(str(exc))
     return quote.instance_type, quote.price_per_hour, quote.source + imds_note
+
+
+def _warn_unknown_instance(text: str, priced: bool, table) -> None:
+    """One warning at the start for an --instance-type the price table does not know, naming the
+    nearest known ones: the run would go unpriced (or without MFU) without a word."""
+    import difflib
+
+    from neurondesk.views.safe_text import clean
+
+    it = text.strip().lower()
+    if it in table.instances:
+        return
+    known = sorted(table.instances)
+    near = difflib.get_close_matches(it, known, n=3, cutoff=0.6)
+    if not near:
+        family = it.split(".", 1)[0]
+        near = [k for k in known if k.split(".", 1)[0] == family][:3]
+    what = ("it is used for MFU only, which stays unknown" if priced
+            else "the run goes unpriced unless you pass --price-per-hour")
+    hint = f"nearest known: {', '.join(near)}" if near else "`neurondesk prices` lists the known types"
+    sys.stderr.write(f"neurondesk: warning: unknown --instance-type {clean(text)[:60]!r} (not in the price "
+                     f"table): {what}; {hint}\n")
 
 
 def _options(args, command: list[str]):
@@ -294,8 +345,9 @@ def cmd_advise(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    if args.speed < 0:
-        _die(f"--speed {args.speed}: give a positive factor (2 = twice as fast), or 0 for all at once")
+    if not 0 <= args.speed <= 1e6:  # nan too
+        _die(f"--speed {args.speed}: give a positive factor up to 1,000,000 (2 = twice as fast), "
+             "or 0 for all at once")
     speed = 0.0 if args.instant else args.speed
     if not args.headless and not sys.stdout.isatty():
         _die(f"replay plays a run in the console and needs a terminal; for text, "
@@ -396,7 +448,7 @@ def cmd_devices(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="neurondesk", description=__doc__)
+    p = _Parser(prog="neurondesk", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     run = sub.add_parser("run", help="run a workload under neurondesk: neurondesk run [options] -- CMD ...")
@@ -406,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="the bundled demo workload (XLA on this CPU) under neurondesk")
     _add_run_options(demo)
-    demo.add_argument("--demo-steps", type=_whole(1), default=300, help="steps of the demo workload (default 300)")
+    demo.add_argument("--demo-steps", type=_whole(1, MAX_STEPS), default=300, help="steps of the demo workload (default 300)")
     demo.add_argument("extra", nargs=argparse.REMAINDER, help="extra workload flags after --")
     demo.set_defaults(fn=cmd_demo)
 
@@ -424,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", type=Path, help="a run folder (holding events.jsonl)")
     rep.add_argument("--speed", type=float, default=1.0, help="times real time (default 1; 0 = all at once)")
     rep.add_argument("--instant", action="store_true", help="all at once (same as --speed 0)")
-    rep.add_argument("--until", type=float, help="stop the replay this many seconds into the recording")
+    rep.add_argument("--until", type=_number(0, MAX_SECONDS), help="stop the replay this many seconds into the recording")
     rep.add_argument("--headless", action="store_true",
                      help="no console: status lines (with --metrics-addr: serve the replay as if live, then its "
                           "final figures until interrupted)")
@@ -442,13 +494,13 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--job", metavar="ID", help="only this job_id (default: every job)")
     fl.add_argument("--once", action="store_true", help="print the table once and exit (for scripts)")
     fl.add_argument("--format", choices=("table", "json"), default="table", help="with --once (default table)")
-    fl.add_argument("--refresh", type=_number(0.1), default=1.0, help="seconds between refreshes (default 1)")
+    fl.add_argument("--refresh", type=_number(0.1, 3600), default=1.0, help="seconds between refreshes (default 1)")
     fl.add_argument("--lookback", default="15m",
                     help="how long a node that stopped reporting stays listed, as a Prometheus duration (default 15m)")
     fl.set_defaults(fn=cmd_fleet)
 
     ls = sub.add_parser("ls", help="live runs, then the most recent finished ones")
-    ls.add_argument("--last", type=int, default=10, help="finished runs to list (default 10)")
+    ls.add_argument("--last", type=_whole(0, 10**6), default=10, help="finished runs to list (default 10)")
     ls.set_defaults(fn=cmd_ls)
 
     from neurondesk.cli_reports import add_parsers

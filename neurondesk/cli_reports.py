@@ -18,6 +18,22 @@ def _die(msg: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
+def _limit(text: str) -> int:
+    """A count of rows: a whole number from 0 to 1,000,000 (argparse names the option)."""
+    import argparse
+
+    try:
+        value = int(text) if len(text) <= 20 else -1
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 10**6:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 1,000,000, got {text[:40]!r}")
+    return value
+
+
+_limit.__name__ = "whole number"
+
+
 def local_prices_path() -> Path:
     """The locally refreshed price table, used before the bundled one (same JSON format)."""
     return Path(platformdirs.user_config_dir("neurondesk")) / "prices.json"
@@ -287,7 +303,7 @@ def add_parsers(sub) -> None:
     cmp_.set_defaults(fn=cmd_compare)
 
     hist = sub.add_parser("history", help="past runs, or the cost board with --group-by")
-    hist.add_argument("--limit", type=int, default=50, help="runs listed (default 50; the board uses them all)")
+    hist.add_argument("--limit", type=_limit, default=50, help="runs listed (default 50; the board uses them all)")
     hist.add_argument("--since", help="only runs started since: 7d, 12h, 2w, or a date (2026-11-01)")
     hist.add_argument("--group-by", choices=("day", "week"), help="the cost board: per period (UTC) and device")
     hist.add_argument("--format", choices=FORMATS, default="text")
