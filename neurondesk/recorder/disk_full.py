@@ -7,6 +7,7 @@ not be written in the run folder)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from neurondesk.store.fallback import (
@@ -19,6 +20,7 @@ from neurondesk.store.fallback import (
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.rundir import RunPaths
 from neurondesk.store.summary_files import write_summary_files
+from neurondesk.store.write_errors import is_disk_full
 
 MAX_PENDING_BYTES = 64 << 20  # unwritten journal kept in memory before it moves to a fallback folder
 
@@ -30,6 +32,7 @@ class DiskFullFallback:
         self.max_pending_bytes = max_pending_bytes
         self.folder: Path | None = None  # made at the first need
         self.error: str | None = None  # why the last attempt failed
+        self.cause: int | None = None  # the errno of a failed write that is not a full disk (EACCES ...)
 
     def over_bound(self, journal: JournalWriter) -> bool:
         return journal.pending_bytes > self.max_pending_bytes and not journal.diverted
@@ -54,7 +57,11 @@ class DiskFullFallback:
         except (JournalError, OSError) as exc:
             self.error = str(exc)
             return None
-        return (f"the disk holding {self.paths.dir} is full ({why}): the journal goes on in {folder}, "
+        if self.cause is not None and not is_disk_full(self.cause):
+            trouble = f"{self.paths.dir} cannot be written ({os.strerror(self.cause)}; {why})"
+        else:
+            trouble = f"the disk holding {self.paths.dir} is full ({why})"
+        return (f"{trouble}: the journal goes on in {folder}, "
                 f"with a copy of the summary at the end; rebuild the whole run with `neurondesk summary {folder}`")
 
     def save_summary(self, journal: JournalWriter | None, json_text: str, md_text: str) -> None:

@@ -40,6 +40,9 @@ class LaunchedRun:
 def make_run_paths(options: RunOptions) -> RunPaths:
     if options.run_dir is not None:
         d = options.run_dir
+        if os.path.lexists(d) and not d.is_dir():
+            raise FileExistsError(f"--run-dir {d} is a file, not a folder: give a folder (made if it does not "
+                                  "exist), or leave --run-dir out for a new one under the data folder")
         if not d.is_dir():
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
         if holds_a_run(d):

@@ -45,6 +45,7 @@ from neurondesk.store.live_registry import Registration, RegistryRefused, folder
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
+from neurondesk.store.write_errors import advice, cause_errno, is_disk_full
 from neurondesk.views.summary_writer import to_json, to_markdown  # text only
 
 STDERR_TAIL = 30
@@ -181,10 +182,23 @@ class Recorder:
     def _journal_trouble(self, exc: JournalError) -> None:
         if self.journal_error is None:
             self.journal_error = str(exc)
-            self.record(ev.Notice(t=time.time(), level="error", message=str(exc)))
+            self.record(ev.Notice(t=time.time(), level="error", message=self._journal_words(exc)))
         self.journal_error = str(exc)
         if self.disk.over_bound(self.journal):
             self._divert("the events kept in memory reached their bound")
+
+    def _journal_words(self, exc: JournalError) -> str:
+        """The journal's own words for a full disk; for any other cause (a permission, a read-only
+        filesystem) words that do not send the user to free disk space."""
+        code = cause_errno(exc)
+        if code is None or is_disk_full(code):
+            return str(exc)
+        self.disk.cause = code
+        strerror = os.strerror(code)
+        return (f"cannot write the event journal {self.paths.events}: {strerror}; "
+                f"{advice(code, str(self.paths.events))}. The events not written are kept in memory and written "
+                "when it can be written again; if it cannot by the end of the run, they go to a fallback "
+                "folder named then")
 
     def _divert(self, why: str) -> bool:
         """The run folder's disk is full: the journal goes on in a fallback folder. True when it did."""
@@ -365,9 +379,12 @@ class Recorder:
             self.summary_written = True
         except OSError as exc:
             summary = self.summary()
+            if exc.errno is not None and not is_disk_full(exc.errno):
+                self.disk.cause = exc.errno
             self.record(ev.Notice(
                 t=time.time(), level="error",
-                message=(f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}; free disk space, "
+                message=(f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}; "
+                         f"{advice(exc.errno, str(self.paths.dir))}, "
                          f"then rebuild it with `neurondesk summary {self.paths.dir}`")))
         try:
             root = self.options.run_root or default_run_root()

@@ -216,6 +216,7 @@ def recorder_lost_message(source) -> str:
 
 
 def fallback_message(source) -> str:
-    return (f"the disk holding {source.run_dir} filled up: the rest of the journal and a copy of the summary "
-            f"are in {source.fallback}; rebuild the whole run with `neurondesk summary {source.fallback}`, "
-            "and free disk space before the next run")
+    # the cause (a full disk, a permission, a read-only filesystem) is in the notice said before
+    return (f"{source.run_dir} could not be written to the end (the notice above says why): the rest of the "
+            f"journal and a copy of the summary are in {source.fallback}; rebuild the whole run with "
+            f"`neurondesk summary {source.fallback}`, and fix that before the next run")
