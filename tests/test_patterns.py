@@ -95,3 +95,39 @@ def test_torch_compile_first_called_in_evaluation_script_output_is_its_own(tmp_p
     assert s["recompiles_after_warmup"] == 0
     assert all(c["location"] and c["location"].endswith(".py:" + c["location"].rsplit(":", 1)[1])
                for c in s["compiles"])
+
+
+def _steps_and_phases(run: Run) -> tuple[list[dict], list[dict]]:
+    return ([e for e in run.events if e["kind"] == "step"], [e for e in run.events if e["kind"] == "eval_phase"])
+
+
+def test_evaluation_of_the_module_inside_torch_compiles_wrapper_is_its_own_phase(tmp_path):
+    # Trainer / accelerate with torch_compile: training through OptimizedModule, evaluation on the module in it
+    run, truth = run_pattern(tmp_path, "compiled_train_plain_eval.py")
+    steps, phases = _steps_and_phases(run)
+    assert run.returncode == 0 and len(steps) == truth["steps"]
+    assert sum(e["samples"] for e in steps) == truth["train_samples"]  # no evaluation batch in a step
+    assert (len(phases), sum(e["batches"] for e in phases)) == (truth["eval_phases"], truth["eval_batches"])
+    ev = run.summary["evaluation"]
+    assert (ev["phases"], ev["batches"]) == (truth["eval_phases"], truth["eval_batches"])
+
+
+def test_a_loop_with_no_optimizer_steps_at_each_backward_and_knows_its_device(tmp_path):
+    # pytorch/examples' word_language_model: loss.backward(), then p.data.add_(p.grad, alpha=-lr)
+    run, truth = run_pattern(tmp_path, "manual_sgd_no_optimizer.py")
+    steps, phases = _steps_and_phases(run)
+    assert run.returncode == 0
+    assert run.summary["steps"] == truth["steps"] == len(steps)  # the last one ends with the process
+    assert sum(e["samples"] for e in steps) == truth["train_samples"]
+    assert run.summary["device"]["kind"] == "cpu"
+    assert [e["batches"] for e in phases] == [truth["eval_batches"]]  # eval() + no_grad is evaluation
+
+
+def test_sequence_first_batches_count_the_batch_dimension_not_the_time_steps(tmp_path):
+    # an LSTM (batch_first=False) fed [35, 20]: 20 samples a step, 700 tokens
+    run, truth = run_pattern(tmp_path, "sequence_first_lstm.py")
+    steps, _ = _steps_and_phases(run)
+    assert run.returncode == 0 and len(steps) == truth["steps"]
+    assert sum(e["samples"] for e in steps) == truth["train_samples"]
+    assert sum(e.get("tokens", 0) for e in steps) == truth["train_tokens"]
+    assert all(e["input_shapes"] == [[35, 20]] for e in steps)

@@ -205,6 +205,11 @@ class Probe:
         self.step_compiles = 0
         self.boundary_execs = 0  # executions of the boundary sync itself
         self.top_module = None  # weakref.ref to the outermost module, once its first call is seen
+        self.watched: dict = {}  # id -> weakref.ref of the watched modules (the outermost, its wrappers)
+        self.in_forward = False  # a watched forward is running: modules it calls are not counted
+        self.seq_first = False  # the model takes (sequence, batch) inputs
+        self.backward_seen = False  # a backward ran: a training script, even without an optimizer
+        self.backward_pending = False  # a backward since the last step ended
         self.autocast: str | None = None
         self.forwards_since_step = 0  # training forwards since the last step ended
         self.presync: float | None = None  # time from the step's start to its first sync point
@@ -424,6 +429,9 @@ class Probe:
         self.leave_eval()
         if self.opt_stepped and self.is_xla:
             self.end_step()
+        elif self.backward_pending and self.manual_steps():
+            top = self.top_module() if self.top_module is not None else None
+            self.end_manual_step(top)  # the last step of a loop with no optimizer ends with the process
 
     def _hello(self) -> dict:
         torch = sys.modules.get("torch")
@@ -542,6 +550,7 @@ class Probe:
         self.data_wait = 0.0
         self.step_execs = self.step_compiles = 0
         self.forwards_since_step = 0
+        self.backward_pending = False
         self.presync = None
         self.eval_s_in_step = 0.0
         self._queue((line + self.pid_tail).encode(), True, False, now)
@@ -554,6 +563,27 @@ class Probe:
         if self.presync is None and self.step_start is not None and not self.in_eval:
             self.presync = time.perf_counter() - self.step_start
 
+    def note_backward(self) -> None:
+        self.mark_presync()
+        if not self.in_eval and threading.get_ident() == self.train_thread:
+            self.backward_seen = self.backward_pending = True
+
+    def manual_steps(self) -> bool:
+        """Steps come from backwards: no optimizer exists, and no XLA sync cuts the steps."""
+        return not self.has_optimizer and self.lead_optimizer is None and not self.is_xla
+
+    def end_manual_step(self, mod) -> None:
+        """A training loop with no optimizer (`p.data.add_(p.grad, alpha=-lr)`, as pytorch/examples'
+        word_language_model does): its step ends at the next training forward after a backward,
+        or at exit. The device is the model's, said once."""
+        if not self.device_reported:
+            self.device_reported = True
+            params = getattr(mod, "parameters", None)
+            param = next(iter(params()), None) if callable(params) else None
+            if param is not None:
+                self.guarded(self.report_param_device, param, hook="device")
+        self.end_step()
+
     def patch_autograd(self, module) -> None:
         real = module.backward
         if getattr(real, "_neurondesk", False):
@@ -562,7 +592,7 @@ class Probe:
 
         def backward(*args, **kwargs):
             if not (_is_compiling() or probe.disabled or "presync" in probe.off):
-                probe.guarded(probe.mark_presync, hook="presync")
+                probe.guarded(probe.note_backward, hook="presync")
             return real(*args, **kwargs)
 
         backward.__doc__, backward.__wrapped__, backward._neurondesk = real.__doc__, real, True
@@ -596,7 +626,7 @@ class Probe:
     def is_eval_forward(self, mod) -> bool:
         """A forward that is not training: in a script that has an optimizer, one run without
         grad (no_grad, inference_mode) or on a module in eval mode."""
-        if not self.has_optimizer:
+        if not (self.has_optimizer or self.backward_seen):
             return False  # an inference script: its forwards are its steps
         if self.grad_modes is None:  # looked up once, not at every forward
             import torch
@@ -650,8 +680,10 @@ class Probe:
             if group["params"]:
                 param = group["params"][0]
                 break
-        if param is None:
-            return
+        if param is not None:
+            self.report_param_device(param)
+
+    def report_param_device(self, param) -> None:
         dev = param.device
         kind, name = dev.type, str(dev)
         if kind == "xla":
@@ -775,27 +807,82 @@ class Probe:
     def _adopt_top_module(self, mod) -> None:
         """Watch the outermost module's calls from its class, never from the object: no hook,
         attribute or bound method of ours on it (they would hold the probe's lock and socket), so
-        the model deep-copies, pickles, saves and scripts exactly as without neurondesk. The
-        module is known by a weak reference; other instances of its class (an EMA copy, a teacher)
-        pass straight through, and a class pickles by name, so nothing of ours travels with it.
-        A bare torch class as the outermost module (nn.Sequential, nn.Linear) is watched the same
-        way: its other instances cost one identity test a call."""
+        the model deep-copies, pickles, saves and scripts exactly as without neurondesk. Watched
+        modules are known by weak references; other instances of their classes (an EMA copy, a
+        teacher) pass straight through, and a class pickles by name, so nothing of ours travels
+        with it. A bare torch class as the outermost module (nn.Sequential, nn.Linear) is watched
+        the same way: its other instances cost one identity test a call.
+
+        What a wrapper holds is watched too, and what later wraps a watched module: Trainer and
+        accelerate train through torch.compile's OptimizedModule (or DDP) but evaluate the module
+        inside it, and a script may call its model once before compiling it. A forward counts only
+        when no watched forward is running (DDP calling its module is one forward, not two)."""
+        self.seq_first = self._sequence_first(mod)
+        self._watch(mod)
+        inner = mod
+        for _ in range(4):
+            inner = self._wrapped(inner)
+            if inner is None:
+                break
+            self._watch(inner)
+
+    @staticmethod
+    def _wrapped(mod):
+        """The module a wrapper holds: torch.compile's `_orig_mod`, DDP's / DataParallel's `module`."""
+        subs = getattr(mod, "_modules", None)
+        if not isinstance(subs, dict) or len(subs) != 1:
+            return None
+        inner = subs.get("_orig_mod") or subs.get("module")
+        return inner if inner is not None and hasattr(type(inner), "_call_impl") else None
+
+    @staticmethod
+    def _sequence_first(mod) -> bool:
+        """Whether the model takes (sequence, batch, ...) inputs: its recurrent / transformer /
+        attention layers say batch_first=False, none says True (an LSTM language model's [35, 20]
+        batch holds 20 samples, not 35). Looked at once."""
+        firsts = set()
+        for i, m in enumerate(mod.modules()):
+            if i > 10000:
+                break
+            flag = getattr(m, "batch_first", None)
+            if type(flag) is bool:
+                firsts.add(flag)
+        return firsts == {False}
+
+    def _watch(self, mod) -> None:
         import weakref
 
-        cls = type(mod)
-        self.top_module = weakref.ref(mod)
+        self.watched[id(mod)] = weakref.ref(mod)
+        self.top_module = self.top_module or self.watched[id(mod)]
+        self._watch_class(type(mod))
+
+    def is_watched(self, mod) -> bool:
+        ref = self.watched.get(id(mod))
+        if ref is not None and ref() is mod:
+            return True
+        inner = self._wrapped(mod)  # a wrapper made after the first call (torch.compile, DDP)?
+        if inner is None or not self.is_watched(inner):
+            return False
+        self._watch(mod)
+        return True
+
+    def _watch_class(self, cls) -> None:
         real = cls._call_impl  # torch's own (the first-call wrapper is gone), or the class's override
         if getattr(real, "_neurondesk", False):
-            return  # this class is watched already (the probe adopted one of its instances before)
+            return  # this class is watched already
         probe = self
         tracing = self._jit_tracing_state()
 
         def _call_impl(m, *args, **kwargs):
-            if not (_is_compiling() or probe.disabled or "forward" in probe.off or tracing()):
-                top = probe.top_module
-                if top is not None and top() is m:
-                    probe.guarded(probe._on_forward, m, args, kwargs, hook="forward")
-            return real(m, *args, **kwargs)
+            if (probe.in_forward or _is_compiling() or probe.disabled or "forward" in probe.off
+                    or tracing() is not None or not probe.is_watched(m)):
+                return real(m, *args, **kwargs)
+            probe.guarded(probe._on_forward, m, args, kwargs, hook="forward")
+            probe.in_forward = True
+            try:
+                return real(m, *args, **kwargs)
+            finally:
+                probe.in_forward = False
 
         _call_impl._neurondesk = True
         _call_impl.__wrapped__ = real
@@ -826,19 +913,22 @@ class Probe:
                 if dims is not None:
                     x = a
                     break
+        batch_dim = 1 if self.seq_first and dims and len(dims) >= 2 else 0
         if self.is_eval_forward(mod):
             self.enter_eval()
             self.eval_batches += 1
             if dims:
-                self.eval_samples += dims[0]
+                self.eval_samples += dims[batch_dim]
                 self.eval_tokens += dims[0] * dims[1] if len(dims) >= 2 and _holds_ids(x) else 0
                 self.eval_dims = dims
             return
         self.leave_eval()
+        if self.backward_pending and self.manual_steps():
+            self.end_manual_step(mod)  # no optimizer: a backward, then the next forward, is a step
         self.forwards_since_step += 1
         if not dims:
             return
-        self.samples += dims[0]
+        self.samples += dims[batch_dim]
         if len(dims) >= 2 and _holds_ids(x):
             self.tokens += dims[0] * dims[1]
         else:
