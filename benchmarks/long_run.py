@@ -258,6 +258,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-baseline", action="store_true", help="skip the whole-journal reference figure")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "long_run.json"))
+    ap.add_argument("--add", action="store_true", help="keep the rows already in --out that this run does not measure")
     args = ap.parse_args()
     sizes = [int(x) for x in args.steps.split(",")]
     rank_counts = [int(x) for x in args.ranks.split(",")]
@@ -268,11 +269,20 @@ def main() -> None:
             row = one(steps, ranks, args.rounds, baseline)
             print(json.dumps(row), flush=True)
             rows.append(row)
+    commands = ["python benchmarks/long_run.py " + " ".join(sys.argv[1:])]
+    if args.add and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        done = {(r["steps"], r["ranks"]) for r in rows}
+        rows = [r for r in old["rows"] if (r["steps"], r["ranks"]) not in done] + rows
+        rows.sort(key=lambda r: (r["ranks"], r["steps"]))
+        commands = [c for c in old.get("commands", [old.get("command")]) if c] + commands
     ratios = {}
-    for ranks in rank_counts:
+    for ranks in sorted({r["ranks"] for r in rows}):
         mine = {r["steps"]: r for r in rows if r["ranks"] == ranks}
-        small, big = mine[min(sizes)], mine[max(sizes)]
-        ratios[f"{ranks}_rank{'s' if ranks > 1 else ''}_{max(sizes)}_vs_{min(sizes)}"] = {
+        small, big = mine[min(mine)], mine[max(mine)]
+        if small is big:
+            continue
+        ratios[f"{ranks}_rank{'s' if ranks > 1 else ''}_{max(mine)}_vs_{min(mine)}"] = {
             k: round(big[k] / small[k], 2) for k in ("ls_s", "attach_s", "summary_s", "reduce_s")} | {
             "recorder_rss_delta_mib": round((big["recorder_peak_rss"] - small["recorder_peak_rss"]) / 2**20, 1),
             "viewer_rss_delta_mib": round((big["reader_peak_rss"]["attach"] - small["reader_peak_rss"]["attach"])
@@ -280,7 +290,7 @@ def main() -> None:
     result = {
         "what": "issue 21: ls / attach / summary of a live run, recorder and reader RSS, journal bytes per step, "
                 "at several run lengths, recorded through the recorder's own code path (no workload process)",
-        "command": "python benchmarks/long_run.py " + " ".join(sys.argv[1:]),
+        "commands": commands,
         "commit": os.environ.get("LONG_RUN_COMMIT") or _commit(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
