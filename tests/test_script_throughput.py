@@ -112,3 +112,71 @@ def test_console_throughput_panel_shows_the_scripts_figure_in_yellow_when_off(tm
     (row,) = [x for x in shown.plain.splitlines() if x.startswith("script's own: ")]
     assert row.startswith("script's own: 1,000 steps/s vs ") and "off by more than 10%" in row
     assert any(span.style == "yellow" for span in shown.spans)
+
+
+def _feed(state: RunState, parser: OutputParser, line: str, t: float) -> None:
+    for e in parser.feed("stdout", line, t):
+        state.apply(e)
+
+
+def _trainer_like_run(eval_phase_first: bool) -> RunState:
+    """20 steady-ish steps of 0.1 s; a training bar at 10 it/s, then an evaluation whose bar (no word
+    says it is one, as Trainer's) reads 250 it/s, then the training bar again."""
+    state = RunState()
+    state.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "run_clm.py"], warmup_steps=5))
+    parser = OutputParser()
+    t = 1.0
+    for step in range(20):
+        t += 0.1
+        state.apply(ev.StepEnded(t=t, pid=100, step=step, duration_s=0.1, samples=8))
+        if step in (2, 19):  # well before and after the evaluation
+            _feed(state, parser, f" {step * 5}%|####   | {step}/20 [00:01<00:01, 10.00it/s]", t)
+        if step == 12:
+            phase = ev.EvalPhase(t=t + 2.0, pid=100, step=step, duration_s=2.0, batches=25)
+            if eval_phase_first:  # the phase's message came before the bar's last lines
+                state.apply(phase)
+            for i in range(3):
+                _feed(state, parser, f" {i * 40}%|##    | {i * 10}/25 [00:00<00:00, 250.06it/s]", t + 0.5 + i * 0.5)
+            if not eval_phase_first:
+                state.apply(phase)
+            t += 2.0
+    return state
+
+
+@pytest.mark.parametrize("eval_phase_first", [True, False])
+def test_an_evaluation_bar_is_not_the_scripts_training_rate(eval_phase_first):
+    r = build_summary(_trainer_like_run(eval_phase_first), now=10.0)["script_throughput"]
+    assert r["unit"] == "steps/s" and r["value"] == 10.0 and r["printed"] == 2
+    assert r["off"] is False
+
+
+def test_the_frameworks_end_of_training_figure_wins_and_units_stay_apart():
+    state = _trainer_like_run(True)
+    parser = OutputParser()
+    _feed(state, parser, "{'train_runtime': 3.1, 'train_samples_per_second': 79.5, 'train_steps_per_second': 9.9, "
+                         "'train_loss': 7.3751, 'epoch': 1.0}", 9.0)
+    r = build_summary(state, now=10.0)["script_throughput"]
+    assert (r["unit"], r["value"]) == ("samples/s", 79.5)  # not the bars' steps/s, not replaced by them
+    assert "train_samples_per_second" in r["line"]
+
+
+def test_the_quoted_line_is_what_the_terminal_shows_never_a_raw_carriage_return():
+    state = _run([" 10%|#  | 2/20 [00:01<00:09, 1.00it/s]\r 15%|## | 3/20 [00:02<00:08, 2.00it/s]\x1b[0m"])
+    r = build_summary(state, now=10.0)["script_throughput"]
+    assert r["value"] == 2.0 and "\r" not in r["line"] and "\x1b" not in r["line"]
+    assert r["line"].startswith("15%|## | 3/20")
+
+
+def test_trainers_run_average_loss_is_a_summary_statistic_not_a_logged_step():
+    state = RunState()
+    state.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "run_clm.py"], warmup_steps=5))
+    parser = OutputParser()
+    for i, loss in enumerate((9.1, 8.2, 7.0)):
+        _feed(state, parser, f"{{'loss': {loss}, 'grad_norm': 1.5, 'learning_rate': 4e-05, 'epoch': {i / 3:.2f}}}", 1.0 + i)
+    _feed(state, parser, "{'train_runtime': 3.1, 'train_samples_per_second': 79.5, 'train_steps_per_second': 9.9, "
+                         "'train_loss': 8.1, 'epoch': 1.0}", 5.0)
+    _feed(state, parser, "***** train metrics *****", 5.1)
+    _feed(state, parser, "  train_loss               =     8.1", 5.2)
+    _feed(state, parser, "Epoch 0: 100%|##| 10/10 [00:01<00:00, 9.1it/s, v_num=0, train_loss=6.9]", 6.0)  # Lightning's bar
+    assert [v for _s, v in state.parts.loss.loss_history] == [9.1, 8.2, 7.0, 6.9]
+    assert build_summary(state, now=10.0)["loss"]["last"] == 6.9

@@ -28,12 +28,31 @@ _STEP = re.compile(r"\b(?:global[_ ]step|step|iter|iteration)\b['\"]?\s*[:=#\[(]
 _EVAL = re.compile(r"\b(?:eval|evaluation|val|valid|validation|test)\b", re.IGNORECASE)
 
 
+# A run's summary statistic, not a logged step: Trainer's end-of-training dict (it holds
+# train_runtime / train_*_per_second beside train_loss, the run's average loss) and its
+# log_metrics table line (`  train_loss               =     7.3751`).
+_SUMMARY_DICT = re.compile(r"['\"]train_(?:runtime|samples_per_second|steps_per_second)['\"]\s*:")
+_METRICS_TABLE = re.compile(r"^\s+\w+\s{2,}=\s+\S+\s*$")
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def shown_text(line: str) -> str:
+    """What a terminal shows of an output line, safe to quote: the last segment a tqdm redraw
+    (\\r) left, without escape sequences or control characters."""
+    if "\r" in line:
+        line = next((seg for seg in reversed(line.split("\r")) if seg.strip()), "")
+    return _CONTROL.sub("", _ESCAPE.sub("", line)).strip()
+
+
 def parse_loss(line: str) -> tuple[float, int | None] | None:
     """(loss, printed step or None) from one progress line, or None."""
     if "oss" not in line and "OSS" not in line:
         return None
     if "\r" in line:  # tqdm redraws: the last segment is what the terminal shows
         line = next((seg for seg in reversed(line.split("\r")) if seg.strip()), "")
+    if _SUMMARY_DICT.search(line) or _METRICS_TABLE.match(line):
+        return None
     m = _LOSS.search(line)
     if m is None or _EVAL.search(line, 0, m.start()):
         return None
@@ -51,7 +70,7 @@ class ProgressParser:
             out.append(LossReported(t=t, value=found[0], step=found[1]))
         rate = parse_rate(s)
         if rate is not None:
-            out.append(ThroughputReported(t=t, value=rate.value, unit=rate.unit, line=clip(s.strip(), 300)))
+            out.append(ThroughputReported(t=t, value=rate.value, unit=rate.unit, line=clip(shown_text(s), 300)))
 
     @staticmethod
     def _config(s: str, t: float, out: Out) -> None:

@@ -21,7 +21,8 @@ from ._common import NUMBER
 _NUM_UNIT = r"((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
 STEPS_PER_S, SAMPLES_PER_S, MS_PER_STEP, S_PER_STEP = "steps/s", "samples/s", "ms/step", "s/step"
 
-_EVAL = re.compile(r"\b(?:eval\w*|val|valid|validation|test|evaluating)\b|\b(?:eval|val|test)_", re.IGNORECASE)
+_EVAL = re.compile(r"\b(?:eval\w*|val|valid|validation|test|testing|predict\w*)\b|\b(?:eval|val|test|predict)_",
+                   re.IGNORECASE)
 # a progress line: has a loss, a step/iter/epoch counter or a batch count
 _PROGRESS = re.compile(r"\b(?:loss|step|iter|iteration|epoch|batch(?:es)?)\b", re.IGNORECASE)
 

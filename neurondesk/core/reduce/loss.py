@@ -27,7 +27,7 @@ class LossReducer:
         self.script_rate = ScriptRateReducer(steps)
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
-        return {"loss": self.on_loss, "throughput": self.script_rate.on_rate}
+        return {"loss": self.on_loss, "throughput": self.script_rate.on_rate, "eval_phase": self.script_rate.on_eval}
 
     def script_throughput(self) -> ScriptRate | None:
         return self.script_rate.result()
@@ -84,34 +84,85 @@ class ScriptRate:
                 "batch size, one process or all)")
 
 
+# An output line reaches the recorder up to a poll or two after it was printed, a probe message up
+# to its batching delay: a rate line this close to an evaluation phase belongs to it.
+EVAL_SLACK_S = 0.5
+FINAL_MARKS = ("train_samples_per_second", "train_steps_per_second")  # a framework's end-of-training figures
+
+
+@dataclass
+class _UnitRates:
+    """The figures printed in one unit: (t, value, line) of each, the steady ones apart."""
+
+    printed: list[tuple[float, float, str]]
+    steady: deque  # (t, value) of the figures printed once steady state had begun
+    final: bool = False  # a framework's own end-of-training figure was among them
+
+
 class ScriptRateReducer:
-    """The throughput figures the workload printed (``ThroughputReported``), kept apart by whether
-    neurondesk's steady state had begun when the line came."""
+    """The throughput figures the workload printed (``ThroughputReported``), per unit (a script's
+    steps/s bar and its samples/s summary are two figures, not one that changed), kept apart by
+    whether neurondesk's steady state had begun when the line came. A figure printed during an
+    evaluation phase (Trainer's and Lightning's evaluation, test and predict bars carry no word
+    that says so) is not the training rate: it is dropped once the phase is known (its
+    ``eval_phase`` event comes at its end), and a framework's own end-of-training figure
+    (``train_samples_per_second``) is preferred to any bar."""
 
     def __init__(self, steps: StepReducer) -> None:
         self._steps = steps
-        self.unit: str | None = None
-        self.line = ""
-        self.printed = 0
-        self.last: float | None = None
-        self.steady_values: deque[float] = deque(maxlen=HISTORY)
+        self.units: dict[str, _UnitRates] = {}
+        self.latest_unit: str | None = None
+        self.eval_windows: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        self.dropped_in_eval = 0
 
     def on_rate(self, e: ev.ThroughputReported) -> None:
-        if e.unit != self.unit:  # a script that changes unit: the latest one is what it says now
-            self.unit, self.printed = e.unit, 0
-            self.steady_values.clear()
-        self.printed += 1
-        self.last, self.line = e.value, e.line
-        if self._steps.steady_from is not None and math.isfinite(e.value):
-            self.steady_values.append(e.value)
+        if not math.isfinite(e.value) or self._in_eval(e.t):
+            self.dropped_in_eval += 1
+            return
+        rates = self.units.get(e.unit)
+        if rates is None:
+            rates = self.units[e.unit] = _UnitRates([], deque(maxlen=HISTORY))
+        rates.printed.append((e.t, e.value, e.line))
+        del rates.printed[:-HISTORY]
+        rates.final = rates.final or any(mark in e.line for mark in FINAL_MARKS)
+        self.latest_unit = e.unit
+        if self._steps.steady_from is not None:
+            rates.steady.append((e.t, e.value))
+
+    def on_eval(self, e: ev.EvalPhase) -> None:
+        window = (e.t - e.duration_s - EVAL_SLACK_S, e.t + EVAL_SLACK_S)
+        self.eval_windows.append(window)
+        for rates in self.units.values():
+            kept = [r for r in rates.printed if not window[0] <= r[0] <= window[1]]
+            self.dropped_in_eval += len(rates.printed) - len(kept)
+            rates.printed = kept
+            rates.steady = deque((r for r in rates.steady if not window[0] <= r[0] <= window[1]), maxlen=HISTORY)
+
+    def _in_eval(self, t: float) -> bool:
+        return any(lo <= t <= hi for lo, hi in self.eval_windows)
+
+    def _chosen_unit(self) -> str | None:
+        live = {u: r for u, r in self.units.items() if r.printed}
+        if not live:
+            return None
+        finals = [u for u, r in live.items() if r.final]
+        if finals:
+            return finals[0]
+        return max(live, key=lambda u: (len(live[u].printed), u == self.latest_unit))
 
     def result(self) -> ScriptRate | None:
-        if self.unit is None or self.last is None:
+        unit = self._chosen_unit()
+        if unit is None:
             return None
-        value = statistics.median(self.steady_values) if self.steady_values else self.last
-        ours, label = self._steady_in(self.unit, value)
+        rates = self.units[unit]
+        _t, last, line = rates.printed[-1]
+        if rates.final:
+            value = last  # the framework's own figure over its whole training
+        else:
+            value = statistics.median(v for _t, v in rates.steady) if rates.steady else last
+        ours, label = self._steady_in(unit, value)
         vs = value / ours - 1 if ours else None
-        return ScriptRate(value, self.unit, self.line, self.printed, ours, label, vs)
+        return ScriptRate(value, unit, line, len(rates.printed), ours, label, vs)
 
     def _steady_in(self, unit: str, value: float) -> tuple[float | None, str]:
         steps = self._steps
@@ -123,7 +174,6 @@ class ScriptRateReducer:
         if unit == "steps/s":
             return 1.0 / step_s, "steady steps/s (1 / median step time)"
         return step_s * _PER_S[unit], "steady median step time"
-
 
 def _samples_per_s(steps: StepReducer) -> list[tuple[float, str]]:
     """neurondesk's steady samples/s: all processes, and the lead's own when there are several."""
