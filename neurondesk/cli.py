@@ -510,12 +510,16 @@ def build_parser() -> argparse.ArgumentParser:
     devs.add_argument("--json", action="store_true")
     devs.add_argument("--from-file", metavar="PATH", help="read a saved neuron-ls output (JSON or table)")
     devs.set_defaults(fn=cmd_devices)
+    from neurondesk.cli_checks import add_parsers as add_check_parsers
+
+    add_check_parsers(sub)  # doctor, lint
     return p
 
 
 # Commands that print reports: all they write (stdout and stderr) goes through safe_text.CleanStream.
 # run, demo, attach and replay draw a console or a status line; they make their own text safe.
-REPORT_COMMANDS = frozenset({"summary", "advise", "compare", "history", "reindex", "prices", "ls", "devices"})
+REPORT_COMMANDS = frozenset({"summary", "advise", "compare", "history", "reindex", "prices", "ls", "devices",
+                             "doctor", "lint"})
 
 
 def _reports_cleaned(args) -> bool:

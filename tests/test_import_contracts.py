@@ -62,6 +62,8 @@ CLEAN = {
     "views/__init__.py": "",
     "views/headless.py": "from fakedesk.core import events\nfrom fakedesk.store import journal\n",
     "views/console.py": "import textual\nfrom rich.text import Text\n\nfrom fakedesk.core import prices\n",
+    "lint/__init__.py": "import ast\nimport re\n",
+    "doctor/__init__.py": "import subprocess\n\nfrom fakedesk.collectors import workload\nfrom fakedesk import lint\n",
     "cli.py": "from fakedesk.recorder import wiring\nfrom fakedesk.views import console, headless\n",
 }
 
@@ -78,6 +80,10 @@ VIOLATIONS = {
     "store": [("store/ui.py", "import textual\n", "fakedesk.store.ui -> textual")],
     "collectors": [("collectors/ui.py", "from fakedesk.views import headless\n",
                     "fakedesk.collectors.ui -> fakedesk.views.headless")],
+    "lint": [("lint/run.py", "import subprocess\n", "fakedesk.lint.run -> subprocess"),
+             ("lint/up.py", "from fakedesk.core import events\n", "fakedesk.lint.up -> fakedesk.core.events")],
+    "doctor": [("doctor/ui.py", "import textual\n", "fakedesk.doctor.ui -> textual"),
+               ("doctor/ask.py", "import torch\n", "fakedesk.doctor.ask -> torch")],
 }
 
 
