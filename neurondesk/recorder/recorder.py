@@ -43,6 +43,7 @@ from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.live_registry import Registration, RegistryRefused, folder_now, register, registry_dir
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
+from neurondesk.store.run_ids import run_id_for
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import advice, cause_errno, is_disk_full
@@ -61,7 +62,7 @@ class Recorder:
         self.command = list(command)
         self.options = options
         self.paths = paths
-        self.run_id = paths.dir.name
+        self.run_id = run_id_for(paths.dir, options.run_root or default_run_root())  # unique, whatever the folder's name
         self.state = RunState()
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.parser = OutputParser()
