@@ -874,7 +874,10 @@ class Probe:
         tracing = self._jit_tracing_state()
 
         def _call_impl(m, *args, **kwargs):
-            if (probe.in_forward or _is_compiling() or probe.disabled or "forward" in probe.off
+            # _is_compiling() first: inside a compiled region dynamo folds it to True and reads
+            # nothing else of ours (a read of probe.in_forward there would become a guard, and
+            # each change of it a recompile)
+            if (_is_compiling() or probe.in_forward or probe.disabled or "forward" in probe.off
                     or tracing() is not None or not probe.is_watched(m)):
                 return real(m, *args, **kwargs)
             probe.guarded(probe._on_forward, m, args, kwargs, hook="forward")
