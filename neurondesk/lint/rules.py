@@ -167,9 +167,7 @@ class _Scope:
                     continue
                 if self._host_value(value):
                     host.update(names)
-                elif self.is_tensor(value) or (isinstance(value, (ast.Call, ast.Attribute, ast.Subscript))
-                                               and not self._host_call(value)
-                                               and any(_CONVENTION.match(x) for x in names)):
+                elif self.is_tensor(value) or (self._plain_call(value) and any(_CONVENTION.match(x) for x in names)):
                     self.tensors.update(x for x in names if isinstance(n, ast.AugAssign) or x not in host
                                         or _CONVENTION.match(x))
                 if self._per_batch(value) and not isinstance(n, ast.AugAssign):
@@ -200,6 +198,14 @@ class _Scope:
             return name in ("DataLoader", "MpDeviceLoader", "ParallelLoader") or bool(_LOADER.search(name))
         ch = _chain(it)
         return bool(ch) and bool(_LOADER.search(ch[-1]))
+
+    def _plain_call(self, e: ast.expr) -> bool:
+        """f(...) or self.f(...) (a model, a criterion, a compute_loss); not a method of some other object."""
+        if not isinstance(e, ast.Call) or self._host_call(e):
+            return False
+        f = e.func
+        return isinstance(f, ast.Name) or (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                                           and f.value.id in ("self", "cls"))
 
     @staticmethod
     def _host_call(e: ast.expr) -> bool:
@@ -384,6 +390,9 @@ class _Linter:
             if not changed:
                 break
         for lp in step_loops:
+            if isinstance(lp, ast.While):  # its test runs every step too
+                self._test(lp.test, self.scope_of(lp.test), None, lp)
+                self._visit(lp.test, None)
             for stmt in lp.body:
                 self._visit(stmt, None)
         for name, f in freq.items():
@@ -518,7 +527,9 @@ class _Linter:
         for n in _walk_local(owner):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
                 v = n.value
-                if isinstance(v, ast.Compare) and sc.is_tensor(v):
+                if isinstance(v, ast.Compare) and not any(
+                        isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops) and (
+                        sc.is_tensor(v) or isinstance(v.left, (ast.Name, ast.Attribute, ast.Subscript))):
                     return True
         return False
 
