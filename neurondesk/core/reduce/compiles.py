@@ -117,7 +117,11 @@ class CompileReducer:
         self.pending_neuron: list[ev.CompileFinished] = []
         self.dynamo = DynamoReasons()
         self.graph_breaks: list[ev.GraphBreak] = []
-        self.first_ok: CompileRecord | None = None  # "first compile" is the first that succeeded
+        self.first_ok: CompileRecord | None = None  # the first compile that succeeded, of any kind
+        # "first compile" is the first training step's: set-up graphs (a parameter broadcast, an
+        # EMA copy, Trainer's own small graphs before the loop) compile in a second, the training
+        # graph is the wall the user waits for (and --max-first-compile-s checks)
+        self.first_train: CompileRecord | None = None
         self.growing: list[CompileRecord] = []  # the latest run of steps, each compiling a larger graph
         self.longest_growth: list[CompileRecord] = []
         self.per_pid: dict[int, list] = {}  # pid -> [compiles, seconds, late recompiles]
@@ -170,6 +174,8 @@ class CompileReducer:
         self._track_growth(record)
         if self.first_ok is None and record.ok:
             self.first_ok = record
+        if self.first_train is None and record.ok and record.phase == "train" and record.input_shapes:
+            self.first_train = record
         lead = self._procs.lead_pid
         if record.phase != "eval" and (e.pid is None or e.pid == lead or lead is None):
             self._steps.mark_compiled(step)  # an evaluation's compile is not its training step's
@@ -280,7 +286,8 @@ class CompileReducer:
 
     @property
     def first_compile_s(self) -> float | None:
-        return self.first_ok.duration_s if self.first_ok is not None else None
+        first = self.first_train or self.first_ok
+        return first.duration_s if first is not None else None
 
     def after_warmup(self, c: CompileRecord) -> bool:
         if c.phase == "eval":
