@@ -30,6 +30,7 @@ class Options:
     path: str | None = None  # where tools are looked up (default: env's PATH)
     run_root: Path | None = None
     timeout: float = 30.0
+    min_free_bytes: int = MIN_FREE_BYTES
     imds: Callable[[], str | None] | None = None  # the instance type from the metadata service, or None
 
     @classmethod
@@ -295,8 +296,8 @@ def _disk(o: Options) -> list[Check]:
         same = f" (same filesystem as {seen[dev]})" if dev in seen else ""
         seen.setdefault(dev, label)
         free = human_bytes(usage.free)
-        if usage.free < MIN_FREE_BYTES:
-            out.append(Check("disk", label, "warn", f"{path}: {free} free{same}{extra}; under 20 GB",
+        if usage.free < o.min_free_bytes:
+            out.append(Check("disk", label, "warn", f"{path}: {free} free{same}{extra}; under {o.min_free_bytes / 1e9:g} GB",
                              "compiles write hundreds of MB per graph: free space, or move the cache "
                              "(NEURON_CC_FLAGS=--cache_dir=...) and runs (NEURONDESK_HOME) to a bigger disk"))
         else:
