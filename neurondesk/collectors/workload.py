@@ -81,6 +81,19 @@ class WorkloadStartError(RuntimeError):
     pass
 
 
+def user_debug_notice(base: dict[str, str]) -> str | None:
+    """When the user set torch_xla's debug switches, neurondesk leaves them alone (see
+    probe_environment): said once, because graph hashes and torch_xla's compile causes then come
+    only from what torch_xla prints on the script's stderr, or not at all."""
+    mine = [v for v in ("PT_XLA_DEBUG", "PT_XLA_DEBUG_LEVEL", "PT_XLA_DEBUG_FILE") if v in base]
+    if not mine:
+        return None
+    where = (f"torch_xla writes its analysis to {base['PT_XLA_DEBUG_FILE']!r}, which neurondesk does not read"
+             if "PT_XLA_DEBUG_FILE" in base else "they are read from the script's stderr where it prints them")
+    return (f"{', '.join(mine)} set by you: neurondesk leaves torch_xla's debug output alone, so graph hashes "
+            f"and torch_xla's compile causes may be missing ({where}); unset {' and '.join(mine)} to have them")
+
+
 def probe_environment(base: dict[str, str], socket_path: str, tag: str | None = None) -> dict[str, str]:
     """The workload's environment: the user's, plus what the probe needs."""
     env = dict(base)

@@ -28,6 +28,7 @@ from neurondesk.collectors.workload import (
     RawRelayStatus,
     WorkloadProcess,
     relay_event,
+    user_debug_notice,
 )
 from neurondesk.core import events as ev
 from neurondesk.core.disk import DiskSample, DiskWarnings, output_notice
@@ -100,6 +101,9 @@ class Recorder:
             steps_requested=o.steps_requested))
         if unregistered:
             self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=unregistered))
+        debug = user_debug_notice(dict(os.environ if o.env is None else o.env))
+        if debug:
+            self.record(ev.Notice(t=time.time(), level="warn", source="xla-debug", message=debug))
         self.flush()
         tag = process_tag(self.run_id)
         self.workload = WorkloadProcess(self.command, self.queue, cwd=o.cwd, env=o.env, tag=tag,
