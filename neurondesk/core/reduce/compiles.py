@@ -33,6 +33,15 @@ from neurondesk.core.reduce.steps import StepReducer
 # a lazily compiled backward, autotuning, CUDA graph recording. They do not wait for a reason.
 NOT_GUARDED = (":LAZY_BACKWARD", ":TRITON_AUTOTUNING", ":CUDAGRAPH_RECORDING")
 STORM_STEPS = 3  # consecutive training steps each compiling a larger graph than the last: the storm
+GROWTH_WINDOW = 256  # steps of largest graphs kept to find the storm (its diagnostic names its first steps)
+
+
+def _growing_suffix(steps: list[CompileRecord]) -> list[CompileRecord]:
+    """The longest run at the end of ``steps`` in which each step's graph is larger than the last."""
+    i = len(steps) - 1
+    while i > 0 and (steps[i].graph_inputs or 0) > (steps[i - 1].graph_inputs or 0):
+        i -= 1
+    return steps[i:]
 
 
 @dataclass
@@ -122,6 +131,7 @@ class CompileReducer:
         # EMA copy, Trainer's own small graphs before the loop) compile in a second, the training
         # graph is the wall the user waits for (and --max-first-compile-s checks)
         self.first_train: CompileRecord | None = None
+        self.step_largest: list[CompileRecord] = []  # per consecutive step, its largest graph (bounded)
         self.growing: list[CompileRecord] = []  # the latest run of steps, each compiling a larger graph
         self.longest_growth: list[CompileRecord] = []
         self.per_pid: dict[int, list] = {}  # pid -> [compiles, seconds, late recompiles]
@@ -243,19 +253,24 @@ class CompileReducer:
 
     def _track_growth(self, c: CompileRecord) -> None:
         """The recompile storm: each training step compiles a graph with more inputs than the last
-        (nothing cuts the lazy graph, so each holds every step before it)."""
+        (nothing cuts the lazy graph, so each holds every step before it). A step's largest graph
+        is what counts, whatever the order of its compiles: nanoGPT on XLA through a launcher
+        compiles the previous step's graph again first, then the larger one."""
         if c.phase == "eval" or c.graph_inputs is None or c.step is None:
             return
-        run = self.growing
-        if run and c.step == run[-1].step:
-            if c.graph_inputs > (run[-1].graph_inputs or 0):
-                run[-1] = c  # the step's largest graph
-        elif run and c.step == run[-1].step + 1 and c.graph_inputs > (run[-1].graph_inputs or 0):
-            run.append(c)
+        steps = self.step_largest  # the largest graph of each of the latest consecutive steps
+        if steps and c.step == steps[-1].step:
+            if c.graph_inputs > (steps[-1].graph_inputs or 0):
+                steps[-1] = c
+        elif steps and c.step == steps[-1].step + 1:
+            steps.append(c)
+            del steps[:-GROWTH_WINDOW]
         else:
-            self.growing = run = [c]
+            steps[:] = [c]
+        run = _growing_suffix(steps)
+        self.growing = run
         if len(run) >= len(self.longest_growth):
-            self.longest_growth = list(run)
+            self.longest_growth = run
 
     @property
     def graph_grows(self) -> bool:
