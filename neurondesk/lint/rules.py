@@ -368,6 +368,11 @@ class _Linter:
     def run(self) -> list[Finding]:
         step_funcs = {name for name, defs in self.funcs.items() if any(self._direct_step(d) for d in defs)}
         loops = [n for n in ast.walk(self.tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+        # a function that trains once per call is a step only when a loop of this file calls it (a test
+        # function, a framework's training_step or GradScaler.step called from elsewhere is not)
+        called_in_loops = {self._callee(n) for lp in loops for s in lp.body for n in [s, *_walk_local(s)]
+                           if isinstance(n, ast.Call)}
+        step_funcs &= called_in_loops
         training = [lp for lp in loops if self._trains(lp, step_funcs)]
         tset = {id(lp) for lp in training}
         step_loops = [lp for lp in training
@@ -475,8 +480,7 @@ class _Linter:
             if f.attr == "item" and not call.args:
                 self.add(call, "item", guard, f"`{self.src(call)}` copies a device value to the host "
                          "mid-step (a graph break and a sync)")
-            elif f.attr in ("cpu", "numpy") and not call.args and not (
-                    isinstance(f.value, ast.Name) and _MODEL_NAMES.match(f.value.id)):
+            elif not call.args and (f.attr == "numpy" or (f.attr == "cpu" and sc.is_tensor(f.value))):
                 self.add(call, "host-copy", guard, f"`{self.src(call)}` copies a tensor to the host mid-step")
             elif f.attr == "to" and call.args and _const(call.args[0], "cpu") and sc.is_tensor(f.value):
                 self.add(call, "host-copy", guard, f"`{self.src(call)}` copies a tensor to the host mid-step")
