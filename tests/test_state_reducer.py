@@ -241,7 +241,11 @@ def test_evaluation_compiles_are_not_training_recompiles_and_leave_the_step_stea
     assert st.recompiles_after_warmup == 0  # first compiles of a new phase and its own warm-up
     assert 10 not in st.steps_with_compile and len(st.steady_times) == 10  # steps 2..11
     assert st.steady_samples_per_s == pytest.approx(8 / 0.1)  # training samples over training time alone
-    st.apply(eval_compile(20.0, 12))  # a later evaluation compiles its point again: a recompile
+    st.apply(eval_compile(20.0, 12))  # a later evaluation compiles a new graph at its point: not a recompile
+    assert st.compiles[-1].cause == "new-graph" and st.recompiles_after_warmup == 0
+    later = ev.CompileFinished(t=21.0, source="probe", pid=1, step=12, duration_s=1.0, point="sync@train.py:40",
+                               trigger="sync", phase="eval", input_shapes=[[7, 64]])
+    st.apply(later)  # ... with other shapes: a recompile of that point
     summary = build_summary(st)
     assert summary["recompiles_after_warmup"] == 1 and summary["recompiles_by_phase"] == {"train": 0, "eval": 1}
     assert summary["evaluation"]["phases"] == 1 and summary["evaluation"]["batches"] == 4

@@ -67,7 +67,35 @@ class Diagnostic:
 
 
 def diagnostics(state: RunState) -> list[Diagnostic]:
-    return [d for d in (graph_grows(state), no_steady_state(state)) if d is not None]
+    return [d for d in (graph_grows(state), *many_graphs(state), no_steady_state(state)) if d is not None]
+
+
+MANY_GRAPHS = 8  # graphs compiled at one point of one phase before it is named
+
+
+def many_graphs(state: RunState) -> list[Diagnostic]:
+    """One point that compiles graph after graph (none of them a recompile: each is new), such as
+    Trainer's evaluation concatenating its results on the device: on Neuron each is a compile wall."""
+    counts: dict[tuple[str, str], list] = {}
+    for c in state.parts.compiles.compiles:
+        if c.point_key and c.source != "dynamo" and c.ok:
+            counts.setdefault((c.phase, c.point_key), []).append(c)
+    out = []
+    for (phase, _point), cs in counts.items():
+        if len(cs) < MANY_GRAPHS:
+            continue
+        where = cs[-1].location or "?"
+        fix = ("in Trainer's evaluation, set eval_accumulation_steps (results go to the host every N steps) "
+               "or prediction_loss_only=True" if "trainer.py" in where and phase == "eval" else
+               "keep the graph the same from call to call at this line: the same shapes (pad or bucket), no "
+               "Python values that change baked into it, results moved to the host less often")
+        total = sum(c.duration_s or 0.0 for c in cs)
+        out.append(Diagnostic(
+            kind="many-graphs",
+            message=(f"{len(cs)} graphs compiled at {where} during {'evaluation' if phase == 'eval' else 'training'} "
+                     f"({total:.1f} s in all): on Neuron each is a compile wall of its own; {fix}"),
+            location=where))
+    return out
 
 
 def graph_grows(state: RunState) -> Diagnostic | None:

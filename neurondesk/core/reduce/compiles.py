@@ -249,7 +249,10 @@ class CompileReducer:
             return "shape-change", previous, True
         if shapes is not None and not seen:
             seen.append(shapes)
-        return ("value-access" if value_read else "new-graph"), None, True
+        # A new graph at a point with the same shapes (Trainer's first logging step, the optimizer's
+        # second-step graph) is a graph of its own, compiled once: not a recompile. A value read
+        # that compiles again is one, and so is dynamo compiling a frame again (its guard says why).
+        return ("value-access" if value_read else "new-graph"), None, value_read or e.source == "dynamo"
 
     def _track_growth(self, c: CompileRecord) -> None:
         """The recompile storm: each training step compiles a graph with more inputs than the last
