@@ -76,8 +76,11 @@ MANY_GRAPHS = 8  # graphs compiled at one point of one phase before it is named
 def many_graphs(state: RunState) -> list[Diagnostic]:
     """One point that compiles graph after graph (none of them a recompile: each is new), such as
     Trainer's evaluation concatenating its results on the device: on Neuron each is a compile wall."""
+    storm = {c.point_key for c in state.parts.compiles.longest_growth} if graph_grows(state) else set()
     counts: dict[tuple[str, str], list] = {}
     for c in state.parts.compiles.compiles:
+        if c.point_key in storm:
+            continue  # the growing graph is named as such
         if c.point_key and c.source != "dynamo" and c.ok:
             counts.setdefault((c.phase, c.point_key), []).append(c)
     out = []
