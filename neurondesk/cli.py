@@ -325,18 +325,23 @@ def _rebuilt_summary(run_dir) -> dict:
 
 
 def cmd_summary(args) -> int:
+    from neurondesk.lint.locate import annotate
     from neurondesk.views.summary_writer import WRITERS
 
-    sys.stdout.write(WRITERS[args.format](_rebuilt_summary(args.run_dir)))
+    summary = _rebuilt_summary(args.run_dir)
+    annotate(summary.get("advice") or [])  # does lint find each value read / shape change at its line
+    sys.stdout.write(WRITERS[args.format](summary))
     return 0
 
 
 def cmd_advise(args) -> int:
     import json
 
+    from neurondesk.lint.locate import annotate
     from neurondesk.views.advice_text import advice_text
 
     summary = _rebuilt_summary(args.run_dir)
+    annotate(summary.get("advice") or [])
     if args.format == "json":
         sys.stdout.write(json.dumps(summary["advice"], indent=2) + "\n")
     else:
