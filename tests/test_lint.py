@@ -224,3 +224,37 @@ def test_lint_never_runs_the_script(tmp_path: Path) -> None:
     script.write_text(f"open({str(marker)!r}, 'w').write('x')\nimport os\nos._exit(7)\n")
     p = nd("lint", str(script))
     assert p.returncode == 0 and not marker.exists()
+
+
+# ------------------------------------------------------------------ after a run: summary and advise
+
+
+def test_advise_says_whether_lint_finds_the_recorded_value_read_at_its_line(tmp_path: Path) -> None:
+    """A recorded XLA CPU run with a `.item()` per step (tests/data/journals/item), its locations
+    pointed at a script of ours: line 70 holds the read, so lint finds it there; then at a line that
+    holds none, lint says where in the file it finds value reads."""
+    script = tmp_path / "train.py"
+    lines = ["import torch_xla"] + ["x = 1"] * 66 + [
+        "for x, y in loader:", "    loss = model(x).mean()", "    v = loss.item()", "    loss.backward()",
+        "    opt.step()", "    torch_xla.sync()"]
+    assert lines[69] == "    v = loss.item()"
+    script.write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    events = (DATA / "journals" / "item" / "events.jsonl").read_text()
+    (run / "events.jsonl").write_text(events.replace("/work/main/workloads/train.py", str(script)))
+    p = nd("advise", str(run), "--format", "json")
+    reads = [a for a in json.loads(p.stdout) if a["kind"] == "value-access"]
+    assert reads[0]["location"] == f"{script}:70"
+    assert reads[0]["lint"] == "lint finds it at this line ([item], warning)"
+    assert reads[0]["message"].endswith("(lint: finds it at this line ([item], warning))")
+    md = nd("summary", str(run), "--format", "md").stdout
+    assert "(lint: finds it at this line ([item], warning))" in md
+    lines[69] = "    v = 0"
+    lines.insert(72, "    print(loss.item())")
+    script.write_text("\n".join(lines) + "\n")
+    reads = [a for a in json.loads(nd("advise", str(run), "--format", "json").stdout) if a["kind"] == "value-access"]
+    assert reads[0]["lint"] == "lint finds nothing at this line; in this file it finds value reads at line 73"
+    script.unlink()
+    reads = [a for a in json.loads(nd("advise", str(run), "--format", "json").stdout) if a["kind"] == "value-access"]
+    assert reads[0]["lint"] == f"lint could not check it: {script}: no such file or folder"

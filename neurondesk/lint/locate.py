@@ -1,0 +1,45 @@
+"""Does lint find, at the same line, what a run's advice located (a value read, a shape change)?"""
+
+from __future__ import annotations
+
+from neurondesk.lint.files import lint_paths
+
+VALUE_RULES = frozenset({"item", "host-copy", "tensor-cast", "print-tensor", "fstring-tensor", "tensor-branch"})
+SHAPE_RULES = frozenset({"per-batch-slice", "pad-sequence", "padding-longest", "drop-last", "data-dependent"})
+KINDS = {"value-access": VALUE_RULES, "shape-buckets": SHAPE_RULES}
+
+
+def note_for(location: str | None, kind: str, _cache: dict | None = None) -> str | None:
+    """One sentence for an advice's `path:line`, or None when the kind or the location is not lint's."""
+    rules = KINDS.get(kind)
+    if rules is None or not location:
+        return None
+    path, _, line = location.rpartition(":")
+    if not line.isdigit() or not path.endswith(".py"):
+        return None
+    cache = {} if _cache is None else _cache
+    if path not in cache:
+        cache[path] = lint_paths([path])
+    report = cache[path]
+    if report.problems:
+        return f"lint could not check it: {report.problems[0].message}"
+    same = [f for f in report.findings if f.line == int(line) and f.rule in rules]
+    if same:
+        return f"lint finds it at this line ([{same[0].rule}], {same[0].severity})"
+    others = sorted({f.line for f in report.findings if f.rule in rules})
+    if not others:
+        return "lint finds nothing at this line"
+    what = "value reads" if kind == "value-access" else "shape changes"
+    return (f"lint finds nothing at this line; in this file it finds {what} at line"
+            f"{'s' if len(others) > 1 else ''} {', '.join(map(str, others[:5]))}")
+
+def annotate(advice: list[dict]) -> list[dict]:
+    """Each value-access and shape-buckets advice with a `lint` sentence (and the sentence at the end of
+    its message, so every writer shows it)."""
+    cache: dict = {}
+    for a in advice:
+        note = note_for(a.get("location"), a.get("kind", ""), cache)
+        if note:
+            a["lint"] = note
+            a["message"] = f"{a['message']} (lint: {note.removeprefix('lint ')})"
+    return advice
