@@ -475,3 +475,29 @@ def test_per_segment_checkpoints_are_thinned_to_a_bounded_number_and_replay_unti
             break
         expect.apply(e)
     assert canon(fast.state) == canon(expect)
+
+
+def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_path, monkeypatch):
+    from neurondesk.recorder import checkpointing
+
+    run, events = _checkpointed_run(tmp_path, n=400)  # checkpoint after 200 of 400 steps
+    full_state = full(run / "events.jsonl")
+    row = checkpointing.listing(run, now=events[-1].t + 5)
+    assert row.step == full_state.steps_done and row.command == ["python", "train.py"]  # checkpoint + tail
+    assert row.elapsed_s == full_state.elapsed_s(events[-1].t + 5) and row.phase == "finished (exit 0)"
+    # the checkpoint written by other reducers (another version): a long journal is not reduced,
+    # the row its header keeps is shown, as of its time
+    (run / ck.segment_name(0)).unlink()
+    path = run / ck.LATEST
+    data = path.read_bytes()
+    at = _payload_at(path)
+    header = json.loads(data[len(ck.MAGIC):at])
+    header["reducers"] = "0" * 32
+    path.write_bytes(ck.MAGIC + json.dumps(header).encode() + b"\n" + data[at:])
+    monkeypatch.setattr(checkpointing, "LISTING_FULL_BYTES", 1000)
+    row = checkpointing.listing(run, now=events[-1].t + 5)
+    assert row.step == header["listing"]["steps_done"] < full_state.steps_done
+    assert "(as of " in row.phase
+    # a small journal is reduced whole instead: the exact row
+    monkeypatch.setattr(checkpointing, "LISTING_FULL_BYTES", 10**9)
+    assert checkpointing.listing(run, now=events[-1].t + 5).step == full_state.steps_done

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.summary import build_summary
+from neurondesk.recorder.checkpointing import listing
 from neurondesk.recorder.replay import state_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
 from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
@@ -99,12 +100,11 @@ def live_runs(root: Path | None = None, now: float | None = None, notes: list[st
     rows = []
     for d in live_run_dirs(root, notes):
         try:
-            state, _ = state_from_run_dir(d)
+            row = listing(d, now)  # from the newest checkpoint: never a whole long journal
         except OSError:
             continue  # ended between the scan and the read
-        elapsed = state.elapsed_s(now)
-        rows.append(LiveRun(d.name, d, list(state.command), state.phase(now)[1], state.steps_done,
-                            state.steps_requested, elapsed, cost_so_far(state.price_per_hour, elapsed)))
+        rows.append(LiveRun(d.name, d, row.command, row.phase, row.step, row.steps_requested, row.elapsed_s,
+                            cost_so_far(row.price_per_hour, row.elapsed_s)))
     return rows
 
 

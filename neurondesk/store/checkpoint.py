@@ -115,8 +115,16 @@ def encode_checkpoint(state: RunState, events: Path, position: tuple[int, int]) 
               "segment": position[0], "offset": position[1], "events": state.event_count,
               "first_t": state.started_t, "max_t": state.last_t,
               "journal_crc": _journal_tail_crc(events, position),
-              "payload_bytes": len(payload), "payload_blake2b": hashlib.blake2b(payload, digest_size=16).hexdigest()}
+              "payload_bytes": len(payload), "payload_blake2b": hashlib.blake2b(payload, digest_size=16).hexdigest(),
+              "listing": listing_of(state)}
     return MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n" + payload
+
+
+def listing_of(state: RunState) -> dict:
+    """What `ls` shows of a run, as of this checkpoint, in plain JSON: readable by any version."""
+    return {"command": list(state.command), "steps_done": state.steps_done, "steps_requested": state.steps_requested,
+            "phase": state.phase(state.last_t)[1], "started_t": state.started_t, "last_t": state.last_t,
+            "price_per_hour": state.price_per_hour, "finished": state.finished}
 
 
 def write_checkpoint(run_dir: Path, state: RunState, events: Path, position: tuple[int, int],
