@@ -17,6 +17,7 @@ from neurondesk.views.summary_writer import to_text_table
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
 FIRST_STATUS_S = 2.0
+OPEN_LINE_STALE_S = 3.0  # a workload line left open (a tqdm bar) this long: the status line goes below it
 POLL_S = 0.05  # how often the journal is read when nothing new came
 
 
@@ -95,6 +96,7 @@ class HeadlessPrinter:
         self.attached = bool(getattr(source, "attached", False))
         self.detached = False
         self.at_line_start = True  # the workload's output ends a line: a status line may go below it
+        self.last_output = 0.0  # when the workload's output last came (time.time())
         self._stragglers: tuple[float, list] | None = None  # (when, stragglers()) for the status line
 
     def _clear_status(self) -> None:
@@ -108,6 +110,9 @@ class HeadlessPrinter:
                                             or now - self._stragglers[0] >= STRAGGLERS_EVERY_S):
             self._stragglers = (now, state.parts.ranks.stragglers())
         line = clean(status_line(state, now, self._stragglers[1] if self._stragglers else []))
+        if not self.at_line_start:  # below the workload's open line (a bar), never glued onto it
+            self.err.write("\n")
+            self.at_line_start = True
         if self.tty:
             self.err.write("\r\x1b[K" + line[: 200])
             self.status_shown = True
@@ -139,8 +144,9 @@ class HeadlessPrinter:
                 now = time.time()
                 # the first line once the workload is seen (or after a moment): a failed start prints none
                 seen = self.source.state.processes or self.source.state.output_total or now - opened >= FIRST_STATUS_S
-                # never over a progress bar the workload is drawing in place
-                if seen and now - last_status >= every and (self.at_line_start or not self.tty):
+                # never over a progress bar the workload is drawing in place; below one left open
+                open_stale = not self.at_line_start and now - self.last_output >= OPEN_LINE_STALE_S
+                if seen and now - last_status >= every and (self.at_line_start or open_stale or not self.tty):
                     self._show_status(now)
                     last_status = now
                 if not self.source.new_events:
@@ -199,6 +205,7 @@ class HeadlessPrinter:
                 target.write(data.decode("utf-8", "replace"))
             target.flush()
             self.at_line_start = data.endswith(b"\n")
+        self.last_output = time.time()
 
 
 def start_failed(state: RunState) -> bool:
