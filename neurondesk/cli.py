@@ -239,6 +239,7 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
     """Launch a recorder that owns the run, then watch it (console or status line) unless --detach."""
     from neurondesk.recorder.follow import FollowSource
     from neurondesk.recorder.launch import LaunchError, launch_recorder
+    from neurondesk.store.rundir import RunDirRefused
     from neurondesk.views.headless import start_failed
 
     thresholds = _thresholds(args)
@@ -246,7 +247,7 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
     options.env = env
     try:
         launched = launch_recorder(command, options)
-    except FileExistsError as exc:
+    except (FileExistsError, RunDirRefused) as exc:
         _die(str(exc))
     except LaunchError as exc:
         _die(str(exc), 1)

@@ -16,12 +16,16 @@ from datetime import datetime
 
 from neurondesk.recorder.options import RunOptions
 from neurondesk.store.rundir import (
+    RunDirRefused,
     RunPaths,
     create_run_dir,
     default_run_root,
     holds_a_run,
+    holds_run_files,
+    make_private_run_dir,
     make_run_id,
     move_run_aside,
+    planted_file_problem,
 )
 
 READY_TIMEOUT_S = 60.0
@@ -40,16 +44,20 @@ class LaunchedRun:
 def make_run_paths(options: RunOptions) -> RunPaths:
     if options.run_dir is not None:
         d = options.run_dir
-        if os.path.lexists(d) and not d.is_dir():
-            raise FileExistsError(f"--run-dir {d} is a file, not a folder: give a folder (made if it does not "
-                                  "exist), or leave --run-dir out for a new one under the data folder")
-        if not d.is_dir():
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # made 0700 (never through a symlink), or one of this user's own, not writable by others,
+        # holding no file another user planted (RunDirRefused, one line; --force moves them aside)
+        make_private_run_dir(d)
         if holds_a_run(d):
             if not options.force:
                 raise FileExistsError(f"{d} already holds a run (events.jsonl); choose another --run-dir, "
                                       "or add --force to move its files into previous-TIME/ there")
             move_run_aside(d, datetime.now())
+        elif holds_run_files(d):  # no run, but files the run writes: reused only if they are private files of ours
+            why = planted_file_problem(d)
+            if why is not None:
+                if not options.force:
+                    raise RunDirRefused(why)
+                move_run_aside(d, datetime.now())  # theirs, moved aside: never written to
         return RunPaths(d)
     root = options.run_root or default_run_root()
     return create_run_dir(root, make_run_id(datetime.now()))

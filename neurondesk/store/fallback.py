@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 import platformdirs
 
-from neurondesk.store.rundir import EVENTS_FILE
+from neurondesk.store.rundir import EVENTS_FILE, private_dir_problem
 
 FALLBACK_INFO = "fallback.json"
 REMAINDER_FILE = "events.remainder.jsonl"
@@ -43,14 +43,42 @@ class FallbackInfo:
 
 
 def fallback_roots() -> list[Path]:
-    return [Path(platformdirs.user_data_dir("neurondesk")) / "fallback",
-            Path(tempfile.gettempdir()) / f"neurondesk-fallback-{os.getuid()}"]
+    """The fixed roots, then the fresh ones made when those were refused (``<tmp>/neurondesk-
+    fallback-<uid>-<random>``, oldest first): every one is used only if it is a private folder of
+    this user (``_private``)."""
+    tmp = Path(tempfile.gettempdir())
+    fixed = tmp / f"neurondesk-fallback-{os.getuid()}"
+    fresh = sorted(tmp.glob(f"{fixed.name}-*"), key=lambda p: _mtime(p))
+    return [Path(platformdirs.user_data_dir("neurondesk")) / "fallback", fixed, *fresh]
 
 
-def make_fallback_dir(run_dir: Path) -> Path:
+def _mtime(p: Path) -> float:
+    try:
+        return os.lstat(p).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _private(folder: Path) -> str | None:
+    """Why ``folder`` is no folder of this user's alone (a symlink, another user's, any access for
+    group or others); None when it is one."""
+    try:
+        st = os.lstat(folder)
+    except OSError as e:
+        return f"{folder}: {e.strerror or e}"
+    why = private_dir_problem(st, folder, "the fallback folder")
+    if why is None and st.st_mode & 0o077:
+        why = f"the fallback folder {folder} is open to group or others (mode {st.st_mode & 0o7777:04o})"
+    return why
+
+
+def make_fallback_dir(run_dir: Path, roots: list[Path] | None = None) -> Path:
     """A new private folder for ``run_dir``'s remainder: under the first root on another
-    filesystem than the run folder, else under the first root that can be made at all."""
-    roots = fallback_roots()
+    filesystem than the run folder, else under the first root that can be made at all. A root or
+    folder that is not this user's alone (made first by another user, a symlink, open to others)
+    is refused; when every root is, a fresh unpredictable one is made in the temporary folder
+    (its name is in the notice that says where the journal went)."""
+    roots = fallback_roots() if roots is None else roots
     here = _device_of(run_dir)
     ordered = [r for r in roots if _device_of(r) != here] + [r for r in roots if _device_of(r) == here]
     reasons = []
@@ -58,14 +86,29 @@ def make_fallback_dir(run_dir: Path) -> Path:
         target = root / run_dir.name
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            why = _private(root)
+            if why is not None:
+                reasons.append(why)
+                continue
             target.mkdir(mode=0o700)
             return target
         except FileExistsError:
-            if (target / FALLBACK_INFO).exists() or not any(target.iterdir()):
+            why = _private(target)
+            if why is not None:
+                reasons.append(why)
+            elif (target / FALLBACK_INFO).exists() or not any(target.iterdir()):
                 return target  # ours from earlier in this run
-            reasons.append(f"{target}: exists and holds something else")
+            else:
+                reasons.append(f"{target}: exists and holds something else")
         except OSError as e:
             reasons.append(f"{target}: {e.strerror or e}")
+    try:  # mkdtemp: O_EXCL-like, 0700, a name nobody can guess ahead
+        fresh = Path(tempfile.mkdtemp(prefix=f"neurondesk-fallback-{os.getuid()}-"))
+        target = fresh / run_dir.name
+        target.mkdir(mode=0o700)
+        return target
+    except OSError as e:
+        reasons.append(f"a fresh folder in {tempfile.gettempdir()}: {e.strerror or e}")
     raise FallbackError("no fallback folder for the run's remaining events: " + "; ".join(reasons))
 
 
@@ -103,7 +146,7 @@ def find_fallback(run_dir: Path) -> Path | None:
     """The fallback folder made for ``run_dir``, if its disk filled during the run."""
     for root in fallback_roots():
         folder = root / Path(run_dir).name
-        if is_fallback_dir(folder):
+        if _private(root) is None and _private(folder) is None and is_fallback_dir(folder):
             try:
                 if Path(read_fallback_info(folder).run_dir) == Path(run_dir):
                     return folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,12 +79,101 @@ class RunPaths:
         return self.dir / RECORDER_LOG
 
 
+class RunDirRefused(ValueError):
+    """A run folder that another user could read or rewrite; the message is one line saying why."""
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
+def private_dir_problem(st: os.stat_result, path: Path | str, what: str = "--run-dir") -> str | None:
+    """Why a folder (``st``: its lstat) is no private folder of this user: a symlink, not a folder,
+    another user's, or writable by group or others. None when it is one."""
+    if stat.S_ISLNK(st.st_mode):
+        return f"{what} {path} is a symbolic link: neurondesk never follows one it did not make; give the real folder"
+    if not stat.S_ISDIR(st.st_mode):
+        return (f"{what} {path} is a file, not a folder: give a folder (made if it does not exist), "
+                "or leave --run-dir out for a new one under the data folder")
+    if st.st_uid != os.geteuid():
+        return (f"{what} {path} belongs to {_owner(st.st_uid)}, not to you: another user could read or rewrite "
+                "the run there; give a folder of your own")
+    if st.st_mode & 0o022:
+        return (f"{what} {path} is writable by {'group and others' if st.st_mode & 0o022 == 0o022 else 'group' if st.st_mode & 0o020 else 'others'} "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}): another user could plant files in it; "
+                f"`chmod go-w {path}`, or give another folder")
+    return None
+
+
+def _planted_problem(d: Path, names) -> str | None:
+    """A file the run would write that is already in ``d`` and is not a private file of this user
+    (another user's, readable or writable by others, a link, a FIFO ...)."""
+    for name in names:
+        try:
+            st = os.lstat(d / name)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077 or st.st_nlink > 1:
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file" if not stat.S_ISREG(
+                st.st_mode) else f"{_owner(st.st_uid)}'s" if st.st_uid != os.geteuid() else (
+                f"mode {stat.S_IMODE(st.st_mode):04o}" if st.st_mode & 0o077 else "a hard link")
+            return (f"--run-dir {d} already holds {name} ({kind}): it was not made by a run of yours and is not "
+                    "reused; remove it, or give another folder")
+    return None
+
+
+def planted_file_problem(d: Path) -> str | None:
+    """A run file already in ``d`` that is not a private file of this user (RunDirRefused's words)."""
+    return _planted_problem(d, MOVABLE_FILES)
+
+
+def make_private_run_dir(d: Path) -> None:
+    """``d`` made (with the folders above it that are missing, each 0700 and never through a
+    symlink), or checked when it exists: a folder of this user's, not writable by group or others,
+    not a symlink, whose lock file (never moved aside) is a private file of this user. The other
+    run files are the caller's to refuse or move aside (planted_file_problem, move_run_aside).
+    Raises RunDirRefused (one line) or OSError."""
+    missing = []
+    p = Path(os.path.abspath(d))
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    for m in reversed(missing):  # mkdir never follows a symlink planted at its own path: EEXIST
+        try:
+            os.mkdir(m, 0o700)
+        except FileExistsError:
+            pass  # made meanwhile: checked below like any folder that was there
+    fd = None
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        pass  # a symlink or a file: lstat says which
+    try:
+        st = os.fstat(fd) if fd is not None else os.lstat(d)
+        why = private_dir_problem(st, d)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if why is None:
+        why = _planted_problem(d, (RECORDER_LOCK,))
+    if why is not None:
+        raise RunDirRefused(why)
+
+
 def create_run_dir(root: Path, run_id: str) -> RunPaths:
     """Make ``root/run_id`` (and root). Raises FileExistsError if that run exists already,
     ValueError for an id that is not a single plain path component."""
     if not run_id or run_id in (".", "..") or "/" in run_id or os.sep in run_id:
         raise ValueError(f"invalid run id {run_id!r}: expected a plain name like 20260101-120000-ab12")
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    why = private_dir_problem(os.lstat(root), root, "the run root")
+    if why is not None:
+        raise RunDirRefused(why + " (or set NEURONDESK_HOME)")
     d = root / run_id
     d.mkdir(mode=0o700)  # a run's command line, output and costs are its owner's alone
     return RunPaths(d)
@@ -91,6 +181,12 @@ def create_run_dir(root: Path, run_id: str) -> RunPaths:
 
 # The files that say a folder holds a run; a --run-dir with any of them is not taken over silently.
 RUN_FILES = (EVENTS_FILE, SUMMARY_JSON, SUMMARY_MD, STDOUT_LOG, STDERR_LOG, RECORDER_INFO, RECORDER_LOG)
+# ... and every name a run writes there first (--force moves them aside too; never reused)
+MOVABLE_FILES = (*RUN_FILES, *(f"{n}.tmp" for n in (SUMMARY_JSON, SUMMARY_MD, RECORDER_INFO)))
+
+
+def holds_run_files(d: Path) -> bool:
+    return any(os.path.lexists(d / name) for name in MOVABLE_FILES)
 
 
 def holds_a_run(d: Path) -> bool:
@@ -105,7 +201,7 @@ def move_run_aside(d: Path, now: datetime) -> Path:
         n += 1
         aside = base.with_name(f"{base.name}-{n}")
     aside.mkdir(mode=0o700)
-    for name in RUN_FILES:
+    for name in MOVABLE_FILES:
         if os.path.lexists(d / name):
             os.rename(d / name, aside / name)  # a symlink moves as the link, never followed
     return aside
