@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,14 +172,15 @@ def system_packages(path: str | None, timeout: float = 20.0) -> PackageFacts:
     return PackageFacts(None, error="neither dpkg-query nor rpm on PATH")
 
 
-def interpreter(python: str | None, path: str | None, timeout: float = 30.0) -> InterpreterFacts:
+def interpreter(python: str | None, path: str | None, timeout: float = 30.0,
+                env: Mapping[str, str] | None = None) -> InterpreterFacts:
     asked = python or "python"
     resolved = shutil.which(asked, path=path) if os.sep not in asked else (asked if os.access(asked, os.X_OK) else None)
     if resolved is None:
         where = "on PATH" if os.sep not in asked else "(not an executable file)"
         return InterpreterFacts(asked, None, error=f"{asked} {where}: no interpreter to ask; give the workload's "
                                                    "with --python PATH (e.g. ~/venv/bin/python)")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
     try:
         rc, out, err = _run([resolved, "-c", VERSIONS_SNIPPET], timeout, env)
     except subprocess.TimeoutExpired:

@@ -369,7 +369,7 @@ def _script(paths: list[str]) -> list[Check]:
 def run_doctor(o: Options) -> list[Check]:
     ls = F.neuron_ls(o.root, o.path)
     pk = F.system_packages(o.path)
-    py = F.interpreter(o.python, o.path, o.timeout)
+    py = F.interpreter(o.python, o.path, o.timeout, o.env)  # the workload's own environment
     loaded, driver_sys, _ = F.module_state(o.root)
     neuron_here = bool(F.device_files(o.root)) or loaded
     checks = _devices(o, ls)
