@@ -35,3 +35,4 @@ def test_first_compile_is_the_first_training_graph_and_the_check_reads_it():
 
 def test_without_a_training_graph_the_first_compile_is_the_first_that_succeeded():
     assert build_summary(_state(with_training_graph=False), now=30.0)["first_compile_s"] == 0.03
+

@@ -104,6 +104,7 @@ class ThroughputPanel(Panel):
         if state.steady_step_time_s is not None:
             plt.hline(state.steady_step_time_s * 1000, color="orange")
         plt.ylim(0, top * 1.05)
+        plt.xlim(*x_limits(line.steps + line.compile_steps))
         # the legend in words: plotext's own legend box covers the data on a small plot
         plt.xlabel("ms, whole run: median, max per bucket · x compile" if whole else "ms: median, p90 · x compile")
         widget.refresh()
@@ -116,6 +117,13 @@ class ThroughputPanel(Panel):
             plot_loss(widget, history, state.target_loss)
 
 
+def x_limits(steps: list) -> tuple[float, float]:
+    """The step axis: from the first step to the last, at least one step wide (plotext centres a
+    single point on -1..1, a step axis that runs into negative steps)."""
+    lo, hi = (min(steps), max(steps)) if steps else (0, 1)
+    return float(lo), float(hi if hi > lo else lo + 1)
+
+
 def plot_loss(widget: PlotextPlot, history: list[tuple[int, float]], target: float | None) -> None:
     """Loss against step (binned to the plot's width; nan and inf left out), the target as a line."""
     plt = widget.plt
@@ -125,6 +133,7 @@ def plot_loss(widget: PlotextPlot, history: list[tuple[int, float]], target: flo
                     max(20, (widget.size.width - 10) * 2))
     if xs:
         plt.plot(xs, ys, color="green", marker="braille")
+        plt.xlim(*x_limits(xs))
     if target is not None:
         plt.hline(target, color="orange")
     plt.xlabel("loss" + (f" · target {target:g}" if target is not None else "") + " · against step")
