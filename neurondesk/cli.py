@@ -391,6 +391,8 @@ def cmd_attach(args) -> int:
     finally:
         _say(notes)
     source = FollowSource(run_dir, attached=True)
+    for note in source.notes:  # a checkpoint that could not be used: said once, before the view
+        sys.stderr.write(f"neurondesk: {note}\n")
     exporter = _exporter(args)
     if exporter is None:
         return _watch(source, headless=args.headless)

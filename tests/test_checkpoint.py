@@ -501,3 +501,18 @@ def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_p
     # a small journal is reduced whole instead: the exact row
     monkeypatch.setattr(checkpointing, "LISTING_FULL_BYTES", 10**9)
     assert checkpointing.listing(run, now=events[-1].t + 5).step == full_state.steps_done
+
+
+def test_attach_says_once_why_a_checkpoint_was_not_used_and_shows_the_whole_run(tmp_path):
+    from neurondesk.recorder.follow import FollowSource
+
+    run, events = _checkpointed_run(tmp_path)
+    (run / ck.segment_name(0)).unlink()
+    (run / ck.LATEST).write_bytes(b"garbage")
+    source = FollowSource(run, attached=True)
+    try:
+        assert len(source.notes) == 1 and "not a neurondesk checkpoint" in source.notes[0]
+        source.poll()
+        assert canon(source.state) == canon(full(run / "events.jsonl"))
+    finally:
+        source.close()

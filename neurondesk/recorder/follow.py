@@ -33,7 +33,10 @@ class FollowSource:
         self.attached = attached  # opened by `attach` (q detaches) rather than by `run`
         self.recorder = recorder  # the recorder process when this viewer launched it
         self.clock = clock
-        notes: list[str] = []  # the reduced state so far from the newest checkpoint: only the tail is read
+        # the reduced state so far from the newest checkpoint: only the tail is read; ``notes``: why
+        # a checkpoint there could not be used, in one line
+        notes: list[str] = []
+        self.notes = notes
         self.state, start = resume(self.run_dir, self.paths.events, notes=notes)
         self.tail = JournalTail(self.paths.events, start)
         self.tail.problems += [JournalProblem(0, n, "") for n in notes]
