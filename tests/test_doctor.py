@@ -301,3 +301,24 @@ def test_tables_list_their_dates_and_sources() -> None:
     assert p.stdout.count("checked 2026-12-01") == 4
     assert "source: AWS Neuron release content pages" in p.stdout
     assert "Neuron 2.34.0 (2026-11-30) is not listed" in p.stdout
+
+
+def test_cores_per_device_against_the_family_logical_cores_counted_whole(m: Machine) -> None:
+    m.devices(1)
+    trn2 = [{"neuron_device": 0, "nc_count": 4, "logical_neuroncore_config": 2, "neuroncore_ids": [0, 1, 2, 3],
+             "memory_size": 103079215104, "neuron_processes": []}]
+    m.neuron_ls(new_json=json.dumps(trn2))
+    c = by_name(run_doctor(m.options(instance_type="trn2.48xlarge")))
+    assert c["cores per device"].status == "ok" and c["cores per device"].found == "8 per device, as trn2 has"
+    assert "logical NeuronCore config 2" in c["neuron-ls"].found
+    one = [{**json.loads(TRN1_JSON)[0], "nc_count": 1, "neuroncore_ids": [0]}]
+    m.neuron_ls(new_json=json.dumps(one))
+    c = by_name(run_doctor(m.options(instance_type="trn1.2xlarge")))["cores per device"]
+    assert c.status == "warn" and c.found == "1 device(s) report 1 NeuronCores; trn1 has 2 per device"
+
+
+def test_an_instance_that_is_not_neuron_is_said(m: Machine) -> None:
+    c = by_name(run_doctor(m.options(instance_type="g5.xlarge")))["instance type"]
+    assert c.status == "warn" and c.found == "g5.xlarge (from --instance-type): not a Trainium or Inferentia instance"
+    c = by_name(run_doctor(m.options(instance_type="inf1.xlarge")))["instance type"]
+    assert c.status == "warn" and "not training" in c.found
