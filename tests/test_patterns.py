@@ -131,3 +131,13 @@ def test_sequence_first_batches_count_the_batch_dimension_not_the_time_steps(tmp
     assert sum(e["samples"] for e in steps) == truth["train_samples"]
     assert sum(e.get("tokens", 0) for e in steps) == truth["train_tokens"]
     assert all(e["input_shapes"] == [[35, 20]] for e in steps)
+
+
+@needs_xla
+def test_a_compile_outside_any_wrapped_sync_is_counted_compiles_equal_torch_xlas(tmp_path):
+    # Trainer's logging step: a collective-style _xla_sync_multi and xm.mesh_reduce inside the step
+    run, truth = run_pattern(tmp_path, "mesh_reduce_logging.py")
+    s = run.summary
+    assert run.returncode == 0 and s["steps"] == truth["steps"]
+    assert s["compile_count"] == truth["compiles"]
+    assert s["recompiles_after_warmup"] == 0

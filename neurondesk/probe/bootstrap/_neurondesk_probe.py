@@ -228,6 +228,7 @@ class Probe:
         self.xlac = None
         self.xlac_seen: bool | None = None  # torch_xla patched once already (its watcher thread runs)
         self.sync_depth = 0
+        self.compiles_seen = 0  # torch_xla's UncachedCompile count as of the last sync or value read we saw
         self.sync_started: float | None = None
         self.sync_compiles_at_start = 0
         self.compile_announced = False
@@ -427,6 +428,8 @@ class Probe:
         """The last evaluation, and an XLA step whose optimizer step no sync followed (a script
         that never cuts its graph), end with the process."""
         self.leave_eval()
+        if self.xlac is not None:
+            self._catch_up(self._counts())
         if self.opt_stepped and self.is_xla:
             self.end_step()
         elif self.backward_pending and self.manual_steps():
@@ -1078,11 +1081,20 @@ class Probe:
         cv = self.xlac._xla_counter_value
         return (cv("UncachedCompile") or 0), (cv("CachedCompile") or 0)
 
+    def _catch_up(self, counts: tuple[int, int]) -> None:
+        """Compiles torch_xla counted outside any sync or value read we saw (xm.mesh_reduce and
+        collectives sync through _xla_sync_multi directly): counted now, so that compiles always
+        equal torch_xla's, without a line (none is known)."""
+        if counts[0] > self.compiles_seen:
+            n, self.compiles_seen = counts[0] - self.compiles_seen, counts[0]
+            self._report_compiles(n, "outside-sync", 0, located=False)
+
     def sync_begin(self):
         self.note_activity()
         self.mark_presync()
         self.sync_depth += 1
         counts = self._counts()
+        self._catch_up(counts)
         self.sync_compiles_at_start = counts[0]
         self.compile_announced = False
         self.sync_started = time.perf_counter()
@@ -1095,6 +1107,7 @@ class Probe:
         if self.in_loader:
             self.sync_time_in_loader += elapsed
         after = self._counts()
+        self.compiles_seen = max(self.compiles_seen, after[0])
         compiles = after[0] - before[0]
         execs = compiles + after[1] - before[1]
         self.is_xla = True
@@ -1133,7 +1146,7 @@ class Probe:
         else:
             self.step_compiles += n
 
-    def _report_compiles(self, n: int, trigger: str, depth: int) -> None:
+    def _report_compiles(self, n: int, trigger: str, depth: int, located: bool = True) -> None:
         self.count_compiles(n)
         durations: list[float | None] = [None] * n
         data = self.xlac._xla_metric_data("CompileTime")
@@ -1143,8 +1156,8 @@ class Probe:
             self.compile_samples_seen = total
             values = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
             durations = (values + durations)[:n] if len(values) < n else values[-n:]
-        location = self.user_location(depth + 1)
-        point = f"{trigger}@{self.sync_point(depth + 1)}"
+        location = self.user_location(depth + 1) if located else None
+        point = f"{trigger}@{self.sync_point(depth + 1)}" if located else trigger
         debug_text = self.read_debug_text()
         for i, d in enumerate(durations):
             self.send({"kind": "compile", "source": "probe", "step": self.step, "duration_s": d,
@@ -1211,6 +1224,7 @@ class Probe:
     def value_read_begin(self) -> tuple[int, int]:
         """A value read syncs too: the compile watcher announces a long compile in it."""
         counts = self._counts()
+        self._catch_up(counts)
         self.sync_compiles_at_start = counts[0]
         self.compile_announced = False
         self.sync_started = time.perf_counter()
@@ -1218,6 +1232,7 @@ class Probe:
 
     def value_read_done(self, before) -> None:
         after = self._counts()
+        self.compiles_seen = max(self.compiles_seen, after[0])
         if after != before:
             self.value_access(before, after)
 
