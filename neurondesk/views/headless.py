@@ -24,9 +24,10 @@ POLL_S = 0.05  # how often the journal is read when nothing new came
 STRAGGLERS_EVERY_S = 5.0  # stragglers() compares every rank step by step: not at every status line
 
 # A workload line that would pass for one of neurondesk's own ("neurondesk: finished | ... samples/s"):
-# "neurondesk" at the start of a line (after LF or CR), past any blanks and escape sequences.
+# "neurondesk" at the start of a line (after LF or CR), past any blanks and escape sequences (an
+# unended OSC is taken to the line's end at most: the text after a CR is a line of its own).
 _OWN_WORD = re.compile(
-    rb"(?:\A|(?<=[\n\r]))((?:\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    rb"(?:\A|(?<=[\n\r]))((?:\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?"
     rb"|\x1b[\x20-\x2f]*[\x30-\x7e]|[ \t])*)(?=neurondesk)", re.IGNORECASE)
 WORKLOAD_MARK = b"[workload] "
 
