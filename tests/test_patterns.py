@@ -141,3 +141,11 @@ def test_a_compile_outside_any_wrapped_sync_is_counted_compiles_equal_torch_xlas
     assert run.returncode == 0 and s["steps"] == truth["steps"]
     assert s["compile_count"] == truth["compiles"]
     assert s["recompiles_after_warmup"] == 0
+
+
+def test_back_to_back_evaluations_are_phases_of_their_own(tmp_path):
+    run, truth = run_pattern(tmp_path, "back_to_back_eval.py")
+    _steps, phases = _steps_and_phases(run)
+    assert run.returncode == 0
+    assert [e["batches"] for e in phases] == truth["eval_batches"]
+    assert run.summary["evaluation"]["phases"] == truth["eval_phases"]

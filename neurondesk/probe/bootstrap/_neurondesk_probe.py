@@ -983,6 +983,22 @@ class Probe:
 
         __next__._neurondesk = True
         cls.__next__ = __next__
+        real_init = cls.__init__
+
+        def __init__(it, *args, **kwargs):
+            real_init(it, *args, **kwargs)
+            if probe.in_eval and not probe.disabled and threading.get_ident() == probe.train_thread:
+                probe.guarded(probe.new_eval_pass, hook="dataloader")
+
+        __init__._neurondesk = True
+        cls.__init__ = __init__
+
+    def new_eval_pass(self) -> None:
+        """A new pass over a data loader while an evaluation is open is a new evaluation (Trainer's
+        evaluation at step 60 and its final evaluate(); Lightning's validation, test, predict):
+        back-to-back, they are phases of their own, not one."""
+        if self.in_eval and self.eval_batches:
+            self.leave_eval()
 
     def note_wait(self, t0: float) -> None:
         if self.in_eval:
