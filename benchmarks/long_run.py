@@ -186,8 +186,7 @@ def one(steps: int, ranks: int, rounds: int, baseline: bool) -> dict:
     try:
         info = json.loads(gen.stdout.readline())
         row = {"steps": steps, "ranks": ranks, **info}
-        nd = [PY, "-m", "neurondesk.cli"] if not shutil.which("neurondesk") else [shutil.which("neurondesk")]
-        nd = [str(REPO / ".venv" / "bin" / "neurondesk")] if (REPO / ".venv" / "bin" / "neurondesk").exists() else nd
+        nd = [PY, "-m", "neurondesk.cli"]  # the CLI of this interpreter's neurondesk (its console script's code)
         reads: dict[str, list] = {"ls": [], "attach": [], "summary": [], "reduce": []}
         rss: dict[str, int] = {}
         for _ in range(rounds):
