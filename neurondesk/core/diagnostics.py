@@ -87,9 +87,13 @@ def many_graphs(state: RunState) -> list[Diagnostic]:
     for (phase, _point), cs in counts.items():
         if len(cs) < MANY_GRAPHS:
             continue
-        where = cs[-1].location or "?"
+        where, lib = cs[-1].location or "?", cs[-1].library or ""
+        trainer = "Trainer" in lib or "trainer.py" in where
+        if lib:
+            where = f"{where} (in {lib})"
         fix = ("in Trainer's evaluation, set eval_accumulation_steps (results go to the host every N steps) "
-               "or prediction_loss_only=True" if "trainer.py" in where and phase == "eval" else
+               "or prediction_loss_only=True (Trainer arguments, not an edit of its source)"
+               if trainer and phase == "eval" else
                "keep the graph the same from call to call at this line: the same shapes (pad or bucket), no "
                "Python values that change baked into it, results moved to the host less often")
         total = sum(c.duration_s or 0.0 for c in cs)

@@ -146,6 +146,7 @@ class CompileFinished(Event):
     name: str | None = None  # the graph's name where the tool prints one ("***** Compiling unet *****")
     phase: str | None = None  # "train" | "eval" when the probe knows; recompiles are counted per phase
     graph_inputs: int | None = None  # the compiled graph's input count (torch_xla's analysis)
+    library: str | None = None  # the framework frame it came from ("transformers Trainer.x at trainer.py:9")
 
 
 @dataclass(frozen=True)

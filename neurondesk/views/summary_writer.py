@@ -137,6 +137,8 @@ def _cell(text: str) -> str:
 
 def _compile_row(i: int, c: dict, world: int = 1) -> str:
     where = c["location"] or c.get("name") or "—"
+    if c.get("library"):  # "in transformers Trainer.evaluation_loop at trainer.py:4675, called from run_clm.py:652"
+        where = f"in {c['library']}, called from {where}"
     cause = c["cause"] + (f" ({_rank_count(c, world)})" if world > 1 and c.get("ranks") else "")
     return (f"| {i} | {_fmt(c['step'])} | {_cell(cause)} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
             f"{_cell(c.get('reason') or '—')} | {_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | "

@@ -68,6 +68,7 @@ class CompileRecord:
     eval_phases_before: int = 0  # evaluation phases completed when it compiled (the first one is warm-up)
     graph_inputs: int | None = None
     point_key: str | None = None  # the sync point (or location, hash, name) it was compiled at
+    library: str | None = None  # the framework's frame inside the user's line (Trainer, Lightning ...)
     pid: int | None = None
     ranks: list[int] = dataclasses.field(default_factory=list)  # every rank that compiled this graph
     rank_durations: list[float] = dataclasses.field(default_factory=list)
@@ -85,6 +86,7 @@ class CompileRecord:
             "step": self.step,
             "cause": self.cause,
             "location": self.location,
+            "library": self.library,
             "graph_hash": self.graph_hash,
             "duration_s": None if self.duration_s is None else round(self.duration_s, 6),
             "cache": self.cache,
@@ -170,7 +172,7 @@ class CompileReducer:
             trigger=e.trigger, input_shapes=e.input_shapes, previous_shapes=previous,
             reason=e.reason, frames=list(e.frames), ok=e.ok, error=e.error, name=e.name,
             phase=e.phase or "train", recompile=recompile, eval_phases_before=self._eval.phases,
-            graph_inputs=e.graph_inputs, pid=e.pid, point_key=point_of(e))
+            graph_inputs=e.graph_inputs, pid=e.pid, point_key=point_of(e), library=e.library)
         self._count_for_rank(record, e, duration)
         if (e.source == "dynamo" and recompile and record.reason is None
                 and not (e.point or "").endswith(NOT_GUARDED)):

@@ -42,6 +42,18 @@ import time
 _PROBE_FILE = os.path.abspath(__file__)
 _LIB_MARKERS = (os.sep + "torch" + os.sep, os.sep + "torch_xla" + os.sep, "site-packages", "dist-packages")
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # contextlib, functools ... are not the user's code
+# Frameworks that run the user's loop: their frames are never the user's line, wherever they are
+# installed (a source checkout is not in site-packages); the innermost one is named beside it.
+_FRAMEWORKS = frozenset({"transformers", "accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
+                         "deepspeed", "optimum", "peft", "trl", "neuronx_distributed", "torch_neuronx"})
+
+
+def _framework_of(f) -> str | None:
+    name = f.f_globals.get("__name__")
+    if type(name) is not str:
+        return None
+    top = name.partition(".")[0]
+    return top if top in _FRAMEWORKS else None
 
 # Sending. Messages are buffered and handed to the kernel in batches: when a message that a viewer
 # waits for arrives (_URGENT), when the buffer is large, or once _FLUSH_S has passed since the last
@@ -491,9 +503,26 @@ class Probe:
         while f is not None:
             fn = f.f_code.co_filename
             if (fn != _PROBE_FILE and not fn.startswith(("<", _STDLIB))
-                    and not any(m in fn for m in _LIB_MARKERS)):
+                    and not any(m in fn for m in _LIB_MARKERS) and _framework_of(f) is None):
                 return f"{fn}:{f.f_lineno}"
             f = f.f_back
+        return None
+
+    @staticmethod
+    def library_location(depth: int = 2) -> str | None:
+        """The innermost frame of a framework that runs the user's loop (Trainer, Lightning ...):
+        'transformers Trainer.evaluation_loop at trainer.py:4675'. Only at a compile, never per step."""
+        try:
+            f = sys._getframe(depth)
+            while f is not None:
+                pkg = _framework_of(f)
+                if pkg is not None:
+                    code = f.f_code
+                    where = getattr(code, "co_qualname", code.co_name)
+                    return f"{pkg} {where} at {os.path.basename(code.co_filename)}:{f.f_lineno}"
+                f = f.f_back
+        except Exception:  # noqa: BLE001 - a nicety
+            return None
         return None
 
     @staticmethod
@@ -506,7 +535,8 @@ class Probe:
             fn = f.f_code.co_filename
             if fn != _PROBE_FILE:
                 parts.append(f"{os.path.basename(fn)}:{f.f_lineno}")
-                if not fn.startswith(("<", _STDLIB)) and not any(m in fn for m in _LIB_MARKERS):
+                if (not fn.startswith(("<", _STDLIB)) and not any(m in fn for m in _LIB_MARKERS)
+                        and _framework_of(f) is None):
                     break
             f = f.f_back
         return ">".join(parts)
@@ -1173,12 +1203,13 @@ class Probe:
             values = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
             durations = (values + durations)[:n] if len(values) < n else values[-n:]
         location = self.user_location(depth + 1) if located else None
+        library = self.library_location(depth + 1) if located else None
         point = f"{trigger}@{self.sync_point(depth + 1)}" if located else trigger
         debug_text = self.read_debug_text()
         for i, d in enumerate(durations):
             self.send({"kind": "compile", "source": "probe", "step": self.step, "duration_s": d,
                        "cache": "miss", "trigger": trigger, "point": point, "phase": self.phase,
-                       "location": location, "input_shapes": self._phase_shapes(),
+                       "location": location, "library": library, "input_shapes": self._phase_shapes(),
                        "debug_text": debug_text if i == 0 else None})
 
     def _compile_watcher(self) -> None:
@@ -1343,6 +1374,7 @@ class Probe:
         duration = time.perf_counter() - started if started is not None else None
         self.count_compiles(1)
         self.send({"kind": "compile", "source": "dynamo", "step": self.step, "location": self.user_location(3),
+                   "library": self.library_location(3),
                    "duration_s": duration, "trigger": "dynamo", "phase": self.phase,
                    "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
                    "input_shapes": self._phase_shapes()})

@@ -54,7 +54,8 @@ def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     if c.step is not None and c.step >= warmup:
         t.append(f"  after warm-up (step ≥ {warmup})", style="bold red")
     t.append("\n")
-    t.append_text(kv(("at", clean(c.location or "—")), *([("graph name", clean(c.name))] if c.name else [])))
+    t.append_text(kv(("at", clean(c.location or "—")), *([("in", clean(c.library))] if c.library else []),
+                     *([("graph name", clean(c.name))] if c.name else [])))
     t.append("\n")
     shapes = fmt.shapes(c.input_shapes)
     if c.previous_shapes:
