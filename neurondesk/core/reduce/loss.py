@@ -116,7 +116,8 @@ class ScriptRateReducer:
         self.dropped_in_eval = 0
 
     def on_rate(self, e: ev.ThroughputReported) -> None:
-        if not math.isfinite(e.value) or self._in_eval(e.t):
+        final = any(mark in e.line for mark in FINAL_MARKS)  # says it is training's, wherever it is printed
+        if not math.isfinite(e.value) or (not final and self._in_eval(e.t)):
             self.dropped_in_eval += 1
             return
         rates = self.units.get(e.unit)
@@ -124,7 +125,7 @@ class ScriptRateReducer:
             rates = self.units[e.unit] = _UnitRates([], deque(maxlen=HISTORY))
         rates.printed.append((e.t, e.value, e.line))
         del rates.printed[:-HISTORY]
-        rates.final = rates.final or any(mark in e.line for mark in FINAL_MARKS)
+        rates.final = rates.final or final
         self.latest_unit = e.unit
         if self._steps.steady_from is not None:
             rates.steady.append((e.t, e.value))
@@ -133,7 +134,8 @@ class ScriptRateReducer:
         window = (e.t - e.duration_s - EVAL_SLACK_S, e.t + EVAL_SLACK_S)
         self.eval_windows.append(window)
         for rates in self.units.values():
-            kept = [r for r in rates.printed if not window[0] <= r[0] <= window[1]]
+            kept = [r for r in rates.printed
+                    if not window[0] <= r[0] <= window[1] or any(m in r[2] for m in FINAL_MARKS)]
             self.dropped_in_eval += len(rates.printed) - len(kept)
             rates.printed = kept
             rates.steady = deque((r for r in rates.steady if not window[0] <= r[0] <= window[1]), maxlen=HISTORY)
