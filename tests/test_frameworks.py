@@ -1,9 +1,10 @@
-"""A stock Hugging Face Trainer run (workloads/frameworks/hf_trainer.py: a tiny GPT-2 from a config,
-nothing downloaded) under `neurondesk run --headless`, eager and with torch_compile, against the
+"""Frameworks run as they come (workloads/frameworks/). A stock Hugging Face Trainer run (a tiny
+GPT-2 from a config, nothing downloaded) under `neurondesk run --headless`, eager and with torch_compile, against the
 truth Trainer's own log history gives: the optimizer steps, the logged losses (not Trainer's run
 average), its own train_samples_per_second as the script's figure, every evaluation a phase of its
 own (the in-training one at the last step and the final evaluate() back to back), nothing of
-evaluation in the training samples."""
+evaluation in the training samples. A stock Lightning fit with validation, then test and predict:
+each stage its own phase."""
 
 from __future__ import annotations
 
@@ -43,3 +44,23 @@ def test_a_stock_trainer_run_is_counted_as_trainer_counts_it(tmp_path, compiled)
     steps = [e for e in run.events if e["kind"] == "step"]
     assert sum(e.get("samples", 0) for e in steps) == truth["steps"] * 4  # no evaluation batch in a step
     assert s["recompiles_after_warmup"] == 0
+
+
+def test_a_stock_lightning_fit_test_predict_run_has_each_stage_as_its_own_phase(tmp_path):
+    if importlib.util.find_spec("lightning") is None:
+        pytest.skip("lightning is not installed; `make test` installs it (workload extra)")
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--price-per-hour", "1", "--run-dir",
+           str(run_dir), "--", sys.executable, str(REPO / "workloads" / "frameworks" / "lightning_fit.py")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=base_env(tmp_path), cwd=REPO)
+    run = Run(p.returncode, p.stdout, p.stderr, run_dir)
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = next(x for x in (run_dir / "stdout.log").read_text().splitlines() if x.startswith("pattern-truth: "))
+    truth = json.loads(line.split(": ", 1)[1])
+    assert run.summary["steps"] == truth["steps"]
+    # validation after each epoch, then test, then predict: four phases, never merged
+    assert [e["batches"] for e in run.events if e["kind"] == "eval_phase"] == truth["eval_batches"]
+    steps = [e for e in run.events if e["kind"] == "step"]
+    assert sum(e.get("samples", 0) for e in steps) == truth["train_samples"]
+    rate = run.summary["script_throughput"]
+    assert rate is None or "Predicting" not in rate["line"] and "Testing" not in rate["line"]
