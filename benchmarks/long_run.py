@@ -27,7 +27,8 @@ Results: benchmarks/results/long_run.json (the README's "Long runs" section quot
 A checkpoint is only used by the reducer code that wrote it (a fingerprint of neurondesk/core's
 sources): an edit of neurondesk/core while the benchmark runs sends the readers back to the whole
 journal; each `summary` is checked to have used its checkpoint (no "checkpoint not used" line),
-and a row where one did not fails. ``reduce_s``: the reduction alone (``state_from_run_dir`` in a
+and a row where one did not fails. In a tree others are editing, run it from a snapshot installed
+in a venv of its own (the README's "Long runs" says how): an editable install reads the live tree. ``reduce_s``: the reduction alone (``state_from_run_dir`` in a
 process that has imported everything already), the part that could grow with the run.
 """
 
