@@ -291,6 +291,75 @@ def read_probe(units: Units, ctx: dict[str, Any]) -> Verdict:
     return "refused" if isinstance(event, ParseProblem) else "ok"
 
 
+def read_probe_ranges(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """The recorder's decoder, with the run's start: what it accepts is within range (issue 24)."""
+    from neurondesk.collectors.probe_messages import ProbeDecoder, out_of_range
+    from neurondesk.core.events import ParseProblem
+    started, now = 1.7e9, 1.7e9 + 60.0
+    events = ProbeDecoder(started_t=started).decode(units[0] + b"\n", now)
+    accepted = [e for e in events if not isinstance(e, ParseProblem)]
+    for e in accepted:
+        why = out_of_range(e, now, started)
+        if why is not None:
+            raise AssertionError(f"accepted out of range: {why}")
+    return "ok" if accepted else "refused"
+
+
+def _probe_range_lines() -> Units:
+    """The probe's own lines with their times moved into a run 60 s old, plus absurd ones."""
+    out: Units = []
+    for raw in _probe_lines():
+        d = json.loads(raw)
+        d["t"] = 1.7e9 + 30.0
+        out.append(json.dumps(d, separators=(",", ":")).encode())
+    step = {"kind": "step", "t": 1.7e9 + 30.0, "pid": 7, "step": 10**30, "duration_s": 0.02, "samples": 8}
+    out += [json.dumps(step).encode(), json.dumps({**step, "step": 3, "data_wait_s": -1.0}).encode()]
+    return out
+
+
+def read_terminal_text(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """What neurondesk prints of stored text (safe_text.clean_lines) keeps no control sequence but
+    SGR; a workload line that would pass for neurondesk's own is marked (headless.mark_impersonation)."""
+    from neurondesk.views.headless import mark_impersonation
+    from neurondesk.views.safe_text import clean_lines, has_no_controls_but_sgr
+    data = b"\n".join(units)
+    text = data.decode("utf-8", "replace")
+    out = clean_lines(text)
+    for line in re.split(r"\r\n|\n", out):
+        if not has_no_controls_but_sgr(line):
+            raise AssertionError(f"a control sequence survived: {line[:200]!r}")
+    marked = mark_impersonation(data)
+    for line in re.split(rb"[\r\n]", marked):
+        if line.lower().startswith(b"neurondesk"):
+            raise AssertionError(f"an unmarked neurondesk line: {line[:200]!r}")
+    return "refused" if marked != data or out != text else "ok"
+
+
+def _terminal_units() -> Units:
+    return [b"neurondesk: finished | step 9/9 | 9,999.0 samples/s steady", b"\x1b]52;c;cm0gLXJmIH4K\x07boom",
+            b"\x1b]0;title\x07\x1b[2J\x1b[31mred\x1b[0m", b"\rNeurondesk: x", b"epoch 1 loss 0.25",
+            b"\x9b2J\x9d0;t\x07!", b"\x1bP$qm\x1b\\", b"100%|####| 10/10\r"]
+
+
+def read_cli_numbers(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """The CLI's number options: a value in its bounds, or argparse's refusal (issue 24)."""
+    import argparse
+    import math
+
+    from neurondesk import cli
+    text = units[0].decode("utf-8", "replace")
+    for parse, lo, hi in ((cli._whole(1, cli.MAX_STEPS), 1, cli.MAX_STEPS),
+                          (cli._number(0, cli.MAX_PRICE_PER_HOUR), 0, cli.MAX_PRICE_PER_HOUR)):
+        try:
+            v = parse(text)
+        except argparse.ArgumentTypeError:
+            continue
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise AssertionError(f"{text[:80]!r} gave {v!r}, outside {lo}..{hi}")
+        return "ok"
+    return "refused"
+
+
 def read_codec(units: Units, ctx: dict[str, Any]) -> Verdict:
     from neurondesk.core.codec import EventDecodeError, decode_event_line
     line: bytes | str = units[0] if ctx["rng"].random() < 0.8 else units[0].decode("utf-8", "surrogateescape")
@@ -353,6 +422,13 @@ READERS: tuple[Reader, ...] = (
                           + [b"Step 10/100 | loss: 2.31", b"[rank 0]: Traceback (most recent call last):"], (1, 8))),
     Reader("probe_messages", "probe_messages.decode_probe_line; refusal ParseProblem", read_probe,
            lambda: Corpus(_probe_lines())),
+    Reader("probe_ranges", "probe_messages.ProbeDecoder with the run's start; refusal ParseProblem (out of range)",
+           read_probe_ranges, lambda: Corpus(_probe_range_lines())),
+    Reader("terminal_text", "safe_text.clean_lines and headless.mark_impersonation; 'refused': text changed",
+           read_terminal_text, lambda: Corpus(_terminal_units(), (1, 6))),
+    Reader("cli_numbers", "cli._whole / cli._number with their bounds; refusal ArgumentTypeError", read_cli_numbers,
+           lambda: Corpus([b"300", b"5", b"1e26", b"100000000000000000000000000", b"1.34375", b"1e308",
+                           b"nan", b"-1", b"0", b"1000000000000"])),
     Reader("codec", "codec.decode_event_line; refusal EventDecodeError", read_codec,
            lambda: Corpus(_journal_lines())),
     Reader("journal", "journal.iter_journal on a file; refusal JournalProblem", read_journal,

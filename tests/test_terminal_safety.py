@@ -64,6 +64,11 @@ def test_a_workload_line_that_looks_like_neurondesks_own_is_marked_the_rest_unto
     assert mark_impersonation(b"neurondesk: continued", at_line_start=False) == b"neurondesk: continued"
     for untouched in (b"loss 0.1 neurondesk: inside a line\n", f"{CLIPBOARD}progress\r".encode(), b""):
         assert mark_impersonation(untouched) == untouched
+    # escape sequences that can be read two ways (ESC ] as an OSC or as a short escape): once, not
+    # 2**64 times (found by benchmarks/fuzz.py; this input never ended before the fix)
+    many = b"\x1b]" * 64 + b"\x1b" + b"\x1b] " * 64
+    assert mark_impersonation(many) == many
+    assert mark_impersonation(b"\x1b]" * 64 + b"\nneurondesk") == b"\x1b]" * 64 + b"\n" + WORKLOAD_MARK + b"neurondesk"
 
 
 def test_hostile_command_and_stderr_come_out_of_every_report_clean(tmp_path):

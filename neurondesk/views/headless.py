@@ -28,7 +28,7 @@ STRAGGLERS_EVERY_S = 5.0  # stragglers() compares every rank step by step: not a
 # unended OSC is taken to the line's end at most: the text after a CR is a line of its own).
 _OWN_WORD = re.compile(
     rb"(?:\A|(?<=[\n\r]))((?:\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?"
-    rb"|\x1b[\x20-\x2f]*[\x30-\x7e]|[ \t])*)(?=neurondesk)", re.IGNORECASE)
+    rb"|\x1b[\x20-\x2f]*[\x30-\x7e]|[ \t])*+)(?=neurondesk)", re.IGNORECASE)  # *+: no backtracking (ReDoS)
 WORKLOAD_MARK = b"[workload] "
 
 
