@@ -1,8 +1,8 @@
 """`neurondesk lint`: each pattern on a small script, the labelled corpus's precision and recall, bad input.
 
 The corpus (tests/data/lint/): scripts written anew after the patterns of public training scripts
-(corpus/, each known finding marked `# expect: RULE` on its line) and copies of the bundled
-workloads and patterns (workloads/, their known findings in expected.json). Every finding lint makes
+(corpus/, each known finding marked `# expect: RULE` on its line) and the bundled workloads and
+patterns themselves (the files and their known findings listed in workloads.json). Every finding lint makes
 that is not labelled is a false positive; every label it does not make is a miss.
 """
 
@@ -22,6 +22,8 @@ from neurondesk.lint import SEVERITIES, lint_paths, lint_source
 from neurondesk.lint.files import MAX_BYTES
 
 LINT = DATA / "lint"
+WORKLOADS = REPO / "workloads"
+LABELLED = json.loads((LINT / "workloads.json").read_text())  # which workload files, and their findings
 MIN_PRECISION, MIN_RECALL = 0.95, 0.80
 
 
@@ -143,13 +145,12 @@ def labels() -> set[tuple[str, int, str]]:
             m = re.search(r"# expect: ([\w, -]+)$", line)
             if m:
                 out |= {(str(p), i, r.strip()) for r in m.group(1).split(",")}
-    expected = json.loads((LINT / "workloads" / "expected.json").read_text())
-    out |= {(str(LINT / "workloads" / f), line, rule) for f, line, rule in expected["findings"]}
+    out |= {(str(WORKLOADS / f), line, rule) for f, line, rule in LABELLED["findings"]}
     return out
 
 
 def score() -> dict:
-    report = lint_paths([str(LINT / "corpus"), str(LINT / "workloads")])
+    report = lint_paths([str(LINT / "corpus"), *(str(WORKLOADS / f) for f in LABELLED["files"])])
     assert report.problems == []
     got = {(f.path, f.line, f.rule) for f in report.findings}
     want = labels()
