@@ -913,7 +913,7 @@ class Probe:
             if (_is_compiling() or probe.in_forward or probe.disabled or "forward" in probe.off
                     or tracing() is not None or not probe.is_watched(m)):
                 return real(m, *args, **kwargs)
-            probe.guarded(probe._on_forward, m, args, kwargs, hook="forward")
+            probe._top_forward(m, args, kwargs)
             probe.in_forward = True
             try:
                 return real(m, *args, **kwargs)
@@ -933,7 +933,7 @@ class Probe:
         return state if callable(state) else (lambda: None)
 
     def _top_forward(self, mod, args, kwargs):
-        """One forward of the outermost module (what the class watch calls); never raises."""
+        """One forward of a watched module: the one entry of the class watch; never raises."""
         if _is_compiling() or self.disabled or "forward" in self.off:
             return None
         self.guarded(self._on_forward, mod, args, kwargs, hook="forward")
