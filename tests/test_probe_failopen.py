@@ -403,3 +403,31 @@ def test_the_sync_and_dynamo_hooks_fail_alone():
     msgs = rec.close(probe)
     assert notices_by_hook(msgs) == {"xla-sync": 1, "dynamo": 1}
     assert [m["step"] for m in msgs if m["kind"] == "step"] == [0]
+
+
+def test_a_module_whose_attributes_raise_never_breaks_the_class_watch(tmp_path):
+    """A watched class's other instance whose `_modules` lookup raises (a hostile __getattr__-style
+    module): the watch turns itself off, the user's call returns as without neurondesk."""
+    import torch
+
+    from neurondesk.probe.bootstrap import _neurondesk_probe as mod
+
+    probe = mod.Probe(str(tmp_path / "nobody.sock"))
+
+    class Net(torch.nn.Linear):
+        pass
+
+    top = Net(2, 2)
+    probe._adopt_top_module(top)
+    other = Net(2, 2)
+    other.__dict__["_modules"] = _Raising()
+    out = other(torch.ones(1, 2))
+    assert out.shape == (1, 2)
+    assert "forward" in probe.off  # turned off, alone, and said once
+    assert top(torch.ones(3, 2)).shape == (3, 2)
+    Net._call_impl = torch.nn.Module._call_impl  # leave torch's class as it was for other tests
+
+
+class _Raising(dict):
+    def __len__(self):
+        raise RuntimeError("hostile")

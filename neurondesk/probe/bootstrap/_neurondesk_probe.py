@@ -910,8 +910,14 @@ class Probe:
             # _is_compiling() first: inside a compiled region dynamo folds it to True and reads
             # nothing else of ours (a read of probe.in_forward there would become a guard, and
             # each change of it a recompile)
-            if (_is_compiling() or probe.in_forward or probe.disabled or "forward" in probe.off
-                    or tracing() is not None or not probe.is_watched(m)):
+            if _is_compiling() or probe.in_forward or probe.disabled or "forward" in probe.off:
+                return real(m, *args, **kwargs)
+            try:  # guarded inline: this runs at every call of a watched class's modules
+                ours = tracing() is None and probe.is_watched(m)
+            except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
+                probe.hook_failed("forward", exc)
+                ours = False
+            if not ours:
                 return real(m, *args, **kwargs)
             probe._top_forward(m, args, kwargs)
             probe.in_forward = True
