@@ -37,7 +37,7 @@ CONTROLS = 8
 BASELINES = 4  # static-file HTTP servers with the same exposition: the machine's own scrape latency
 SCREEN = """
 import asyncio, json, sys, time
-from neurondesk.collectors.prometheus_api import FleetReader, PrometheusAPI
+from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI
 from neurondesk.views.fleet import FleetApp
 url, window = sys.argv[1], float(sys.argv[2])
 app = FleetApp(FleetReader(PrometheusAPI(url), job="bench").read, url, refresh_s=1.0)
@@ -56,7 +56,7 @@ print(json.dumps({"cpu_s": cpu, "wall_s": wall, "refreshes": refreshes, "rows": 
 
 def _exporter_for_journal():
     from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
-    from neurondesk.recorder.replay import state_from_run_dir
+    from neurondesk.sources.replay import state_from_run_dir
 
     state, _ = state_from_run_dir(JOURNAL)
     exporter = MetricsExporter(parse_metrics_addr("0"), "baseline", "static")  # not in fleet --job bench

@@ -320,8 +320,8 @@ def _probe_range_lines() -> Units:
 def read_terminal_text(units: Units, ctx: dict[str, Any]) -> Verdict:
     """What neurondesk prints of stored text (safe_text.clean_lines) keeps no control sequence but
     SGR; a workload line that would pass for neurondesk's own is marked (headless.mark_impersonation)."""
+    from neurondesk.reports.safe_text import clean_lines, has_no_controls_but_sgr
     from neurondesk.views.headless import mark_impersonation
-    from neurondesk.views.safe_text import clean_lines, has_no_controls_but_sgr
     data = b"\n".join(units)
     text = data.decode("utf-8", "replace")
     out = clean_lines(text)
@@ -393,7 +393,7 @@ def read_price_file(units: Units, ctx: dict[str, Any]) -> Verdict:
 
 
 def read_price_list(units: Units, ctx: dict[str, Any]) -> Verdict:
-    from neurondesk.collectors.price_list import PriceRefreshError, parse_price_list
+    from neurondesk.clients.price_list import PriceRefreshError, parse_price_list
     items = [u.decode("utf-8", "replace") for u in units]
     try:
         price = parse_price_list(items, "trn1.32xlarge", "us-east-1")

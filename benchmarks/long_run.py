@@ -131,7 +131,7 @@ def generate(run_dir: Path, steps: int, ranks: int, seed: int = 1) -> None:
 ATTACH = """
 import sys, time
 t0 = time.perf_counter()
-from neurondesk.recorder.follow import FollowSource
+from neurondesk.sources.follow import FollowSource
 src = FollowSource(sys.argv[1], attached=True)
 want = int(sys.argv[2])
 while src.state.steps_done < want:
@@ -160,7 +160,7 @@ def timed_rss(cmd: list[str], env: dict) -> tuple[float, int, str]:
 REDUCE = """
 import sys, time
 from pathlib import Path
-from neurondesk.recorder.replay import state_from_run_dir
+from neurondesk.sources.replay import state_from_run_dir
 t = time.perf_counter()
 notes = []
 state, _ = state_from_run_dir(Path(sys.argv[1]), notes=notes)

@@ -15,7 +15,7 @@ DEMO_WORKLOAD = REPO_ROOT / "workloads" / "train.py"
 
 
 def _die(msg: str, code: int = 2) -> None:
-    from neurondesk.views.safe_text import clean  # a message may quote a path, a line, a command
+    from neurondesk.reports.safe_text import clean  # a message may quote a path, a line, a command
 
     sys.stderr.write(f"neurondesk: {clean(msg, sgr=True)}\n")
     raise SystemExit(code)
@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is one line and a pointer to --help, not the whole usage block."""
 
     def error(self, message: str):
-        from neurondesk.views.safe_text import clean
+        from neurondesk.reports.safe_text import clean
 
         self.exit(2, f"neurondesk: {clean(message)} (see `{self.prog} --help`)\n")
 
@@ -149,7 +149,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
-    from neurondesk.collectors.imds import detect_instance
+    from neurondesk.clients.imds import detect_instance
     from neurondesk.core.prices import resolve_price
     from neurondesk.store.price_files import load_price_table
 
@@ -177,7 +177,7 @@ def _warn_unknown_instance(text: str, priced: bool, table) -> None:
     nearest known ones: the run would go unpriced (or without MFU) without a word."""
     import difflib
 
-    from neurondesk.views.safe_text import clean
+    from neurondesk.reports.safe_text import clean
 
     it = text.strip().lower()
     if it in table.instances:
@@ -237,8 +237,8 @@ def _gate(source, summary_written: bool, thresholds, code: int) -> int:
 
 def _run_session(command: list[str], args, env: dict[str, str] | None = None) -> int:
     """Launch a recorder that owns the run, then watch it (console or status line) unless --detach."""
-    from neurondesk.recorder.follow import FollowSource
-    from neurondesk.recorder.launch import LaunchError, launch_recorder
+    from neurondesk.sources.follow import FollowSource
+    from neurondesk.sources.launch import LaunchError, launch_recorder
     from neurondesk.store.rundir import RunDirRefused
     from neurondesk.views.headless import start_failed
 
@@ -306,8 +306,8 @@ def cmd_demo(args) -> int:
 def _rebuilt_summary(run_dir) -> dict:
     """A run's summary rebuilt from its journal (or its fallback), with what was skipped or is
     missing said on stderr."""
-    from neurondesk.recorder.replay import recording_gap, summary_from_run_dir
-    from neurondesk.recorder.runs import remove_socket_dir
+    from neurondesk.sources.replay import recording_gap, summary_from_run_dir
+    from neurondesk.sources.runs import remove_socket_dir
 
     remove_socket_dir(run_dir)  # its recorder killed with SIGKILL left its socket folder behind
     notes: list[str] = []
@@ -327,7 +327,7 @@ def _rebuilt_summary(run_dir) -> dict:
 
 def cmd_summary(args) -> int:
     from neurondesk.lint.locate import annotate
-    from neurondesk.views.summary_writer import WRITERS
+    from neurondesk.reports.summary_writer import WRITERS
 
     summary = _rebuilt_summary(args.run_dir)
     annotate(summary.get("advice") or [])  # does lint find each value read / shape change at its line
@@ -339,7 +339,7 @@ def cmd_advise(args) -> int:
     import json
 
     from neurondesk.lint.locate import annotate
-    from neurondesk.views.advice_text import advice_text
+    from neurondesk.reports.advice_text import advice_text
 
     summary = _rebuilt_summary(args.run_dir)
     annotate(summary.get("advice") or [])
@@ -359,7 +359,7 @@ def cmd_replay(args) -> int:
         _die(f"replay plays a run in the console and needs a terminal; for text, "
              f"use: neurondesk summary {args.run_dir} --format text (or replay --headless)")
     from neurondesk.recorder.metrics_serve import publish_on_poll, run_headless_replay
-    from neurondesk.recorder.replay import ReplaySource
+    from neurondesk.sources.replay import ReplaySource
 
     try:
         source = ReplaySource(args.run_dir, speed=speed, until=args.until)
@@ -380,8 +380,8 @@ def cmd_replay(args) -> int:
 
 
 def cmd_attach(args) -> int:
-    from neurondesk.recorder.follow import FollowSource
-    from neurondesk.recorder.runs import RunNotFound, resolve_live_run
+    from neurondesk.sources.follow import FollowSource
+    from neurondesk.sources.runs import RunNotFound, resolve_live_run
 
     notes: list[str] = []  # the run was moved while live; the registry of live runs was refused
     try:
@@ -406,7 +406,7 @@ def cmd_attach(args) -> int:
 
 
 def cmd_fleet(args) -> int:
-    from neurondesk.collectors.prometheus_api import FleetReader, PrometheusAPI, PrometheusError
+    from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI, PrometheusError
     from neurondesk.views.fleet import FleetApp, format_table, to_json
 
     try:
@@ -421,8 +421,8 @@ def cmd_fleet(args) -> int:
 
 
 def cmd_ls(args) -> int:
-    from neurondesk.recorder.runs import finished_runs, live_runs, sweep_socket_dirs
-    from neurondesk.views.runs_list import format_runs
+    from neurondesk.reports.runs_list import format_runs
+    from neurondesk.sources.runs import finished_runs, live_runs, sweep_socket_dirs
 
     sweep_socket_dirs()  # socket folders of recorders killed with SIGKILL
     notes: list[str] = []  # runs moved or deleted while live; a refused registry of live runs
@@ -433,7 +433,7 @@ def cmd_ls(args) -> int:
 
 
 def _say(notes: list[str]) -> None:
-    from neurondesk.views.safe_text import clean  # paths and ids are outside text
+    from neurondesk.reports.safe_text import clean  # paths and ids are outside text
 
     for note in notes:
         sys.stderr.write(f"neurondesk: {clean(note)}\n")
@@ -541,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         args.extra = args.extra[1:]
     if not _reports_cleaned(args):
         return args.fn(args) or 0
-    from neurondesk.views.safe_text import CleanStream
+    from neurondesk.reports.safe_text import CleanStream
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = CleanStream(out), CleanStream(err)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import platformdirs
 
-from neurondesk.views.tables import FORMATS
+from neurondesk.reports.tables import FORMATS
 
 
 def _die(msg: str, code: int = 2) -> None:
-    from neurondesk.views.safe_text import clean  # a message may quote a path, a line, a command
+    from neurondesk.reports.safe_text import clean  # a message may quote a path, a line, a command
 
     sys.stderr.write(f"neurondesk: {clean(msg, sgr=True)}\n")
     raise SystemExit(code)
@@ -61,8 +61,8 @@ def resolve_run(text: str) -> Path:
 
 def cmd_compare(args) -> int:
     from neurondesk.core.compare import choose_target, compare
-    from neurondesk.recorder.replay import summary_from_run_dir
-    from neurondesk.views.compare_writer import WRITERS
+    from neurondesk.reports.compare_writer import WRITERS
+    from neurondesk.sources.replay import summary_from_run_dir
 
     if len(args.runs) < 2:
         _die("compare needs at least two runs: neurondesk compare RUN_A RUN_B [...]")
@@ -98,10 +98,10 @@ BOARD_COLUMNS = [("period", "period (UTC)", "text"), ("device", "device", "text"
 
 def cmd_history(args) -> int:
     from neurondesk.core.board import cost_board, device_of, parse_since
+    from neurondesk.reports.safe_text import clean
+    from neurondesk.reports.tables import render
     from neurondesk.store.index import RunIndex, RunIndexError
     from neurondesk.store.rundir import INDEX_FILE, default_run_root
-    from neurondesk.views.safe_text import clean
-    from neurondesk.views.tables import render
 
     since = None
     if args.since:
@@ -151,9 +151,9 @@ def cmd_history(args) -> int:
 
 def _live_rows(since: datetime | None) -> list:
     """Index-like rows of the live runs (their summary so far), wherever their folders are."""
-    from neurondesk.recorder.runs import live_summaries
+    from neurondesk.reports.safe_text import clean
+    from neurondesk.sources.runs import live_summaries
     from neurondesk.store.index import row_of
-    from neurondesk.views.safe_text import clean
 
     notes: list[str] = []
     rows = [row_of(s, d) for d, s in live_summaries(notes=notes)]
@@ -176,7 +176,7 @@ def cmd_reindex(args) -> int:
     """The run index rebuilt from the run folders: summary.json, else the journal replayed."""
     import json
 
-    from neurondesk.recorder.replay import summary_from_run_dir
+    from neurondesk.sources.replay import summary_from_run_dir
     from neurondesk.store.index import RunIndex, RunIndexError
     from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON, default_run_root
 
@@ -261,9 +261,9 @@ PRICE_COLUMNS = [("instance_type", "instance", "text"), ("price_per_hour", "$/ho
 
 
 def cmd_prices(args) -> int:
-    from neurondesk.collectors.price_list import PriceRefreshError, refresh
+    from neurondesk.clients.price_list import PriceRefreshError, refresh
+    from neurondesk.reports.tables import render
     from neurondesk.store.price_files import load_price_table
-    from neurondesk.views.tables import render
 
     path = local_prices_path()
     if args.action == "refresh":

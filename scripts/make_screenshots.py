@@ -47,9 +47,9 @@ RECORDINGS: dict[str, list[str]] = {
 def record(name: str, flags: list[str], out_root: Path) -> Path:
     """One real run owned by a recorder process, as `neurondesk run --headless` does; returns its folder."""
     from neurondesk.core.prices import load_price_table, resolve_price
-    from neurondesk.recorder.follow import FollowSource
-    from neurondesk.recorder.launch import launch_recorder
     from neurondesk.recorder.options import RunOptions
+    from neurondesk.sources.follow import FollowSource
+    from neurondesk.sources.launch import launch_recorder
 
     run_dir = out_root / name
     if run_dir.exists():
@@ -125,7 +125,7 @@ def shots() -> list[dict]:
 
 
 async def _screenshot(run: Path, until: float | None, size: tuple[int, int], keys: list[str]) -> str:
-    from neurondesk.recorder.replay import ReplaySource
+    from neurondesk.sources.replay import ReplaySource
     from neurondesk.views.console.app import ConsoleApp
 
     source = ReplaySource(run, speed=0, until=until)

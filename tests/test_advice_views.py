@@ -15,8 +15,8 @@ from neurondesk.cli import main
 from neurondesk.core.compare import compare
 from neurondesk.core.series import rolling_median, rolling_quantiles, step_time_line
 from neurondesk.core.time_breakdown import SLICES
-from neurondesk.recorder.replay import ReplaySource, state_from_run_dir, summary_from_run_dir
-from neurondesk.views.advice_text import breakdown_bar, breakdown_legend
+from neurondesk.sources.replay import ReplaySource, state_from_run_dir, summary_from_run_dir
+from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 

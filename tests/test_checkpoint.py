@@ -20,8 +20,9 @@ from state_canon import canon
 
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
-from neurondesk.recorder.checkpointing import Checkpointer, resume
-from neurondesk.recorder.replay import ReplaySource, state_from_run_dir
+from neurondesk.recorder.checkpointing import Checkpointer
+from neurondesk.sources.resume import resume
+from neurondesk.sources.replay import ReplaySource, state_from_run_dir
 from neurondesk.store import checkpoint as ck
 from neurondesk.store.journal import JournalWriter, iter_journal, read_journal
 from neurondesk.store.journal_tail import JournalTail
@@ -478,7 +479,7 @@ def test_per_segment_checkpoints_are_thinned_to_a_bounded_number_and_replay_unti
 
 
 def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_path, monkeypatch):
-    from neurondesk.recorder import checkpointing
+    from neurondesk.sources import resume as checkpointing
 
     run, events = _checkpointed_run(tmp_path, n=400)  # checkpoint after 200 of 400 steps
     full_state = full(run / "events.jsonl")
@@ -504,7 +505,7 @@ def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_p
 
 
 def test_attach_says_once_why_a_checkpoint_was_not_used_and_shows_the_whole_run(tmp_path):
-    from neurondesk.recorder.follow import FollowSource
+    from neurondesk.sources.follow import FollowSource
 
     run, events = _checkpointed_run(tmp_path)
     (run / ck.segment_name(0)).unlink()

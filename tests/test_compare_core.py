@@ -10,7 +10,7 @@ import pytest
 
 from neurondesk.core.checks import Thresholds, describe, evaluate
 from neurondesk.core.compare import choose_target, compare
-from neurondesk.views.compare_writer import to_csv, to_markdown
+from neurondesk.reports.compare_writer import to_csv, to_markdown
 
 CONFIG = {"batch_size": 8, "seq_len": 512, "lr": 1e-4, "seed": 0, "precision": "bf16",
           "data_order": "batch i seeded by seed*1000003+i", "model": {"d_model": 512}, "param_count": 1000}

@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.core import events as ev
 from neurondesk.core.codec import event_to_dict
-from neurondesk.recorder.replay import ReplaySource
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 

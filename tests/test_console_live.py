@@ -13,9 +13,9 @@ import time
 from conftest import REPO, TRAIN, base_env, needs_xla
 
 from neurondesk.core.state import RunState
-from neurondesk.recorder.follow import FollowSource
-from neurondesk.recorder.launch import launch_recorder
 from neurondesk.recorder.options import RunOptions
+from neurondesk.sources.follow import FollowSource
+from neurondesk.sources.launch import launch_recorder
 from neurondesk.store.liveness import recorder_alive
 from neurondesk.store.rundir import INDEX_FILE
 from neurondesk.views.console.app import ConsoleApp

@@ -19,10 +19,10 @@ import pytest
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 from neurondesk.views.headless import HeadlessPrinter, status_line
-from neurondesk.views.summary_writer import to_markdown
 
 TAKEN_WITH = "8.2.8"
 snapshots = pytest.mark.skipif(

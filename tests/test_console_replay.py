@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Tabs
 
 from neurondesk.core import events as ev
 from neurondesk.core.state import OUTPUT_KEEP
-from neurondesk.recorder.replay import ReplaySource
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter, read_journal
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.compiles import CompilesPanel
@@ -451,7 +451,7 @@ def test_the_console_never_imports_torch():
     import subprocess
     import sys
 
-    code = ("import sys, neurondesk.cli, neurondesk.recorder.recorder, neurondesk.recorder.follow, "
+    code = ("import sys, neurondesk.cli, neurondesk.recorder.recorder, neurondesk.sources.follow, "
             "neurondesk.views.console.app; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parent.parent)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from neurondesk.recorder.replay import ReplaySource
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import read_journal
 from neurondesk.views.console.app import ConsoleApp
 

@@ -29,9 +29,9 @@ from neurondesk.core.disk import (
 )
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.store.journal import read_journal
 from neurondesk.views.headless import status_line
-from neurondesk.views.summary_writer import to_markdown
 
 GB = 10**9
 
@@ -277,7 +277,7 @@ def test_the_console_devices_panel_shows_the_forecast_and_output_not_stored(tmp_
     """The real console (App.run_test) on a replayed journal holding disk samples and relay totals."""
     import asyncio
 
-    from neurondesk.recorder.replay import ReplaySource
+    from neurondesk.sources.replay import ReplaySource
     from neurondesk.store.journal import JournalWriter
     from neurondesk.views.console.app import ConsoleApp
     from neurondesk.views.console.panel import Line

@@ -19,7 +19,7 @@ from conftest import REPO, base_env
 from neurondesk.core import events as ev
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.recorder import Recorder
-from neurondesk.recorder.replay import summary_from_run_dir
+from neurondesk.sources.replay import summary_from_run_dir
 from neurondesk.store.fallback import (
     REMAINDER_FILE,
     FallbackInfo,

@@ -22,7 +22,7 @@ from prometheus_harness import (
     wait_for,
 )
 
-from neurondesk.collectors.prometheus_api import FleetReader, PrometheusAPI
+from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI
 from neurondesk.views.fleet import FleetApp
 
 JOB = "job-f"

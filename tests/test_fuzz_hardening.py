@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from neurondesk import cli
 from neurondesk.collectors.probe_messages import ProbeDecoder, out_of_range
 from neurondesk.core import events as ev
+from neurondesk.reports.safe_text import clean_lines, has_no_controls_but_sgr
 from neurondesk.views.headless import mark_impersonation
-from neurondesk.views.safe_text import clean_lines, has_no_controls_but_sgr
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STARTED, NOW = 1000.0, 1060.0

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from neurondesk.clients.price_list import parse_price_list
 from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_json, parse_text
 from neurondesk.collectors.devices.neuron_monitor import parse_report
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.collectors.price_list import parse_price_list
 from neurondesk.collectors.probe_messages import decode_probe_line
 from neurondesk.core import events as ev
 from neurondesk.core.codec import EventDecodeError, decode_event_line

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from neurondesk.collectors.imds import NEGATIVE_TTL_S, detect_instance
+from neurondesk.clients.imds import NEGATIVE_TTL_S, detect_instance
 
 TOKEN = "AQAEAFakeToken=="
 NOW = 1_800_000_000.0

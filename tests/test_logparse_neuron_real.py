@@ -227,7 +227,7 @@ def test_cached_failure_status():
 
 def test_summary_md_and_text_list_the_errors():
     from neurondesk.core.summary import build_summary
-    from neurondesk.views.summary_writer import to_markdown, to_text_table
+    from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
     _, events = feed_fixture("neuron-cc-failed-then-passed.log", step=0.4)
     s = build_summary(_state(events), now=110.0)

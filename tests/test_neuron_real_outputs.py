@@ -18,9 +18,9 @@ from neurondesk.core.events import Notice, RunStarted, event_from_dict, event_to
 from neurondesk.core.prices import bundled_price_table
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.reports.summary_writer import report_rows
 from neurondesk.views.console.derived import device_units
 from neurondesk.views.console.devices import execution_text
-from neurondesk.views.summary_writer import report_rows
 
 
 def monitor_lines(name: str) -> list[str]:

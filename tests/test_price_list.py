@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, base_env
 
-from neurondesk.collectors.price_list import (
+from neurondesk.clients.price_list import (
     PriceRefreshError,
     build_local_table,
     fetch_prices,
@@ -179,7 +179,7 @@ def test_an_answer_that_prices_nothing_changes_nothing(tmp_path):
 
 
 def test_local_table_keeps_the_bundled_hardware_columns():
-    from neurondesk.collectors.price_list import OnDemandPrice
+    from neurondesk.clients.price_list import OnDemandPrice
 
     doc = build_local_table([OnDemandPrice("p5.48xlarge", 55.04)], BUNDLED, "us-east-1", "2026-11-30")
     assert doc["instances"]["p5.48xlarge"]["accelerators"] == 8 and doc["instances"]["p5.48xlarge"]["chip"] == "h100"

@@ -92,7 +92,7 @@ def test_each_rank_gets_the_neuroncores_its_process_owns_from_neuron_monitor_fix
 
 
 def test_summary_md_marks_a_graph_every_rank_compiled_and_one_some_ranks_only():
-    from neurondesk.views.summary_writer import to_markdown
+    from neurondesk.reports.summary_writer import to_markdown
 
     st = job({0: 45, 1: 45}, steps=8)
     for pid, step, shapes in ((100, 2, [[8, 64]]), (101, 2, [[8, 64]]), (101, 6, [[8, 80]])):

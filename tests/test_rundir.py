@@ -43,8 +43,8 @@ def test_run_folders_are_private(tmp_path):
 
 
 def test_a_run_dir_holding_a_run_is_refused_unless_forced_then_its_files_move_aside(tmp_path):
-    from neurondesk.recorder.launch import make_run_paths
     from neurondesk.recorder.options import RunOptions
+    from neurondesk.sources.launch import make_run_paths
 
     fresh = make_run_paths(RunOptions(run_dir=tmp_path / "new"))
     assert fresh.dir.stat().st_mode & 0o777 == 0o700
@@ -63,8 +63,8 @@ def test_a_run_dir_holding_a_run_is_refused_unless_forced_then_its_files_move_as
 
 
 def test_a_planted_journal_symlink_counts_as_a_run_and_is_moved_not_followed(tmp_path):
-    from neurondesk.recorder.launch import make_run_paths
     from neurondesk.recorder.options import RunOptions
+    from neurondesk.sources.launch import make_run_paths
 
     d, target = tmp_path / "r", tmp_path / "victim"
     d.mkdir()

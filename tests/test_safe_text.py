@@ -1,7 +1,7 @@
 """The user's terminal belongs to the user (issue 9): control sequences in the workload's output and
 in text from tools never reach it through the console; the workload's colours (SGR) stay, as style.
 
-Unit tests of views/safe_text.py, a property-based test of its promise, and the real console
+Unit tests of reports/safe_text.py, a property-based test of its promise, and the real console
 (App.run_test) on a journal whose output lines, compile records and notices are hostile."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from test_console_replay import WIDE, run_app, text
 from textual.widgets import DataTable
 
 from neurondesk.core import events as ev
-from neurondesk.recorder.replay import ReplaySource
+from neurondesk.reports.safe_text import clean, has_no_controls_but_sgr
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter
 from neurondesk.views.console.log import LogView, styled
-from neurondesk.views.safe_text import clean, has_no_controls_but_sgr, safe_text
+from neurondesk.views.console.rich_text import safe_text
 
 ESC = "\x1b"
 SGR = re.compile(r"\x1b\[[0-9;:]*m")

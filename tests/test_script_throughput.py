@@ -13,10 +13,10 @@ from neurondesk.core import events as ev
 from neurondesk.core.codec import encode_event
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
-from neurondesk.recorder.replay import ReplaySource
+from neurondesk.reports.summary_writer import to_markdown, to_text_table
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
-from neurondesk.views.summary_writer import to_markdown, to_text_table
 
 
 def _run(lines: list[str], step_s: float = 0.1, samples: int | None = 8, world: int = 1) -> RunState:

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 
-from neurondesk.recorder.runs import remove_socket_dir, sweep_socket_dirs
+from neurondesk.sources.runs import remove_socket_dir, sweep_socket_dirs
 from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
 
 

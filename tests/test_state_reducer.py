@@ -11,7 +11,7 @@ import pytest
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState, quantile
 from neurondesk.core.summary import build_summary
-from neurondesk.views.summary_writer import to_markdown
+from neurondesk.reports.summary_writer import to_markdown
 
 
 def step(i: int, d: float = 0.1, compiles: int = 0, shapes=None) -> ev.StepEnded:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
-from neurondesk.views.summary_writer import to_markdown, to_text_table
+from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
 
 def _summary(command: list[str]) -> dict:

@@ -11,8 +11,8 @@ import sys
 
 from conftest import REPO, base_env
 
+from neurondesk.reports.safe_text import CleanStream, clean_lines, has_no_controls_but_sgr
 from neurondesk.views.headless import WORKLOAD_MARK, mark_impersonation
-from neurondesk.views.safe_text import CleanStream, clean_lines, has_no_controls_but_sgr
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4K\x07"
 TITLE = "\x1b]0;pwned\x07"

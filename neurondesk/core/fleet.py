@@ -1,6 +1,6 @@
 """The fleet: one row per node and run, as read from Prometheus, and the job's totals. Pure.
 
-Rows come from collectors/prometheus_api.py; ``keep_last`` carries a row's last known values
+Rows come from clients/prometheus_api.py; ``keep_last`` carries a row's last known values
 over refreshes where Prometheus no longer has them (a node that stopped reporting: stale).
 """
 

@@ -41,7 +41,7 @@ class Options:
 
 
 def _default_imds(env: Mapping[str, str]) -> str | None:
-    from neurondesk.collectors.imds import detect_instance
+    from neurondesk.clients.imds import detect_instance
 
     return detect_instance(env=env).instance_type
 

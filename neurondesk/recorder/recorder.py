@@ -40,6 +40,7 @@ from neurondesk.recorder.disk_full import DiskFullFallback
 from neurondesk.recorder.metrics import default_node
 from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
+from neurondesk.reports.summary_writer import to_json, to_markdown  # text only
 from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.live_registry import Registration, RegistryRefused, folder_now, register, registry_dir
@@ -48,7 +49,6 @@ from neurondesk.store.run_ids import run_id_for
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import advice, cause_errno, is_disk_full
-from neurondesk.views.summary_writer import to_json, to_markdown  # text only
 
 STDERR_TAIL = 30
 PUMP_BATCH = 5000

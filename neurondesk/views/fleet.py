@@ -17,7 +17,7 @@ from textual.containers import ScrollableContainer
 from textual.widgets import Footer, Static
 
 from neurondesk.core.fleet import FleetRow, FleetTotals, fleet_totals
-from neurondesk.views.fmt import NONE, num, pct, secs, usd
+from neurondesk.reports.fmt import NONE, num, pct, secs, usd
 
 HEADERS = ("job", "node", "run", "phase", "step", "steps/s", "samples/s", "compiling", "compiles",
            "recompiles", "stragglers", "data wait", "$/hour", "cost")

@@ -10,9 +10,9 @@ import time
 
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
-from neurondesk.views import fmt
-from neurondesk.views.safe_text import clean, clean_lines
-from neurondesk.views.summary_writer import to_text_table
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean, clean_lines
+from neurondesk.reports.summary_writer import to_text_table
 
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
@@ -81,7 +81,7 @@ def rank_lines(summary: dict, tail: int = 8) -> list[str]:
 
 
 class HeadlessPrinter:
-    """Follows a live run's source (see neurondesk.recorder.follow): passes the workload's own
+    """Follows a live run's source (see neurondesk.sources.follow): passes the workload's own
     output bytes through unchanged (an attached printer from where the run is now), keeps one status line, prints the summary at the end. Ctrl-C and
     SIGTERM are passed on to the workload through the recorder (SIGINT, then SIGTERM, then
     SIGKILL); closing the terminal only ends this printer: the recorder keeps the run."""

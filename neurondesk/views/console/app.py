@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import DataTable, Footer, Input, Tab, Tabs
 
+from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.compiles import CompilesPanel
 from neurondesk.views.console.cost import CostPanel
 from neurondesk.views.console.devices import DevicesPanel
@@ -26,7 +27,6 @@ from neurondesk.views.console.panel import Panel
 from neurondesk.views.console.ranks import RanksPanel
 from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScreen, SummaryScreen
 from neurondesk.views.console.throughput import ThroughputPanel
-from neurondesk.views.safe_text import clean
 
 POLL_S = 0.25
 RENDER_EVERY = 4  # polls per render: events are taken in 4x a second, the screen redrawn once
@@ -291,8 +291,8 @@ def run_console(source) -> int:
     out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
     the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
     from neurondesk.core.summary import build_summary
+    from neurondesk.reports.summary_writer import to_text_table
     from neurondesk.views.headless import fallback_message
-    from neurondesk.views.summary_writer import to_text_table
 
     again = f"`neurondesk attach {source.run_dir.name}` to watch it again"
     try:

@@ -11,11 +11,12 @@ from textual.widgets import DataTable
 
 from neurondesk.core.advice import advise
 from neurondesk.core.state import CompileRecord, RunState
-from neurondesk.views import fmt
-from neurondesk.views.advice_text import KIND_TITLE, advice_lines
+from neurondesk.reports import fmt
+from neurondesk.reports.advice_text import KIND_TITLE
+from neurondesk.reports.safe_text import clean
+from neurondesk.views.console.advice_panels import advice_lines
 from neurondesk.views.console.derived import split_text
 from neurondesk.views.console.panel import Line, Panel, kv
-from neurondesk.views.safe_text import clean
 
 ADVISE_EVERY_S = 30.0  # live, the advice is costed again at most this often (it reads the whole step history)
 TABLE_ROWS = 500  # the table keeps the latest compiles; the figures above it count them all

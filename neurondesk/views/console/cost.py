@@ -10,8 +10,8 @@ from textual.app import ComposeResult
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.state import RunState
 from neurondesk.core.time_breakdown import time_breakdown
-from neurondesk.views import fmt
-from neurondesk.views.advice_text import breakdown_bar, breakdown_legend
+from neurondesk.reports import fmt
+from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
 from neurondesk.views.console.derived import cost_now
 from neurondesk.views.console.panel import Line, Panel
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from neurondesk.core.cost import CostFigures, cost_figures
 from neurondesk.core.state import RunState
-from neurondesk.views.fmt import clock
+from neurondesk.reports.fmt import clock
 
 
 def cost_now(state: RunState, now: float) -> CostFigures:

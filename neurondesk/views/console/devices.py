@@ -9,10 +9,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from neurondesk.core.state import RunState
-from neurondesk.views import fmt
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import device_units, memory_sum
 from neurondesk.views.console.panel import Line, Panel
-from neurondesk.views.safe_text import clean
 
 
 def util_style(u: float | None) -> str:

@@ -7,10 +7,10 @@ import shlex
 from rich.text import Text
 
 from neurondesk.core.state import RunState
-from neurondesk.views import fmt
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import phase_text
 from neurondesk.views.console.panel import Line
-from neurondesk.views.safe_text import clean
 
 PHASE_STYLE = {
     "starting": "bold black on grey70",

@@ -8,9 +8,9 @@ from textual.app import ComposeResult
 
 from neurondesk.core.diagnostics import input_advice
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
-from neurondesk.views import fmt
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.panel import Line, Panel, kv
-from neurondesk.views.safe_text import clean
 
 VERDICT_STYLE = {"ok": "bold green", "warn": "bold yellow", "input-bound": "bold white on dark_orange3",
                  "unknown": "dim"}

@@ -1,6 +1,6 @@
 """Log: the workload's stdout and stderr (OutputLine events kept by RunState), bounded and
 searchable; compile lines tinted, errors red, noise dimmed. The workload's own colours (SGR) are
-kept as styles; every other control sequence in its output is dropped (views/safe_text.py), so
+kept as styles; every other control sequence in its output is dropped (reports/safe_text.py), so
 none reaches the user's terminal.
 
 The view is a fixed-size window onto a bounded deque of lines: appending repaints the window and
@@ -21,7 +21,7 @@ from textual.widgets import Input
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.views.console.panel import Panel
-from neurondesk.views.safe_text import safe_text
+from neurondesk.views.console.rich_text import safe_text
 
 MAX_LINES = 5000  # the widget's bound; RunState keeps the same number of lines
 WRITE_FRAMES = 2  # new lines are shown in batches, every 2nd frame (once a second)

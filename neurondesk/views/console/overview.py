@@ -8,11 +8,11 @@ from textual.widgets import Sparkline
 
 from neurondesk.core.diagnostics import diagnostics
 from neurondesk.core.state import RunState
-from neurondesk.views import fmt
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import cost_now, device_units, split_text
 from neurondesk.views.console.inputs import VERDICT_STYLE
 from neurondesk.views.console.panel import Line, Panel
-from neurondesk.views.safe_text import clean
 
 RANKS_EVERY = 4  # frames between two straggler searches (as the Ranks panel)
 

@@ -11,9 +11,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from neurondesk.core.state import RunState
-from neurondesk.views import fmt
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.panel import Line, Panel
-from neurondesk.views.safe_text import clean
 
 LEVEL_STYLE = {"normal": "green", "slower": "bold yellow", "straggler": "bold white on red",
                "unknown": "dim", "failed": "bold red reverse"}

@@ -12,11 +12,11 @@ from textual.widgets import Button, Footer, Sparkline, Static
 from textual_plotext import PlotextPlot
 
 from neurondesk.core.summary import build_summary
-from neurondesk.views import fmt
-from neurondesk.views.advice_text import advice_lines, breakdown_bar, breakdown_legend
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
+from neurondesk.reports.summary_writer import summary_rows
+from neurondesk.views.console.advice_panels import advice_lines, breakdown_bar, breakdown_legend
 from neurondesk.views.console.throughput import plot_loss
-from neurondesk.views.safe_text import clean
-from neurondesk.views.summary_writer import summary_rows
 
 
 def summary_renderables(s: dict, where: str | None) -> tuple[Table, Table]:

@@ -14,10 +14,10 @@ from textual_plotext import PlotextPlot
 
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
-from neurondesk.views import fmt
+from neurondesk.reports import fmt
+from neurondesk.reports.summary_writer import script_rate_text
 from neurondesk.views.console.derived import binned
 from neurondesk.views.console.panel import Line, Panel, kv
-from neurondesk.views.summary_writer import script_rate_text
 
 REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 3 s (the figures: every 2nd)
 

@@ -8,8 +8,8 @@ import json
 import math
 import shlex
 
-from neurondesk.views import fmt
-from neurondesk.views.safe_text import clean
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 
 
 def _jsonable(x):

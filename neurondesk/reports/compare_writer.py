@@ -7,7 +7,7 @@ import io
 import json
 import math
 
-from neurondesk.views.summary_writer import _jsonable
+from neurondesk.reports.summary_writer import _jsonable
 
 
 def fmt_value(x, kind: str) -> str:

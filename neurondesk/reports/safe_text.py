@@ -7,7 +7,7 @@ goes through here first:
 
   clean(s)            every control sequence and control character dropped (tab kept)
   clean(s, sgr=True)  the same, but SGR sequences (colour, bold ...) kept as they were
-  safe_text(s, style) a rich Text of clean(s, sgr=True), its SGR rendered as style
+  (safe_text(s, style), a rich Text of clean(s, sgr=True), is views/console/rich_text.py)
   clean_lines(s)      text of many lines (a report, a table): each line as clean(line, sgr=True),
                       its line ends (LF, CRLF) kept
   CleanStream(f)      a text stream whose writes go through clean_lines: what a report command
@@ -22,9 +22,6 @@ become a space, so words on either side stay apart.
 from __future__ import annotations
 
 import re
-
-from rich.ansi import AnsiDecoder
-from rich.text import Text
 
 # Anything that needs work: C0 but tab, DEL, C1. Text without one is returned as it is (fast path).
 _NEEDS_WORK = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
@@ -56,17 +53,6 @@ def clean(s: str, sgr: bool = False) -> str:
     if not _NEEDS_WORK.search(s):
         return s
     return _TOKEN.sub(lambda m: _sub(m, sgr), s)
-
-
-def safe_text(s: str, style: str = "", **text_kwargs) -> Text:
-    """A rich Text of `s` made safe, its colours (SGR) rendered as styles, the rest dropped."""
-    s = clean(s, sgr=True)
-    if "\x1b" not in s:
-        return Text(s, style=style, **text_kwargs)
-    t = AnsiDecoder().decode_line(s)
-    out = Text(style=style, **text_kwargs)
-    out.append_text(t)
-    return out
 
 
 _LINE_END = re.compile(r"(\r\n|\n)")

@@ -10,9 +10,9 @@ import csv
 import io
 import json
 
-from neurondesk.views.compare_writer import fmt_value
-from neurondesk.views.safe_text import clean
-from neurondesk.views.summary_writer import _jsonable
+from neurondesk.reports.compare_writer import fmt_value
+from neurondesk.reports.safe_text import clean
+from neurondesk.reports.summary_writer import _jsonable
 
 FORMATS = ("text", "md", "json", "csv")
 

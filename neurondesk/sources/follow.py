@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from neurondesk.recorder.checkpointing import resume
-from neurondesk.recorder.control import ControlError, request
+from neurondesk.sources.control_client import ControlError, request
+from neurondesk.sources.resume import resume
 from neurondesk.store.fallback import REMAINDER_FILE, find_fallback
 from neurondesk.store.journal import JournalProblem
 from neurondesk.store.journal_tail import JournalTail

@@ -1,5 +1,5 @@
 """Rebuild a run from its journal alone: the same reducer a live run uses, started from the newest
-usable checkpoint of it (recorder/checkpointing.py) so that only the journal after it is reduced."""
+usable checkpoint of it (sources/resume.py) so that only the journal after it is reduced."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
-from neurondesk.recorder.checkpointing import resume
+from neurondesk.sources.resume import resume
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
 from neurondesk.store.rundir import EVENTS_FILE
@@ -169,7 +169,7 @@ class ReplaySource:
 
     def export_summary(self) -> Path:
         """Write the summary of what has been replayed so far next to the journal."""
-        from neurondesk.views.summary_writer import to_json, to_markdown
+        from neurondesk.reports.summary_writer import to_json, to_markdown
 
         s = build_summary(self.state, self.now())
         out = self.run_dir / "replay-summary.json"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.summary import build_summary
-from neurondesk.recorder.checkpointing import listing
-from neurondesk.recorder.replay import state_from_run_dir
+from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.resume import listing
 from neurondesk.store.index import RunIndex, RunIndexError
 from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive

@@ -1,13 +1,13 @@
 """`neurondesk ls`: live runs, then the most recent finished ones. Text only; the rows are typed
-values made by the wiring (neurondesk.recorder.runs), passed in by the command line."""
+values made by the wiring (neurondesk.sources.runs), passed in by the command line."""
 
 from __future__ import annotations
 
 import shlex
 
-from neurondesk.views import fmt
-from neurondesk.views.safe_text import clean
-from neurondesk.views.tables import render
+from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
+from neurondesk.reports.tables import render
 
 LIVE_COLUMNS = [("id", "live run", "text"), ("command", "command", "text"), ("phase", "phase", "text"),
                 ("step", "step", "text"), ("elapsed", "elapsed", "text"), ("cost", "cost so far", "usd")]
