@@ -21,8 +21,8 @@ from state_canon import canon
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
 from neurondesk.recorder.checkpointing import Checkpointer
-from neurondesk.sources.resume import resume
 from neurondesk.sources.replay import ReplaySource, state_from_run_dir
+from neurondesk.sources.resume import resume
 from neurondesk.store import checkpoint as ck
 from neurondesk.store.journal import JournalWriter, iter_journal, read_journal
 from neurondesk.store.journal_tail import JournalTail

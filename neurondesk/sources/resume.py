@@ -1,0 +1,94 @@
+"""What a reader does with checkpoints (store/checkpoint.py): start from the newest usable one and
+reduce only the journal after it; `ls`'s row of a live run without reducing a long journal."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from neurondesk.core.state import RunState
+from neurondesk.store.checkpoint import (
+    CheckpointError,
+    best_checkpoint,
+    checkpoint_files,
+    fallback_words,
+    read_header,
+)
+
+LISTING_FULL_BYTES = 32 << 20  # a journal this small is reduced for `ls` when no checkpoint can be used
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A live run as `ls` shows it."""
+
+    command: list[str]
+    phase: str
+    step: int
+    steps_requested: int | None
+    elapsed_s: float
+    price_per_hour: float | None
+
+
+def listing(run_dir: Path, now: float) -> Listing:
+    """`ls`'s row of a run, never from a whole long journal: the newest usable checkpoint and the
+    journal after it; without one, the journal when it is small (under 32 MiB), else the row the
+    newest checkpoint's header keeps (written by any version; its phase "as of" its time). Only a
+    long journal with no checkpoint at all (recorded before checkpoints existed) is reduced whole."""
+    from neurondesk.sources.replay import state_from_run_dir
+    from neurondesk.store.rundir import EVENTS_FILE
+
+    run_dir = Path(run_dir)
+    events = run_dir / EVENTS_FILE
+    header = None
+    if best_checkpoint(run_dir, events) is None and _journal_bytes(run_dir) > LISTING_FULL_BYTES:
+        header = _newest_listing(run_dir)
+    if header is None:
+        state, _ = state_from_run_dir(run_dir)
+        elapsed = state.elapsed_s(now)
+        return Listing(list(state.command), state.phase(now)[1], state.steps_done, state.steps_requested,
+                       elapsed, state.price_per_hour)
+    at = time.strftime("%H:%M:%S", time.localtime(header["last_t"])) if header.get("last_t") else "?"
+    started = header.get("started_t")
+    return Listing(list(header.get("command") or []), f"{header.get('phase')} (as of {at})",
+                   int(header.get("steps_done") or 0), header.get("steps_requested"),
+                   now - started if isinstance(started, int | float) else 0.0, header.get("price_per_hour"))
+
+
+def _journal_bytes(run_dir: Path) -> int:
+    total = 0
+    for p in run_dir.glob("events*"):
+        try:
+            total += p.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _newest_listing(run_dir: Path) -> dict | None:
+    for path in checkpoint_files(run_dir):
+        try:
+            listing_row = read_header(path).get("listing")
+        except CheckpointError:
+            continue
+        if isinstance(listing_row, dict):
+            return listing_row
+    return None
+
+
+def resume(run_dir: Path, events: Path, until_t: float | None = None,
+           notes: list[str] | None = None) -> tuple[RunState, tuple[int, int]]:
+    """The state to start from and the journal position to read on from: the newest usable
+    checkpoint's, else a fresh state at the start. Why a checkpoint that was there could not be
+    used goes in ``notes`` (one line)."""
+    why_not: list[str] = []
+    found = best_checkpoint(run_dir, events, until_t, why_not)
+    if found is None:
+        words = fallback_words(why_not)
+        if words and notes is not None:
+            notes.append(words)
+        return RunState(), (0, 0)
+    if why_not and notes is not None:
+        notes.append(f"checkpoint not used, {why_not[0]}: started from {found.path.name} instead")
+    return found.state, found.position
