@@ -51,11 +51,12 @@ class NeuronInventory:
     """What neuron-ls lists (parsed in collectors/devices/neuron_ls.py)."""
 
     devices: list[NeuronDevice]
-    source: str  # "json" | "text"
+    source: str  # "output-format-json" (2.34+) | "json" (--json-output) | "text"
     instance_type: str | None = None
     instance_id: str | None = None
     logical_nc_config: int | None = None
     warnings: list[str] = field(default_factory=list)  # entries or rows that were skipped
+    ultraserver: dict[str, str] = field(default_factory=dict)  # 2.34's UltraServer fields, as printed
 
     @property
     def total_cores(self) -> int:

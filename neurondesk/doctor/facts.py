@@ -140,7 +140,8 @@ def neuron_ls(root: Path, path: str | None, timeout: float = 20.0) -> NeuronLsFa
     except (OSError, subprocess.SubprocessError) as e:
         return NeuronLsFacts(exe, reason=f"neuron-ls could not be run: {e}")
     result = run_neuron_ls(exe, timeout=timeout)
-    how = "" if result.inventory is None else ("--json-output" if result.inventory.source == "json" else "table")
+    how = "" if result.inventory is None else {"json": "--json-output", "output-format-json": "--output-format json"
+                                               }.get(result.inventory.source, "table")
     return NeuronLsFacts(exe, result.inventory, how, result.reason)
 
 

@@ -72,6 +72,8 @@ def _neuron_lines(n: dict[str, Any]) -> list[str]:
     if n.get("logical_nc_config"):
         head += f", LNC={n['logical_nc_config']}"
     lines = [head + (f" on {where}" if where else "")]
+    if n.get("ultraserver"):
+        lines.append("  " + ultraserver_text(n["ultraserver"]))
     for d in devices:
         parts = [f"  device {d['index']}: {d['nc_count']} cores"]
         if d.get("core_ids"):
@@ -91,6 +93,17 @@ def _neuron_lines(n: dict[str, Any]) -> list[str]:
             parts.append("pids " + ",".join(str(p["pid"]) for p in procs))
         lines.append(", ".join(parts))
     return lines
+
+
+def ultraserver_text(u: dict[str, str]) -> str:
+    """2.34's UltraServer fields in words ("UltraServer us-1, node 1 of 4"); the key names are
+    composed (neuron_ls_json.py), so unknown ones are listed as printed."""
+    known = {"id", "node_index", "node_count"}
+    text = "UltraServer" + (f" {u['id']}" if u.get("id") else "")
+    if u.get("node_index") is not None:
+        text += f", node {u['node_index']}" + (f" of {u['node_count']}" if u.get("node_count") else "")
+    rest = ", ".join(f"{k} {v}" for k, v in u.items() if k not in known)
+    return text + (f" ({rest})" if rest else "")
 
 
 def format_inventory_text(d: dict[str, Any]) -> str:

@@ -1,32 +1,40 @@
-"""neuron-ls: the Neuron device inventory, from ``--json-output`` or the text table.
+"""neuron-ls: the Neuron device inventory, from its JSON (``neuron_ls_json.py``) or the text table.
 
 Every key generation is accepted (NEURON-FORMATS.md §1): the oldest shape (device, bdf,
 connected_to, nc_count, memory_size, neuron_processes), 2.25+ (cpu_affinity, numa_node as a
-string, neuroncore_ids), the newest (instance_type, instance_id in every entry) and trn2's
-logical_neuroncore_config. Unknown keys and columns are ignored; missing ones become None.
+string, neuroncore_ids), instance_type / instance_id in every entry, trn2's
+logical_neuroncore_config, and Neuron 2.34's ``--output-format json`` object. Unknown keys and
+columns are ignored; missing ones become None. ``run_neuron_ls`` asks ``--output-format json``
+(2.34+), then ``--json-output`` (2.22–2.33), then the table.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from neurondesk.collectors.devices import NEURON_BIN_DIR, find_neuron_tool
+from neurondesk.collectors.devices.neuron_ls_json import (
+    MAX_CORES,
+    MAX_JSON_STARTS,
+    NeuronLsError,
+    _runtime_version,
+    as_int,
+    parse_embedded_json,
+    parse_id_list,
+    parse_json,
+    parse_memory,
+)
 from neurondesk.core.device_events import NeuronDevice, NeuronInventory, NeuronProcess
 
-# the records live in core (DeviceInventory.neuron carries them); re-exported here
-__all__ = ["NeuronDevice", "NeuronInventory", "NeuronLsError", "NeuronLsResult", "NeuronProcess", "parse_file",
-           "parse_embedded_json", "parse_json", "parse_output", "parse_text", "run_neuron_ls"]
+# the records live in core (DeviceInventory.neuron carries them); re-exported here with the JSON readers
+__all__ = ["MAX_CORES", "MAX_JSON_STARTS", "NeuronDevice", "NeuronInventory", "NeuronLsError", "NeuronLsResult",
+           "NeuronProcess", "as_int", "parse_embedded_json", "parse_file", "parse_id_list", "parse_json",
+           "parse_memory", "parse_output", "parse_text", "run_neuron_ls"]
 
 NOT_FOUND = "neuron-ls not found on PATH or in /opt/aws/neuron/bin"
-
-
-class NeuronLsError(ValueError):
-    """Output that is neither neuron-ls JSON nor a neuron-ls table."""
 
 
 class NeuronLsFileTooLarge(NeuronLsError):
@@ -40,167 +48,6 @@ MAX_FILE_BYTES = 4 << 20  # a neuron-ls output is well under 1 MB
 class NeuronLsResult:
     inventory: NeuronInventory | None
     reason: str | None = None  # why there is no inventory
-
-
-# ---------------------------------------------------------------- small value parsers
-
-
-MAX_CORES = 4096  # NeuronCores one device or one listing can plausibly have; larger counts are garbage
-_MAX_INT = 1 << 62
-
-
-def as_int(v: Any) -> int | None:
-    """int from an int or a numeric string ("-1", " 2 "); None for anything else, a non-finite
-    float or a number too large to be a device fact."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v if -_MAX_INT < v < _MAX_INT else None
-    if isinstance(v, float) and v.is_integer() and abs(v) < _MAX_INT:
-        return int(v)
-    if isinstance(v, str) and len(v) <= 40:
-        try:
-            return as_int(int(v.strip()))
-        except ValueError:
-            return None
-    return None
-
-
-def parse_id_list(text: str) -> list[int]:
-    """Id lists as neuron-ls prints them ("0-1", "12, 3, 4, 1", "0-31,64-95") -> ints."""
-    out: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        lo, sep, hi = part.partition("-")
-        if lo.isdigit() and sep and hi.isdigit() and len(lo) <= 7 and len(hi) <= 7:
-            first, last = int(lo), int(hi)
-            if 0 <= last - first < MAX_CORES and len(out) + last - first < MAX_CORES:
-                out.extend(range(first, last + 1))
-        elif part.isdigit() and len(part) <= 7:
-            out.append(int(part))
-    return out
-
-
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def parse_memory(text: str) -> int | None:
-    # neuron-ls's "32 GB" is 32 GiB (memory_size 34359738368 in the JSON).
-    m = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,6})?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
-
-def _runtime_version(v: Any) -> str | None:
-    s = str(v).strip() if v is not None else ""
-    return None if s in ("", "NA") else s
-
-
-# ---------------------------------------------------------------- JSON
-
-
-def _device_from_json(item: dict[str, Any], position: int) -> NeuronDevice:
-    index = as_int(item.get("neuron_device"))
-    index = position if index is None else index
-    raw_ids = item.get("neuroncore_ids")
-    ids = [i for i in (as_int(x) for x in raw_ids) if i is not None] if isinstance(raw_ids, list) else None
-    nc = as_int(item.get("nc_count"))
-    if nc is not None and not 0 <= nc <= MAX_CORES:
-        nc = None  # garbage: never a list of a billion core ids
-    if nc is None:
-        nc = len(ids) if ids is not None else 0
-    if ids is None:  # before tools 2.25: global ids follow device order (as backend.ai assumes)
-        ids = list(range(index * nc, (index + 1) * nc))
-    connected = item.get("connected_to")
-    procs = item.get("neuron_processes")
-    return NeuronDevice(
-        index=index,
-        nc_count=nc,
-        core_ids=ids,
-        memory_bytes=as_int(item.get("memory_size")),
-        bdf=str(item["bdf"]) if item.get("bdf") is not None else None,
-        cpu_affinity=str(item["cpu_affinity"]) if item.get("cpu_affinity") is not None else None,
-        numa_node=as_int(item.get("numa_node")),
-        connected_to=[i for i in (as_int(x) for x in connected) if i is not None]
-        if isinstance(connected, list)
-        else [],
-        processes=[
-            NeuronProcess(
-                pid=as_int(p.get("pid")),
-                command=str(p.get("command") or ""),
-                runtime_version=_runtime_version(p.get("neuron_runtime_version")),
-            )
-            for p in (procs if isinstance(procs, list) else [])
-            if isinstance(p, dict)
-        ],
-        logical_nc_config=as_int(item.get("logical_neuroncore_config")),
-    )
-
-
-def parse_json(text: str) -> NeuronInventory:
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as e:  # JSONDecodeError, or an integer of thousands of digits
-        raise NeuronLsError(f"not neuron-ls JSON ({e})") from None
-    return _inventory_from_json(data)
-
-
-def _inventory_from_json(data: Any) -> NeuronInventory:
-    if isinstance(data, dict):  # not seen in any version; tolerate a wrapper object around the list
-        data = next((v for v in data.values() if isinstance(v, list)), None)
-    if not isinstance(data, list):
-        raise NeuronLsError("neuron-ls JSON is not a list of devices")
-    devices: list[NeuronDevice] = []
-    warnings: list[str] = []
-    for pos, item in enumerate(data):
-        if isinstance(item, dict):
-            devices.append(_device_from_json(item, pos))
-        else:
-            warnings.append(f"entry {pos} skipped: not an object")
-    first = next((d for d in data if isinstance(d, dict)), {})
-    lnc = [d.logical_nc_config for d in devices if d.logical_nc_config is not None]
-    return NeuronInventory(
-        devices=devices,
-        source="json",
-        instance_type=first.get("instance_type") if isinstance(first.get("instance_type"), str) else None,
-        instance_id=first.get("instance_id") if isinstance(first.get("instance_id"), str) else None,
-        logical_nc_config=lnc[0] if lnc else None,
-        warnings=warnings,
-    )
-
-
-MAX_JSON_STARTS = 32  # lines starting with "[" or "{" tried as the start of the JSON in a paste
-_DECODER = json.JSONDecoder()
-
-
-def parse_embedded_json(text: str) -> NeuronInventory:
-    """neuron-ls JSON inside a paste: the first line starting with "[" or "{" that starts a JSON
-    list of devices (a shell prompt "[user@host ~]$" or "[1]+ Done" does not); text after it is
-    ignored. Raises NeuronLsError when no such line does."""
-    why = "no line starts with '[' or '{'"
-    empty: NeuronInventory | None = None
-    for start in _json_starts(text)[:MAX_JSON_STARTS]:
-        try:
-            inv = _inventory_from_json(_DECODER.raw_decode(text, start)[0])
-        except (ValueError, RecursionError) as e:  # NeuronLsError is a ValueError
-            why = str(e) if isinstance(e, NeuronLsError) else f"not neuron-ls JSON ({e})"
-            continue
-        if inv.devices:
-            return inv
-        empty = empty or inv
-    if empty is not None:
-        return empty
-    raise NeuronLsError(why)
-
-
-def _json_starts(text: str) -> list[int]:
-    starts, pos = [], 0
-    for line in text.splitlines(keepends=True):
-        body = line.lstrip()
-        if body.startswith(("[", "{")):
-            starts.append(pos + len(line) - len(body))
-        pos += len(line)
-    return starts
 
 
 # ---------------------------------------------------------------- text table
@@ -391,6 +238,9 @@ def _run(argv: list[str], timeout: float) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+JSON_FLAGS = (["--output-format", "json"], ["--json-output"])  # Neuron 2.34+, then 2.22–2.33
+
+
 def run_neuron_ls(
     binary: str | None = None,
     *,
@@ -398,23 +248,32 @@ def run_neuron_ls(
     bin_dir: str = NEURON_BIN_DIR,
     timeout: float = 20.0,
 ) -> NeuronLsResult:
-    """Run ``neuron-ls --json-output`` (the table when that flag is unknown); never raises."""
+    """Run ``neuron-ls --output-format json`` (2.34 dropped ``--json-output``), else
+    ``--json-output``, else the plain table (a flag neuron-ls does not know prints its usage on
+    stdout); never raises."""
     exe = binary or find_neuron_tool("neuron-ls", search_path, bin_dir)
     if exe is None:
         return NeuronLsResult(None, NOT_FOUND)
+    problems: list[str] = []
     try:
-        rc, out, err = _run([exe, "--json-output"], timeout)
+        for flags in JSON_FLAGS:
+            rc, out, err = _run([exe, *flags], timeout)
+            if rc != 0 and not out.strip() and "level=fatal" in err:
+                return NeuronLsResult(None, f"Neuron driver not loaded: {' '.join(err.split())}")
+            try:
+                inv = parse_json(out)
+            except NeuronLsError as e:
+                problems.append(f"{' '.join(flags)}: {e}")
+                continue
+            if inv.devices or rc == 0:
+                return NeuronLsResult(inv)
+        rc, out, err = _run([exe], timeout)
         if rc != 0 and not out.strip():
             detail = " ".join(err.split()) or f"neuron-ls exited with status {rc}"
             return NeuronLsResult(None, f"Neuron driver not loaded: {detail}")
         try:
-            return NeuronLsResult(parse_json(out))
-        except NeuronLsError as json_error:
-            # Tools without --json-output print their usage on stdout: read the plain table.
-            rc, out, err = _run([exe], timeout)
-            try:
-                return NeuronLsResult(parse_text(out))
-            except NeuronLsError as text_error:
-                return NeuronLsResult(None, f"neuron-ls output not understood: {json_error}; {text_error}")
+            return NeuronLsResult(parse_text(out))
+        except NeuronLsError as text_error:
+            return NeuronLsResult(None, f"neuron-ls output not understood: {'; '.join(problems)}; {text_error}")
     except (OSError, subprocess.SubprocessError) as e:
         return NeuronLsResult(None, f"neuron-ls could not be run: {e}")
