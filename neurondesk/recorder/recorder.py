@@ -13,6 +13,7 @@ import os
 import queue
 import signal
 import socket
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -44,7 +45,13 @@ from neurondesk.reports.summary_writer import to_json, to_markdown  # text only
 from neurondesk.store.index import RunIndex
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.live_registry import Registration, RegistryRefused, folder_now, register, registry_dir
-from neurondesk.store.liveness import RecorderInfo, RecorderLock, write_recorder_info
+from neurondesk.store.liveness import (
+    LOCK_TAKEN_EXIT,
+    FolderTaken,
+    RecorderInfo,
+    RecorderLock,
+    write_recorder_info,
+)
 from neurondesk.store.run_ids import run_id_for
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
@@ -436,6 +443,9 @@ def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
         signal.signal(sig, lambda s, f: recorder.request_stop(signal.Signals(s).name))
     try:
         recorder.start()
+    except FolderTaken as exc:  # nothing journaled: the folder is the other recorder's
+        sys.stderr.write(f"neurondesk recorder (pid {os.getpid()}): {exc}\n")
+        return LOCK_TAKEN_EXIT
     except Exception:  # noqa: BLE001 - journaled by start(): notice + exit 127
         recorder.unregister()
         return 127

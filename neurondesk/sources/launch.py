@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from neurondesk.recorder.options import RunOptions
+from neurondesk.store.liveness import LOCK_TAKEN_EXIT, live_owner, lock_holder_pid
 from neurondesk.store.rundir import (
     RunDirRefused,
     RunPaths,
@@ -47,6 +48,9 @@ def make_run_paths(options: RunOptions) -> RunPaths:
         # made 0700 (never through a symlink), or one of this user's own, not writable by others,
         # holding no file another user planted (RunDirRefused, one line; --force moves them aside)
         make_private_run_dir(d)
+        owner = live_owner(d)
+        if owner is not None:  # never taken over, not even with --force: its recorder writes there now
+            raise RunDirRefused(owner)
         if holds_a_run(d):
             if not options.force:
                 raise FileExistsError(f"{d} already holds a run (events.jsonl); choose another --run-dir, "
@@ -87,19 +91,21 @@ def _wait_ready(paths: RunPaths, proc: subprocess.Popen) -> None:
     """Until the journal holds the run's first event (viewers can follow it from there)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        try:
-            if paths.events.stat().st_size > 0:
+        if proc.poll() is not None:
+            break
+        try:  # ours, not the journal of another recorder that took the folder meanwhile
+            if paths.events.stat().st_size > 0 and lock_holder_pid(paths.dir) == proc.pid:
                 return
         except FileNotFoundError:
             pass
-        if proc.poll() is not None:
-            break
         time.sleep(0.02)
     try:
         log = paths.recorder_log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         log = []
-    if log:
+    if proc.returncode == LOCK_TAKEN_EXIT:  # two launches raced for the folder: the other one won
+        why = live_owner(paths.dir) or (log[-1] if log else "another recorder owns the folder")
+    elif log:
         why = log[-1]
     elif proc.returncode is not None:
         why = f"it exited with status {proc.returncode}"

@@ -17,6 +17,8 @@ from pathlib import Path
 from neurondesk.store.rundir import RECORDER_INFO, RECORDER_LOCK
 from neurondesk.store.summary_files import write_atomic
 
+LOCK_TAKEN_EXIT = 75  # the recorder's exit status when another recorder owns its folder (EX_TEMPFAIL)
+
 
 @dataclass(frozen=True)
 class RecorderInfo:
@@ -25,18 +27,31 @@ class RecorderInfo:
     workload_pid: int | None = None
 
 
+class FolderTaken(RuntimeError):
+    """Another recorder holds the folder's lock; the message is one line naming it."""
+
+
 class RecorderLock:
-    """Held by the recorder process. Not inherited by the workload (Python fds are not inheritable)."""
+    """Held by the recorder process. Not inherited by the workload (Python fds are not inheritable).
+    The file holds the holder's pid, so that a launcher knows whether the recorder it started is
+    the one that owns the folder."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / RECORDER_LOCK
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(self.fd)
-            raise RuntimeError(f"another recorder owns {run_dir} ({exc.strerror}); "
-                               "each run folder has one recorder") from exc
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise FolderTaken(live_owner(run_dir) or f"another recorder owns {run_dir}; each run folder "
+                              "has one recorder: give another --run-dir") from exc
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same; a launcher then waits for its recorder's exit
 
     def release(self) -> None:
         if self.fd >= 0:
@@ -47,7 +62,7 @@ class RecorderLock:
 def recorder_alive(run_dir: Path | str) -> bool:
     """True while the recorder that owns ``run_dir`` runs."""
     try:
-        fd = os.open(Path(run_dir) / RECORDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(Path(run_dir) / RECORDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False  # never started, or a run recorded before recorders existed
     try:
@@ -57,6 +72,35 @@ def recorder_alive(run_dir: Path | str) -> bool:
         return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
     finally:
         os.close(fd)
+
+
+def lock_holder_pid(run_dir: Path | str) -> int | None:
+    """The pid the folder's lock file names (its last holder's; live or not: see recorder_alive)."""
+    try:
+        fd = os.open(Path(run_dir) / RECORDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, 32)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return int(raw.strip() or b"x")
+    except ValueError:
+        return None
+
+
+def live_owner(run_dir: Path | str) -> str | None:
+    """One line naming the live recorder that owns ``run_dir`` (and its workload), or None when none does."""
+    if not recorder_alive(run_dir):
+        return None
+    info = read_recorder_info(run_dir)
+    pid = lock_holder_pid(run_dir) or (info.pid if info else None)
+    workload = f", workload pid {info.workload_pid}" if info and info.workload_pid else ""
+    return (f"another recorder (pid {pid if pid else '?'}{workload}) owns {run_dir}: its run is still being "
+            f"recorded there; give another --run-dir, or watch that run with `neurondesk attach {run_dir}`")
 
 
 def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
