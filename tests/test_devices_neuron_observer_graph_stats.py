@@ -1,5 +1,5 @@
 """Neuron Observer's Prometheus endpoint (served on loopback from a fixture) and TorchNeuron's
-per-rank graph_stats CSVs, read as device samples and compile events; malformed input is counted,
+per-rank graph_stats CSVs, read as device samples and graph_stats rows; malformed input is counted,
 never raised."""
 
 from __future__ import annotations
@@ -64,16 +64,18 @@ def test_observer_garbage_is_counted_never_raised() -> None:
         assert to_sample(reading, 0.0, "x") is None
 
 
-def test_graph_stats_per_rank_rows_become_compile_events() -> None:
+def test_graph_stats_per_rank_rows_become_graph_stat_events() -> None:
+    """The documented columns (tests/data/neuron/sdk-2.34/README.md); the rows join dynamo's compiles
+    in the reducer (tests/test_neuron_2_34_graph_stats.py), they are not compiles of their own."""
     folder = GraphStatsFolder(GRAPHS)
     events = folder.poll(t=5.0)
-    assert [(e.name, e.duration_s, e.reason) for e in events] == [
-        ("SyncTensorsGraph.101", 5.123456, "1834 nodes (rank 0)"),
-        ("SyncTensorsGraph.233", 0.048, "1840 nodes (rank 0)"),
-        ("SyncTensorsGraph.101", 5.200001, "1834 nodes (rank 1)"),
+    assert [(e.graph_name, e.compile_s, e.node_count, e.rank) for e in events] == [
+        ("forward_graph_0", 41.302117, 1834, 0),
+        ("backward_graph_0", 58.711904, 2410, 0),
+        ("forward_graph_0", 40.97731, 1834, 1),
     ]
-    assert all(e.source == "graph-stats" for e in events)
-    assert folder.problems == 2  # a row with no name, a node count that is no number
+    assert all(e.kind == "neuron_graph_stat" for e in events)
+    assert folder.problems == 2  # a row with no name or id, a node count that is no number
     assert folder.poll(t=6.0) == []  # rows already read are not read again
 
 
@@ -89,7 +91,7 @@ def test_telemetry_reads_graph_stats_when_pointed_at_a_folder(tmp_path, monkeypa
     import time
 
     from neurondesk.collectors import telemetry as tm
-    from neurondesk.core.events import CompileFinished
+    from neurondesk.core.device_events import NeuronGraphStat
 
     monkeypatch.setattr(tm, "collect_inventory", lambda: {"neuron": None, "gpus": []})
     monkeypatch.setattr(tm, "inventory_event", lambda inv: None)
@@ -101,14 +103,14 @@ def test_telemetry_reads_graph_stats_when_pointed_at_a_folder(tmp_path, monkeypa
     seen: list = []
     try:
         deadline = time.monotonic() + 20
-        while sum(isinstance(e, CompileFinished) for e in seen) < 3 and time.monotonic() < deadline:
+        while sum(isinstance(e, NeuronGraphStat) for e in seen) < 3 and time.monotonic() < deadline:
             try:
                 seen.append(events.get(timeout=1))
             except queue.Empty:
                 pass
     finally:
         t.stop()
-    assert sum(isinstance(e, CompileFinished) and e.source == "graph-stats" for e in seen) == 3
+    assert sum(isinstance(e, NeuronGraphStat) for e in seen) == 3
 
 
 def test_run_options_point_a_real_run_at_an_observer_endpoint_and_a_graph_stats_folder(tmp_path) -> None:
@@ -131,5 +133,5 @@ def test_run_options_point_a_real_run_at_an_observer_endpoint_and_a_graph_stats_
         server.server_close()
     assert p.returncode == 0, p.stderr
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert any(e["kind"] == "compile" and e["source"] == "graph-stats" for e in events)
+    assert sum(e["kind"] == "neuron_graph_stat" for e in events) == 3
     assert any(e["kind"] == "neuron_sample" and len(e["cores"]) == 3 for e in events)

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from neurondesk.collectors.devices.graph_stats import GraphStatsFolder, metrics_environment
 from neurondesk.collectors.output_relay import Relay, Stream
 from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice
@@ -145,6 +146,7 @@ class WorkloadProcess:
         self.relay_problem: str | None = None  # why the output goes to the files directly
         self._relay_rest = b""
         self._spare_pipes: dict[str, int] = {}  # our own copies of the pipes' read ends: if the relay dies
+        self.graph_stats_dir: Path | None = None  # where torch-neuronx writes its graph_stats tables at exit
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -159,6 +161,8 @@ class WorkloadProcess:
         self.server.listen(64)
         self._spawn(self._accept_loop, "nd-accept")
         env = probe_environment(self.base_env, self.socket_path, self.tag)
+        extra, self.graph_stats_dir = metrics_environment(self.base_env, self.output_paths["stdout"].parent)
+        env.update(extra)  # TorchNeuron's graph_stats tables, read at exit (_read_graph_stats)
         files = self._start_relay()
         if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
             files = {name: _open_output(path) for name, path in self.output_paths.items()}
@@ -361,7 +365,20 @@ class WorkloadProcess:
         end = time.monotonic() + 1.0  # the probe's last messages; one bound for all connections
         for th in list(self.probe_threads):
             th.join(timeout=max(0.0, end - time.monotonic()))
+        self._read_graph_stats()
         self.out.put(RawExit(exit_t, code, tuple(left)))
+
+    def _read_graph_stats(self) -> None:
+        """torch-neuronx writes its graph_stats tables as each rank exits: read them before the
+        exit is queued, so the run's record has them."""
+        if self.graph_stats_dir is None:
+            return
+        try:
+            for e in GraphStatsFolder(self.graph_stats_dir).poll(time.time()):
+                self.out.put(e)
+        except Exception as exc:  # noqa: BLE001 - the run's end is recorded whatever the tables hold
+            self.out.put(Notice(t=time.time(), level="warn", source="graph_stats",
+                                message=f"TorchNeuron's graph_stats tables in {self.graph_stats_dir} not read: {exc!r}"))
 
     # ------------------------------------------------------------------ control
     @property

@@ -315,6 +315,30 @@ class CacheScan(Event):
     error: str | None = None
 
 
+# ---------------------------------------------------------------- TorchNeuron graph_stats (collectors/devices/graph_stats.py)
+
+
+@dataclass(frozen=True)
+class NeuronGraphStat(Event):
+    """One row of TorchNeuron's ``metric_table_graph_stats_rank{N}.csv``: a graph the rank compiled,
+    with the time its FX passes, lowering and Neuron compile took. ``path`` and ``row`` name the
+    row (read twice, it is one row)."""
+
+    kind: ClassVar[str] = "neuron_graph_stat"
+    path: str = ""
+    row: int = 0
+    rank: int | None = None
+    graph_id: str | None = None  # the cache key
+    graph_name: str | None = None
+    model_name: str | None = None
+    has_collectives: bool | None = None
+    node_count: int | None = None
+    timestamp: float | None = None  # epoch seconds, when the row's timestamp could be read
+    fx_passes_s: float | None = None
+    lower_s: float | None = None
+    compile_s: float | None = None
+
+
 # ---------------------------------------------------------------- disks (collectors/devices/disk.py)
 
 

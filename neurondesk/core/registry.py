@@ -44,6 +44,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     dev.HostSample,
     dev.ProcessTreeSample,
     dev.CacheScan,
+    dev.NeuronGraphStat,
     # the disks (collectors/devices/disk.py) and output the relay could not store
     dev.DiskSample,
     ev.OutputNotStored,

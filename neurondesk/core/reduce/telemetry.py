@@ -18,6 +18,7 @@ from neurondesk.core import device_events as dev
 from neurondesk.core import events as ev
 from neurondesk.core.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
+from neurondesk.core.reduce.graph_stats import GraphStatsJoin
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
 from neurondesk.core.sketch import QuantileSketch
@@ -106,11 +107,13 @@ class TelemetryReducer:
         self.executions_completed_total = 0
         self.execution_errors_by_status: dict[str, int] = {}
         self.execution_errors_by_class: dict[str, int] = {}
+        self.graph_stats = GraphStatsJoin(compiles)  # TorchNeuron graph_stats rows, per dynamo compile
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
-                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step}
+                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step,
+                "neuron_graph_stat": self.graph_stats.on_row}
 
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no

@@ -1,0 +1,142 @@
+"""TorchNeuron's graph_stats metric table (issue 27): the documented columns read, each row joined
+to the dynamo compile it belongs to (its FX-passes / lowering / compile split), the two variables
+set into a private folder of the run when the user has not, the tables read at the workload's exit.
+
+Fixtures (tests/data/neuron/sdk-2.34/graph-stats) and the stand-in script are composed from the
+column list of the TorchNeuron metrics documentation (see the folder's README): no Trainium here.
+The real run is a real neurondesk run of a real torch.compile program on the CPU whose exit writes
+the table the way torch-neuronx does."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, neurondesk_run
+
+from neurondesk.collectors.devices.graph_stats import (
+    GraphStatsFolder,
+    metrics_environment,
+    parse_table,
+    parse_timestamp,
+)
+from neurondesk.core import device_events as dev
+from neurondesk.core import events as ev
+from neurondesk.core.state import RunState
+
+SDK = FIXTURES / "sdk-2.34"
+TABLES = SDK / "graph-stats"
+HEADER = ("graph_id,graph_name,model_name,has_collectives,graph_node_count,timestamp,"
+          "torch_neuronx_fx_passes_us,torch_neuronx_lower_us,torch_neuronx_compile_us")
+
+
+def test_fixture_documented_columns_per_rank_file_and_bad_rows_counted() -> None:
+    folder = GraphStatsFolder(TABLES)
+    rows = folder.poll(t=9.0)
+    assert [(r.rank, r.graph_id, r.graph_name, r.node_count, r.has_collectives) for r in rows] == [
+        (0, "3f2a9c1e7b5d4a60", "forward_graph_0", 1834, False),
+        (0, "8be07d22c4a19f53", "backward_graph_0", 2410, True),
+        (1, "3f2a9c1e7b5d4a60", "forward_graph_0", 1834, False),
+    ]
+    first = rows[0]
+    assert (first.fx_passes_s, first.lower_s, first.compile_s) == (1.204511, 0.80322, 41.302117)
+    assert first.model_name == "train_step" and first.timestamp == 1764670000.25
+    assert folder.problems == 2  # a row with neither id nor name, a node count that is no number
+    assert folder.poll(t=10.0) == []  # rows already read are not read again
+
+
+def test_timestamps_in_seconds_ms_us_ns_and_iso_are_one_time() -> None:
+    for text in ("1764670000.5", "1764670000500", "1764670000500000", "1764670000500000000",
+                 "2025-12-02T10:06:40.5+00:00"):
+        assert parse_timestamp(text) == pytest.approx(1764670000.5), text
+    assert parse_timestamp("") is None and parse_timestamp("soon") is None and parse_timestamp("-3") is None
+
+
+def test_a_table_without_graph_columns_is_refused_and_other_tables_are_not_read(tmp_path: Path) -> None:
+    assert "not a graph_stats table" in parse_table("a,b\n1,2\n", "x.csv").refused
+    (tmp_path / "metric_table_op_stats_rank0.csv").write_text(HEADER + "\ng,n,m,0,1,1,1,1,1\n")
+    assert GraphStatsFolder(tmp_path).poll(0.0) == []
+
+
+def _compile(state: RunState, t: float, pid: int, index_shape: int) -> None:
+    state.apply(ev.CompileFinished(t=t, source="dynamo", pid=pid, duration_s=1.0, trigger="dynamo",
+                                   point=f"dynamo:f:{index_shape}", location="train.py:10",
+                                   input_shapes=[[index_shape]]))
+
+
+def _rows(path: str, rank: int, stamps: list[float]) -> list[dev.NeuronGraphStat]:
+    return [dev.NeuronGraphStat(t=500.0, path=path, row=i + 1, rank=rank, graph_id=f"g{i}", graph_name=f"n{i}",
+                                node_count=10 * (i + 1), timestamp=ts, fx_passes_s=0.1 * (i + 1), lower_s=0.2,
+                                compile_s=3.0 + i) for i, ts in enumerate(stamps)]
+
+
+def test_rows_join_the_dynamo_compile_of_their_rank_nearest_in_time() -> None:
+    state = RunState()
+    for pid, rank in ((101, 0), (102, 1)):
+        state.apply(ev.ProcessAttached(t=1.0, pid=pid, rank=rank, world_size=2))
+    _compile(state, 100.0, 101, 4)
+    _compile(state, 160.0, 101, 8)
+    _compile(state, 100.5, 102, 4)
+    _compile(state, 161.0, 102, 8)
+    state.apply(ev.CompileFinished(t=130.0, source="probe", pid=101, duration_s=2.0))  # not dynamo: never joined
+    by_index = {c.index: c for c in state.compiles}
+    rows0 = _rows("r0.csv", 0, [159.0, 99.0])  # out of order: time decides, not the row order
+    rows1 = _rows("r1.csv", 1, [None, None])  # no timestamps: the rank's compiles in order
+    for row in [*rows0, *rows1, rows0[0]]:  # the first row again: counted once
+        state.apply(row)
+    join = state.parts.telemetry.graph_stats
+    assert join.rows == 4 and join.unjoined == []
+    joined = {(s.rank, s.graph_id): i for i, splits in join.by_compile.items() for s in splits}
+    c_for = {k: (by_index[i].pid, by_index[i].t) for k, i in joined.items()}
+    assert c_for[(0, "g1")][1] == 100.0 and c_for[(0, "g0")][1] == 160.0
+    # rank 1's compiles merged into rank 0's rows ("x 2 ranks"); its rows take them in order
+    assert {joined[(1, "g0")], joined[(1, "g1")]} == {joined[(0, "g1")], joined[(0, "g0")]}
+    split = join.splits_for(joined[(0, "g0")])[0]
+    assert split.total_s == pytest.approx(0.1 + 0.2 + 3.0)
+    assert split.words() == "FX passes 0.10 s · lowering 0.20 s · Neuron compile 3.00 s (graph g0, 10 nodes, rank 0)"
+
+
+def test_a_row_without_a_compile_is_kept_apart_never_a_compile_of_its_own() -> None:
+    state = RunState()
+    state.apply(_rows("r.csv", 0, [50.0])[0])
+    assert state.compiles == [] and len(state.parts.telemetry.graph_stats.unjoined) == 1
+
+
+def test_metrics_environment_private_folder_or_the_users_own(tmp_path: Path) -> None:
+    extra, folder = metrics_environment({}, tmp_path)
+    assert folder == tmp_path / "neuron-metrics"
+    assert extra == {"TORCH_NEURONX_ENABLED_METRIC_TABLES": "graph_stats", "TORCH_NEURONX_METRICS_DIR": str(folder)}
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    mine = {"TORCH_NEURONX_ENABLED_METRIC_TABLES": "graph_stats,op_stats", "TORCH_NEURONX_METRICS_DIR": "/m"}
+    assert metrics_environment(mine, tmp_path) == ({}, Path("/m"))
+    assert metrics_environment({"TORCH_NEURONX_METRICS_DIR": "/m"}, tmp_path) == ({}, None)  # graph_stats off
+    planted = tmp_path / "other"
+    planted.mkdir()
+    (tmp_path / "run").mkdir()
+    os.symlink(planted, tmp_path / "run" / "neuron-metrics")
+    assert metrics_environment({}, tmp_path / "run") == ({}, None)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed here")
+def test_real_run_sets_the_variables_reads_the_tables_at_exit_and_joins_them(tmp_path: Path) -> None:
+    run = neurondesk_run(tmp_path, [], workload=SDK / "torchneuron_standin.py")
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = run.run_dir / "neuron-metrics" / "metric_table_graph_stats_rank0.csv"
+    assert table.exists(), "the workload was given TORCH_NEURONX_METRICS_DIR in its run folder"
+    events = run.events
+    rows = [e for e in events if e["kind"] == "neuron_graph_stat"]
+    assert [r["graph_id"] for r in rows] == ["g0004", "g0008"]
+    finished = next(i for i, e in enumerate(events) if e["kind"] == "run_finished")
+    assert all(events.index(r) < finished for r in rows)  # read before the run's end is recorded
+    from neurondesk.store.journal import iter_journal
+    state = RunState()
+    for e in iter_journal(run.run_dir / "events.jsonl", []):
+        state.apply(e)
+    dynamo = [c for c in state.compiles if c.source == "dynamo"]
+    assert len(dynamo) == 2
+    splits = [state.parts.telemetry.graph_stats.splits_for(c.index) for c in dynamo]
+    assert [[s.graph_id for s in x] for x in splits] == [["g0004"], ["g0008"]]
+    assert splits[1][0].compile_s == pytest.approx(0.6)
