@@ -19,6 +19,7 @@ from neurondesk.core import events as ev
 from neurondesk.core.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.graph_stats import GraphStatsJoin
+from neurondesk.core.reduce.neuron_memory import HbmHeadroom, NeuronMemoryPeaks
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
 from neurondesk.core.sketch import QuantileSketch
@@ -108,11 +109,12 @@ class TelemetryReducer:
         self.execution_errors_by_status: dict[str, int] = {}
         self.execution_errors_by_class: dict[str, int] = {}
         self.graph_stats = GraphStatsJoin(compiles)  # TorchNeuron graph_stats rows, per dynamo compile
+        self.neuron_memory = NeuronMemoryPeaks()  # device memory by category: peaks per core, host
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
-                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step,
+                "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step, "steps": self.on_steps,
                 "neuron_graph_stat": self.graph_stats.on_row}
 
     def sampling_steady(self) -> bool:
@@ -138,6 +140,10 @@ class TelemetryReducer:
             return self._ls_core_memory[core]
         return self.neuron_hardware.core_memory_bytes if self.neuron_hardware is not None else None
 
+    def hbm_headroom(self) -> HbmHeadroom | None:
+        """What was left of the tightest NeuronCore's HBM at its peak (None without a capacity)."""
+        return self.neuron_memory.headroom(self.core_capacity)
+
     def on_host_sample(self, e: dev.HostSample) -> None:
         self.host = e
 
@@ -154,15 +160,27 @@ class TelemetryReducer:
         """Runs after the StepReducer: ``sampling_steady`` tells whether this step was steady."""
         self._step_pids.add(e.pid)
         if self.sampling_steady():
-            for tree in self._pending_trees:
-                self.steady_processes.add(with_step_roles(tree, self._step_pids))
+            self._take_pending_trees()
         self._pending_trees.clear()
+
+    def on_steps(self, b: ev.StepBatch) -> None:
+        """A StepBatch: as its steps one by one, whose first alone finds pending trees."""
+        self._step_pids.add(b.pid)
+        if (self._pending_trees and self._steps.first_of_batch_steady and not self._compiles.compile_open
+                and not self._run.finished):
+            self._take_pending_trees()
+        self._pending_trees.clear()
+
+    def _take_pending_trees(self) -> None:
+        for tree in self._pending_trees:
+            self.steady_processes.add(with_step_roles(tree, self._step_pids))
 
     def on_neuron_sample(self, e: dev.NeuronSample) -> None:
         self.neuron = e
         if e.hardware_info is not None:
             self.neuron_hardware = e.hardware_info
         self._count_executions(e.runtimes)
+        self.neuron_memory.add(e)
         self._price_from_instance_info(e.instance_type)
         used = [c for c in e.cores if c.owner_pid is not None]
         self._note_device_util([float(c.utilization) for c in used if c.utilization is not None],

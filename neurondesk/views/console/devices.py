@@ -12,6 +12,7 @@ from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import device_units, memory_sum
+from neurondesk.views.console.device_memory import memory_by_category
 from neurondesk.views.console.panel import Line, Panel
 
 
@@ -131,6 +132,8 @@ class DevicesPanel(Panel):
             self._spark(t, units, width)
         elif units:
             self._bars(t, kind, units, width)
+        if kind == "neuron":
+            memory_by_category(t, state, width)
         errors = execution_text(state)
         if errors:
             t.append("\n  " + fmt.ellipsize(errors, width - 2), style="yellow")
