@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from neurondesk.core.cost import cost_so_far
+from neurondesk.core.figures import FIGURES
 from neurondesk.core.time_breakdown import SLICES
 
 CONFIG_RULES = (("batch_size", "batch size"), ("seq_len", "sequence length"), ("lr", "learning rate"),
@@ -50,6 +51,7 @@ ROWS = (
     ("mfu", "MFU", "pct", "higher"),
     ("hfu", "HFU (neuron-monitor)", "pct", "higher"),
     ("loss_last", "last loss", "loss", None),
+    *((f.name, f.label, f.kind, f.better) for f in FIGURES if f.report),  # read from "figures"
 )
 
 
@@ -91,6 +93,7 @@ def run_values(s: dict) -> dict[str, Any]:
         "mfu": s.get("mfu"),
         "hfu": s.get("hfu"),
         "loss_last": _g(s, "loss", "last"),
+        **{f.name: _g(s, "figures", f.name) for f in FIGURES if f.report},
     }
 
 

@@ -1,6 +1,8 @@
-"""The run summary (the summary.json contract) built from a RunState. Pure.
+"""The run summary (the summary.json contract, core/summary_types.py) built from a RunState. Pure.
 
-Unknown figures are None (null in JSON), never a made-up number.
+Every figure in it is core/figures.py's, read, never recomputed. Unknown figures are None (null in
+JSON), never a made-up number. ``run_summary`` gives the typed Summary; ``build_summary`` its
+JSON-shaped form.
 """
 
 from __future__ import annotations
@@ -9,15 +11,17 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from neurondesk.core import summary_types as st
 from neurondesk.core.advice import advise
-from neurondesk.core.cost import cost_figures, cost_so_far
+from neurondesk.core.cost import cost_so_far
 from neurondesk.core.diagnostics import device_utilization, diagnostics, input_advice
-from neurondesk.core.mfu import mfu_for_state
+from neurondesk.core.figures import RunFigures, run_figures
 from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
+from neurondesk.core.summary_types import SUMMARY_VERSION, Summary
 from neurondesk.core.time_breakdown import time_breakdown
 
-SUMMARY_VERSION = 1
+__all__ = ["SUMMARY_VERSION", "Summary", "build_summary", "run_summary"]
 FIRST_ERRORS = 5  # errors listed in full (with their detail lines) from the start of the run
 
 
@@ -29,7 +33,7 @@ def _sig(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else float(f"{x:.{digits}g}")
 
 
-def _devices(state: RunState) -> dict | None:
+def _devices(state: RunState) -> st.Devices | None:
     """What was on the machine (the inventory taken at start), reasons included; the Neuron counts
     from neuron-monitor's neuron_hardware_info when neuron-ls listed none."""
     inv, hw = state.inventory, state.parts.telemetry.neuron_hardware
@@ -40,15 +44,15 @@ def _devices(state: RunState) -> dict | None:
         counts = (len(devices), sum(d.nc_count or 0 for d in devices), "neuron-ls" if devices else None)
     else:
         counts = (hw.device_count, hw.total_cores, "neuron-monitor neuron_hardware_info")
-    return {
-        "neuron_devices": counts[0],
-        "neuron_cores": counts[1],
-        "neuron_source": counts[2],
-        "neuron_reason": inv.neuron_reason if inv is not None else None,
-        "gpus": [g.name for g in inv.gpus] if inv is not None else [],
-        "gpu_reason": inv.gpu_reason if inv is not None else None,
-        "cpu": msgspec.to_builtins(inv.cpu) if inv is not None else None,
-    }
+    return st.Devices(
+        neuron_devices=counts[0],
+        neuron_cores=counts[1],
+        neuron_source=counts[2],
+        neuron_reason=inv.neuron_reason if inv is not None else None,
+        gpus=[g.name for g in inv.gpus] if inv is not None else [],
+        gpu_reason=inv.gpu_reason if inv is not None else None,
+        cpu=msgspec.to_builtins(inv.cpu) if inv is not None else None,
+    )
 
 
 def _neuron_executions(state: RunState) -> dict | None:
@@ -64,22 +68,22 @@ def _neuron_executions(state: RunState) -> dict | None:
     }
 
 
-def _evaluation(state: RunState, elapsed: float) -> dict | None:
+def _evaluation(state: RunState, elapsed: float) -> st.Evaluation | None:
     """Evaluation phases: their own time, share of the run and of its cost; never in throughput."""
     e = state.parts.evaluation
     if not e.phases:
         return None
     price = state.price_per_hour
-    return {
-        "phases": e.phases,
-        "time_s": _round(e.total_s, 3),
-        "share_of_run": _round(e.total_s / elapsed, 4) if elapsed > 0 else None,
-        "cost_usd": _round(price * e.total_s / 3600, 6) if price is not None else None,
-        "batches": e.batches,
-        "samples": e.samples,
-        "tokens": e.tokens or None,
-        "compiles": e.compiles,
-    }
+    return st.Evaluation(
+        phases=e.phases,
+        time_s=_round(e.total_s, 3),
+        share_of_run=_round(e.total_s / elapsed, 4) if elapsed > 0 else None,
+        cost_usd=_round(cost_so_far(price, e.total_s), 6),
+        batches=e.batches,
+        samples=e.samples,
+        tokens=e.tokens or None,
+        compiles=e.compiles,
+    )
 
 
 def _ranks(state: RunState) -> list[dict]:
@@ -112,126 +116,109 @@ def _ranks(state: RunState) -> list[dict]:
     return rows
 
 
-def _failed_rank(state: RunState) -> dict | None:
+def _failed_rank(state: RunState) -> st.FailedRank | None:
     f = state.parts.ranks.failed_first
     if f is None:
         return None
-    return {"rank": f.rank, "pid": f.pid, "error": f.error, "step": f.step, "traceback": f.traceback}
+    return st.FailedRank(rank=f.rank, pid=f.pid, error=f.error, step=f.step, traceback=list(f.traceback))
 
 
 def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> dict:
+    """summary.json's content (the JSON-shaped form of ``run_summary``)."""
+    return run_summary(state, now, peaks).as_dict()
+
+
+def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> Summary:
     """``peaks``: the table whose chip rows give MFU's peak FLOPS (default: the bundled one)."""
-    elapsed = state.elapsed_s(now)
-    util = mfu_for_state(state, peaks)
-    figures = cost_figures(
-        state.price_per_hour,
-        elapsed,
-        state.steps_done,
-        state.steady_quantile(0.5, exact=True),
-        state.steady_tokens_per_s,
-        state.compile_total_s,
-        state.steps_requested,
-    )
+    f = run_figures(state, now, peaks)
     started = (datetime.fromtimestamp(state.started_t, UTC).isoformat(timespec="seconds")
                if state.started_t is not None else None)
-    return {
-        "summary_version": SUMMARY_VERSION,
-        "run_id": state.run_id,
-        "command": state.command,
-        "started_at": started,
-        "elapsed_s": _round(elapsed, 3),
-        "exit_code": state.exit_code,
-        "exit_signal": state.exit_signal,
-        "finished": state.finished,
-        "device": {"kind": state.device_kind, "name": state.device_name},
-        "precision": state.precision or state.config.get("precision"),
-        "config": state.config or None,
-        "steps": state.steps_done,
-        "steps_requested": state.steps_requested,
-        "warmup_steps": state.warmup_steps,
-        "processes": len(state.processes),
-        "world_size": state.world,
-        "ranks": _ranks(state),
-        "stragglers": [{"rank": x.rank, "presync_s": _round(x.presync_s), "vs_median_s": _round(x.vs_median_s),
-                        "cause": x.cause, "words": x.words()} for x in state.parts.ranks.stragglers()],
-        "failed_rank": _failed_rank(state),
-        "first_compile_s": _round(state.first_compile_s),
-        "compile_count": len(state.compiles),
-        "compile_total_s": _round(state.compile_total_s),
-        "compiles": [{**c.as_dict(), "after_warmup": state.parts.compiles.after_warmup(c)} for c in state.compiles],
-        "recompiles_after_warmup": state.recompiles_after_warmup,
-        "recompiles_by_phase": state.parts.compiles.recompiles_by_phase(),
-        "executions_per_step": state.executions_per_step,
-        "split_points": [
-            {"trigger": p.trigger, "location": p.location, "count": p.count}
-            for p in state.split_points.values()
-        ],
-        "graph_breaks": [{"reason": g.reason, "location": g.location, "step": g.step}
-                         for g in state.graph_breaks],
-        "steady": {
-            "from_step": state.steady_from,
-            "steps": len(state.steady_times),
-            "step_time_s": _round(state.parts.ranks.job_step_time_s if state.world > 1
-                                  else state.steady_quantile(0.5, exact=True)),
-            "step_time_p90_s": _round(state.steady_quantile(0.9, exact=True)),
-            "samples_per_s": _round(state.steady_samples_per_s, 3),
-            "tokens_per_s": _round(state.steady_tokens_per_s, 3),
-            "rule": f"steps >= {state.warmup_steps} in which nothing compiled",
-        },
-        "evaluation": _evaluation(state, elapsed),
-        "data_wait_fraction": _round(state.data_wait_fraction, 4),
-        "input_verdict": state.input_verdict(),
-        "input_advice": input_advice(state),
-        "diagnostics": [d.as_dict() for d in diagnostics(state)],
-        "advice": [a.as_dict() for a in advise(state)],
-        "time_breakdown": [{"name": x.name, "seconds": x.seconds, "share": x.share, "usd": x.usd}
-                           for x in time_breakdown(state, now)],
-        "device_utilization": device_utilization(state),
-        "devices": _devices(state),
-        "neuron_executions": _neuron_executions(state),
-        "loss": {
-            "first": state.loss_first,
-            "last": state.loss_last,
-            "target": state.target_loss,
-            "steps_to_target": state.steps_to_target,
-            "time_to_target_s": _round(state.time_to_target_s, 3),
-            "nonfinite": state.loss_nonfinite,
-        },
-        "script_throughput": _script_throughput(state),
-        "mfu": _sig(util.mfu),
-        "hfu": _sig(util.hfu),
-        "mfu_note": util.note,
-        "flops": {
-            "model_per_s": _sig(util.model_flops_per_s),
-            "hardware_per_s": _sig(util.hardware_flops_per_s),
-            "peak_per_s": _sig(util.peak_flops_per_s),
-        },
-        "cost": {
-            "instance_type": state.instance_type,
-            "price_per_hour": state.price_per_hour,
-            "price_source": state.price_source,
-            "total_usd": _round(figures.total_usd),
-            "per_1k_steps_steady_usd": _round(figures.per_1k_steps_steady_usd),
-            "per_1k_steps_all_in_usd": _round(figures.per_1k_steps_all_in_usd),
-            "per_million_tokens_usd": _round(figures.per_million_tokens_usd),
-            "compile_share": _round(figures.compile_share, 4),
-            "projected_usd": _round(figures.projected_usd),
-            "to_target_usd": _round(cost_so_far(state.price_per_hour, state.time_to_target_s)),
-        },
-        "errors": [{"source": e.source, "message": e.message, "code": e.code} for e in state.errors[-20:]],
-        "error_count": len(state.errors),
-        "first_errors": [{"source": e.source, "message": e.message, "code": e.code, "detail": e.detail}
-                         for e in state.errors[:FIRST_ERRORS]],
-        "stderr_tail": state.stderr_tail,
-        "left_running": [{"pid": p.pid, "command": p.command} for p in state.left_running],
-        "parse_problems": state.parse_problems,
-        "steps_lost": state.steps_lost,
-        "probe_messages_lost": state.messages_lost,
-        "reduce_errors": state.reduce_errors,
-        "reduce_error_samples": list(state.reduce_error_samples),
-        "notices": _notices(state),
-        "disk": state.parts.disk.as_dict(),  # free space, growth, forecast; output not stored (core/disk.py)
-    }
+    compiles = state.parts.compiles
+    return Summary(
+        summary_version=SUMMARY_VERSION,
+        run_id=state.run_id,
+        command=list(state.command),
+        started_at=started,
+        elapsed_s=_round(f.elapsed_s, 3),
+        exit_code=state.exit_code,
+        exit_signal=state.exit_signal,
+        finished=state.finished,
+        device=st.Device(kind=state.device_kind, name=state.device_name),
+        precision=state.precision or state.config.get("precision"),
+        config=state.config or None,
+        steps=f.steps,
+        steps_requested=f.steps_requested,
+        warmup_steps=state.warmup_steps,
+        processes=len(state.processes),
+        world_size=state.world,
+        ranks=[msgspec.convert(r, st.RankRow) for r in _ranks(state)],
+        stragglers=[st.Straggler(rank=x.rank, presync_s=_round(x.presync_s), vs_median_s=_round(x.vs_median_s),
+                                 cause=x.cause, words=x.words()) for x in state.parts.ranks.stragglers()],
+        failed_rank=_failed_rank(state),
+        first_compile_s=_round(f.first_compile_s),
+        compile_count=f.compile_count,
+        compile_total_s=_round(f.compile_total_s),
+        compiles=[{**c.as_dict(), "after_warmup": compiles.after_warmup(c)} for c in state.compiles],
+        recompiles_after_warmup=f.recompiles_after_warmup,
+        recompiles_by_phase=compiles.recompiles_by_phase(),
+        executions_per_step=state.executions_per_step,
+        split_points=[st.SplitPoint(trigger=p.trigger, location=p.location, count=p.count)
+                      for p in state.split_points.values()],
+        graph_breaks=[st.GraphBreak(reason=g.reason, location=g.location, step=g.step) for g in state.graph_breaks],
+        steady=st.Steady(
+            from_step=state.steady_from,
+            steps=f.steady_steps,
+            step_time_s=_round(f.step_time_s),
+            step_time_p90_s=_round(f.step_time_p90_s),
+            samples_per_s=_round(f.samples_per_s, 3),
+            tokens_per_s=_round(f.tokens_per_s, 3),
+            rule=f"steps >= {state.warmup_steps} in which nothing compiled",
+        ),
+        evaluation=_evaluation(state, f.elapsed_s),
+        data_wait_fraction=_round(f.data_wait_fraction, 4),
+        input_verdict=state.input_verdict(),
+        input_advice=input_advice(state),
+        diagnostics=[d.as_dict() for d in diagnostics(state)],
+        advice=[a.as_dict() for a in advise(state)],
+        time_breakdown=[st.TimeSlice(name=x.name, seconds=x.seconds, share=x.share, usd=x.usd)
+                        for x in time_breakdown(state, now)],
+        device_utilization=device_utilization(state),
+        devices=_devices(state),
+        neuron_executions=_neuron_executions(state),
+        loss=st.Loss(first=state.loss_first, last=state.loss_last, target=state.target_loss,
+                     steps_to_target=state.steps_to_target, time_to_target_s=_round(state.time_to_target_s, 3),
+                     nonfinite=state.loss_nonfinite),
+        script_throughput=_script_throughput(state),
+        mfu=_sig(f.mfu),
+        hfu=_sig(f.hfu),
+        mfu_note=f.mfu_note,
+        flops=st.Flops(model_per_s=_sig(f.model_flops_per_s), hardware_per_s=_sig(f.hardware_flops_per_s),
+                       peak_per_s=_sig(f.peak_flops_per_s)),
+        cost=_cost(state, f),
+        errors=[st.ErrorItem(source=e.source, message=e.message, code=e.code) for e in state.errors[-20:]],
+        error_count=len(state.errors),
+        first_errors=[st.ErrorItem(source=e.source, message=e.message, code=e.code, detail=e.detail)
+                      for e in state.errors[:FIRST_ERRORS]],
+        stderr_tail=list(state.stderr_tail),
+        left_running=[st.LeftRunning(pid=p.pid, command=p.command) for p in state.left_running],
+        parse_problems=state.parse_problems,
+        steps_lost=state.steps_lost,
+        probe_messages_lost=state.messages_lost,
+        reduce_errors=state.reduce_errors,
+        reduce_error_samples=list(state.reduce_error_samples),
+        notices=_notices(state),
+        disk=state.parts.disk.as_dict(),  # free space, growth, forecast; output not stored (core/disk.py)
+        figures=f,
+    )
+
+
+def _cost(state: RunState, f: RunFigures) -> st.Cost:
+    return st.Cost(
+        instance_type=state.instance_type, price_per_hour=f.price_per_hour, price_source=state.price_source,
+        total_usd=_round(f.total_usd), per_1k_steps_steady_usd=_round(f.per_1k_steps_steady_usd),
+        per_1k_steps_all_in_usd=_round(f.per_1k_steps_all_in_usd),
+        per_million_tokens_usd=_round(f.per_million_tokens_usd), compile_share=_round(f.compile_share, 4),
+        projected_usd=_round(f.projected_usd), to_target_usd=_round(f.to_target_usd))
 
 
 def _script_throughput(state: RunState) -> dict | None:

@@ -6,9 +6,9 @@ pump loop, or a viewer's poll loop). That thread calls ``Snapshotter.take()`` be
 the HTTP server's threads only read the last published snapshot (metrics_http.RunCollector). A
 scrape never touches the RunState, so it can neither race the reducer nor mutate anything.
 
-Counters that RunState does not total (samples, tokens over every step) are summed here as the
-steps pass through ``state.history``; the snapshotter keeps that running total, so counters only
-go up. Replayed runs shift their recorded times by ``time_offset`` so that timestamps look live.
+The figures (rates, cost, MFU ...) are core's (core/figures.py), read, never recomputed. Counters
+that RunState does not total (samples, tokens over every step) are summed here as the steps pass
+through ``state.history``; the snapshotter keeps that running total, so counters only go up. Replayed runs shift their recorded times by ``time_offset`` so that timestamps look live.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import socket
 from collections import Counter
 from dataclasses import dataclass, field
 
-from neurondesk.core.cost import cost_so_far
+from neurondesk.core.figures import RunFigures, run_figures
 from neurondesk.core.state import RunState, StepRecord
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
@@ -74,11 +74,8 @@ class Snapshot:
     compile_since_t: float | None  # start of the compile in progress (live scale)
     recompiles_after_warmup: int
     executions_per_step: int | None
-    steady_samples_per_s: float | None
-    steady_tokens_per_s: float | None
+    figures: RunFigures  # core's figures: the gauges, cost and rates below are read from it
     loss: float | None
-    price_per_hour: float | None
-    cost_usd: float | None
     stragglers: int
     ranks: tuple[RankFigures, ...]
     cores: tuple[CoreFigures, ...]
@@ -147,9 +144,7 @@ class Snapshotter:
             compile_since_t=None if since is None else since + self.time_offset,
             recompiles_after_warmup=state.recompiles_after_warmup,
             executions_per_step=state.executions_per_step,
-            steady_samples_per_s=state.steady_samples_per_s, steady_tokens_per_s=state.steady_tokens_per_s,
-            loss=state.loss_last, price_per_hour=state.price_per_hour,
-            cost_usd=cost_so_far(state.price_per_hour, state.elapsed_s(now)),
+            figures=run_figures(state, now), loss=state.loss_last,
             stragglers=self._stragglers, ranks=_ranks(state), cores=_cores(state),
             info={"run_id": run_id, "instance_type": state.instance_type or "",
                   "device_kind": state.device_kind or "",

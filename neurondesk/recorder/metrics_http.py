@@ -24,6 +24,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from neurondesk.core.figures import FIGURES
 from neurondesk.core.state import RunState
 from neurondesk.recorder.metrics import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
 
@@ -115,15 +116,20 @@ class RunCollector(Collector):
 
     @staticmethod
     def _rates(s: Snapshot, ids: list[str], one) -> Iterator[Metric]:
+        f = s.figures
         yield one(GaugeMetricFamily("neurondesk_steady_samples_per_second", "Steady samples/s (job)",
-                                    labels=LABELS), s.steady_samples_per_s)
+                                    labels=LABELS), f.samples_per_s)
         yield one(GaugeMetricFamily("neurondesk_steady_tokens_per_second", "Steady tokens/s (job)",
-                                    labels=LABELS), s.steady_tokens_per_s)
+                                    labels=LABELS), f.tokens_per_s)
         yield one(GaugeMetricFamily("neurondesk_loss", "Last loss reported", labels=LABELS), s.loss)
         yield one(GaugeMetricFamily("neurondesk_price_usd_per_hour", "Instance price", labels=LABELS),
-                  s.price_per_hour)
+                  f.price_per_hour)
         yield one(CounterMetricFamily("neurondesk_cost_usd", "Cost of the run so far", labels=LABELS),
-                  s.cost_usd)
+                  f.total_usd)
+        for info in FIGURES:  # core's figures that have a gauge of their own
+            if info.metric is not None:
+                yield one(GaugeMetricFamily(info.metric, info.help or info.label, labels=LABELS),
+                          getattr(f, info.name))
         yield one(GaugeMetricFamily("neurondesk_stragglers", "Ranks named stragglers", labels=LABELS),
                   s.stragglers)
         yield one(GaugeMetricFamily("neurondesk_run_start_timestamp_seconds", "Start of the run",

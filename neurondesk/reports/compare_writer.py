@@ -5,37 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 
+from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import _jsonable
 
-
-def fmt_value(x, kind: str) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if kind == "ms":
-        return f"{x * 1000:,.1f} ms"
-    if kind == "s":
-        return f"{x:,.2f} s"
-    if kind == "rate":
-        return f"{x:,.1f}"
-    if kind == "usd_h":
-        return f"${x:,.4f}/h"  # list prices have up to 5 decimals (1.34375)
-    if kind == "usd":
-        return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
-    if kind == "pct":
-        return f"{x * 100:.2f}%"
-    if kind == "pct1":
-        return f"{x * 100:.1f}%"
-    if kind == "loss":
-        return f"{x:.4f}"
-    if kind == "int":
-        return f"{x:,}"
-    if kind == "num":
-        return f"{x:g}"
-    return str(x)
+fmt_value = fmt.value_text  # kept under its old name: tables and tests import it from here
 
 
 def _cell(row: dict, i: int) -> str:

@@ -82,3 +82,32 @@ def ellipsize(text: str, width: int) -> str:
 def ellipsize_left(text: str, width: int) -> str:
     """Keep the end (file:line) of a long path-like string."""
     return text if len(text) <= width else "…" + text[len(text) - max(0, width - 1):]
+
+
+def value_text(x, kind: str) -> str:
+    """A figure as a report shows it, by its kind (core/figures.py FigureInfo.kind, compare's rows)."""
+    if x is None:
+        return "—"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if kind == "ms":
+        return f"{x * 1000:,.1f} ms"
+    if kind == "s":
+        return f"{x:,.2f} s"
+    if kind == "rate":
+        return f"{x:,.1f}"
+    if kind == "usd_h":
+        return f"${x:,.4f}/h"  # list prices have up to 5 decimals (1.34375)
+    if kind == "usd":
+        return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+    if kind == "pct":
+        return f"{x * 100:.2f}%"
+    if kind == "pct1":
+        return f"{x * 100:.1f}%"
+    if kind == "loss":
+        return f"{x:.4f}"
+    if kind == "int":
+        return f"{x:,}"
+    if kind == "num":
+        return f"{x:g}"
+    return str(x)

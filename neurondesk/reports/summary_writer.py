@@ -1,4 +1,5 @@
-"""Render a summary dict (see core/summary.py) as JSON, Markdown or CSV. No metrics computed here."""
+"""Render a summary (core/summary_types.py, as its JSON-shaped dict) as JSON, Markdown or CSV. No
+figure is computed here: the rows show core's values."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import math
 import shlex
 
+from neurondesk.core.figures import FIGURES
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 
@@ -102,11 +104,20 @@ def _errors_text(s: dict, shown: int = 3) -> str:
 def report_rows(s: dict) -> list[tuple[str, str]]:
     """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
     why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
-    rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}")]
+    rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}"),
+            *figure_rows(s)]
     ex = s.get("neuron_executions")
     ev = s.get("evaluation")
     return (rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else [])
             + ([("evaluation (not in throughput)", evaluation_text(ev))] if ev else []))
+
+
+def figure_rows(s: dict) -> list[tuple[str, str]]:
+    """The figures core lists for reports (FigureInfo.report), read from the summary's "figures"
+    (absent from a version 1 summary: no rows)."""
+    figures = s.get("figures") or {}
+    return [(info.label, fmt.value_text(figures.get(info.name), info.kind)) for info in FIGURES
+            if info.report and figures]
 
 
 def evaluation_text(ev: dict) -> str:

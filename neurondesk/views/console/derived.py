@@ -1,7 +1,7 @@
 """Small read-only views of RunState that the panels share.
 
-These only select and reshape what the reducer holds (and call core's pure cost functions);
-no metric is defined here. Kept in one place so they can move into RunState if another view
+These only select and reshape what the reducer holds; every figure is core/figures.py's
+(``cost_now`` is the run's figures at the panel's clock); no metric is defined here. Kept in one place so they can move into RunState if another view
 needs them.
 """
 
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neurondesk.core.cost import CostFigures, cost_figures
+from neurondesk.core.figures import RunFigures, run_figures
 from neurondesk.core.state import RunState
 from neurondesk.reports.fmt import clock
 
 
-def cost_now(state: RunState, now: float) -> CostFigures:
-    return cost_figures(state.price_per_hour, state.elapsed_s(now), state.steps_done,
-                        state.steady_step_time_s, state.steady_tokens_per_s, state.compile_total_s,
-                        state.steps_requested)
+def cost_now(state: RunState, now: float) -> RunFigures:
+    """The run's figures now (cost, rates, MFU ...): core's, as every output shows them."""
+    return run_figures(state, now)
 
 
 def phase_text(state: RunState, now: float) -> tuple[str, str]:

@@ -80,17 +80,17 @@ class OverviewPanel(Panel):
         row("", Text(split_text(state), style="dim"))
         if state.parts.ranks.world > 1:
             row("Ranks", self._ranks_text(state))
-        row("Throughput", f"{fmt.ms(state.steady_step_time_s)}/step · "
-                          f"{fmt.num(state.steady_samples_per_s)} samples/s · "
-                          f"{fmt.num(state.steady_tokens_per_s, 0)} tokens/s (steady)")
+        c = cost_now(state, now)
+        row("Throughput", f"{fmt.ms(c.step_time_s)}/step · "
+                          f"{fmt.num(c.samples_per_s)} samples/s · "
+                          f"{fmt.num(c.tokens_per_s, 0)} tokens/s (steady)")
         verdict = state.input_verdict()
-        inp = Text(f"data wait {fmt.pct(state.data_wait_fraction)} ")
+        inp = Text(f"data wait {fmt.pct(c.data_wait_fraction)} ")
         inp.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
         if state.process_tree is not None:
             inp.append(f" · workload CPU {state.process_tree.total_cpu_percent:.0f}% · "
                        f"{state.process_tree.dataloader_workers} loader workers")
         row("Input", inp)
-        c = cost_now(state, now)
         row("Cost", f"{fmt.usd(c.price_per_hour)}/h · {fmt.usd(c.total_usd)} so far · "
                     f"{fmt.usd(c.per_1k_steps_steady_usd)}/1k steps · projected {fmt.usd(c.projected_usd)}")
         kind, units, _ = device_units(state)

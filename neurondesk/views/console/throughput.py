@@ -16,7 +16,7 @@ from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
-from neurondesk.views.console.derived import binned
+from neurondesk.views.console.derived import binned, cost_now
 from neurondesk.views.console.panel import Line, Panel, kv
 
 REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 3 s (the figures: every 2nd)
@@ -47,6 +47,7 @@ class ThroughputPanel(Panel):
         super().update_view(state, now, frame)
 
     def render_state(self, state: RunState, now: float) -> None:
+        self._figures = cost_now(state, now)
         self._text(state)
         due = self._frame % REPLOT_FRAMES == 0 or self._plotted_steps < 0 or state.finished
         if state.steps_done != self._plotted_steps and due:
@@ -54,10 +55,11 @@ class ThroughputPanel(Panel):
             self._plotted_steps = state.steps_done
 
     def _text(self, state: RunState) -> None:
-        t = kv(("steady", f"{fmt.ms(state.steady_step_time_s)}/step"),
-               ("p90", fmt.ms(state.steady_step_time_p90_s)),
-               ("samples/s", fmt.num(state.steady_samples_per_s)),
-               ("tokens/s", fmt.num(state.steady_tokens_per_s, 0)))
+        f = self._figures
+        t = kv(("steady", f"{fmt.ms(f.step_time_s)}/step"),
+               ("p90", fmt.ms(f.step_time_p90_s)),
+               ("samples/s", fmt.num(f.samples_per_s)),
+               ("tokens/s", fmt.num(f.tokens_per_s, 0)))
         t.append("\n")
         if state.steady_from is None:
             rule = f"steady: not yet (needs a step ≥ {state.warmup_steps} with no compile in it)"
@@ -101,8 +103,9 @@ class ThroughputPanel(Panel):
             plt.plot(line.steps, med, color="cyan", marker="braille")
         if line.compile_steps:  # compile steps take seconds: marked at the top, not drawn to scale
             plt.scatter(line.compile_steps[-200:], [top] * len(line.compile_steps[-200:]), color="red", marker="x")
-        if state.steady_step_time_s is not None:
-            plt.hline(state.steady_step_time_s * 1000, color="orange")
+        step_time = self._figures.step_time_s
+        if step_time is not None:
+            plt.hline(step_time * 1000, color="orange")
         plt.ylim(0, top * 1.05)
         plt.xlim(*x_limits(line.steps + line.compile_steps))
         # the legend in words: plotext's own legend box covers the data on a small plot

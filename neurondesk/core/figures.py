@@ -1,0 +1,141 @@
+"""The run's figures: computed once, here, from the reduced state and a clock reading. Pure.
+
+Every output (the console's panels, the headless status line, summary.json / .md, compare and
+history through the summary, the Prometheus exporter) reads a ``RunFigures``; none computes a
+figure of its own. Adding a figure: a field of ``RunFigures``, its line in ``run_figures`` and a
+``FigureInfo`` in ``FIGURES``; the summary (``figures``), summary.md's figure table and the
+exporter's gauges pick it up from ``FIGURES``; the console and the status line name the figures
+they show.
+
+Unknown figures are None, never a made-up number. With many ranks the job goes at its slowest
+rank's pace: its step time is the slowest rank's steady median, and every price per step uses it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from neurondesk.core.cost import cost_figures, cost_so_far
+from neurondesk.core.mfu import mfu_for_state
+from neurondesk.core.prices import PriceTable
+from neurondesk.core.state import RunState
+
+
+class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """The figures of a run at one moment (``at_t``: the clock reading they were computed at)."""
+
+    at_t: float | None
+    elapsed_s: float
+    steps: int  # steps the whole job has done
+    steps_requested: int | None
+    steady_steps: int
+    step_time_s: float | None  # the job's steady step time (the slowest rank's median)
+    step_time_p90_s: float | None  # the lead process's steady p90
+    samples_per_s: float | None  # steady, summed over the ranks
+    tokens_per_s: float | None
+    data_wait_fraction: float | None
+    compile_count: int
+    compile_total_s: float
+    first_compile_s: float | None
+    recompiles_after_warmup: int
+    compile_share: float | None  # of the wall time, capped at 1
+    price_per_hour: float | None
+    total_usd: float | None  # cost so far: the whole wall time
+    per_1k_steps_steady_usd: float | None
+    per_1k_steps_all_in_usd: float | None
+    per_million_tokens_usd: float | None
+    projected_usd: float | None  # for the requested steps, at the steady pace
+    to_target_usd: float | None  # what reaching the target loss cost
+    mfu: float | None
+    hfu: float | None
+    mfu_note: str | None
+    model_flops_per_s: float | None
+    hardware_flops_per_s: float | None
+    peak_flops_per_s: float | None
+
+
+class FigureInfo(msgspec.Struct, frozen=True):
+    """How outputs that list figures generically name and format one."""
+
+    name: str  # the RunFigures field
+    label: str
+    kind: str  # how reports format it (reports/fmt.value_text): "ms", "s", "rate", "usd", "pct", "int"
+    metric: str | None = None  # the Prometheus gauge (None: exported otherwise, or not at all)
+    help: str = ""
+    report: bool = False  # listed by summary.md / text / csv and compare from this table (older
+    # figures have rows of their own there)
+    better: str | None = None  # "lower" | "higher": compare marks the best run
+
+
+FIGURES: tuple[FigureInfo, ...] = (
+    FigureInfo("step_time_s", "steady step time", "ms", "neurondesk_figure_step_time_seconds",
+               "The job's steady step time (slowest rank's median), seconds"),
+    FigureInfo("step_time_p90_s", "steady step time p90", "ms"),
+    FigureInfo("samples_per_s", "steady samples/s", "rate"),
+    FigureInfo("tokens_per_s", "steady tokens/s", "rate"),
+    FigureInfo("data_wait_fraction", "data wait", "pct", "neurondesk_figure_data_wait_ratio",
+               "Share of the step time spent waiting for data"),
+    FigureInfo("compile_share", "compile share of the wall time", "pct", "neurondesk_figure_compile_share_ratio",
+               "Compile seconds over wall seconds, capped at 1"),
+    FigureInfo("total_usd", "cost so far", "usd"),
+    FigureInfo("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd", "neurondesk_figure_usd_per_1k_steps_steady",
+               "What 1k more steps cost at the steady pace, USD"),
+    FigureInfo("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd", "neurondesk_figure_usd_per_1k_steps_all_in",
+               "Cost so far over steps done, per 1k steps, USD"),
+    FigureInfo("per_million_tokens_usd", "$ / 1M tokens", "usd", "neurondesk_figure_usd_per_million_tokens",
+               "What 1M tokens cost at the steady pace, USD"),
+    FigureInfo("projected_usd", "projected", "usd", "neurondesk_figure_projected_usd",
+               "Cost so far plus the remaining requested steps at the steady pace, USD"),
+    FigureInfo("mfu", "MFU", "pct", "neurondesk_figure_mfu_ratio", "Model FLOPs utilisation against the dense peak"),
+    FigureInfo("hfu", "HFU", "pct", "neurondesk_figure_hfu_ratio", "Hardware FLOPs utilisation against the dense peak"),
+)
+
+
+def job_step_time_s(state: RunState) -> float | None:
+    """The job's steady step time: the slowest rank's median with many ranks, else the lead's."""
+    if state.world > 1:
+        job = state.parts.ranks.job_step_time_s
+        if job is not None:
+            return job
+    return state.steady_quantile(0.5, exact=True)
+
+
+def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> RunFigures:
+    """``now``: the clock reading (None: the last recorded event's time). ``peaks``: the table whose
+    chip rows give MFU's peak FLOPS (default: the bundled one)."""
+    elapsed = state.elapsed_s(now)
+    step_time = job_step_time_s(state)
+    price = state.price_per_hour
+    cost = cost_figures(price, elapsed, state.steps_done, step_time, state.steady_tokens_per_s,
+                        state.compile_total_s, state.steps_requested)
+    util = mfu_for_state(state, peaks)
+    return RunFigures(
+        at_t=now,
+        elapsed_s=elapsed,
+        steps=state.steps_done,
+        steps_requested=state.steps_requested,
+        steady_steps=len(state.steady_times),
+        step_time_s=step_time,
+        step_time_p90_s=state.steady_quantile(0.9, exact=True),
+        samples_per_s=state.steady_samples_per_s,
+        tokens_per_s=state.steady_tokens_per_s,
+        data_wait_fraction=state.data_wait_fraction,
+        compile_count=len(state.compiles),
+        compile_total_s=state.compile_total_s,
+        first_compile_s=state.first_compile_s,
+        recompiles_after_warmup=state.recompiles_after_warmup,
+        compile_share=cost.compile_share,
+        price_per_hour=price,
+        total_usd=cost.total_usd,
+        per_1k_steps_steady_usd=cost.per_1k_steps_steady_usd,
+        per_1k_steps_all_in_usd=cost.per_1k_steps_all_in_usd,
+        per_million_tokens_usd=cost.per_million_tokens_usd,
+        projected_usd=cost.projected_usd,
+        to_target_usd=cost_so_far(price, state.time_to_target_s),
+        mfu=util.mfu,
+        hfu=util.hfu,
+        mfu_note=util.note,
+        model_flops_per_s=util.model_flops_per_s,
+        hardware_flops_per_s=util.hardware_flops_per_s,
+        peak_flops_per_s=util.peak_flops_per_s,
+    )
