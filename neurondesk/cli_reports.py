@@ -178,6 +178,7 @@ def cmd_reindex(args) -> int:
 
     from neurondesk.sources.replay import summary_from_run_dir
     from neurondesk.store.index import RunIndex, RunIndexError
+    from neurondesk.store.input_files import read_regular
     from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON, default_run_root
 
     root = default_run_root()
@@ -187,7 +188,8 @@ def cmd_reindex(args) -> int:
     for d in dirs:
         summary = None
         try:
-            summary = json.loads((d / SUMMARY_JSON).read_text(encoding="utf-8"))
+            # a regular file, bounded: a FIFO or /dev/zero there is skipped, never read
+            summary = json.loads(read_regular(d / SUMMARY_JSON, "a run summary", 64 << 20, follow=False))
         except (OSError, ValueError, RecursionError):
             pass
         if not (isinstance(summary, dict) and isinstance(summary.get("run_id"), str) and summary["run_id"]):
@@ -291,7 +293,9 @@ def cmd_prices(args) -> int:
                      "region": r.region, "source": r.source, "as_of": r.as_of, "table": r.table, "note": r.note})
     sys.stdout.write(render(PRICE_COLUMNS, rows, args.format))
     if args.format == "text":
-        sys.stdout.write(f"\nlocal table: {path} ({'in use' if path.exists() else 'none; `neurondesk prices refresh --region R` writes it'})\n")
+        state = ("ignored: see above" if any(str(path) in w for w in table.warnings) else "in use"
+                 if path.exists() else "none; `neurondesk prices refresh --region R` writes it")
+        sys.stdout.write(f"\nlocal table: {path} ({state})\n")
     return 0
 
 

@@ -336,11 +336,16 @@ def test_run_unexecutable_binary_is_a_reason(tmp_path: Path) -> None:
     assert result.inventory is None and result.reason.startswith("neuron-ls could not be run")
 
 
-def test_parse_file_reads_at_most_4_mib_and_says_why_it_stopped() -> None:
+def test_parse_file_reads_at_most_4_mib_and_says_why_it_stopped(tmp_path: Path) -> None:
     from neurondesk.collectors.devices.neuron_ls import NeuronLsFileTooLarge
 
-    with pytest.raises(NeuronLsFileTooLarge, match="/dev/zero: stopped reading at 4 MiB"):
-        parse_file("/dev/zero")
+    big = tmp_path / "disk.img"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)  # a regular file far over the bound (sparse)
+    with pytest.raises(NeuronLsFileTooLarge, match="disk.img: stopped reading at 4 MiB"):
+        parse_file(big)
+    with pytest.raises(NeuronLsError, match="/dev/zero is a character device, not a regular file"):
+        parse_file("/dev/zero")  # endless: refused before a byte is read
 
 
 def test_cli_devices_from_dev_zero_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -353,8 +358,8 @@ def test_cli_devices_from_dev_zero_is_one_line_exit_2(tmp_path: Path) -> None:
                        capture_output=True, text=True, cwd=REPO, env=base_env(tmp_path), timeout=60)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
-        "neurondesk: /dev/zero: stopped reading at 4 MiB; a saved neuron-ls output is well under 1 MB: "
-        "give the file neuron-ls wrote"]
+        "neurondesk: /dev/zero is a character device, not a regular file (a saved neuron-ls output is read "
+        "only from one); give the file neuron-ls wrote"]
 
 
 @pytest.mark.parametrize("text", [

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import platformdirs
 
+from neurondesk.store.input_files import read_regular
+
 DEFAULT_BASE_URL = "http://169.254.169.254"
 TOKEN_TTL_S = 60  # the token is used for three requests, right away
 NEGATIVE_TTL_S = 24 * 3600
@@ -138,7 +140,7 @@ def _region(get: Callable[[str], str]) -> str | None:
 
 def _read_negative(cache_path: Path, base_url: str, now: float) -> str | None:
     try:
-        d = json.loads(cache_path.read_text(encoding="utf-8"))
+        d = json.loads(read_regular(cache_path, "the metadata cache", 1 << 16))
         if d.get("base_url") == base_url and 0 <= now - float(d["checked_at"]) < NEGATIVE_TTL_S:
             return str(d.get("detail", ""))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +36,13 @@ def _py_files(d: Path) -> list[Path]:
 
 def _lint_file(p: Path, report: Report, explicit: bool) -> None:
     shown = str(p)
-    try:
-        with p.open("rb") as f:
+    try:  # without blocking (a FIFO named x.py would hang the open), and only a regular file
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                report.problems.append(Problem(shown, f"{shown}: not a regular file (a FIFO, a device ...), "
+                                               "not read; give the script itself"))
+                return
             data = f.read(MAX_BYTES + 1)
     except OSError as e:
         report.problems.append(Problem(shown, f"{shown}: cannot read ({e.strerror or e})"))

@@ -35,6 +35,7 @@ import zstandard
 import neurondesk.core as core_pkg
 from neurondesk.core.state import RunState
 from neurondesk.store import journal_segments as seg
+from neurondesk.store.input_files import open_regular
 
 MAGIC = b"NDCHECKPOINT\n"
 FORMAT = 1
@@ -172,7 +173,7 @@ def _header(f: io.BufferedReader, path: Path) -> dict:
 def read_header(path: Path) -> dict:
     """The header of a checkpoint file (CheckpointError: not one, or of another format)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_regular(path, "a checkpoint", follow=False)  # a FIFO in its place must not block
     except OSError as e:
         raise CheckpointError(e.strerror or str(e)) from e
     with os.fdopen(fd, "rb") as f:
@@ -183,7 +184,7 @@ def read_checkpoint(path: Path, events: Path) -> Checkpoint:
     """The checkpoint at ``path`` for the journal ``events``, checked end to end; CheckpointError
     with the reason otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_regular(path, "a checkpoint", follow=False)  # a FIFO in its place must not block
     except OSError as e:
         raise CheckpointError(e.strerror or str(e)) from e
     with os.fdopen(fd, "rb") as f:

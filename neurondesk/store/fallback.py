@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 import platformdirs
 
+from neurondesk.store.input_files import open_regular_stream, read_regular
 from neurondesk.store.rundir import EVENTS_FILE, private_dir_problem
 
 FALLBACK_INFO = "fallback.json"
@@ -131,7 +132,7 @@ def write_fallback_info(folder: Path, info: FallbackInfo) -> None:
 def read_fallback_info(folder: Path) -> FallbackInfo:
     path = Path(folder) / FALLBACK_INFO
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = json.loads(read_regular(path, "a fallback record", 1 << 20, follow=False))
         return FallbackInfo(run_id=str(d["run_id"]), run_dir=str(d["run_dir"]),
                             journal_bytes_in_run_dir=int(d["journal_bytes_in_run_dir"]))
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -163,7 +164,7 @@ def open_whole_journal(folder: Path) -> tuple[BinaryIO, str | None]:
     head: BinaryIO | None = None
     head_path = Path(info.run_dir) / EVENTS_FILE
     try:
-        head = open(head_path, "rb")  # noqa: SIM115 - closed with the chain
+        head = open_regular_stream(head_path, "a journal", follow=False)  # closed with the chain
         if os.fstat(head.fileno()).st_size < info.journal_bytes_in_run_dir:
             warning = (f"{head_path} is shorter than when the disk filled up; the summary is rebuilt "
                        "from what is left, the copy saved at the end is summary.json beside the remainder")
@@ -171,7 +172,7 @@ def open_whole_journal(folder: Path) -> tuple[BinaryIO, str | None]:
         warning = (f"the first part of the journal, {head_path}, cannot be read ({e.strerror or e}): only the "
                    "events written after the disk filled up are replayed; the copy saved at the end is summary.json")
     try:
-        tail = open(Path(folder) / REMAINDER_FILE, "rb")  # noqa: SIM115 - closed with the chain
+        tail = open_regular_stream(Path(folder) / REMAINDER_FILE, "a journal", follow=False)  # closed with the chain
     except OSError as e:
         if head is not None:
             head.close()
@@ -189,7 +190,7 @@ def _closed_segments(events: Path) -> list[tuple[BinaryIO, int | None]]:
     out: list[tuple[BinaryIO, int | None]] = []
     for _, path in sorted(closed_segments(events).items()):
         try:
-            f = open(path, "rb")  # noqa: SIM115 - closed with the chain
+            f = open_regular_stream(path, "a journal segment", follow=False)  # closed with the chain
         except OSError:
             continue  # said by nobody here: the figures lack it, as with a deleted segment
         stream = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True, closefd=True) \

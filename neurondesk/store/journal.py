@@ -29,12 +29,14 @@ from typing import BinaryIO, Self
 from neurondesk.core.codec import decode_event_line, encode_event
 from neurondesk.core.events import Event
 from neurondesk.store import journal_segments as seg
+from neurondesk.store.input_files import open_regular_stream
 
 __all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "iter_journal_stream",
            "read_journal"]
 
 FLUSH_INTERVAL_S = 1.0
 SEGMENT_BYTES = 8 << 20  # the live file is closed into a compressed segment past this size
+MAX_LINE = 16 << 20  # a journal line is an event: far under this; a longer one is skipped, never held
 
 
 class JournalError(OSError):
@@ -250,8 +252,8 @@ def iter_journal(path: Path | str, problems: list[JournalProblem],
     (segment, byte) position (a checkpoint's) instead of the beginning."""
     path = Path(path)
     if start == (0, 0) and not seg.closed_segments(path):  # one file: every journal before segments
-        try:
-            f = path.open("rb")
+        try:  # never through a symlink, a regular file only (a FIFO would block, /dev/zero never end)
+            f = open_regular_stream(path, "a journal", follow=False)
         except OSError as e:
             raise JournalError(f"cannot read the event journal {path}: {e.strerror or e}") from e
         with f:
@@ -303,8 +305,13 @@ class _ChunkStream(io.RawIOBase):
 
 
 def iter_journal_stream(f: BinaryIO, problems: list[JournalProblem]) -> Iterator[Event]:
-    """As iter_journal, from an open binary stream (a fallback's whole journal, for one)."""
-    for no, raw in enumerate(f, start=1):
+    """As iter_journal, from an open binary stream (a fallback's whole journal, for one). A line
+    over MAX_LINE (none the recorder writes: a planted or broken file) is skipped without being held."""
+    for no, (raw, over) in enumerate(bounded_lines(f, MAX_LINE), start=1):
+        if over:
+            problems.append(JournalProblem(no, f"a line of {over:,} bytes, over the {MAX_LINE >> 20} MiB a "
+                                           "journal line can be: skipped", ""))
+            continue
         if raw.startswith(seg.META_PREFIX):  # a segment's first line: not an event
             continue
         try:
@@ -317,6 +324,30 @@ def iter_journal_stream(f: BinaryIO, problems: list[JournalProblem]) -> Iterator
             problems.append(JournalProblem(no, error, raw.decode("utf-8", "replace").rstrip("\n")[:200]))
             continue
         yield event
+
+
+def bounded_lines(f: BinaryIO, limit: int) -> Iterator[tuple[bytes, int]]:
+    """The lines of ``f`` as (line, 0); a line longer than ``limit`` as (b"", its length), read
+    through in 1 MiB pieces and let go of once past the limit, never held whole."""
+    while True:
+        piece = f.readline(1 << 20)
+        if not piece:
+            return
+        if piece.endswith(b"\n"):
+            yield piece, 0
+            continue
+        pieces: list[bytes] | None = [piece]
+        size = len(piece)
+        while not piece.endswith(b"\n"):
+            piece = f.readline(1 << 20)
+            if not piece:
+                break
+            size += len(piece)
+            if pieces is not None:
+                pieces.append(piece)
+                if size > limit:
+                    pieces = None
+        yield (b"".join(pieces), 0) if pieces is not None else (b"", size)
 
 
 def read_journal(path: Path | str) -> tuple[list[Event], list[JournalProblem]]:

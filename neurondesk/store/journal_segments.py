@@ -30,6 +30,8 @@ from typing import BinaryIO
 
 import zstandard
 
+from neurondesk.store.input_files import open_regular
+
 META_PREFIX = b'{"journal":"segment"'
 ZST = ".zst"
 _CLOSED = re.compile(r"\.(\d{6})\.jsonl(\.zst)?$")
@@ -86,7 +88,9 @@ def segment_of_file(fd: int) -> int | None:
 
 
 def open_nofollow(path: Path) -> int:
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    """A journal file, never through a symlink, only when it is a regular file (a FIFO in its place
+    would block the open: InputRefused, an OSError, instead)."""
+    return open_regular(path, "a journal", follow=False)
 
 
 class SegmentStream:

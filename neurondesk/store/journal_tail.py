@@ -10,7 +10,7 @@ from pathlib import Path
 
 from neurondesk.core.codec import decode_event_line
 from neurondesk.store import journal_segments as seg
-from neurondesk.store.journal import JournalProblem
+from neurondesk.store.journal import MAX_LINE, JournalProblem
 
 READ_CHUNK = 1 << 20
 
@@ -25,6 +25,7 @@ class JournalTail:
         self.segment, self._offset = start
         self.stream: seg.SegmentStream | None = None
         self.partial = b""
+        self._skipping = False  # inside a line over MAX_LINE, already counted
         self.line_no = 0
         self.problems: list[JournalProblem] = []
         self.problem_count = 0
@@ -89,6 +90,16 @@ class JournalTail:
     def _lines(self, data: bytes, events: list) -> None:
         lines = data.split(b"\n")
         self.partial = lines.pop()
+        if self._skipping and lines:  # the end of a line over MAX_LINE: said when it began
+            self._skipping = False
+            lines.pop(0)
+        elif self._skipping:
+            self.partial = b""
+        if len(self.partial) > MAX_LINE:  # no event is this long: not held (a planted or broken file)
+            self.line_no += 1
+            self._problem(JournalProblem(self.line_no, f"a line over the {MAX_LINE >> 20} MiB a journal line "
+                                         "can be: skipped", ""))
+            self.partial, self._skipping = b"", True
         for raw in lines:
             self.line_no += 1
             if not raw.strip() or raw.startswith(seg.META_PREFIX):
@@ -103,7 +114,7 @@ class JournalTail:
         """A tail of ``path``, the same journal going on in another file (a fallback folder's
         remainder): a line cut where this file ended is completed there."""
         nxt = JournalTail(path)
-        nxt.partial, nxt.line_no = self.partial, self.line_no
+        nxt.partial, nxt.line_no, nxt._skipping = self.partial, self.line_no, self._skipping
         nxt.problems, nxt.problem_count = self.problems, self.problem_count
         self.close()
         return nxt

@@ -14,6 +14,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from neurondesk.store.input_files import read_regular
 from neurondesk.store.rundir import RECORDER_INFO, RECORDER_LOCK
 from neurondesk.store.summary_files import write_atomic
 
@@ -99,8 +100,8 @@ def live_owner(run_dir: Path | str) -> str | None:
     info = read_recorder_info(run_dir)
     pid = lock_holder_pid(run_dir) or (info.pid if info else None)
     workload = f", workload pid {info.workload_pid}" if info and info.workload_pid else ""
-    return (f"another recorder (pid {pid if pid else '?'}{workload}) owns {run_dir}: its run is still being "
-            f"recorded there; give another --run-dir, or watch that run with `neurondesk attach {run_dir}`")
+    return (f"another recorder owns {run_dir} (recorder pid {pid if pid else '?'}{workload}): its run is still "
+            f"being recorded there; give another --run-dir, or watch that run with `neurondesk attach {run_dir}`")
 
 
 def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
@@ -109,7 +110,7 @@ def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
 
 def read_recorder_info(run_dir: Path | str) -> RecorderInfo | None:
     try:
-        d = json.loads((Path(run_dir) / RECORDER_INFO).read_text(encoding="utf-8"))
+        d = json.loads(read_regular(Path(run_dir) / RECORDER_INFO, "recorder.json", 1 << 16, follow=False))
         return RecorderInfo(pid=int(d["pid"]), control_socket=str(d["control_socket"]),
                             workload_pid=None if d.get("workload_pid") is None else int(d["workload_pid"]))
     except (OSError, ValueError, KeyError, TypeError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from neurondesk.core.prices import (
@@ -12,6 +13,9 @@ from neurondesk.core.prices import (
     merge_tables,
     parse_price_table,
 )
+from neurondesk.store.input_files import InputRefused, read_regular
+
+MAX_TABLE_BYTES = 16 << 20  # the refreshed table of every region is well under 1 MB
 
 
 def load_price_table(local_override: Path | None = None) -> PriceTable:
@@ -21,11 +25,14 @@ def load_price_table(local_override: Path | None = None) -> PriceTable:
     cache must not stop a run.
     """
     table = bundled_price_table()
-    if local_override is None or not local_override.exists():
+    if local_override is None or not os.path.lexists(local_override):
         return table
-    try:
-        data = json.loads(local_override.read_text(encoding="utf-8"))
+    try:  # a regular file, bounded: a link to /dev/zero or a FIFO is one warning, not a hang
+        data = json.loads(read_regular(local_override, "a price table", MAX_TABLE_BYTES).decode("utf-8"))
         local = parse_price_table(data, f"local table {local_override}")
+    except InputRefused as e:
+        msg = f"ignored local price table: {e}; delete it, or write it again with `neurondesk prices refresh`"
+        return merge_tables(table, PriceTable({}, {}, warnings=(msg,)))
     except (OSError, ValueError, TypeError, AttributeError, RecursionError, PriceTableError) as e:
         # ValueError covers bad JSON and bad UTF-8; the others: a shape the parser did not foresee
         msg = f"ignored local price table {local_override}: {e}; delete it or refresh it"

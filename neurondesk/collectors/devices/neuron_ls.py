@@ -10,6 +10,7 @@ columns are ignored; missing ones become None. ``run_neuron_ls`` asks ``--output
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from neurondesk.collectors.devices.neuron_ls_json import (
     parse_memory,
 )
 from neurondesk.core.device_events import NeuronDevice, NeuronInventory, NeuronProcess
+from neurondesk.store.input_files import InputRefused, open_regular
 
 # the records live in core (DeviceInventory.neuron carries them); re-exported here with the JSON readers
 __all__ = ["MAX_CORES", "MAX_JSON_STARTS", "NeuronDevice", "NeuronInventory", "NeuronLsError", "NeuronLsResult",
@@ -217,9 +219,12 @@ def parse_output(text: str) -> NeuronInventory:
 def parse_file(path: str | Path) -> NeuronInventory:
     """A saved ``neuron-ls`` or ``neuron-ls --json-output`` (for ``--from-file``)."""
     p = Path(path)
-    try:
-        with p.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero must not grow us to gigabytes
+    try:  # a regular file only (a FIFO would block the open), bounded: /dev/zero must not grow us to gigabytes
+        fd = open_regular(p, "a saved neuron-ls output")
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except InputRefused as e:
+        raise NeuronLsError(f"{e}; give the file neuron-ls wrote") from None
     except OSError as e:
         raise NeuronLsError(f"{p}: cannot read ({e.strerror or e})") from None
     if len(data) > MAX_FILE_BYTES:
