@@ -146,6 +146,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-first-compile-s", type=_number(0, MAX_SECONDS), metavar="S",
                    help="fail when the first compile took over S s")
     g.add_argument("--min-samples-per-s", type=_number(0, MAX_RATE), metavar="X", help="fail below X steady samples/s")
+    from neurondesk.cli_share import add_alert_options
+
+    add_alert_options(p)  # --notify, --notify-url, --budget-usd, --hang-after ...
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
@@ -195,6 +198,7 @@ def _warn_unknown_instance(text: str, priced: bool, table) -> None:
 
 
 def _options(args, command: list[str]):
+    from neurondesk.cli_share import alert_options
     from neurondesk.recorder.options import RunOptions
 
     instance, price, source = _price(args)
@@ -206,7 +210,7 @@ def _options(args, command: list[str]):
         steps_requested=args.steps_requested, run_dir=args.run_dir, force=args.force,
         neuron_monitor_replay=args.neuron_monitor_replay,
         neuron_observer=getattr(args, "neuron_observer", None), graph_stats=getattr(args, "graph_stats", None),
-        metrics_addr=metrics_addr, job_id=job_id, node=node,
+        metrics_addr=metrics_addr, job_id=job_id, node=node, checks=_thresholds(args), **alert_options(args),
     )
 
 
@@ -259,7 +263,7 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
         sys.stdout.write(f"{launched.paths.dir}\n")
         return 0
     source = FollowSource(launched.paths.dir, recorder=launched.process)
-    code = _watch(source, headless=args.headless)
+    code = _watch(source, headless=args.headless, notify=args.notify)
     if start_failed(source.state):
         source.finish()
         for note in source.state.notices:  # the workload never started: say why, as one line
@@ -268,14 +272,15 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
     return _gate(source, source.summary_path.exists(), thresholds, code)
 
 
-def _watch(source, headless: bool) -> int:
+def _watch(source, headless: bool, notify: bool = False) -> int:
+    """``notify``: ring the terminal on each alert the recorder journals (views/terminal_notify.py)."""
     if headless or not sys.stdout.isatty():
         from neurondesk.views.headless import HeadlessPrinter
 
-        return HeadlessPrinter(source).run()
+        return HeadlessPrinter(source, notify=notify).run()
     from neurondesk.views.console.app import run_console
 
-    return run_console(source)
+    return run_console(source, notify=notify)
 
 
 def cmd_run(args) -> int:
@@ -521,13 +526,16 @@ def build_parser() -> argparse.ArgumentParser:
     from neurondesk.cli_checks import add_parsers as add_check_parsers
 
     add_check_parsers(sub)  # doctor, lint
+    from neurondesk.cli_share import add_parsers as add_share_parsers
+
+    add_share_parsers(sub)  # export, report, stacks
     return p
 
 
 # Commands that print reports: all they write (stdout and stderr) goes through safe_text.CleanStream.
 # run, demo, attach and replay draw a console or a status line; they make their own text safe.
 REPORT_COMMANDS = frozenset({"summary", "advise", "compare", "history", "reindex", "prices", "ls", "devices",
-                             "doctor", "lint"})
+                             "doctor", "lint", "export", "report"})
 
 
 def _reports_cleaned(args) -> bool:

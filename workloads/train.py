@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -57,6 +58,11 @@ def parse_args(argv=None):
     p.add_argument("--target-loss", type=float, default=None, help="recorded in the config only")
     p.add_argument("--crash-at-step", type=int, default=None, help="raise RuntimeError at this step")
     p.add_argument("--crash-rank", type=int, default=None, help="with --crash-at-step: only this rank raises")
+    p.add_argument("--hang-at-step", type=int, default=None,
+                   help="sleep --hang-s seconds before this step's forward (under torchrun the other ranks "
+                        "then wait in the all-reduce): a hang")
+    p.add_argument("--hang-rank", type=int, default=None, help="with --hang-at-step: only this rank sleeps")
+    p.add_argument("--hang-s", type=float, default=600.0, help="how long --hang-at-step sleeps (default 600)")
     p.add_argument("--straggler-rank", type=int, default=None, help="under torchrun: this rank is slower")
     p.add_argument("--straggler-ms", type=float, default=0.0, help="how much slower, per step")
     p.add_argument("--straggler-kind", choices=["compute", "data"], default="compute",
@@ -198,6 +204,8 @@ def main(argv=None) -> int:
     for step, (ids, labels) in enumerate(batches(args, backend, seq_lens, ranks), start=1):
         if step == args.crash_at_step and args.crash_rank in (None, ranks.rank):
             raise RuntimeError(f"crash requested at step {step} on rank {ranks.rank} (--crash-at-step)")
+        if step == args.hang_at_step and args.hang_rank in (None, ranks.rank):
+            time.sleep(args.hang_s)  # stands here; the other ranks stand in the next all-reduce
         opt.zero_grad(set_to_none=True)
         with autocast:
             loss = step_fn(model, ids, labels, args.graph_break, slow)

@@ -38,6 +38,8 @@ class RunStarted(Event):
     samples_per_step: int | None = None  # user override
     tokens_per_step: int | None = None  # user override
     steps_requested: int | None = None
+    budget_usd: float | None = None  # --budget-usd: warned at 80%, alerted at 100% (core/budget.py)
+    hang_after_s: float | None = None  # --hang-after: the hang threshold (core/hang.py)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from neurondesk.core import events as ev
 from neurondesk.core.disk import DiskReducer
+from neurondesk.core.hang import detect_hang
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
@@ -274,6 +275,9 @@ class RunState:
         if since is not None:
             wall = (now if now is not None else self.last_t or since) - since
             return "compiling", f"compiling #{len(self.compiles) + 1} for {wall:.0f} s"
+        hang = detect_hang(self, now)
+        if hang is not None:
+            return "hung", hang.words()
         if self.parts.compiles.graph_grows:
             return "compiling", "compiling every step: the graph grows (nothing cuts it)"
         if self.steps_done == 0 and not self.compiles:

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from neurondesk.core.checks import Thresholds
+
 
 @dataclass
 class RunOptions:
@@ -30,6 +32,13 @@ class RunOptions:
     metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
     job_id: str = ""  # the metrics' job_id label
     node: str | None = None  # the metrics' node label (default: the host name)
+    budget_usd: float | None = None  # --budget-usd: warn at 80%, alert at 100% (core/budget.py)
+    budget_stop: bool = False  # --budget-stop: at 100% stop the workload as the console's `s` does
+    hang_after_s: float | None = None  # --hang-after: no step this long (nothing compiling) is a hang
+    notify: bool = False  # --notify: every alert journaled as a notice, for the viewer's bell
+    notify_url: str | None = None  # --notify-url: POST each alert there (never written to disk)
+    notify_compile_s: float = 60.0  # --notify-compile-s: a compile wall longer than this is an alert
+    checks: Thresholds | None = None  # the --check thresholds: a failed check is an alert
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -45,4 +54,5 @@ class RunOptions:
         o = cls(**{k: v for k, v in d.items() if k in names})
         o.run_dir = None if o.run_dir is None else Path(o.run_dir)
         o.run_root = None if o.run_root is None else Path(o.run_root)
+        o.checks = None if o.checks is None else Thresholds(**o.checks)
         return o

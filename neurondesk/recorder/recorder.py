@@ -40,6 +40,7 @@ from neurondesk.recorder.control import SIGNALS, ControlRequest, ControlServer
 from neurondesk.recorder.disk_full import DiskFullFallback
 from neurondesk.recorder.metrics import default_node
 from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
+from neurondesk.recorder.notify import AlertDesk
 from neurondesk.recorder.options import RunOptions
 from neurondesk.reports.summary_writer import to_json, to_markdown  # text only
 from neurondesk.store.index import RunIndex
@@ -92,6 +93,7 @@ class Recorder:
         self._rotation_said: str | None = None
         self.disk_warnings = DiskWarnings()  # free space / fill forecast: a notice once per episode
         self.registration: Registration | None = None  # this run's entry among the live runs
+        self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload)
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -105,7 +107,7 @@ class Recorder:
             host=socket.gethostname(), instance_type=o.instance_type, price_per_hour=o.price_per_hour,
             price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
             samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
-            steps_requested=o.steps_requested))
+            steps_requested=o.steps_requested, budget_usd=o.budget_usd, hang_after_s=o.hang_after_s))
         if unregistered:
             self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=unregistered))
         debug = user_debug_notice(dict(os.environ if o.env is None else o.env))
@@ -344,6 +346,8 @@ class Recorder:
                 self._stop_recording(self.stop_requested)
                 break
             self.pump(timeout=0.1)
+            if not self.done:
+                self.alerts.poll(self.state, time.time())  # hang, budget, compile walls ... (recorder/notify.py)
             if self.metrics is not None:  # this thread owns the state: snapshot here, scrapes read it
                 self.metrics.publish(self.state, time.time())
         if self.metrics is not None:
@@ -403,6 +407,7 @@ class Recorder:
             RunIndex(root / INDEX_FILE).record(summary, self.paths.dir)
         except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
             self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
+        self.alerts.at_end(self.state, time.time(), summary)  # finished / failed / checks, journaled
         self.unregister()  # after the index row: the run is always in one of them
         self._close_journal()
         self._checkpoint(force=True)  # the whole run: a reader of the finished run reduces nothing
@@ -413,6 +418,11 @@ class Recorder:
             self.control.close()
         if self.workload is not None and not self.workload.running():
             self.workload.cleanup()
+        self.alerts.close()  # queued webhook posts: a bounded wait
+
+    def _stop_workload(self) -> None:
+        if self.workload is not None and self.workload.running():
+            self.workload.stop()
 
 
     def _close_journal(self) -> None:

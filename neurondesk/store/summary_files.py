@@ -4,9 +4,16 @@ private to the user, never through a symlink."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
-from neurondesk.store.rundir import RunPaths
+from neurondesk.core.summary_types import load_summary
+from neurondesk.store.input_files import read_regular
+from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
+
+MAX_SUMMARY_BYTES = 64 << 20  # a summary is kilobytes (a long many-rank run: a few MB)
 
 
 def write_summary_files(paths: RunPaths, json_text: str, md_text: str) -> None:
@@ -33,3 +40,33 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
+
+
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[TextIO]:
+    """``write_atomic`` for text written as a stream (an export too large to hold): the file at
+    ``path`` appears whole when the block ends, or not at all when it raises."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    try:
+        fd = os.open(tmp, _NEW, 0o600)
+    except FileExistsError:
+        tmp.unlink()
+        fd = os.open(tmp, _NEW, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def read_summary(run_dir: Path | str) -> dict | None:
+    """A run folder's summary.json (a regular file of at most MAX_SUMMARY_BYTES, never through a
+    symlink), read by the contract (core/summary_types.py: any version neurondesk wrote) and given
+    in its JSON-shaped form; None when there is none. OSError, or a ValueError (SummaryError) that
+    says what is wrong with it, for a reader that says why."""
+    path = Path(run_dir) / SUMMARY_JSON
+    if not os.path.lexists(path):
+        return None
+    return load_summary(read_regular(path, "a run summary", MAX_SUMMARY_BYTES, follow=False)).as_dict()

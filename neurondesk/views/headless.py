@@ -1,5 +1,6 @@
 """Headless view: the workload's own output passes through, one status line on stderr, the
-summary table on stdout at the end. It renders RunState; it computes nothing itself."""
+summary table on stdout at the end. It renders core's figures (core/figures.py); it computes
+nothing itself."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import signal
 import sys
 import time
 
+from neurondesk.core.figures import run_figures
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean, clean_lines
 from neurondesk.reports.summary_writer import to_text_table
+from neurondesk.views.terminal_notify import AlertBell, notification
 
 STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
@@ -49,20 +52,21 @@ def mark_impersonation(data: bytes, at_line_start: bool = True) -> bytes:
 def status_line(state: RunState, now: float, stragglers: list | None = None) -> str:
     """``stragglers``: state.parts.ranks.stragglers() as computed a moment ago (None: computed here)."""
     _, words = state.phase(now)
-    step = f"step {state.steps_done}" + (f"/{state.steps_requested}" if state.steps_requested else "")
+    f = run_figures(state, now)
+    step = f"step {f.steps}" + (f"/{f.steps_requested}" if f.steps_requested else "")
     parts = [f"neurondesk: {words}", step]
-    sps = state.steady_samples_per_s
+    sps = f.samples_per_s
     parts.append(f"{sps:,.1f} samples/s steady" if sps is not None else "steady: not yet")
-    if state.compiles:
-        parts.append(f"{len(state.compiles)} compiles ({state.compile_total_s:.1f} s)")
-    if state.price_per_hour is not None:
-        parts.append(f"${state.price_per_hour / 3600 * state.elapsed_s(now):,.4f} so far")
+    if f.compile_count:
+        parts.append(f"{f.compile_count} compiles ({f.compile_total_s:.1f} s)")
+    if f.total_usd is not None:
+        parts.append(f"${f.total_usd:,.4f} so far")
     if state.parts.ranks.world > 1:
         found = state.parts.ranks.stragglers() if stragglers is None else stragglers
         if found:
             parts.append(f"straggler: {found[0].words()}")
     parts += state.parts.disk.status_words()  # a disk that fills soon, output not stored
-    parts.append(fmt.clock(state.elapsed_s(now)))
+    parts.append(fmt.clock(f.elapsed_s))
     return " | ".join(parts)
 
 
@@ -86,8 +90,9 @@ class HeadlessPrinter:
     SIGTERM are passed on to the workload through the recorder (SIGINT, then SIGTERM, then
     SIGKILL); closing the terminal only ends this printer: the recorder keeps the run."""
 
-    def __init__(self, source, out=None, err=None, echo: bool = True) -> None:
+    def __init__(self, source, out=None, err=None, echo: bool = True, notify: bool = False) -> None:
         self.source = source
+        self.bell = AlertBell() if notify else None  # --notify: each alert rings the terminal
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.echo = echo
@@ -121,6 +126,18 @@ class HeadlessPrinter:
             self.err.write(line + "\n")
         self.err.flush()
 
+    def _ring(self) -> None:
+        """Each new alert: one line (and on a terminal the bell and a desktop notification)."""
+        if self.bell is None:
+            return
+        for message in self.bell.new_alerts(self.source.state):
+            self._clear_status()
+            if not self.at_line_start:
+                self.err.write("\n")
+                self.at_line_start = True
+            self.err.write(f"neurondesk: alert: {clean(message)}\n" + (notification(message) if self.tty else ""))
+            self.err.flush()
+
     def _on_signal(self, signum, frame) -> None:
         if self.attached:  # Ctrl-C in an attached printer detaches; the run goes on
             self.detached = True
@@ -142,6 +159,7 @@ class HeadlessPrinter:
                     self.err.write(clean(f"neurondesk: detached from {self.source.run_dir}; the run goes on") + "\n")
                     return 0
                 self._poll_and_echo()
+                self._ring()
                 now = time.time()
                 # the first line once the workload is seen (or after a moment): a failed start prints none
                 seen = self.source.state.processes or self.source.state.output_total or now - opened >= FIRST_STATUS_S
@@ -154,6 +172,7 @@ class HeadlessPrinter:
                     time.sleep(POLL_S)
             self.source.finish()
             self._poll_and_echo()
+            self._ring()
             return self._final()  # still ours: a Ctrl-C while the summary prints is no traceback
         finally:
             for s, h in old.items():

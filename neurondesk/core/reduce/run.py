@@ -23,6 +23,8 @@ class RunReducer:
         self.instance_type: str | None = None
         self.price_per_hour: float | None = None
         self.price_source: str | None = None
+        self.budget_usd: float | None = None
+        self.hang_after_s: float | None = None
         self.config: dict = {}
         self.exit_code: int | None = None
         self.exit_signal: str | None = None
@@ -51,6 +53,7 @@ class RunReducer:
         self.steps_requested = e.steps_requested
         self.instance_type, self.price_per_hour, self.price_source = (
             e.instance_type, e.price_per_hour, e.price_source)
+        self.budget_usd, self.hang_after_s = e.budget_usd, e.hang_after_s
 
     def on_workload_config(self, e: ev.WorkloadConfig) -> None:
         self.config.update(e.values)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
+from neurondesk.core.budget import budget_for_state
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.state import RunState
 from neurondesk.core.time_breakdown import time_breakdown
@@ -14,6 +15,8 @@ from neurondesk.reports import fmt
 from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
 from neurondesk.views.console.derived import cost_now
 from neurondesk.views.console.panel import Line, Panel
+
+BUDGET_STYLE = {"warn": "bold yellow", "reached": "bold red"}
 
 
 class CostPanel(Panel):
@@ -47,6 +50,11 @@ class CostPanel(Panel):
             t.append(value, style="bold" if label in ("so far", "$/1k steps steady") else "")
             if i < len(rows) - 1:
                 t.append("\n")
+        budget = budget_for_state(state, now)
+        if budget is not None:  # "$12.30 of $50.00 (25%); reached at step 41,200, in about 2 h"
+            t.append("\n")
+            t.append(f"{'budget':<20}", style="dim")
+            t.append(budget.words(), style=BUDGET_STYLE.get(budget.level, ""))
         source = " · ".join(x for x in (state.instance_type, state.price_source) if x)
         if source:
             t.append("\n")

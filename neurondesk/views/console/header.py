@@ -17,6 +17,7 @@ PHASE_STYLE = {
     "compiling": "bold black on yellow",
     "running": "bold black on green",
     "input-bound": "bold white on dark_orange3",
+    "hung": "bold white on red",
     "finished": "bold white on blue",
 }
 

@@ -1,0 +1,108 @@
+"""The command line of "look, share and be told": the run's alert and budget options, and the
+commands that hand a run to other tools (``export`` to Perfetto / Chrome tracing, ``report`` to one
+HTML file, ``stacks`` of a live run's ranks)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _die(msg: str, code: int = 2) -> None:
+    from neurondesk.cli import _die as die
+
+    die(msg, code)
+
+
+def add_alert_options(p: argparse.ArgumentParser) -> None:
+    from neurondesk.cli import MAX_PRICE_PER_HOUR, MAX_SECONDS, _number
+
+    g = p.add_argument_group("alerts and budget (docs/export-report-alerts.md)")
+    g.add_argument("--notify", action="store_true",
+                   help="ring the terminal (bell, OSC 777 / OSC 9 desktop notification) on each alert")
+    g.add_argument("--notify-url", metavar="URL",
+                   help="POST each alert as JSON (with a Slack-compatible 'text') to this URL; its query string "
+                        "is never written to any log")
+    g.add_argument("--notify-compile-s", type=_number(0, MAX_SECONDS), default=60.0, metavar="S",
+                   help="alert when a compile longer than S seconds ends (default 60)")
+    g.add_argument("--budget-usd", type=_number(0.01, MAX_PRICE_PER_HOUR * 366 * 24), metavar="X",
+                   help="warn at 80%% of X dollars, alert at 100%%")
+    g.add_argument("--budget-stop", action="store_true",
+                   help="with --budget-usd: at 100%% stop the workload (SIGINT, then SIGTERM, as the console's s)")
+    g.add_argument("--hang-after", type=_number(1, MAX_SECONDS), metavar="S", dest="hang_after_s",
+                   help="a run with no step for S seconds while nothing compiles is hung "
+                        "(default: max(10 x the steady median step, 5 min))")
+
+
+def alert_options(args) -> dict:
+    """RunOptions fields from the alert options (a bad URL or --budget-stop alone ends here)."""
+    from neurondesk.recorder.notify_webhook import check_url
+
+    url = getattr(args, "notify_url", None)
+    if url:
+        why = check_url(url)
+        if why:
+            _die(why)
+    if getattr(args, "budget_stop", False) and getattr(args, "budget_usd", None) is None:
+        _die("--budget-stop needs --budget-usd X (the budget to stop at)")
+    return {"notify": bool(getattr(args, "notify", False)), "notify_url": url or None,
+            "notify_compile_s": getattr(args, "notify_compile_s", 60.0),
+            "budget_usd": getattr(args, "budget_usd", None), "budget_stop": bool(getattr(args, "budget_stop", False)),
+            "hang_after_s": getattr(args, "hang_after_s", None)}
+
+
+# ---------------------------------------------------------------- export, report, stacks
+
+def add_parsers(sub) -> None:
+    from neurondesk.cli import MAX_STEPS, _whole
+
+    ex = sub.add_parser("export", help="a run as Trace Event JSON for ui.perfetto.dev or chrome://tracing")
+    ex.add_argument("run_dir", type=Path)
+    ex.add_argument("--format", choices=("perfetto", "chrome"), default="perfetto",
+                    help="perfetto (default) or chrome: the same Trace Event JSON; chrome also drops Perfetto-only fields")
+    ex.add_argument("-o", "--output", type=Path, required=True, help="the file to write (- for stdout)")
+    ex.add_argument("--from-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps from N on")
+    ex.add_argument("--to-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps up to N (included)")
+    ex.set_defaults(fn=cmd_export)
+
+    rp = sub.add_parser("report", help="one self-contained HTML report of one run or several: -o report.html")
+    rp.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    rp.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    rp.set_defaults(fn=cmd_report)
+
+
+def cmd_export(args) -> int:
+    from neurondesk.reports.trace_export import ExportRange, export_run
+
+    if args.from_step is not None and args.to_step is not None and args.to_step < args.from_step:
+        _die(f"--to-step {args.to_step} is before --from-step {args.from_step}")
+    rng = ExportRange(args.from_step, args.to_step)
+    try:
+        if str(args.output) == "-":
+            stats = export_run(args.run_dir, sys.stdout, rng, chrome=args.format == "chrome")
+        else:
+            stats = _export_to_file(args, rng)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    sys.stderr.write(f"neurondesk: {stats.words()}\n")
+    return 0
+
+
+def _export_to_file(args, rng):
+    from neurondesk.reports.trace_export import export_run
+    from neurondesk.store.summary_files import atomic_writer
+
+    with atomic_writer(args.output) as f:
+        return export_run(args.run_dir, f, rng, chrome=args.format == "chrome")
+
+
+def cmd_report(args) -> int:
+    from neurondesk.reports.html_report import write_report
+
+    try:
+        path = write_report(args.runs, args.output)
+    except (OSError, ValueError) as exc:
+        _die(str(exc))
+    sys.stderr.write(f"neurondesk: report written to {path}\n")
+    return 0
