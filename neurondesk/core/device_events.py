@@ -339,6 +339,28 @@ class NeuronGraphStat(Event):
     compile_s: float | None = None
 
 
+# ---------------------------------------------------------------- Neuron faults (collectors/logparse/neuron_faults.py)
+
+
+@dataclass(frozen=True)
+class NeuronFault(Event):
+    """A Neuron failure read from the workload's output, with what the line tells of it:
+    ``fault`` is "device-oom" (the device's HBM), "compiler-oom" (neuronx-cc killed by the host's
+    OOM killer) or "version-skew" (runtime, driver, compiler or framework built for another
+    release). The LogError of the same line stays the error as printed; this is its meaning."""
+
+    kind: ClassVar[str] = "neuron_fault"
+    fault: str = ""
+    line: str = ""  # the line it was read from, clipped
+    pid: int | None = None
+    size: str | None = None  # "172.000MB", as printed
+    usage: str | None = None  # the memory category the allocation was for ("tensors")
+    device: int | None = None  # ND
+    core: int | None = None  # NC
+    mem_log: str | None = None  # the runtime's allocation log (/tmp/nrt_mem_log_device_0_*.csv)
+    mismatch: str | None = None  # what does not match, in words
+
+
 # ---------------------------------------------------------------- disks (collectors/devices/disk.py)
 
 

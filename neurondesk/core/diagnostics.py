@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from neurondesk.core.neuron_errors import neuron_fault_findings
 from neurondesk.core.reduce.compiles import STORM_STEPS
 from neurondesk.core.reduce.telemetry import SteadyProcesses
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
@@ -67,7 +68,8 @@ class Diagnostic:
 
 
 def diagnostics(state: RunState) -> list[Diagnostic]:
-    return [d for d in (graph_grows(state), *many_graphs(state), no_steady_state(state)) if d is not None]
+    neuron = [Diagnostic(kind=kind, message=text) for kind, text in neuron_fault_findings(state)]
+    return [d for d in (*neuron, graph_grows(state), *many_graphs(state), no_steady_state(state)) if d is not None]
 
 
 MANY_GRAPHS = 8  # graphs compiled at one point of one phase before it is named

@@ -45,6 +45,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     dev.ProcessTreeSample,
     dev.CacheScan,
     dev.NeuronGraphStat,
+    dev.NeuronFault,
     # the disks (collectors/devices/disk.py) and output the relay could not store
     dev.DiskSample,
     ev.OutputNotStored,

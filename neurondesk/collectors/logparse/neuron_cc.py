@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice
 
 from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip, small_int
+from .neuron_faults import fault_of
 
 SOURCE = "neuron-log"
 
@@ -61,6 +62,9 @@ _NOISE = (
     "object(s) leaked, improper teardown",
 )
 _RUNTIME_CODES = (
+    ("version-skew", ("compatibility id", "undefined symbol: nrt_", "NEFF version mismatch",
+                      "Unsupported hardware operator code")),
+    ("compiler-oom", ("[F137]", "forcibly killed")),
     ("device-oom", ("Failed to alloc", "Allocation Failure", "NRT_RESOURCE", "RESOURCE_EXHAUSTED")),
     ("cores-busy", ("NeuronCore(s) not available", "nrt_allocate_neuron_cores")),
     ("driver", ("Neuron Driver", "aws-neuron-dkms")),
@@ -125,6 +129,14 @@ class NeuronCCParser:
         self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
 
     def feed(self, s: str, t: float, out: Out) -> str | None:
+        fault = fault_of(s, t)  # what a Neuron failure means (out of memory, version skew), beside its error
+        tag = self._feed(s, t, out)
+        if fault is not None:
+            out.append(fault)
+            return tag or ERROR
+        return tag
+
+    def _feed(self, s: str, t: float, out: Out) -> str | None:
         if self._echo_next or self._mem_dump:
             echo, dump = self._echo_next, self._mem_dump
             self._echo_next = self._mem_dump = False

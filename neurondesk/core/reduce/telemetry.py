@@ -19,6 +19,7 @@ from neurondesk.core import events as ev
 from neurondesk.core.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.graph_stats import GraphStatsJoin
+from neurondesk.core.reduce.neuron_faults import NeuronFaults
 from neurondesk.core.reduce.neuron_memory import HbmHeadroom, NeuronMemoryPeaks
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
@@ -110,12 +111,13 @@ class TelemetryReducer:
         self.execution_errors_by_class: dict[str, int] = {}
         self.graph_stats = GraphStatsJoin(compiles)  # TorchNeuron graph_stats rows, per dynamo compile
         self.neuron_memory = NeuronMemoryPeaks()  # device memory by category: peaks per core, host
+        self.faults = NeuronFaults()  # Neuron failures the output told: out of memory, version skew
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
                 "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step, "steps": self.on_steps,
-                "neuron_graph_stat": self.graph_stats.on_row}
+                "neuron_graph_stat": self.graph_stats.on_row, "neuron_fault": self.faults.on_fault}
 
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no
