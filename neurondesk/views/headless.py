@@ -171,7 +171,8 @@ class HeadlessPrinter:
                 if not self.source.new_events:
                     time.sleep(POLL_S)
             self.source.finish()
-            self._poll_and_echo()
+            while self._poll_and_echo():  # to the end of the output: 1 MiB a stream at a time
+                pass
             self._ring()
             return self._final()  # still ours: a Ctrl-C while the summary prints is no traceback
         finally:
@@ -203,16 +204,16 @@ class HeadlessPrinter:
             return 1
         return 128 - code if code < 0 else code
 
-    def _poll_and_echo(self) -> None:
+    def _poll_and_echo(self) -> bool:
         """Take in the journal, then pass the workload's own bytes through unchanged (a tqdm bar's
         carriage returns and escape sequences included, so it updates in place), but for a line
         that would pass for neurondesk's own: it is marked (mark_impersonation)."""
         self.source.poll()
         if not self.echo:
-            return
+            return False
         chunks = self.source.new_output()
         if not chunks:
-            return
+            return False
         self._clear_status()
         for stream, data in chunks:
             data = mark_impersonation(data, self.at_line_start)
@@ -226,6 +227,7 @@ class HeadlessPrinter:
             target.flush()
             self.at_line_start = data.endswith(b"\n")
         self.last_output = time.time()
+        return True
 
 
 def start_failed(state: RunState) -> bool:
