@@ -30,16 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.collectors.devices.graph_stats import GraphStatsFolder, metrics_environment
+from neurondesk.collectors.neuron_profile import profile_setup
 from neurondesk.collectors.output_relay import Relay, Stream
+from neurondesk.collectors.output_tail import OutputTail
 from neurondesk.core.disk import OutputNotStored
-from neurondesk.core.events import Notice
+from neurondesk.core.events import Notice, ParseProblem
+from neurondesk.store.input_files import bounded_lines
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 RELAY_SCRIPT = Path(__file__).resolve().parent / "output_relay.py"
 RELAY_READY_S = 15.0  # for the relay to say it is up; past this the output goes to the files directly
 RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end
 PIPE_SIZE = 1 << 20  # the workload's output pipes: room for bursts while the relay catches up
-MAX_LINE = 1 << 20  # longer output lines are cut (and marked) rather than held in memory
+MAX_LINE = 1 << 20  # a probe message longer than this is refused unread (output lines: collectors/output_tail.py)
 OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload runs
 EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
 
@@ -124,7 +127,8 @@ class WorkloadProcess:
     killed. A tail thread reads the files as they grow and queues their lines."""
 
     def __init__(self, command: list[str], out: queue.SimpleQueue, *, stdout_path: Path, stderr_path: Path,
-                 cwd: str | None = None, env: dict[str, str] | None = None, tag: str | None = None) -> None:
+                 cwd: str | None = None, env: dict[str, str] | None = None, tag: str | None = None,
+                 neuron_profile: bool = False) -> None:
         self.command = command
         self.out = out
         self.cwd = cwd
@@ -147,6 +151,7 @@ class WorkloadProcess:
         self._relay_rest = b""
         self._spare_pipes: dict[str, int] = {}  # our own copies of the pipes' read ends: if the relay dies
         self.graph_stats_dir: Path | None = None  # where torch-neuronx writes its graph_stats tables at exit
+        self.neuron_profile = neuron_profile  # --neuron-profile: a Neuron Explorer capture into the run folder
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -163,6 +168,7 @@ class WorkloadProcess:
         env = probe_environment(self.base_env, self.socket_path, self.tag)
         extra, self.graph_stats_dir = metrics_environment(self.base_env, self.output_paths["stdout"].parent)
         env.update(extra)  # TorchNeuron's graph_stats tables, read at exit (_read_graph_stats)
+        self._profile_setup(env)
         files = self._start_relay()
         if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
             files = {name: _open_output(path) for name, path in self.output_paths.items()}
@@ -327,8 +333,10 @@ class WorkloadProcess:
 
     def _read_probe(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as f:
-            for line in f:
-                self.out.put(RawProbe(time.time(), line[:MAX_LINE]))
+            for line, over in bounded_lines(f, MAX_LINE):  # a line over the bound is never held
+                self.out.put(RawProbe(time.time(), line) if not over else ParseProblem(
+                    t=time.time(), source="probe", raw="",
+                    error=f"a probe message of {over:,} bytes, over the {MAX_LINE >> 20} MiB one can be: refused unread"))
 
     def _tail_output(self) -> None:
         tails = [OutputTail(path, stream) for stream, path in self.output_paths.items()]
@@ -367,6 +375,17 @@ class WorkloadProcess:
             th.join(timeout=max(0.0, end - time.monotonic()))
         self._read_graph_stats()
         self.out.put(RawExit(exit_t, code, tuple(left)))
+
+    def _profile_setup(self, env: dict[str, str]) -> None:
+        """A Neuron Explorer capture (--neuron-profile, or the user's own switch): its variables, the
+        event naming its folder, and a warning when torch.profiler is on too."""
+        setup = profile_setup(self.base_env, self.output_paths["stdout"].parent, self.neuron_profile, self.command,
+                              self.cwd, time.time())
+        env.update(setup.env)
+        if setup.event is not None:
+            self.out.put(setup.event)
+        for text in setup.warnings:
+            self.out.put(Notice(t=time.time(), level="warn", source="neuron-profile", message=text))
 
     def _read_graph_stats(self) -> None:
         """torch-neuronx writes its graph_stats tables as each rank exits: read them before the
@@ -484,70 +503,3 @@ def _prefixed(first: bytes, f):
 def _open_output(path: Path) -> int:
     """The workload's own output file: appended to, private to the user, never through a symlink."""
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-
-
-class OutputTail:
-    """Reads a growing output file line by line; a line is taken once its newline is written
-    (or at the end, ``final``). Lines over MAX_LINE are cut and marked."""
-
-    CUT = " …[line cut at 1 MiB by neurondesk]"
-
-    def __init__(self, path: Path, stream: str) -> None:
-        self.path = path
-        self.stream = stream
-        self.fd: int | None = None
-        self.partial = b""
-        self.skipping = False  # inside the rest of a line already cut
-
-    def read_lines(self, final: bool = False) -> list[str]:
-        if self.fd is None:
-            try:
-                self.fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:
-                return []
-        lines: list[str] = []
-        while True:
-            chunk = os.read(self.fd, 1 << 20)
-            if not chunk and self._replaced():  # removed and made again (the relay does): read the new one
-                continue
-            if not chunk:
-                break
-            parts = (self.partial + chunk).split(b"\n")
-            self.partial = parts.pop()
-            for raw in parts:
-                if self.skipping:
-                    self.skipping = False
-                    continue
-                lines.append(self._text(raw[:MAX_LINE]) + (self.CUT if len(raw) > MAX_LINE else ""))
-            if len(self.partial) >= MAX_LINE:
-                lines.append(self._text(self.partial[:MAX_LINE]) + self.CUT)
-                self.partial = b""
-                self.skipping = True
-        if final and self.partial:
-            if not self.skipping:
-                lines.append(self._text(self.partial))
-            self.partial = b""
-        return lines
-
-    def _replaced(self) -> bool:
-        """At the end of what we read: is the file at ``path`` another one now? Then it is read from
-        its start."""
-        try:
-            now, ours = os.stat(self.path, follow_symlinks=False), os.fstat(self.fd)
-            if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):
-                return False
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            return False
-        os.close(self.fd)
-        self.fd = fd
-        return True
-
-    @staticmethod
-    def _text(raw: bytes) -> str:
-        return raw.decode("utf-8", "replace").rstrip("\r")
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None

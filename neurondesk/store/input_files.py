@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -89,3 +90,27 @@ def too_large(path: Path | str, what: str, max_bytes: int) -> str:
 
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def bounded_lines(f: BinaryIO, limit: int) -> Iterator[tuple[bytes, int]]:
+    """The lines of ``f`` as (line, 0); a line longer than ``limit`` as (b"", its length), read
+    through in 1 MiB pieces and let go of once past the limit, never held whole."""
+    while True:
+        piece = f.readline(1 << 20)
+        if not piece:
+            return
+        if piece.endswith(b"\n"):
+            yield piece, 0
+            continue
+        pieces: list[bytes] | None = [piece]
+        size = len(piece)
+        while not piece.endswith(b"\n"):
+            piece = f.readline(1 << 20)
+            if not piece:
+                break
+            size += len(piece)
+            if pieces is not None:
+                pieces.append(piece)
+                if size > limit:
+                    pieces = None
+        yield (b"".join(pieces), 0) if pieces is not None else (b"", size)

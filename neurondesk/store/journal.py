@@ -29,7 +29,7 @@ from typing import BinaryIO, Self
 from neurondesk.core.codec import decode_event_line, encode_event
 from neurondesk.core.events import Event
 from neurondesk.store import journal_segments as seg
-from neurondesk.store.input_files import open_regular_stream
+from neurondesk.store.input_files import bounded_lines, open_regular_stream
 
 __all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "iter_journal_stream",
            "read_journal"]
@@ -324,30 +324,6 @@ def iter_journal_stream(f: BinaryIO, problems: list[JournalProblem]) -> Iterator
             problems.append(JournalProblem(no, error, raw.decode("utf-8", "replace").rstrip("\n")[:200]))
             continue
         yield event
-
-
-def bounded_lines(f: BinaryIO, limit: int) -> Iterator[tuple[bytes, int]]:
-    """The lines of ``f`` as (line, 0); a line longer than ``limit`` as (b"", its length), read
-    through in 1 MiB pieces and let go of once past the limit, never held whole."""
-    while True:
-        piece = f.readline(1 << 20)
-        if not piece:
-            return
-        if piece.endswith(b"\n"):
-            yield piece, 0
-            continue
-        pieces: list[bytes] | None = [piece]
-        size = len(piece)
-        while not piece.endswith(b"\n"):
-            piece = f.readline(1 << 20)
-            if not piece:
-                break
-            size += len(piece)
-            if pieces is not None:
-                pieces.append(piece)
-                if size > limit:
-                    pieces = None
-        yield (b"".join(pieces), 0) if pieces is not None else (b"", size)
 
 
 def read_journal(path: Path | str) -> tuple[list[Event], list[JournalProblem]]:

@@ -100,7 +100,10 @@ class OutputParser:
                 self._problem(found, t, "output", line,
                               "line is not valid UTF-8; undecodable bytes were replaced by U+FFFD")
         s = line
-        if len(s) > MAX_PARSED_CHARS:
+        if len(s) > MAX_PARSED_CHARS and "\r" in s[-MAX_PARSED_CHARS:]:
+            # a bar redrawn in place (tqdm): what the terminal shows, and the parsers read, is its end
+            s = s[-MAX_PARSED_CHARS:]
+        elif len(s) > MAX_PARSED_CHARS:
             s = s[:MAX_PARSED_CHARS]
             self._problem(found, t, "output", s, f"line of {len(line)} characters; only the first "
                                                  f"{MAX_PARSED_CHARS} were parsed (the line is kept whole)")

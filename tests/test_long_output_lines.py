@@ -1,0 +1,77 @@
+"""Issue 24 item 6: a workload line with no newline is bounded before it is buffered (the first
+64 KiB kept, the rest counted), and a `\\r` progress bar that never prints a newline keeps what a
+terminal shows of it, its last segment.
+
+A real run: the workload writes a 24 MiB line in 1 MiB writes, then a line, then 20,000 tqdm-like
+redraws with no newline at all before it exits. Before the fix this gave 24 output events of
+1 MiB and as many parse problems."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO, base_env
+
+from neurondesk.collectors.output_tail import MAX_LINE, REDRAW_MAX, OutputTail, cut_mark
+
+BIG = 24 << 20
+BAR_STEPS = 20000
+WORKLOAD = f"""
+import sys
+w = sys.stdout.write
+for _ in range({BIG >> 20}):
+    w("x" * (1 << 20)); sys.stdout.flush()
+w("\\n"); print("after the long line", flush=True)
+for i in range(1, {BAR_STEPS} + 1):
+    w(f"\\r{{100 * i / {BAR_STEPS}:5.1f}}%|##########| {{i}}/{BAR_STEPS} [00:10<00:00, 1999.9it/s]")
+sys.stdout.flush()
+"""
+
+
+def test_a_24_mib_line_and_a_bar_without_newline_are_one_bounded_event_each(tmp_path):
+    run_dir = tmp_path / "run"
+    with open(tmp_path / "passthrough", "wb") as out:
+        p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
+                            "--", sys.executable, "-c", WORKLOAD], stdout=out, stderr=subprocess.PIPE,
+                           env=base_env(tmp_path), cwd=REPO, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    # the workload's bytes reach the terminal (and stdout.log) unchanged: the bound is neurondesk's reading only
+    assert (run_dir / "stdout.log").stat().st_size > BIG
+    assert (tmp_path / "passthrough").stat().st_size > BIG
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    outputs = [e["text"] for e in events if e["kind"] == "output" and e.get("stream") == "stdout"]
+    assert len(outputs) == 3, [o[:80] for o in outputs]
+    long_line, after, bar = outputs
+    assert long_line == "x" * MAX_LINE + cut_mark(BIG - MAX_LINE)
+    assert after == "after the long line"
+    last = f"100.0%|##########| {BAR_STEPS}/{BAR_STEPS} [00:10<00:00, 1999.9it/s]"
+    assert bar.endswith(" more bytes of this line cut by neurondesk]\r" + last)  # the head, the mark, what a terminal shows
+    assert len(bar) < MAX_LINE + 200
+    problems = [e for e in events if e["kind"] == "parse_problem"]
+    assert len(problems) <= 1, problems  # the long line's "only the first 16384 characters parsed", once
+    assert (run_dir / "events.jsonl").stat().st_size < 1 << 20
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["script_throughput"]["value"] == 1999.9  # read from the bar's last redraw
+
+
+def test_the_tail_keeps_the_head_counts_the_rest_and_the_last_redraw(tmp_path):
+    path = tmp_path / "stdout.log"
+    tail = OutputTail(path, "stdout")
+    with open(path, "wb") as f:
+        f.write(b"a" * (MAX_LINE - 10))
+        f.flush()
+        assert tail.read_lines() == []  # no newline yet: held (under the bound)
+        f.write(b"b" * 100 + b"\rfirst" + b"c" * (3 * REDRAW_MAX) + b"\rlast one\r\n")
+        f.write(b"short\r\n")
+        f.flush()
+        lines = tail.read_lines()
+    cut = 90 + len(b"\rfirst") + 3 * REDRAW_MAX + len(b"\rlast one\r")
+    # a CRLF line: its cut part ends with the "\r" of "\r\n", so no redraw segment follows the mark
+    assert lines == ["a" * (MAX_LINE - 10) + "b" * 10 + cut_mark(cut), "short"]
+    with open(path, "ab") as f:
+        f.write(b"z" * (2 * MAX_LINE) + b"\r 50%" + b"\r 99%|####|")
+    lines = tail.read_lines(final=True)
+    assert lines == ["z" * MAX_LINE + cut_mark(MAX_LINE + 16) + "\r 99%|####|"]
+    tail.close()
