@@ -60,7 +60,7 @@ def add_parsers(sub) -> None:
     ex = sub.add_parser("export", help="a run as Trace Event JSON for ui.perfetto.dev or chrome://tracing")
     ex.add_argument("run_dir", type=Path)
     ex.add_argument("--format", choices=("perfetto", "chrome"), default="perfetto",
-                    help="perfetto (default) or chrome: the same Trace Event JSON; chrome also drops Perfetto-only fields")
+                    help="perfetto (default) or chrome: both open the same Trace Event Format JSON, so both write it")
     ex.add_argument("-o", "--output", type=Path, required=True, help="the file to write (- for stdout)")
     ex.add_argument("--from-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps from N on")
     ex.add_argument("--to-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps up to N (included)")
@@ -73,28 +73,36 @@ def add_parsers(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from neurondesk.reports.trace_export import ExportRange, export_run
+    from neurondesk.reports.trace_export import ExportRange
 
     if args.from_step is not None and args.to_step is not None and args.to_step < args.from_step:
         _die(f"--to-step {args.to_step} is before --from-step {args.from_step}")
     rng = ExportRange(args.from_step, args.to_step)
     try:
         if str(args.output) == "-":
-            stats = export_run(args.run_dir, sys.stdout, rng, chrome=args.format == "chrome")
+            stats = export_run(args.run_dir, sys.stdout, rng)
         else:
-            stats = _export_to_file(args, rng)
+            from neurondesk.store.summary_files import atomic_writer
+
+            with atomic_writer(args.output) as f:  # the file appears whole, or not at all
+                stats = export_run(args.run_dir, f, rng)
+            stats.path = str(args.output)
     except (OSError, ValueError) as exc:
         _die(str(exc))
     sys.stderr.write(f"neurondesk: {stats.words()}\n")
     return 0
 
 
-def _export_to_file(args, rng):
-    from neurondesk.reports.trace_export import export_run
-    from neurondesk.store.summary_files import atomic_writer
+def export_run(run_dir: Path, out, rng):
+    """The run's reduced state (for the compiles' causes, the ranks, the evaluation phases) and
+    one pass over its journal, written as Trace Event JSON."""
+    from neurondesk.reports.trace_export import write_trace
+    from neurondesk.sources.replay import state_from_run_dir
+    from neurondesk.store.journal import iter_journal
+    from neurondesk.store.rundir import EVENTS_FILE
 
-    with atomic_writer(args.output) as f:
-        return export_run(args.run_dir, f, rng, chrome=args.format == "chrome")
+    state, _ = state_from_run_dir(Path(run_dir))
+    return write_trace(state, iter_journal(Path(run_dir) / EVENTS_FILE, []), out, rng)
 
 
 def cmd_report(args) -> int:
