@@ -1,0 +1,200 @@
+"""One truth: every output shows core's figures (core/figures.py), the same numbers.
+
+For every recorded journal in tests/data/journals/ and for generated runs (hypothesis: 1 to 8
+ranks of different speeds, evaluation phases, compiles, prices, a target loss), the figures in
+summary.json, summary.md, the console's rendered panels (the real app under App.run_test), the
+headless status line and the Prometheus exposition are the same numbers, each as its output
+formats it. A view that computed a figure of its own (as the Cost panel and summary.json once
+priced different step times for one job) fails here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+from conftest import REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from neurondesk.core import events as ev
+from neurondesk.core.figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary
+from neurondesk.recorder.metrics import Snapshotter
+from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.reports import fmt
+from neurondesk.reports.summary_writer import to_markdown
+from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.views.console.app import ConsoleApp
+from neurondesk.views.console.panel import Line
+from neurondesk.views.headless import status_line
+
+JOURNALS = REPO / "tests" / "data" / "journals"
+T0 = 1_790_000_000.0
+
+
+class FixedSource:
+    """A run caught at its last event: the clock stopped there."""
+
+    live = False
+    done = False
+
+    def __init__(self, state: RunState, now: float) -> None:
+        self.state, self._now, self.label = state, now, "consistency"
+
+    def poll(self) -> int:
+        return 0
+
+    def now(self) -> float:
+        return self._now
+
+    def stop(self) -> str:
+        return "nothing to stop"
+
+
+def console_text(state: RunState, now: float) -> dict[str, str]:
+    app = ConsoleApp(FixedSource(state, now), frozen=True)
+
+    async def go() -> dict[str, str]:
+        async with app.run_test(size=(80, 24)) as pilot:  # tabbed: one panel at a time, by its key
+            await pilot.pause()
+            shown = {}
+            for key, line in (("o", "overview-text"), ("dollar_sign", "cost-text"), ("t", "throughput-text")):
+                await pilot.press(key)
+                await pilot.pause()
+                shown[line] = app.query_one(f"#{line}", Line).text.plain
+            return shown
+    return asyncio.run(go())
+
+
+def exposition(state: RunState, now: float) -> dict[str, float]:
+    collector = RunCollector()
+    collector.snapshot = Snapshotter("job", "node").take(state, now)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return {s.name: s.value for fam in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in fam.samples}
+
+
+def check_every_output(state: RunState, now: float, console: bool = True) -> RunFigures:
+    f = run_figures(state, now)
+    summary = build_summary(state, now)
+    # summary.json: the figures whole, and the sections version 1 published, rounded from them
+    assert summary["figures"] == msgspec.to_builtins(f)
+    rounded = {"total_usd": f.total_usd, "per_1k_steps_steady_usd": f.per_1k_steps_steady_usd,
+               "per_1k_steps_all_in_usd": f.per_1k_steps_all_in_usd,
+               "per_million_tokens_usd": f.per_million_tokens_usd, "projected_usd": f.projected_usd}
+    for key, value in rounded.items():
+        assert summary["cost"][key] == (None if value is None else round(value, 6)), key
+    assert summary["steady"]["step_time_s"] == (None if f.step_time_s is None else round(f.step_time_s, 6))
+    assert summary["steps"] == f.steps
+    # summary.md
+    md = to_markdown(summary)
+    for label, value in (("cost so far", fmt.usd(f.total_usd)), ("$ / 1k steps steady", fmt.usd(f.per_1k_steps_steady_usd)),
+                         ("$ / 1k steps all-in", fmt.usd(f.per_1k_steps_all_in_usd)),
+                         ("$ / 1M tokens", fmt.usd(f.per_million_tokens_usd))):
+        assert f"| {label} | {value} |" in md, (label, value)
+    # the headless status line
+    line = status_line(state, now)
+    assert f"step {f.steps}" in line
+    if f.samples_per_s is not None:
+        assert f"{f.samples_per_s:,.1f} samples/s steady" in line
+    if f.total_usd is not None:
+        assert f"${f.total_usd:,.4f} so far" in line
+    # the Prometheus exposition
+    got = exposition(state, now)
+    pairs = [("neurondesk_cost_usd_total", f.total_usd), ("neurondesk_steady_samples_per_second", f.samples_per_s),
+             ("neurondesk_steps_total", f.steps),
+             *((info.metric, getattr(f, info.name)) for info in FIGURES if info.metric)]
+    for name, value in pairs:
+        if value is None:
+            assert name not in got, name
+        else:
+            assert got[name] == pytest.approx(value, rel=1e-12), name
+    # the console's panels
+    if console:
+        text = console_text(state, now)
+        cost, overview, throughput = text["cost-text"], text["overview-text"], text["throughput-text"]
+        for value in (fmt.usd(f.total_usd), fmt.usd(f.per_1k_steps_steady_usd), fmt.usd(f.per_1k_steps_all_in_usd),
+                      fmt.usd(f.per_million_tokens_usd), fmt.pct(f.compile_share), fmt.pct(f.mfu)):
+            assert value in cost, (value, cost)
+        assert f"{fmt.ms(f.step_time_s)}/step" in overview and f"{fmt.num(f.samples_per_s)} samples/s" in overview
+        assert fmt.usd(f.projected_usd) in overview
+        assert f"{fmt.ms(f.step_time_s)}/step" in throughput and fmt.num(f.samples_per_s) in throughput
+        assert fmt.ms(f.step_time_p90_s) in throughput
+    return f
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in JOURNALS.iterdir() if p.is_dir()))
+def test_every_output_shows_the_same_figures_for_a_recorded_journal(name: str) -> None:
+    state, _ = state_from_run_dir(JOURNALS / name)
+    check_every_output(state, state.last_t)
+
+
+def generated_run(speeds: list[float], steps: int, compile_s: float, recompile_at: int | None,
+                  eval_every: int | None, price: float | None, target: float | None) -> list[ev.Event]:
+    """len(speeds) ranks, rank r stepping in speeds[r] s; the job goes at the slowest rank's pace."""
+    world = len(speeds)
+    pace = max(speeds)
+    out: list[ev.Event] = [ev.RunStarted(t=T0, run_id="generated", command=["python", "train.py"],
+                                         instance_type="trn1.32xlarge" if price else None, price_per_hour=price,
+                                         price_source="test" if price else None, warmup_steps=3,
+                                         target_loss=target)]
+    out += [ev.ProcessAttached(t=T0 + 0.1, pid=100 + r, rank=r if world > 1 else None, local_rank=r,
+                               world_size=world) for r in range(world)]
+    t = T0 + 0.5
+    for r in range(world):
+        out.append(ev.CompileFinished(t=t + compile_s, source="probe", pid=100 + r, step=0, duration_s=compile_s,
+                                      graph_hash="g0"))
+    t += compile_s
+    for i in range(steps):
+        if recompile_at is not None and i == recompile_at:
+            for r in range(world):
+                out.append(ev.CompileFinished(t=t + 1.0, source="probe", pid=100 + r, step=i, duration_s=1.0,
+                                              graph_hash="g1"))
+            t += 1.0
+        t += pace
+        for r in range(world):
+            out.append(ev.StepEnded(t=t, pid=100 + r, step=i, duration_s=speeds[r], samples=16, tokens=16 * 128,
+                                    data_wait_s=speeds[r] * 0.05, presync_s=speeds[r] * 0.4,
+                                    compiles=1 if i == 0 or i == recompile_at else 0))
+        out.append(ev.LossReported(t=t, value=3.0 / (1 + i), step=i))
+        if eval_every and i and i % eval_every == 0:
+            t += 0.5
+            out.append(ev.EvalPhase(t=t, pid=100, step=i, duration_s=0.5, batches=4, samples=64))
+    out.append(ev.RunFinished(t=t + 0.2, exit_code=0))
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(speeds=hs.lists(hs.floats(0.02, 0.4), min_size=1, max_size=8),
+       steps=hs.integers(6, 40), compile_s=hs.floats(0.5, 40.0),
+       recompile_at=hs.none() | hs.integers(4, 10), eval_every=hs.none() | hs.integers(3, 8),
+       price=hs.none() | hs.floats(0.5, 50.0), target=hs.none() | hs.floats(0.1, 2.0))
+def test_every_output_shows_the_same_figures_for_generated_runs(speeds, steps, compile_s, recompile_at, eval_every,
+                                                                price, target) -> None:
+    events = generated_run(speeds, steps, compile_s, recompile_at, eval_every, price, target)
+    state = RunState()
+    for e in events:
+        state.apply(e)
+    f = check_every_output(state, events[-1].t)
+    if len(speeds) > 1 and f.step_time_s is not None:  # the job's pace is the slowest rank's
+        assert f.step_time_s == pytest.approx(max(speeds))
+        if price is not None:
+            assert f.per_1k_steps_steady_usd == pytest.approx(price / 3600 * max(speeds) * 1000)
+
+
+def test_a_three_rank_job_with_a_slow_rank_is_priced_at_its_pace_everywhere() -> None:
+    """The case measured in the issue: rank 2 at 0.15 s, the others at 0.10 s, $10/h: $0.4167 per
+    1k steps steady in every output (summary.json once said $0.2778, the lead rank's pace)."""
+    events = generated_run([0.10, 0.10, 0.15], 30, 2.0, None, None, 10.0, None)
+    state = RunState()
+    for e in events:
+        state.apply(e)
+    f = check_every_output(state, events[-1].t)
+    assert fmt.usd(f.per_1k_steps_steady_usd) == "$0.4167"
+    assert build_summary(state, events[-1].t)["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)
