@@ -105,6 +105,12 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         assert f"{f.samples_per_s:,.1f} samples/s steady" in line
     if f.total_usd is not None:
         assert f"${f.total_usd:,.4f} so far" in line
+    for info in FIGURES:  # the figures listed from core's table, each where it says
+        value = fmt.value_text(getattr(f, info.name), info.kind)
+        if info.status and getattr(f, info.name) is not None:
+            assert f"{value} {info.label}" in line, info.name
+        if info.report and summary["figures"]:
+            assert f"| {info.label} | {value} |" in md, info.name
     # the Prometheus exposition
     got = exposition(state, now)
     pairs = [("neurondesk_cost_usd_total", f.total_usd), ("neurondesk_steady_samples_per_second", f.samples_per_s),
@@ -126,6 +132,9 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         assert fmt.usd(f.projected_usd) in overview
         assert f"{fmt.ms(f.step_time_s)}/step" in throughput and fmt.num(f.samples_per_s) in throughput
         assert fmt.ms(f.step_time_p90_s) in throughput
+        for info in FIGURES:
+            if info.panel == "throughput":
+                assert f"{info.label} {fmt.value_text(getattr(f, info.name), info.kind)}" in throughput, info.name
     return f
 
 

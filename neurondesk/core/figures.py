@@ -3,9 +3,10 @@
 Every output (the console's panels, the headless status line, summary.json / .md, compare and
 history through the summary, the Prometheus exporter) reads a ``RunFigures``; none computes a
 figure of its own. Adding a figure: a field of ``RunFigures``, its line in ``run_figures`` and a
-``FigureInfo`` in ``FIGURES``; the summary (``figures``), summary.md's figure table and the
-exporter's gauges pick it up from ``FIGURES``; the console and the status line name the figures
-they show.
+``FigureInfo`` in ``FIGURES`` (then regenerate docs/summary.schema.json); summary.json
+(``figures``), summary.md / text / csv and compare (``report``), the exporter's gauges
+(``metric``), a console panel (``panel``) and the headless status line (``status``) pick it up
+from ``FIGURES``.
 
 Unknown figures are None, never a made-up number. With many ranks the job goes at its slowest
 rank's pace: its step time is the slowest rank's steady median, and every price per step uses it.
@@ -65,6 +66,8 @@ class FigureInfo(msgspec.Struct, frozen=True):
     report: bool = False  # listed by summary.md / text / csv and compare from this table (older
     # figures have rows of their own there)
     better: str | None = None  # "lower" | "higher": compare marks the best run
+    panel: str | None = None  # the console panel that lists it after its own rows ("throughput")
+    status: bool = False  # on the headless status line, after the steady rate
 
 
 FIGURES: tuple[FigureInfo, ...] = (

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
+from neurondesk.core.figures import FIGURES
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
@@ -60,6 +61,11 @@ class ThroughputPanel(Panel):
                ("p90", fmt.ms(f.step_time_p90_s)),
                ("samples/s", fmt.num(f.samples_per_s)),
                ("tokens/s", fmt.num(f.tokens_per_s, 0)))
+        listed = [(info.label, fmt.value_text(getattr(f, info.name), info.kind)) for info in FIGURES
+                  if info.panel == "throughput"]  # core's other figures for this panel
+        if listed:
+            t.append("\n")
+            t.append_text(kv(*listed))
         t.append("\n")
         if state.steady_from is None:
             rule = f"steady: not yet (needs a step ≥ {state.warmup_steps} with no compile in it)"
