@@ -78,7 +78,7 @@ def test_a_recorder_that_loses_the_race_for_its_folder_says_why_and_exits_apart(
     finally:
         os.close(lock_fd)
     assert p.returncode == LOCK_TAKEN_EXIT, p.stderr
-    assert f"another recorder (pid {os.getpid()}) owns {run_dir}" in p.stderr, p.stderr
+    assert f"another recorder owns {run_dir} (recorder pid {os.getpid()})" in p.stderr, p.stderr
     assert not (run_dir / "events.jsonl").exists()
 
 
@@ -112,4 +112,4 @@ def test_the_launcher_does_not_take_another_recorders_journal_for_its_own(tmp_pa
     finally:
         os.close(lock_fd)
         os.close(log_fd)
-    assert "did not start" in message and f"another recorder (pid {os.getpid()})" in message, message
+    assert "did not start" in message and f"(recorder pid {os.getpid()})" in message, message
