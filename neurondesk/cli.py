@@ -137,6 +137,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="also read Neuron Observer's Prometheus endpoint (trn2/trn3), e.g. http://127.0.0.1:9100/metrics")
     p.add_argument("--graph-stats", metavar="DIR",
                    help="also read TorchNeuron's graph_stats CSVs (TORCH_NEURONX_ENABLED_METRIC_TABLES=graph_stats) in DIR")
+    p.add_argument("--neuron-profile", action="store_true",
+                   help="capture a Neuron Explorer system profile (NEURON_RT_INSPECT_*) into the run folder's "
+                        "neuron-profile/; the summary says how to open it")
     _add_metrics_options(p)
     g = p.add_argument_group("CI gate (exit status 3 when a check fails; any threshold implies --check)")
     g.add_argument("--check", action="store_true", help="smoke test: at least one step (all requested steps) ran")
@@ -210,6 +213,7 @@ def _options(args, command: list[str]):
         steps_requested=args.steps_requested, run_dir=args.run_dir, force=args.force,
         neuron_monitor_replay=args.neuron_monitor_replay,
         neuron_observer=getattr(args, "neuron_observer", None), graph_stats=getattr(args, "graph_stats", None),
+        neuron_profile=getattr(args, "neuron_profile", False),
         metrics_addr=metrics_addr, job_id=job_id, node=node, checks=_thresholds(args), **alert_options(args),
     )
 

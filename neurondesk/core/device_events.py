@@ -361,6 +361,18 @@ class NeuronFault(Event):
     mismatch: str | None = None  # what does not match, in words
 
 
+@dataclass(frozen=True)
+class NeuronProfileCapture(Event):
+    """The run captures a Neuron Explorer profile (``run --neuron-profile``, or the user's own
+    NEURON_RT_INSPECT_ENABLE=1): where it goes and the command that opens it."""
+
+    kind: ClassVar[str] = "neuron_profile"
+    folder: str = ""
+    open_command: str = ""
+    requested: bool = True  # --neuron-profile (False: the user's own environment switched it on)
+    torch_profiler_at: str | None = None  # "train.py:42": the script also uses torch.profiler (they conflict)
+
+
 # ---------------------------------------------------------------- disks (collectors/devices/disk.py)
 
 

@@ -46,6 +46,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     dev.CacheScan,
     dev.NeuronGraphStat,
     dev.NeuronFault,
+    dev.NeuronProfileCapture,
     # the disks (collectors/devices/disk.py) and output the relay could not store
     dev.DiskSample,
     ev.OutputNotStored,

@@ -16,6 +16,7 @@ from neurondesk.core.advice import advise
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.diagnostics import device_utilization, diagnostics, input_advice
 from neurondesk.core.figures import RunFigures, run_figures
+from neurondesk.core.neuron_summary import neuron_section
 from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
 from neurondesk.core.summary_types import SUMMARY_VERSION, Summary
@@ -185,6 +186,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         device_utilization=device_utilization(state),
         devices=_devices(state),
         neuron_executions=_neuron_executions(state),
+        neuron=neuron_section(state),
         loss=st.Loss(first=state.loss_first, last=state.loss_last, target=state.target_loss,
                      steps_to_target=state.steps_to_target, time_to_target_s=_round(state.time_to_target_s, 3),
                      nonfinite=state.loss_nonfinite),

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from neurondesk.core.figures import RunFigures
+from neurondesk.core.neuron_summary import NeuronSection
 
 SUMMARY_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -198,6 +199,7 @@ class Summary(_S):
     device_utilization: Obj | None = None
     devices: Devices | None = None
     neuron_executions: Obj | None = None
+    neuron: NeuronSection | None = None  # memory by category, HBM headroom, allocation logs, profile
     loss: Loss = msgspec.field(default_factory=Loss)
     script_throughput: Obj | None = None
     mfu: float | None = None

@@ -29,6 +29,7 @@ class RunOptions:
     neuron_monitor_replay: str | None = None  # a recorded neuron-monitor stream instead of the tool
     neuron_observer: str | None = None  # Neuron Observer's /metrics URL
     graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
+    neuron_profile: bool = False  # capture a Neuron Explorer profile into the run folder
     metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
     job_id: str = ""  # the metrics' job_id label
     node: str | None = None  # the metrics' node label (default: the host name)

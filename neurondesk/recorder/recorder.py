@@ -116,6 +116,7 @@ class Recorder:
         self.flush()
         tag = process_tag(self.run_id)
         self.workload = WorkloadProcess(self.command, self.queue, cwd=o.cwd, env=o.env, tag=tag,
+                                        neuron_profile=o.neuron_profile,
                                         stdout_path=self.paths.stdout_log, stderr_path=self.paths.stderr_log)
         try:
             self.workload.start()

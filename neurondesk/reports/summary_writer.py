@@ -11,6 +11,7 @@ import shlex
 
 from neurondesk.core.figures import FIGURES
 from neurondesk.reports import fmt
+from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
 from neurondesk.reports.safe_text import clean
 
 
@@ -108,7 +109,7 @@ def report_rows(s: dict) -> list[tuple[str, str]]:
             *figure_rows(s)]
     ex = s.get("neuron_executions")
     ev = s.get("evaluation")
-    return (rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else [])
+    return (rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else []) + neuron_rows(s)
             + ([("evaluation (not in throughput)", evaluation_text(ev))] if ev else []))
 
 
@@ -198,6 +199,8 @@ def to_markdown(s: dict) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_compile_row(i, c, s.get("world_size") or 1) for i, c in enumerate(s["compiles"], 1)]
     lines += _ranks_markdown(s)
+    if compile_split_lines(s):
+        lines += ["", "## TorchNeuron compile split (graph_stats)", "", *compile_split_lines(s)]
     if s.get("first_errors"):
         lines += ["", "## Errors", ""]
         for e in s["first_errors"]:

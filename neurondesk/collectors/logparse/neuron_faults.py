@@ -26,7 +26,7 @@ _ALLOC = re.compile(r"Failed to allocate\s+(\d+(?:\.\d+)?\s*[KMGT]?i?B)\b\s*(?:\
 _ALLOC_BYTES = re.compile(r"Failed to alloc DEVICE memory:\s*(\d{1,18})\b")
 _USAGE = re.compile(r"usage:\s*([\w ]+?)\s*(?:,|$)")
 _STATUS = re.compile(r"nrt_tensor_allocate\b.*?status[=:]\s*(\d+)")
-_MEM_LOG = re.compile(r"(/[^\s'\"]*nrt_mem_log_device_\d+[^\s'\"]*\.csv)")
+_MEM_LOG = re.compile(r"(/[^\s'\"\x00-\x1f\x7f]{0,400}nrt_mem_log_device_\d+[^\s'\"\x00-\x1f\x7f/]{0,100}\.csv)")
 _KILLED = re.compile(r"error code:?\s*-9\b|exit(?:ed)?(?: with)?(?: code| status)?:?\s*-9\b|Signals\.SIGKILL|"
                      r"status -9\b|forcibly killed")
 _COMPAT = re.compile(r"compatibility id:?\s*(\w+)\)?\s*is not compatible with the installed ([\w-]+)")

@@ -112,12 +112,14 @@ class TelemetryReducer:
         self.graph_stats = GraphStatsJoin(compiles)  # TorchNeuron graph_stats rows, per dynamo compile
         self.neuron_memory = NeuronMemoryPeaks()  # device memory by category: peaks per core, host
         self.faults = NeuronFaults()  # Neuron failures the output told: out of memory, version skew
+        self.neuron_profile: dev.NeuronProfileCapture | None = None  # a Neuron Explorer capture of the run
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
                 "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step, "steps": self.on_steps,
-                "neuron_graph_stat": self.graph_stats.on_row, "neuron_fault": self.faults.on_fault}
+                "neuron_graph_stat": self.graph_stats.on_row, "neuron_fault": self.faults.on_fault,
+                "neuron_profile": self.on_neuron_profile}
 
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no
@@ -145,6 +147,9 @@ class TelemetryReducer:
     def hbm_headroom(self) -> HbmHeadroom | None:
         """What was left of the tightest NeuronCore's HBM at its peak (None without a capacity)."""
         return self.neuron_memory.headroom(self.core_capacity)
+
+    def on_neuron_profile(self, e: dev.NeuronProfileCapture) -> None:
+        self.neuron_profile = e
 
     def on_host_sample(self, e: dev.HostSample) -> None:
         self.host = e
