@@ -106,11 +106,32 @@ def export_run(run_dir: Path, out, rng):
 
 
 def cmd_report(args) -> int:
-    from neurondesk.reports.html_report import write_report
+    from neurondesk.cli_reports import resolve_run
+    from neurondesk.core.compare import compare
+    from neurondesk.core.series import chart_line
+    from neurondesk.core.summary import run_summary
+    from neurondesk.lint.locate import annotate
+    from neurondesk.reports.html_report import ReportRun, render
+    from neurondesk.sources.replay import state_from_run_dir
+    from neurondesk.store.summary_files import write_atomic
 
+    runs = []
+    for text in args.runs:
+        folder = resolve_run(str(text))
+        try:
+            state, problems = state_from_run_dir(folder)
+        except (OSError, ValueError) as exc:
+            _die(str(exc))
+        for p in problems[:3]:
+            sys.stderr.write(f"neurondesk: {folder}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+        summary = run_summary(state)
+        annotate(summary.advice)  # as `neurondesk summary` says it: does lint find each line
+        runs.append(ReportRun(summary, chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
+                              str(folder)))
+    comparison = compare([r.summary.as_dict() for r in runs]) if len(runs) > 1 else None
     try:
-        path = write_report(args.runs, args.output)
-    except (OSError, ValueError) as exc:
-        _die(str(exc))
-    sys.stderr.write(f"neurondesk: report written to {path}\n")
+        write_atomic(args.output, render(runs, comparison))
+    except OSError as exc:
+        _die(f"cannot write {args.output}: {exc.strerror or exc}")
+    sys.stderr.write(f"neurondesk: report of {len(runs)} run(s) written to {args.output}\n")
     return 0
