@@ -55,6 +55,8 @@ SAMPLES: list[ev.Event] = [
         devices=[dev.NeuronDevice(index=0, nc_count=2, core_ids=[0, 1],
                                   processes=[dev.NeuronProcess(pid=9, command="python")])], source="json"),
         gpus=[dev.GpuReading(index=0, name="H100", util_gpu=50.0)], cpu=dev.CpuInfo(model="EPYC", logical_cores=8)),
+    dev.NeuronProfileCapture(t=4.07, folder="/r/neuron-profile", open_command="neuron-explorer view -d /r/neuron-profile",
+                             torch_profiler_at="train.py:3"),
     dev.NeuronFault(t=4.06, fault="device-oom", line="Failed to allocate 172.000MB", pid=9, size="172.000MB",
                     usage="tensors", device=0, core=0, mem_log="/tmp/nrt_mem_log_device_0_1.csv"),
     dev.NeuronGraphStat(t=4.05, path="/r/metric_table_graph_stats_rank0.csv", row=1, rank=0, graph_id="3f2a",
