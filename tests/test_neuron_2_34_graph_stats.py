@@ -140,3 +140,42 @@ def test_real_run_sets_the_variables_reads_the_tables_at_exit_and_joins_them(tmp
     splits = [state.parts.telemetry.graph_stats.splits_for(c.index) for c in dynamo]
     assert [[s.graph_id for s in x] for x in splits] == [["g0004"], ["g0008"]]
     assert splits[1][0].compile_s == pytest.approx(0.6)
+
+
+def test_console_compile_detail_shows_the_fx_lowering_compile_split(tmp_path: Path) -> None:
+    """The real console (App.run_test) on a replayed journal: the compile's detail names the split."""
+    import asyncio
+    import json
+
+    from textual.widgets import DataTable
+
+    from neurondesk.core.codec import event_to_dict
+    from neurondesk.sources.replay import ReplaySource
+    from neurondesk.views.console.app import ConsoleApp
+    from neurondesk.views.console.panel import Line
+
+    events: list[ev.Event] = [ev.RunStarted(t=99.0, run_id="split", command=["python", "train.py"]),
+                              ev.ProcessAttached(t=99.5, pid=101, rank=0, world_size=1)]
+    events += [ev.CompileFinished(t=100.0 + 60 * i, source="dynamo", pid=101, duration_s=40.0, trigger="dynamo",
+                                  point=f"dynamo:f:{n}", location="train.py:10", input_shapes=[[n]])
+               for i, n in enumerate((4, 8))]
+    events += GraphStatsFolder(TABLES).poll(200.0)[:2]  # rank 0's two rows (timestamps 1764670000.25, .044.9)
+    events.append(ev.RunFinished(t=210.0, exit_code=0))
+    run = tmp_path / "split"
+    run.mkdir()
+    (run / "events.jsonl").write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in events))
+
+    async def go() -> str:
+        app = ConsoleApp(ReplaySource(run, speed=0), frozen=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            await pilot.press("escape", "c")
+            await pilot.pause()
+            table = app.query_one("#compile-table", DataTable)
+            table.move_cursor(row=0)
+            await pilot.pause()
+            return app.query_one("#compile-detail", Line).text.plain
+
+    text = asyncio.run(go())
+    assert ("TorchNeuron FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s "
+            "(graph 3f2a9c1e7b5d4a60, 1,834 nodes, rank 0)") in " ".join(text.split())

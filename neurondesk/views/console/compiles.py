@@ -105,7 +105,7 @@ class CompilesPanel(Panel):
         sig = (len(state.compiles), since, None if since is None else int(now - since), len(state.errors),
                tuple((c.cache, c.cause, c.reason, c.graph_hash) for c in state.compiles[-3:]),
                state.executions_per_step, sum(p.count for p in state.split_points.values()),
-               len(state.graph_breaks), state.warmup_steps, state.finished)
+               len(state.graph_breaks), state.warmup_steps, state.finished, state.parts.telemetry.graph_stats.rows)
         if sig != self._sig or self._seen_events < 0:
             self._sig = sig
             self._seen_events = state.event_count
@@ -193,7 +193,11 @@ class CompilesPanel(Panel):
         index = int(key)
         if 1 <= index <= len(state.compiles):
             record = state.compiles[index - 1]
-            box.show(detail(record, state.warmup_steps, box.content_size.width or 80))
+            text = detail(record, state.warmup_steps, box.content_size.width or 80)
+            for split in state.parts.telemetry.graph_stats.splits_for(index)[:4]:  # TorchNeuron's graph_stats
+                text.append("\n")
+                text.append_text(kv(("TorchNeuron", clean(split.words()))))
+            box.show(text)
             self.query_one("#compile-advice", Line).show(row_advice(self._advice, record))
 
 
