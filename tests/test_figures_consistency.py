@@ -191,8 +191,11 @@ def test_every_output_shows_the_same_figures_for_generated_runs(speeds, steps, c
     for e in events:
         state.apply(e)
     f = check_every_output(state, events[-1].t)
+    if f.step_time_s is not None:
+        assert f.steps_per_hour == pytest.approx(3600 / f.step_time_s)
     if len(speeds) > 1 and f.step_time_s is not None:  # the job's pace is the slowest rank's
         assert f.step_time_s == pytest.approx(max(speeds))
+        assert f.steps_per_hour == pytest.approx(3600 / max(speeds))
         if price is not None:
             assert f.per_1k_steps_steady_usd == pytest.approx(price / 3600 * max(speeds) * 1000)
 

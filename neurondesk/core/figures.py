@@ -34,6 +34,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     step_time_p90_s: float | None  # the lead process's steady p90
     samples_per_s: float | None  # steady, summed over the ranks
     tokens_per_s: float | None
+    steps_per_hour: float | None  # at the job's steady step time
     data_wait_fraction: float | None
     compile_count: int
     compile_total_s: float
@@ -76,6 +77,9 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("step_time_p90_s", "steady step time p90", "ms"),
     FigureInfo("samples_per_s", "steady samples/s", "rate"),
     FigureInfo("tokens_per_s", "steady tokens/s", "rate"),
+    FigureInfo("steps_per_hour", "steps/hour", "rate", "neurondesk_figure_steps_per_hour",
+               "Steps an hour at the job's steady step time", report=True, better="higher", panel="throughput",
+               status=True),
     FigureInfo("data_wait_fraction", "data wait", "pct", "neurondesk_figure_data_wait_ratio",
                "Share of the step time spent waiting for data"),
     FigureInfo("compile_share", "compile share of the wall time", "pct", "neurondesk_figure_compile_share_ratio",
@@ -122,6 +126,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         step_time_p90_s=state.steady_quantile(0.9, exact=True),
         samples_per_s=state.steady_samples_per_s,
         tokens_per_s=state.steady_tokens_per_s,
+        steps_per_hour=3600.0 / step_time if step_time else None,
         data_wait_fraction=state.data_wait_fraction,
         compile_count=len(state.compiles),
         compile_total_s=state.compile_total_s,
