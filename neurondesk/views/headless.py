@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from neurondesk.core.figures import run_figures
+from neurondesk.core.figures import FIGURES, run_figures
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.reports import fmt
@@ -57,6 +57,8 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
     parts = [f"neurondesk: {words}", step]
     sps = f.samples_per_s
     parts.append(f"{sps:,.1f} samples/s steady" if sps is not None else "steady: not yet")
+    parts += [f"{fmt.value_text(getattr(f, info.name), info.kind)} {info.label}" for info in FIGURES
+              if info.status and getattr(f, info.name) is not None]  # core's figures for this line
     if f.compile_count:
         parts.append(f"{f.compile_count} compiles ({f.compile_total_s:.1f} s)")
     if f.total_usd is not None:
@@ -166,7 +168,7 @@ class HeadlessPrinter:
                 # never over a progress bar the workload is drawing in place; below one left open
                 open_stale = not self.at_line_start and now - self.last_output >= OPEN_LINE_STALE_S
                 if seen and now - last_status >= every and (self.at_line_start or open_stale or not self.tty):
-                    self._show_status(now)
+                    self._show_status(self._now())
                     last_status = now
                 if not self.source.new_events:
                     time.sleep(POLL_S)
@@ -185,7 +187,7 @@ class HeadlessPrinter:
         if start_failed(state):
             return 127  # the command line says why, in one line
         if not self.tty:
-            self._show_status(time.time())  # a log keeps the final status line too
+            self._show_status(self._now())  # a log keeps the final status line too
         summary = build_summary(state)
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
@@ -203,6 +205,11 @@ class HeadlessPrinter:
         if code is None:
             return 1
         return 128 - code if code < 0 else code
+
+    def _now(self) -> float:
+        """The source's clock (a lost recorder's run stops at its last recorded time)."""
+        now = getattr(self.source, "now", None)
+        return now() if now is not None else time.time()
 
     def _poll_and_echo(self) -> bool:
         """Take in the journal, then pass the workload's own bytes through unchanged (a tqdm bar's
