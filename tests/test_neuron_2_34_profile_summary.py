@@ -104,3 +104,32 @@ def test_summary_neuron_section_memory_headroom_logs_and_compile_split() -> None
     assert "| Neuron allocation log | /tmp/nrt_mem_log_device_0_6934a1f7.csv |" in md
     assert "- compile 1, rank 0: FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s (graph 3f2a)" in md
     assert build_summary(RunState())["neuron"] is None  # a run that saw none of it has no section
+
+
+def test_console_devices_panel_names_the_capture_and_the_conflict(tmp_path: Path) -> None:
+    import asyncio
+
+    from neurondesk.sources.replay import ReplaySource
+    from neurondesk.store.journal import JournalWriter
+    from neurondesk.views.console.app import ConsoleApp
+    from neurondesk.views.console.panel import Line
+
+    run = tmp_path / "run"
+    run.mkdir()
+    w = JournalWriter(run / "events.jsonl")
+    w.write(ev.RunStarted(t=1000.0, run_id="prof", command=["python", "train.py"]))
+    w.write(dev.NeuronProfileCapture(t=1000.1, folder="/runs/r/neuron-profile",
+                                     open_command="neuron-explorer view -d /runs/r/neuron-profile",
+                                     torch_profiler_at="train.py:3"))
+    w.close()
+
+    async def go() -> str:
+        app = ConsoleApp(ReplaySource(run, speed=0), frozen=True, poll_s=0.25)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(0.5)
+            return app.query_one("#devices-text", Line).text.plain
+
+    text = " ".join(asyncio.run(go()).split())
+    assert ("Neuron Explorer capture → /runs/r/neuron-profile · open: neuron-explorer view -d "
+            "/runs/r/neuron-profile") in text
+    assert "torch.profiler is on too (train.py:3): the two conflict" in text

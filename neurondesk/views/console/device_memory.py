@@ -12,6 +12,7 @@ from rich.text import Text
 from neurondesk.core.reduce.neuron_memory import DEVICE_CATEGORIES
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
+from neurondesk.reports.safe_text import clean
 
 STYLE = {"tensors": "magenta", "constants": "cyan", "model_code": "blue", "model_shared_scratchpad": "yellow",
          "runtime_memory": "green"}
@@ -83,3 +84,17 @@ def _peaks(t: Text, state: RunState, width: int) -> None:
         line = f"HBM headroom {fmt.gib(room.free_bytes)} ({room.free_fraction:.0%}) on nc{room.core} at its peak"
         t.append("\n  " + fmt.ellipsize(line, max(20, width - 2)),
                  style="bold yellow" if room.free_fraction < 0.1 else "dim")
+
+
+def profile_line(t: Text, state: RunState, width: int) -> None:
+    """A Neuron Explorer capture of the run: where it goes and the command that opens it."""
+    p = state.parts.telemetry.neuron_profile
+    if p is None:
+        return
+    text = clean(f"Neuron Explorer capture → {p.folder} · open: {p.open_command}")
+    for line in textwrap.wrap(text, max(20, width - 2), subsequent_indent="  ", break_on_hyphens=False)[:4]:
+        t.append("\n  " + line, style="dim")
+    if p.torch_profiler_at:
+        text = clean(f"torch.profiler is on too ({p.torch_profiler_at}): the two conflict")
+        for line in textwrap.wrap(text, max(20, width - 2), subsequent_indent="  ")[:2]:
+            t.append("\n  " + line, style="yellow")

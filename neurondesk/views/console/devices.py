@@ -12,7 +12,7 @@ from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import device_units, memory_sum
-from neurondesk.views.console.device_memory import memory_by_category
+from neurondesk.views.console.device_memory import memory_by_category, profile_line
 from neurondesk.views.console.panel import Line, Panel
 
 
@@ -113,6 +113,7 @@ class DevicesPanel(Panel):
 
     def render_state(self, state: RunState, now: float) -> None:
         samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), id(state.cache),
+                   id(state.parts.telemetry.neuron_profile),
                    len(state.notices), state.reduce_errors, self.content_size, state.parts.disk.events)
         if samples == self._samples:
             return  # nothing new sampled since the last render
@@ -134,6 +135,7 @@ class DevicesPanel(Panel):
             self._bars(t, kind, units, width)
         if kind == "neuron":
             memory_by_category(t, state, width)
+        profile_line(t, state, width)
         errors = execution_text(state)
         if errors:
             t.append("\n  " + fmt.ellipsize(errors, width - 2), style="yellow")
