@@ -179,3 +179,16 @@ def test_console_compile_detail_shows_the_fx_lowering_compile_split(tmp_path: Pa
     text = asyncio.run(go())
     assert ("TorchNeuron FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s "
             "(graph 3f2a9c1e7b5d4a60, 1,834 nodes, rank 0)") in " ".join(text.split())
+
+
+def test_the_probe_never_calls_torch_neurons_device_synchronising_metrics() -> None:
+    """TorchNeuron's documentation: torch.neuron.get_dynamo_metrics() and torch.neuron.memory_stats()
+    synchronise the device. neurondesk reads the graph_stats table at exit instead; the probe (which
+    runs on every step) must never call them."""
+    from conftest import REPO
+
+    probe = REPO / "neurondesk" / "probe"
+    calls = [f"{p.relative_to(REPO)}:{no}" for p in sorted(probe.rglob("*.py"))
+             for no, line in enumerate(p.read_text().splitlines(), start=1)
+             if ("get_dynamo_metrics" in line or "memory_stats" in line) and not line.lstrip().startswith("#")]
+    assert calls == []
