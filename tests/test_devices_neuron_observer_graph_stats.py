@@ -95,7 +95,7 @@ def test_telemetry_reads_graph_stats_when_pointed_at_a_folder(tmp_path, monkeypa
 
     monkeypatch.setattr(tm, "collect_inventory", lambda: {"neuron": None, "gpus": []})
     monkeypatch.setattr(tm, "inventory_event", lambda inv: None)
-    monkeypatch.setattr(tm, "locate_cache", lambda env: None)
+    monkeypatch.setattr(tm.builtin, "locate_cache", lambda env: None)
     monkeypatch.setattr(tm, "find_neuron_tool", lambda *a: None)
     events: queue.SimpleQueue = queue.SimpleQueue()
     t = tm.Telemetry(lambda e: e is not None and events.put(e), env={}, graph_stats=str(GRAPHS))

@@ -28,8 +28,8 @@ def fake_monitor(folder: Path) -> None:
 def samples_with(monkeypatch, path: str, inventory: dict) -> list:
     monkeypatch.setattr(tm, "collect_inventory", lambda: inventory)
     monkeypatch.setattr(tm, "inventory_event", lambda inv: None)
-    monkeypatch.setattr(tm, "locate_cache", lambda env: None)
-    monkeypatch.setattr(tm, "NvmlSampler", _NoNvml)
+    monkeypatch.setattr(tm.builtin, "locate_cache", lambda env: None)
+    monkeypatch.setattr(tm.builtin, "NvmlSampler", _NoNvml)
     events: queue.SimpleQueue = queue.SimpleQueue()
     t = tm.Telemetry(lambda e: e is not None and events.put(e), env={"PATH": path})
     t.start(os.getpid())

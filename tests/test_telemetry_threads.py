@@ -21,8 +21,8 @@ def test_a_stuck_compile_cache_walk_does_not_delay_host_samples(tmp_path, monkey
         release.wait(120)  # a walk of a huge cache on a slow disk
         raise RuntimeError("released")
 
-    monkeypatch.setattr(tm, "rescan", stuck_rescan)
-    monkeypatch.setattr(tm, "locate_cache", lambda env: cache)
+    monkeypatch.setattr(tm.builtin, "rescan", stuck_rescan)
+    monkeypatch.setattr(tm.builtin, "locate_cache", lambda env: cache)
     monkeypatch.setattr(tm, "collect_inventory", lambda: {"neuron": None, "gpus": []})
     monkeypatch.setattr(tm, "inventory_event", lambda inv: None)
     events: queue.SimpleQueue = queue.SimpleQueue()

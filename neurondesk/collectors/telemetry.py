@@ -1,16 +1,10 @@
-"""Device and host telemetry during a run: one collector per source, all feeding the run queue.
+"""Device and host telemetry during a run: the sources in SOURCES, plus the inventory (once, at
+start) and neuron-monitor (a process of its own, restarted on death), all feeding the run queue.
 
-  inventory      once at start (neuron-ls, NVML, CPU)
-  host           psutil, 1 Hz: machine CPU per core, memory
-  process tree   psutil, 1 Hz: the workload's processes, DataLoader workers, compilers
-  GPU            NVML, 1 Hz, when NVML opens
-  Neuron         neuron-monitor (or a recorded stream), its own 1 s period, restarted on death
-  compile cache  scanned at start and every 30 s
-  disks          statvfs of the run folder's and the compile cache's filesystems, every 5 s
-
-Each source has its own thread: it polls, then sleeps until its next period (re-armed after the
-poll, so a slow poll never stacks up, and never delays another source). A collector that fails
-says so once, as a Notice, and the rest go on.
+Each polled source (telemetry_source.SourceSpec) has its own thread: it polls, then sleeps until its
+next period (re-armed after the poll, so a slow poll never stacks up, and never delays another
+source). A source that fails says so once, as a Notice, and the rest go on. A new source: a file
+with its SourceSpec, and one line in SOURCES.
 """
 
 from __future__ import annotations
@@ -21,30 +15,26 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from neurondesk.collectors import telemetry_builtin as builtin
 from neurondesk.collectors.devices import find_neuron_tool
-from neurondesk.collectors.devices.compile_cache import locate_cache, rescan
-from neurondesk.collectors.devices.disk import DiskSampler, disk_locations
-from neurondesk.collectors.devices.graph_stats import GraphStatsFolder
-from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
 from neurondesk.collectors.devices.neuron_monitor import (
     NeuronMonitorProcess,
     replay_command,
     tag_filter_for,
 )
-from neurondesk.collectors.devices.neuron_observer import ObserverSampler
-from neurondesk.collectors.devices.nvml import NvmlSampler
+from neurondesk.collectors.telemetry_source import Poller, SourceContext, SourceSpec
 from neurondesk.core.events import Event, Notice
 
-PERIOD_S = 1.0
-CACHE_EVERY_S = 30.0
-DISK_EVERY_S = 5.0
+SOURCES: tuple[SourceSpec, ...] = (
+    builtin.DISK, builtin.HOST, builtin.PROCESS_TREE, builtin.COMPILE_CACHE,
+    builtin.NEURON_OBSERVER, builtin.GRAPH_STATS, builtin.GPU,
+)
 
 
 class Telemetry:
-    """One sampling thread per source (host, process tree, GPU, compile cache; neuron-monitor is a
-    process of its own), so a slow compile-cache walk or a stuck NVML call never delays the 1 Hz
-    host samples. Each thread polls, then sleeps until its next period (re-armed after the poll)."""
+    """One sampling thread per source in ``sources`` (neuron-monitor is a process of its own), so a
+    slow compile-cache walk or a stuck NVML call never delays the 1 Hz host samples."""
 
     def __init__(self, emit: Callable[[Event], None], *, tag: str | None = None,
                  neuron_monitor_replay: str | None = None, env: dict[str, str] | None = None,
@@ -62,7 +52,7 @@ class Telemetry:
         self.threads: list[threading.Thread] = []
         self.monitor: NeuronMonitorProcess | None = None
         self.failed: set[str] = set()
-        self.workload_pids: set[int] | None = None  # the process tree's latest, for NVML's per-process view
+        self.sources = SOURCES
 
     def start(self, root_pid: int) -> None:
         self.root_pid = root_pid
@@ -104,60 +94,28 @@ class Telemetry:
             return  # neither Neuron devices nor neuron-monitor: the inventory already says why
         self.monitor.start()
 
-    def _every(self, name: str, period: float, sample) -> None:
-        """Call ``sample()`` every ``period`` seconds until stopped; emit what it returns."""
-        while not self.stopping.is_set() and name not in self.failed:
-            started = time.monotonic()
-            event = self._guard(name, sample)
-            if event is not None:
-                self.emit(event)
-            self.stopping.wait(max(0.05, period - (time.monotonic() - started)))
+    def _every(self, spec: SourceSpec, poller: Poller) -> None:
+        """Poll every ``spec.period_s`` seconds until stopped; emit what each poll returns."""
+        try:
+            while not self.stopping.is_set() and spec.name not in self.failed:
+                started = time.monotonic()
+                got = self._guard(spec.name, poller.poll)
+                for event in ([got] if isinstance(got, Event) else got or ()):
+                    self.emit(event)
+                self.stopping.wait(max(0.05, spec.period_s - (time.monotonic() - started)))
+        finally:
+            if poller.close is not None:
+                self._guard(spec.name, poller.close)
 
     def _start_sources(self) -> None:
-        if self.run_dir is not None:
-            disks = self._guard("disk", lambda: DiskSampler(disk_locations(self.run_dir, self.env)))
-            if disks is not None:
-                self._spawn(self._every, "nd-disk", "disk", DISK_EVERY_S, disks.sample)
-        host = HostSampler()
-        self._spawn(self._every, "nd-host", "host", PERIOD_S, host.sample)
-        tree = ProcessTreeSampler(self.root_pid)
-        self._spawn(self._every, "nd-tree", "process tree", PERIOD_S, lambda: self._tree_sample(tree))
+        ctx = SourceContext(root_pid=self.root_pid, env=self.env,
+                            run_dir=Path(self.run_dir) if self.run_dir is not None else None,
+                            neuron_observer=self.observer_url, graph_stats=self.graph_stats_dir)
         inventory = self._guard("device inventory", collect_inventory)
         if inventory is not None:
             self.emit(inventory_event(inventory))
         self._guard("neuron-monitor", self._start_neuron_monitor, inventory)
-        cache_at = self._guard("compile cache", locate_cache, self.env)
-        if cache_at is not None:
-            last = [None]
-
-            def scan():
-                last[0] = rescan(last[0], cache_at)
-                return last[0]
-
-            self._spawn(self._every, "nd-cache", "compile cache", CACHE_EVERY_S, scan)
-        self._start_neuron_extras()
-        nvml = NvmlSampler()
-        if nvml.open() is None:
-            try:
-                self._every("GPU", PERIOD_S, lambda: nvml.sample(self.workload_pids))
-            finally:
-                nvml.close()
-
-    def _start_neuron_extras(self) -> None:
-        """Neuron Observer and graph_stats, where the run options point at them."""
-        if self.observer_url:
-            observer = ObserverSampler(self.observer_url)
-            self._spawn(self._every, "nd-observer", "Neuron Observer", PERIOD_S, lambda: observer.sample(time.time()))
-        if self.graph_stats_dir:
-            folder = GraphStatsFolder(Path(self.graph_stats_dir))
-            self._spawn(self._every, "nd-graph-stats", "graph_stats", PERIOD_S, lambda: self._emit_all(folder))
-
-    def _emit_all(self, folder: GraphStatsFolder) -> None:
-        for event in folder.poll(time.time()):
-            self.emit(event)
-
-    def _tree_sample(self, tree: ProcessTreeSampler):
-        p = tree.sample()
-        if p is not None:
-            self.workload_pids = {proc.pid for proc in p.processes}
-        return p
+        for spec in self.sources:
+            poller = self._guard(spec.name, spec.open, ctx)
+            if poller is not None:
+                self._spawn(self._every, f"nd-{spec.name.replace(' ', '-')}", spec, poller)
