@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from neurondesk.core import events as ev
 from neurondesk.core.reduce.compile_causes import DynamoReasons
+from neurondesk.core.reduce.compile_record import CompileRecord
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.run import RunReducer
@@ -42,72 +42,6 @@ def _growing_suffix(steps: list[CompileRecord]) -> list[CompileRecord]:
     while i > 0 and (steps[i].graph_inputs or 0) > (steps[i - 1].graph_inputs or 0):
         i -= 1
     return steps[i:]
-
-
-@dataclass
-class CompileRecord:
-    index: int  # 1-based, in arrival order
-    t: float
-    step: int | None
-    source: str
-    cause: str
-    duration_s: float | None
-    location: str | None
-    graph_hash: str | None
-    cache: str | None
-    trigger: str | None
-    input_shapes: list[list[int]] | None
-    previous_shapes: list[list[int]] | None
-    reason: str | None
-    frames: list[str]
-    ok: bool
-    error: str | None
-    name: str | None = None
-    phase: str = "train"  # "train" | "eval": recompiles are counted per phase
-    recompile: bool = False  # a compile of a point (graph slot, name, dynamo frame) compiled before in its phase
-    eval_phases_before: int = 0  # evaluation phases completed when it compiled (the first one is warm-up)
-    graph_inputs: int | None = None
-    point_key: str | None = None  # the sync point (or location, hash, name) it was compiled at
-    library: str | None = None  # the framework's frame inside the user's line (Trainer, Lightning ...)
-    pid: int | None = None
-    ranks: list[int] = dataclasses.field(default_factory=list)  # every rank that compiled this graph
-    rank_durations: list[float] = dataclasses.field(default_factory=list)
-    hit_ranks: list[int] = dataclasses.field(default_factory=list)  # ranks the persistent cache served
-
-    @property
-    def status(self) -> str:
-        """ok / failed / cached failure (a failure the persistent cache kept from an earlier run)."""
-        if self.cache == "failed":
-            return "cached failure"
-        return "ok" if self.ok else "failed"
-
-    def as_dict(self) -> dict:
-        return {
-            "step": self.step,
-            "cause": self.cause,
-            "location": self.location,
-            "library": self.library,
-            "graph_hash": self.graph_hash,
-            "duration_s": None if self.duration_s is None else round(self.duration_s, 6),
-            "cache": self.cache,
-            "source": self.source,
-            "trigger": self.trigger,
-            "input_shapes": self.input_shapes,
-            "previous_shapes": self.previous_shapes,
-            "reason": self.reason,
-            "frames": self.frames,
-            "ok": self.ok,
-            "status": self.status,
-            "error": self.error,
-            "name": self.name,
-            "phase": self.phase,
-            "recompile": self.recompile,
-            "graph_inputs": self.graph_inputs,
-            "ranks": self.ranks,
-            "duration_spread_s": ([round(min(self.rank_durations), 6), round(max(self.rank_durations), 6)]
-                                  if len(self.rank_durations) > 1 else None),
-            "cache_hit_ranks": self.hit_ranks,
-        }
 
 
 def point_of(e: ev.CompileFinished) -> str | None:
