@@ -112,6 +112,73 @@ def _head(line: str) -> tuple[int | None, str]:
     return small_int(m.group(1)), line[m.end():].strip()
 
 
+def parallel_line(s: str, t: float, out: Out) -> str | None:
+    """neuron_parallel_compile's progress, totals and failures (no state: each line says all)."""
+    m = _REMAINING.search(s)
+    if m:
+        remaining, locked, failed, done, total = m.groups()
+        out.append(Notice(t=t, level="warn" if small_int(failed) else "info", source="neuron-parallel-compile",
+                          message=f"parallel compile: {done}/{total} done, {remaining} remaining, "
+                                  f"{locked} locked, {failed} failed"))
+        return COMPILE
+    m = _TOTAL.search(s)
+    if m:
+        bad = m.group(1) == "failed compilations" and m.group(2) != "0"
+        out.append(Notice(t=t, level="warn" if bad else "info", source="neuron-parallel-compile",
+                          message=f"parallel compile: total {m.group(1)}: {m.group(2)}"))
+        return ERROR if bad else COMPILE
+    if "Extracting graphs" in s:
+        out.append(Notice(t=t, level="info", source="neuron-parallel-compile",
+                          message=f"graph {_module(s) or '?'} extracted for parallel compile "
+                                  "(not compiled)"))
+        return COMPILE
+    if "exited with error" in s or ("sub-process" in s and "got exception" in s):
+        _, msg = _head(s)
+        out.append(LogError(t=t, source="neuron-parallel-compile", message=clip(msg)))
+        return ERROR
+    if "||" in s and ("NEURON_" in s or "NCC_WRAPPER" in s or "PARALLEL_COMPILE" in s):
+        return ERROR if " ERROR " in s[:80] else COMPILE
+    return None
+
+
+
+class RuntimeLog:
+    """The Neuron runtime's ERROR/FATAL lines: one error per burst (a pid's lines within BURST_S of
+    the one that opened it are its detail), and the memory dump that follows a device OOM."""
+
+    def __init__(self) -> None:
+        self.mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
+        self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
+
+    def line(self, s: str, t: float, out: Out) -> str | None:
+        m = _RUNTIME.match(s)
+        if m is None:
+            if "FATAL-RT-UNDEFINED-STATE" in s:
+                out.append(LogError(t=t, source="neuron-runtime", message=clip(s.strip()),
+                                    code=runtime_code(s) or "exec-timeout"))
+                return ERROR
+            return None
+        pid, level, mod, func, msg = small_int(m.group(7)), m.group(8), m.group(9), m.group(10), m.group(11).strip()
+        if level not in ("ERROR", "FATAL"):
+            return None
+        self.mem_dump = True
+        if msg.startswith("* "):
+            return ERROR
+        code = runtime_code(f"{func} {msg}")
+        text = clip(f"{mod}:{func} {msg}")
+        printed = _printed_s(m)
+        opened = self._bursts.get(pid)
+        if opened is not None and 0.0 <= printed - opened <= BURST_S:
+            out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid, detail=[text],
+                                continues=True))
+            return ERROR
+        if len(self._bursts) >= _BURSTS_KEEP:
+            self._bursts.clear()
+        self._bursts[pid] = printed
+        out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid))
+        return ERROR
+
+
 class NeuronCCParser:
     def __init__(self) -> None:
         self._open: dict[str, tuple[float, int | None]] = {}  # compiles started, by MODULE hash
@@ -125,8 +192,7 @@ class NeuronCCParser:
         # with [...]" continuation (which quotes the stored failure: not a compile of its own)
         self._cached_failed: dict[str | None, int | None] = {}
         self._echo_next = False  # the warnings module echoes the source line after a warning
-        self._mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
-        self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
+        self._runtime = RuntimeLog()
 
     def feed(self, s: str, t: float, out: Out) -> str | None:
         fault = fault_of(s, t)  # what a Neuron failure means (out of memory, version skew), beside its error
@@ -137,13 +203,13 @@ class NeuronCCParser:
         return tag
 
     def _feed(self, s: str, t: float, out: Out) -> str | None:
-        if self._echo_next or self._mem_dump:
-            echo, dump = self._echo_next, self._mem_dump
-            self._echo_next = self._mem_dump = False
+        if self._echo_next or self._runtime.mem_dump:
+            echo, dump = self._echo_next, self._runtime.mem_dump
+            self._echo_next = self._runtime.mem_dump = False
             if echo and s[:1].isspace() and s.strip():
                 return NOISE
             if dump and s.lstrip().startswith("* "):
-                self._mem_dump = True
+                self._runtime.mem_dump = True
                 return ERROR
         if ("MODULE_" in s or "ompil" in s or "neff" in s or "NEURON" in s or "PARALLEL" in s or "NCC_" in s
                 or "Total " in s or "remaining items" in s or "sub-process" in s):
@@ -151,7 +217,7 @@ class NeuronCCParser:
             if tag:
                 return tag
         if "TDRV" in s or "NRT" in s or "NMGR" in s or "ENC:" in s or "HAL:" in s or "FATAL-RT" in s:
-            tag = self._runtime(s, t, out)
+            tag = self._runtime.line(s, t, out)
             if tag:
                 return tag
         if "]:" in s and (s[:1].isdigit()):
@@ -238,7 +304,7 @@ class NeuronCCParser:
                 return ERROR
             self._fail(key, pid, t, msg, None, out)
             return ERROR
-        return self._parallel(s, t, out)
+        return parallel_line(s, t, out)
 
     # ---------------------------------------------------------------- named blocks (export tools)
     def _block_line(self, s: str, t: float, out: Out) -> str | None:
@@ -326,62 +392,7 @@ class NeuronCCParser:
             duration_s=max(0.0, t - started), cache="miss", ok=error is None, error=error,
         ))
 
-    def _parallel(self, s: str, t: float, out: Out) -> str | None:
-        m = _REMAINING.search(s)
-        if m:
-            remaining, locked, failed, done, total = m.groups()
-            out.append(Notice(t=t, level="warn" if small_int(failed) else "info", source="neuron-parallel-compile",
-                              message=f"parallel compile: {done}/{total} done, {remaining} remaining, "
-                                      f"{locked} locked, {failed} failed"))
-            return COMPILE
-        m = _TOTAL.search(s)
-        if m:
-            bad = m.group(1) == "failed compilations" and m.group(2) != "0"
-            out.append(Notice(t=t, level="warn" if bad else "info", source="neuron-parallel-compile",
-                              message=f"parallel compile: total {m.group(1)}: {m.group(2)}"))
-            return ERROR if bad else COMPILE
-        if "Extracting graphs" in s:
-            out.append(Notice(t=t, level="info", source="neuron-parallel-compile",
-                              message=f"graph {_module(s) or '?'} extracted for parallel compile "
-                                      "(not compiled)"))
-            return COMPILE
-        if "exited with error" in s or ("sub-process" in s and "got exception" in s):
-            _, msg = _head(s)
-            out.append(LogError(t=t, source="neuron-parallel-compile", message=clip(msg)))
-            return ERROR
-        if "||" in s and ("NEURON_" in s or "NCC_WRAPPER" in s or "PARALLEL_COMPILE" in s):
-            return ERROR if " ERROR " in s[:80] else COMPILE
-        return None
-
     # ---------------------------------------------------------------- runtime and compiler logs
-    def _runtime(self, s: str, t: float, out: Out) -> str | None:
-        m = _RUNTIME.match(s)
-        if m is None:
-            if "FATAL-RT-UNDEFINED-STATE" in s:
-                out.append(LogError(t=t, source="neuron-runtime", message=clip(s.strip()),
-                                    code=runtime_code(s) or "exec-timeout"))
-                return ERROR
-            return None
-        pid, level, mod, func, msg = small_int(m.group(7)), m.group(8), m.group(9), m.group(10), m.group(11).strip()
-        if level not in ("ERROR", "FATAL"):
-            return None
-        self._mem_dump = True
-        if msg.startswith("* "):
-            return ERROR
-        code = runtime_code(f"{func} {msg}")
-        text = clip(f"{mod}:{func} {msg}")
-        printed = _printed_s(m)
-        opened = self._bursts.get(pid)
-        if opened is not None and 0.0 <= printed - opened <= BURST_S:
-            out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid, detail=[text],
-                                continues=True))
-            return ERROR
-        if len(self._bursts) >= _BURSTS_KEEP:
-            self._bursts.clear()
-        self._bursts[pid] = printed
-        out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid))
-        return ERROR
-
     def _cc_log(self, m: re.Match[str], t: float, out: Out) -> str:
         level, msg = m.group(1), m.group(3).strip()
         if level not in ("ERROR", "FATAL", "CRITICAL"):
