@@ -354,9 +354,10 @@ def test_a_relay_that_cannot_start_leaves_the_workload_writing_its_files_itself(
     """The fallback, in-process: the relay's script is missing, so it never says it is ready."""
     import queue
 
+    from neurondesk.collectors import relay_link
     from neurondesk.collectors import workload as wl
 
-    monkeypatch.setattr(wl, "RELAY_SCRIPT", tmp_path / "no-such-relay.py")
+    monkeypatch.setattr(relay_link, "RELAY_SCRIPT", tmp_path / "no-such-relay.py")
     out: queue.SimpleQueue = queue.SimpleQueue()
     w = wl.WorkloadProcess(["sh", "-c", "echo out; echo err >&2"], out, stdout_path=tmp_path / "stdout.log",
                            stderr_path=tmp_path / "stderr.log")

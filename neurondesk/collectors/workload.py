@@ -13,16 +13,12 @@ A tail thread reads the files for the log parsers.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import queue
-import select
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,17 +27,14 @@ from pathlib import Path
 
 from neurondesk.collectors.devices.graph_stats import GraphStatsFolder, metrics_environment
 from neurondesk.collectors.neuron_profile import profile_setup
-from neurondesk.collectors.output_relay import Relay, Stream
 from neurondesk.collectors.output_tail import OutputTail
+from neurondesk.collectors.relay_link import RawRelayStatus, RelayLink, open_output
 from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice, ParseProblem
 from neurondesk.store.input_files import bounded_lines
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
-RELAY_SCRIPT = Path(__file__).resolve().parent / "output_relay.py"
-RELAY_READY_S = 15.0  # for the relay to say it is up; past this the output goes to the files directly
 RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end
-PIPE_SIZE = 1 << 20  # the workload's output pipes: room for bursts while the relay catches up
 MAX_LINE = 1 << 20  # a probe message longer than this is refused unread (output lines: collectors/output_tail.py)
 OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload runs
 EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
@@ -58,14 +51,6 @@ class RawOutput:
 class RawProbe:
     t: float
     line: bytes
-
-
-@dataclass(frozen=True)
-class RawRelayStatus:
-    """A status line of the output relay (its totals for one stream), decoded JSON."""
-
-    t: float
-    fields: dict
 
 
 @dataclass(frozen=True)
@@ -145,11 +130,7 @@ class WorkloadProcess:
         self.exited = threading.Event()
         self.output_done = threading.Event()  # the exit and the grace for processes left running are over
         self.sent_signal: str | None = None
-        self.relay: subprocess.Popen | None = None
-        self.relay_done = threading.Event()  # the relay ended: everything it could store is in the files
-        self.relay_problem: str | None = None  # why the output goes to the files directly
-        self._relay_rest = b""
-        self._spare_pipes: dict[str, int] = {}  # our own copies of the pipes' read ends: if the relay dies
+        self.link = RelayLink(self.output_paths, out, self._spawn)  # the output relay, from this side
         self.graph_stats_dir: Path | None = None  # where torch-neuronx writes its graph_stats tables at exit
         self.neuron_profile = neuron_profile  # --neuron-profile: a Neuron Explorer capture into the run folder
 
@@ -169,9 +150,9 @@ class WorkloadProcess:
         extra, self.graph_stats_dir = metrics_environment(self.base_env, self.output_paths["stdout"].parent)
         env.update(extra)  # TorchNeuron's graph_stats tables, read at exit (_read_graph_stats)
         self._profile_setup(env)
-        files = self._start_relay()
+        files = self.link.start()
         if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
-            files = {name: _open_output(path) for name, path in self.output_paths.items()}
+            files = {name: open_output(path) for name, path in self.output_paths.items()}
         try:
             self.proc = subprocess.Popen(
                 self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
@@ -187,135 +168,14 @@ class WorkloadProcess:
         self._spawn(self._tail_output, "nd-output")
         self._spawn(self._wait_exit, "nd-wait")
 
-    def _start_relay(self) -> dict[str, int] | None:
-        """Start the output relay; returns the write ends of the pipes it drains (for the workload),
-        or None when it could not start (``relay_problem`` says why)."""
-        for path in self.output_paths.values():  # there from the start, as viewers expect (empty)
-            try:
-                os.close(_open_output(path))
-            except OSError:
-                pass  # a disk that refuses: the relay says so when the workload writes
-        pipes = {name: os.pipe() for name in self.output_paths}
-        status_r, status_w = os.pipe()
-        args = [sys.executable, "-I", "-S", str(RELAY_SCRIPT), "--status-fd", str(status_w)]
-        for name, path in self.output_paths.items():
-            args += ["--stream", name, str(pipes[name][0]), str(path)]
-            try:
-                fcntl.fcntl(pipes[name][1], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-            except OSError:
-                pass  # the default size (64 KiB) still works
-        try:
-            self.relay = subprocess.Popen(
-                args, pass_fds=[status_w, *(r for r, _ in pipes.values())], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
-                start_new_session=True,  # away from the terminal and from the workload's group
-            )
-        except OSError as exc:
-            self.relay_problem = f"the output relay did not start ({exc.strerror or exc})"
-        finally:
-            os.close(status_w)
-            for name, (r, _) in pipes.items():
-                if self.relay is not None:
-                    self._spare_pipes[name] = os.dup(r)  # not inherited by the workload (non-inheritable)
-                os.close(r)
-        ready = self.relay is not None and self._relay_ready(status_r)
-        if not ready:
-            os.close(status_r)
-            for _, w in pipes.values():
-                os.close(w)
-            if self.relay is not None:
-                self.relay_problem = self.relay_problem or "the output relay did not answer"
-                self.relay.kill()
-                self.relay.wait()
-                self.relay = None
-            for spare in self._spare_pipes.values():
-                os.close(spare)
-            self._spare_pipes = {}
-            self.relay_done.set()
-            return None
-        self._spawn(lambda: self._read_relay(status_r), "nd-relay")
-        return {name: w for name, (_, w) in pipes.items()}
+    @property
+    def relay(self) -> subprocess.Popen | None:
+        return self.link.relay
 
-    def _relay_ready(self, fd: int) -> bool:
-        deadline = time.monotonic() + RELAY_READY_S
-        got = b""
-        while b"\n" not in got:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return False
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                return False
-            got += chunk
-        line, _, self._relay_rest = got.partition(b"\n")
-        try:
-            return bool(json.loads(line).get("ready"))
-        except ValueError:
-            return False
-
-    def _read_relay(self, fd: int) -> None:
-        """The relay's status lines, to the queue; at its end (EOF) it has stored all it could. A
-        relay that ended without its last word (killed) leaves the pipes to the recorder, which
-        drains them itself from then on (the same code, in a thread)."""
-        ended = False
-        try:
-            ended = self._status_lines(fd, self._relay_rest)
-        finally:
-            if self.relay is not None:
-                try:
-                    self.relay.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                if not ended:
-                    self._take_over()
-            finally:
-                for spare in self._spare_pipes.values():
-                    os.close(spare)
-                self._spare_pipes = {}
-                self.relay_done.set()
-
-    def _status_lines(self, fd: int, first: bytes = b"") -> bool:
-        """Queue a relay's status lines until its pipe closes; True when it said its last word."""
-        ended = False
-        with os.fdopen(fd, "rb") as f:
-            for line in _prefixed(first, f):
-                try:
-                    fields = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(fields, dict):
-                    ended = ended or bool(fields.get("end"))
-                    self.out.put(RawRelayStatus(time.time(), fields))
-        return ended
-
-    def _take_over(self) -> None:
-        """The relay died while the pipes were open: drain them here until they close."""
-        if not self._spare_pipes:
-            return
-        code = self.relay.returncode if self.relay is not None else None
-        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 and -code in
-               signal.valid_signals() else f"with status {code}")
-        self.out.put(RawRelayStatus(time.time(), {"taken_over": True, "message": (
-            f"the output relay (pid {self.relay.pid if self.relay else '?'}) ended {how} while the workload "
-            "ran; the recorder drains the workload's output itself from now on (if the recorder ends too, "
-            "the workload's next write to stdout or stderr fails)")}))
-        status_r, status_w = os.pipe()
-        os.set_blocking(status_w, False)
-        streams = [Stream(name, fd, str(self.output_paths[name])) for name, fd in self._spare_pipes.items()]
-        self._spare_pipes = {}  # the relay object owns (and closes) them now
-        relay = Relay(streams, status_w)
-
-        def run() -> None:
-            try:
-                relay.run()
-            finally:
-                if relay.status_fd is not None:
-                    os.close(relay.status_fd)
-        th = threading.Thread(target=run, name="nd-relay-here", daemon=True)
-        th.start()
-        self._status_lines(status_r)
-        th.join(timeout=5)
+    @property
+    def relay_problem(self) -> str | None:
+        """Why the output goes to the files directly (None: the relay drains it)."""
+        return self.link.problem
 
     def _spawn(self, target, name: str) -> threading.Thread:
         th = threading.Thread(target=target, name=name, daemon=True)
@@ -365,7 +225,7 @@ class WorkloadProcess:
             time.sleep(OUTPUT_POLL_S)
             left = [p for p in left if _alive(p.pid)]
         # the relay stores the last output, then ends (unless a process left running holds the pipes)
-        self.relay_done.wait(0.2 if left else RELAY_END_WAIT_S)
+        self.link.done.wait(0.2 if left else RELAY_END_WAIT_S)
         self.output_done.set()
         for th in list(self.threads):
             if th.name == "nd-output":
@@ -488,18 +348,3 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
-
-
-def _prefixed(first: bytes, f):
-    """The lines of ``f``, after those already read of it (``first``)."""
-    while b"\n" in first:
-        line, _, first = first.partition(b"\n")
-        yield line + b"\n"
-    if first:
-        yield first + f.readline()
-    yield from f
-
-
-def _open_output(path: Path) -> int:
-    """The workload's own output file: appended to, private to the user, never through a symlink."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
