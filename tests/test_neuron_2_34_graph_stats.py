@@ -192,3 +192,20 @@ def test_the_probe_never_calls_torch_neurons_device_synchronising_metrics() -> N
              for no, line in enumerate(p.read_text().splitlines(), start=1)
              if ("get_dynamo_metrics" in line or "memory_stats" in line) and not line.lstrip().startswith("#")]
     assert calls == []
+
+
+def test_force_moves_a_previous_runs_metric_tables_aside_so_they_are_never_read_again(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    from neurondesk.store.rundir import move_run_aside
+
+    (tmp_path / "events.jsonl").write_text("")
+    old = tmp_path / "neuron-metrics"
+    old.mkdir()
+    (old / "metric_table_graph_stats_rank0.csv").write_text(HEADER + "\ng,n,m,0,1,1,1,1,1\n")
+    (tmp_path / "neuron-profile").mkdir()
+    aside = move_run_aside(tmp_path, datetime(2026, 12, 2, 1, 0, 0))
+    assert (aside / "neuron-metrics" / "metric_table_graph_stats_rank0.csv").exists()
+    assert (aside / "neuron-profile").is_dir() and not old.exists()
+    _, folder = metrics_environment({}, tmp_path)
+    assert GraphStatsFolder(folder).poll(0.0) == []  # the new run's folder starts empty

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neurondesk.core.device_events import NeuronProfileCapture
+from neurondesk.store.rundir import NEURON_PROFILE_DIR
 
 ENABLE, SYSTEM, OUTPUT_DIR = "NEURON_RT_INSPECT_ENABLE", "NEURON_RT_INSPECT_SYSTEM_PROFILE", "NEURON_RT_INSPECT_OUTPUT_DIR"
-FOLDER = "neuron-profile"
+FOLDER = NEURON_PROFILE_DIR  # in the run folder (--force moves it aside with the run)
 DEFAULT_OUTPUT = "./output"  # the runtime's default NEURON_RT_INSPECT_OUTPUT_DIR
 MAX_SCRIPT_BYTES = 4 << 20
 _TORCH_PROFILER = re.compile(r"\btorch\.profiler\b|\bfrom\s+torch\s+import\s+[^\n#]*\bprofiler\b|"

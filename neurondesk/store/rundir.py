@@ -181,8 +181,11 @@ def create_run_dir(root: Path, run_id: str) -> RunPaths:
 
 # The files that say a folder holds a run; a --run-dir with any of them is not taken over silently.
 RUN_FILES = (EVENTS_FILE, SUMMARY_JSON, SUMMARY_MD, STDOUT_LOG, STDERR_LOG, RECORDER_INFO, RECORDER_LOG)
+# The folders the workload is told to write into (TorchNeuron's metric tables, a Neuron Explorer capture)
+NEURON_METRICS_DIR, NEURON_PROFILE_DIR = "neuron-metrics", "neuron-profile"
 # ... and every name a run writes there first (--force moves them aside too; never reused)
-MOVABLE_FILES = (*RUN_FILES, *(f"{n}.tmp" for n in (SUMMARY_JSON, SUMMARY_MD, RECORDER_INFO)))
+MOVABLE_FILES = (*RUN_FILES, *(f"{n}.tmp" for n in (SUMMARY_JSON, SUMMARY_MD, RECORDER_INFO)),
+                 NEURON_METRICS_DIR, NEURON_PROFILE_DIR)
 
 
 def holds_run_files(d: Path) -> bool:

@@ -22,10 +22,11 @@ from datetime import datetime
 from pathlib import Path
 
 from neurondesk.core.device_events import NeuronGraphStat
+from neurondesk.store.rundir import NEURON_METRICS_DIR
 
 ENABLE_VAR = "TORCH_NEURONX_ENABLED_METRIC_TABLES"
 DIR_VAR = "TORCH_NEURONX_METRICS_DIR"
-PRIVATE_FOLDER = "neuron-metrics"  # in the run folder, when the user set neither variable
+PRIVATE_FOLDER = NEURON_METRICS_DIR  # in the run folder, when the user set neither variable
 
 # documented names first; the names this reader guessed before the documentation are kept
 COLUMNS: dict[str, tuple[str, ...]] = {
