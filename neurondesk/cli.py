@@ -435,9 +435,10 @@ def cmd_ls(args) -> int:
 
     sweep_socket_dirs()  # socket folders of recorders killed with SIGKILL
     notes: list[str] = []  # runs moved or deleted while live; a refused registry of live runs
-    live = live_runs(notes=notes)
+    ended: list = []  # runs whose recorder is gone, settled on the way (their index row written)
+    live = live_runs(notes=notes, ended=ended)
     _say(notes)
-    sys.stdout.write(format_runs(live, finished_runs(limit=args.last)))
+    sys.stdout.write(format_runs(live, finished_runs(limit=args.last, ended=ended)))
     return 0
 
 

@@ -100,6 +100,7 @@ def cmd_history(args) -> int:
     from neurondesk.core.board import cost_board, device_of, parse_since
     from neurondesk.reports.safe_text import clean
     from neurondesk.reports.tables import render
+    from neurondesk.sources.ended import lost_recorder
     from neurondesk.store.index import RunIndex, RunIndexError
     from neurondesk.store.rundir import INDEX_FILE, default_run_root
 
@@ -110,8 +111,9 @@ def cmd_history(args) -> int:
         except ValueError as exc:
             _die(str(exc))
     path = default_run_root() / INDEX_FILE
-    live = [] if args.group_by else _live_rows(since)  # the board adds up finished runs only
-    if not path.exists() and not live:
+    waiting: list = []  # ended runs whose row the locked index could not take yet
+    live = [] if args.group_by else _live_rows(since, waiting)  # the board adds up finished runs only
+    if not path.exists() and not live and not waiting:
         sys.stdout.write(f"no runs recorded yet (index {path} does not exist)\n")
         return 0
     rows = []
@@ -125,6 +127,8 @@ def cmd_history(args) -> int:
             sys.stderr.write(f"neurondesk: {index.skipped} unreadable row(s) in the run index {path} skipped; "
                              "`neurondesk reindex` rebuilds it from the run folders\n")
     finished = {(r.id, r.run_dir) for r in rows}
+    rows = [r for r in waiting if (r.id, r.run_dir) not in finished] + rows
+    finished = {(r.id, r.run_dir) for r in rows}
     live = [r for r in live if (r.id, r.run_dir) not in finished]  # it ended while we looked
     states = ["live"] * len(live) + ["finished"] * len(rows)
     rows = live + rows
@@ -137,7 +141,8 @@ def cmd_history(args) -> int:
         for r, state in zip(rows, states, strict=True):
             sps = "—" if r.steady_samples_per_s is None else f"{r.steady_samples_per_s:,.1f}"
             usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
-            exit_ = "live" if state == "live" else "—" if r.exit_code is None else r.exit_code
+            exit_ = "live" if state == "live" else r.exit_code if r.exit_code is not None else (
+                "lost" if lost_recorder(r.run_dir, r.summary) else "—")
             sys.stdout.write(fmt.format(r.id, (r.started_at or "")[:19], r.device_kind or "—", r.steps or 0, sps, usd,
                                         exit_, clean(r.command or "")[:60]) + "\n")
         return 0
@@ -149,16 +154,20 @@ def cmd_history(args) -> int:
     return 0
 
 
-def _live_rows(since: datetime | None) -> list:
-    """Index-like rows of the live runs (their summary so far), wherever their folders are."""
+def _live_rows(since: datetime | None, waiting: list | None = None) -> list:
+    """Index-like rows of the live runs (their summary so far), wherever their folders are;
+    ``waiting``: rows of ended runs the index could not take yet (it is locked), from their summary."""
     from neurondesk.reports.safe_text import clean
     from neurondesk.sources.runs import live_summaries
     from neurondesk.store.index import row_of
 
     notes: list[str] = []
-    rows = [row_of(s, d) for d, s in live_summaries(notes=notes)]
+    ended: list = []
+    rows = [row_of(s, d) for d, s in live_summaries(notes=notes, ended=ended)]
     for note in notes:
         sys.stderr.write(f"neurondesk: {clean(note)}\n")
+    if waiting is not None:
+        waiting += [r for e in ended if not e.indexed and (r := row_of(e.summary, e.run_dir)) is not None]
     rows = [r for r in rows if r is not None]
     if since is None:
         return rows

@@ -227,6 +227,8 @@ def test_live_runs_outside_the_home_are_listed_attached_and_in_history_and_a_kil
         assert len(entries(env)) == 2  # it could not remove its own entry
         ls = nd(env, "ls")
         assert ls.returncode == 0 and listed(ls.stdout) == ["exp7"], ls.stdout + ls.stderr
+        # the killed recorder's run is listed as such, its row written from its journal (issue 24 item 10)
+        assert "exp8-long: recorder lost at" in ls.stdout, ls.stdout
         [left] = entries(env)
         assert json.loads(left.read_text())["run_dir"] == str(exp7)
     finally:
@@ -235,11 +237,13 @@ def test_live_runs_outside_the_home_are_listed_attached_and_in_history_and_a_kil
     ls = nd(env, "ls")
     assert listed(ls.stdout) == [] and "no live run" in ls.stdout
     history = json.loads(nd(env, "history", "--format", "json").stdout)
-    assert [(r["id"], r["state"]) for r in history] == [("exp7", "finished")]  # the index has it, from its folder
-    reindex = nd(env, "reindex")  # rebuilt from the run folders: the one outside the run root is kept
-    assert reindex.returncode == 0 and reindex.stdout.startswith("indexed 1 run(s)"), reindex.stdout + reindex.stderr
+    # the index has both, from their folders: exp7 from its recorder, exp8-long from the `ls` after its recorder's death
+    assert sorted((r["id"], r["state"]) for r in history) == [("exp7", "finished"), ("exp8-long", "finished")]
+    reindex = nd(env, "reindex")  # rebuilt from the run folders: those outside the run root are kept
+    assert reindex.returncode == 0 and reindex.stdout.startswith("indexed 2 run(s)"), reindex.stdout + reindex.stderr
+    assert "(1 from their journals" in reindex.stdout  # exp8-long: its recorder never wrote a summary
     history = json.loads(nd(env, "history", "--format", "json").stdout)
-    assert [(r["id"], r["state"]) for r in history] == [("exp7", "finished")]
+    assert sorted((r["id"], r["state"]) for r in history) == [("exp7", "finished"), ("exp8-long", "finished")]
 
 
 def _peek(proc) -> bytes:

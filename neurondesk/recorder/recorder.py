@@ -42,8 +42,9 @@ from neurondesk.recorder.metrics import default_node
 from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.notify import AlertDesk
 from neurondesk.recorder.options import RunOptions
+from neurondesk.recorder.pending_row import FINISH_INDEX_PATIENCE_S, pending_words, write_pending_row
 from neurondesk.reports.summary_writer import to_json, to_markdown  # text only
-from neurondesk.store.index import RunIndex
+from neurondesk.store.index import RunIndex, RunIndexBusy
 from neurondesk.store.journal import JournalError, JournalWriter
 from neurondesk.store.live_registry import Registration, RegistryRefused, folder_now, register, registry_dir
 from neurondesk.store.liveness import (
@@ -93,6 +94,7 @@ class Recorder:
         self._rotation_said: str | None = None
         self.disk_warnings = DiskWarnings()  # free space / fill forecast: a notice once per episode
         self.registration: Registration | None = None  # this run's entry among the live runs
+        self.row_pending: tuple[Path, dict] | None = None  # (index, summary): the row a locked index refused
         self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload)
 
     # ------------------------------------------------------------------ start
@@ -403,13 +405,17 @@ class Recorder:
                 message=(f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}; "
                          f"{advice(exc.errno, str(self.paths.dir))}, "
                          f"then rebuild it with `neurondesk summary {self.paths.dir}`")))
-        try:
-            root = self.options.run_root or default_run_root()
-            RunIndex(root / INDEX_FILE).record(summary, self.paths.dir)
+        index = (self.options.run_root or default_run_root()) / INDEX_FILE
+        try:  # a short wait: a lock held by another process must not keep the run "running" for viewers
+            RunIndex(index, patience_s=FINISH_INDEX_PATIENCE_S).record(summary, self.paths.dir)
+        except RunIndexBusy as exc:
+            self.row_pending = (index, summary)  # written once the lock frees (pending_row.py)
+            self.record(ev.Notice(t=time.time(), level="info", source="index", message=pending_words(exc)))
         except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
             self.record(ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}"))
         self.alerts.at_end(self.state, time.time(), summary)  # finished / failed / checks, journaled
-        self.unregister()  # after the index row: the run is always in one of them
+        if self.row_pending is None:
+            self.unregister()  # after the index row: the run is always in one of them
         self._close_journal()
         self._checkpoint(force=True)  # the whole run: a reader of the finished run reduces nothing
         if self.disk.folder is not None or not self.summary_written:
@@ -461,6 +467,13 @@ def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
         recorder.unregister()
         return 127
     try:
-        return recorder.run()  # the loop flushes after every batch, so at least every 0.1 s
+        code = recorder.run()  # the loop flushes after every batch, so at least every 0.1 s
     finally:
-        recorder.unregister()  # ended by an error of its own: not left for a reader to clean up
+        if recorder.row_pending is None:
+            recorder.unregister()  # ended by an error of its own: not left for a reader to clean up
+    if recorder.row_pending is not None:  # the viewers let go first (the lock released), then the row
+        if recorder.lock is not None:
+            recorder.lock.release()
+        if write_pending_row(*recorder.row_pending, recorder.paths.dir):
+            recorder.unregister()
+    return code

@@ -35,7 +35,11 @@ def format_runs(live: list, finished: list) -> str:
         out.append("no live run (start one with `neurondesk run --detach -- CMD`)\n")
     if finished:
         rows = [{"id": r.run_id, "command": _command(r.command), "started": (r.started_at or "")[:19],
-                 "steps": r.steps, "exit": "—" if r.exit_code is None else str(r.exit_code),
+                 "steps": r.steps, "exit": "lost" if r.lost else "—" if r.exit_code is None else str(r.exit_code),
                  "cost": r.total_usd} for r in finished]
         out.append("\n" + render(DONE_COLUMNS, rows))
+        out += [f"{clean(r.run_id)}: {clean(r.lost)} (billed to then; `neurondesk summary {clean(r.run_dir)}` "
+                "sums up what was recorded)\n" for r in finished if r.lost]
+        out += [f"{clean(r.run_id)}: not in the run index yet (another process holds its lock); "
+                "the next neurondesk command adds it\n" for r in finished if r.unindexed]
     return "".join(out)

@@ -116,6 +116,10 @@ class FollowSource:
         return info.workload_pid if info else None
 
     def now(self) -> float:
+        """The viewer's clock; for a run whose recorder was lost, its last recorded time: nothing
+        after it is known, so nothing after it is billed or timed."""
+        if self.recorder_lost and self.state.last_t:
+            return self.state.last_t
         return self.clock()
 
     def _ask(self, op: str, **args) -> str:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.summary import build_summary
+from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle
 from neurondesk.sources.replay import state_from_run_dir
 from neurondesk.sources.resume import listing
-from neurondesk.store.index import RunIndex, RunIndexError
+from neurondesk.store.index import RunIndex, RunIndexError, RunRow, row_of
 from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_INFO, RECORDER_LOCK, default_run_root
@@ -50,21 +51,30 @@ class FinishedRun:
     steps: int | None
     exit_code: int | None
     total_usd: float | None
+    lost: str | None = None  # its recorder was lost: "recorder lost at 14:02; workload pid 4242 still running"
+    unindexed: bool = False  # listed from its summary: the index was locked when its row was due
 
 
 def _root(root: Path | None) -> Path:
     return root if root is not None else default_run_root()
 
 
-def registered_runs(root: Path | None = None, notes: list[str] | None = None) -> list[RegisteredRun]:
-    """The registry's live runs, newest first (stale entries removed by the read); a registry that
-    is refused (another user's, writable by others, a symlink) is said in ``notes``."""
+def registered_runs(root: Path | None = None, notes: list[str] | None = None,
+                    ended: list[EndedRun] | None = None) -> list[RegisteredRun]:
+    """The registry's live runs, newest first; a registry that is refused (another user's,
+    writable by others, a symlink) is said in ``notes``. Entries whose recorder is gone are
+    settled on the way (sources/ended.py: their index row written), and put in ``ended``."""
+    registry, stale = registry_dir(_root(root)), []
     try:
-        return live_entries(registry_dir(_root(root)))
+        live = live_entries(registry, stale)
     except RegistryRefused as exc:
         if notes is not None:
             notes.append(str(exc))
         return []
+    settled = settle(registry, _root(root), stale, notes) if stale else []
+    if ended is not None:
+        ended.extend(settled)
+    return live
 
 
 def _scanned_live_dirs(base: Path) -> list[Path]:
@@ -81,11 +91,12 @@ def _started(d: Path) -> float:
         return 0.0
 
 
-def live_run_dirs(root: Path | None = None, notes: list[str] | None = None) -> list[Path]:
+def live_run_dirs(root: Path | None = None, notes: list[str] | None = None,
+                  ended: list[EndedRun] | None = None) -> list[Path]:
     """Newest first: the registry's (wherever their folders are), and those under the run root
     whose recorder has no entry. A run moved or deleted while live is said in ``notes``."""
     found: dict[str, tuple[float, Path]] = {}
-    for r in registered_runs(root, notes):
+    for r in registered_runs(root, notes, ended):
         if r.note and notes is not None:
             notes.append(r.note)
         if r.run_dir is not None:
@@ -95,10 +106,11 @@ def live_run_dirs(root: Path | None = None, notes: list[str] | None = None) -> l
     return [d for _, d in sorted(found.values(), key=lambda t: t[0], reverse=True)]
 
 
-def live_runs(root: Path | None = None, now: float | None = None, notes: list[str] | None = None) -> list[LiveRun]:
+def live_runs(root: Path | None = None, now: float | None = None, notes: list[str] | None = None,
+              ended: list[EndedRun] | None = None) -> list[LiveRun]:
     now = time.time() if now is None else now
     rows = []
-    for d in live_run_dirs(root, notes):
+    for d in live_run_dirs(root, notes, ended):
         try:
             row = listing(d, now)  # from the newest checkpoint: never a whole long journal
         except OSError:
@@ -108,16 +120,30 @@ def live_runs(root: Path | None = None, now: float | None = None, notes: list[st
     return rows
 
 
-def finished_runs(root: Path | None = None, limit: int = 10) -> list[FinishedRun]:
+def finished_runs(root: Path | None = None, limit: int = 10, ended: list[EndedRun] | None = None) -> list[FinishedRun]:
+    """The latest finished runs in the index, newest first, and before them the ended runs whose
+    row could not be written yet (``ended``: from registered_runs); a run whose recorder was lost
+    says so (``lost``)."""
     path = _root(root) / INDEX_FILE
-    if not path.exists() or limit <= 0:
+    if limit <= 0:
         return []
-    try:
-        rows = RunIndex(path).list_runs(limit=limit)
-    except RunIndexError:
-        return []
-    return [FinishedRun(r.id, r.run_dir, r.command, r.started_at, r.steps, r.exit_code,
-                        (r.summary.get("cost") or {}).get("total_usd")) for r in rows]
+    waiting = [_finished(row, lost=e.lost, unindexed=True)
+               for e in ended or () if not e.indexed and (row := row_of(e.summary, e.run_dir)) is not None]
+    rows = []
+    if path.exists():
+        try:
+            rows = RunIndex(path).list_runs(limit=limit)
+        except RunIndexError:
+            rows = []
+    listed = {(w.run_id, w.run_dir) for w in waiting}
+    done = [_finished(r, lost=lost_recorder(r.run_dir, r.summary) if r.exit_code is None else None)
+            for r in rows if (r.id, r.run_dir) not in listed]
+    return (waiting + done)[:limit]
+
+
+def _finished(r: RunRow, lost: RecorderLost | None = None, unindexed: bool = False) -> FinishedRun:
+    return FinishedRun(r.id, r.run_dir, r.command, r.started_at, r.steps, r.exit_code,
+                       (r.summary.get("cost") or {}).get("total_usd"), lost.words() if lost else None, unindexed)
 
 
 def resolve_live_run(arg: str | None, root: Path | None = None, notes: list[str] | None = None) -> Path:
@@ -176,11 +202,11 @@ def _indexed_run_dir(run_id: str, base: Path) -> Path | None:
     return next((d for d in dirs if (d / EVENTS_FILE).exists()), None)
 
 
-def live_summaries(root: Path | None = None, now: float | None = None,
-                   notes: list[str] | None = None) -> list[tuple[Path, dict]]:
+def live_summaries(root: Path | None = None, now: float | None = None, notes: list[str] | None = None,
+                   ended: list[EndedRun] | None = None) -> list[tuple[Path, dict]]:
     """(folder, summary so far) of every live run, newest first (`history` lists them)."""
     out = []
-    for d in live_run_dirs(root, notes):
+    for d in live_run_dirs(root, notes, ended):
         try:
             state, _ = state_from_run_dir(d)
         except (OSError, ValueError):

@@ -171,21 +171,32 @@ def _busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+class RunIndexBusy(RunIndexError):
+    """Another process held the index's lock for longer than this reader's patience."""
+
+
 class RunIndex:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, patience_s: float = LOCK_PATIENCE_S) -> None:
+        """``patience_s``: how long a busy lock is waited for before RunIndexBusy (a finishing
+        recorder waits little: its row is written later, by itself or by the next command)."""
         self.path = Path(path)
+        self.patience_s = patience_s
         self.skipped = 0  # rows the last list_runs skipped as unreadable
         self._patiently(self._open)
 
     def _patiently(self, op: Callable[[], Any]) -> Any:
-        """``op`` again while the database is locked by another process, up to LOCK_PATIENCE_S."""
-        deadline = time.monotonic() + LOCK_PATIENCE_S
+        """``op`` again while the database is locked by another process, up to ``patience_s``."""
+        deadline = time.monotonic() + self.patience_s
         while True:
             try:
                 return op()
             except RunIndexError as e:
                 cause = e.__cause__
-                if not (isinstance(cause, sqlite3.OperationalError) and _busy(cause)) or time.monotonic() > deadline:
+                busy = isinstance(cause, sqlite3.OperationalError) and _busy(cause)
+                if busy and time.monotonic() > deadline:
+                    raise RunIndexBusy(f"the run index {self.path} is locked by another process (waited "
+                                       f"{self.patience_s:.0f} s)") from cause
+                if not busy:
                     raise
                 time.sleep(0.05)
 
@@ -209,7 +220,7 @@ class RunIndex:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not os.path.lexists(self.path):  # private to its owner (sqlite would make it 0644)
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-            with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)) as conn:
+            with closing(sqlite3.connect(self.path, timeout=min(BUSY_TIMEOUT_S, self.patience_s))) as conn:
                 yield conn
         except (sqlite3.DatabaseError, OSError) as e:
             if _disk_trouble(e):

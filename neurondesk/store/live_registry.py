@@ -299,9 +299,11 @@ def _locate(e: Entry) -> RegisteredRun | None:
     return RegisteredRun(e, now, f"run {e.run_id} was moved while live: its folder is now {now} (was {e.run_dir})")
 
 
-def live_entries(registry: Path) -> list[RegisteredRun]:
+def live_entries(registry: Path, ended: list[Entry] | None = None) -> list[RegisteredRun]:
     """The registry's live runs, newest first. Entries whose recorder is gone, and files that are
-    not entries, are removed. Raises RegistryRefused (the message is one line)."""
+    not entries, are removed; with ``ended``, an entry whose recorder is gone is put there and
+    kept instead (its run may lack its index row: sources/ended.py settles it, then removes it
+    with remove_entry). Raises RegistryRefused (the message is one line)."""
     dfd = _open_dir(registry, create=False)
     if dfd is None:
         return []
@@ -312,6 +314,9 @@ def live_entries(registry: Path) -> list[RegisteredRun]:
                 continue
             e = _read_entry(dfd, name)
             found = _locate(e) if e is not None else None
+            if found is None and e is not None and ended is not None:
+                ended.append(e)
+                continue
             if found is None:
                 try:
                     os.unlink(name, dir_fd=dfd)  # stale, or not an entry: never believed, never followed
@@ -343,3 +348,8 @@ def folder_now(run_dir: Path | str, lock_fd: int) -> Path | None:
     if where.endswith(DELETED_MARK) or not os.path.isabs(where):
         return None
     return Path(where).parent
+
+
+def remove_entry(registry: Path, name: str) -> None:
+    """Remove an ended run's entry (settled: its row is written); never raises."""
+    Registration(registry, name).remove()
