@@ -209,3 +209,16 @@ def test_force_moves_a_previous_runs_metric_tables_aside_so_they_are_never_read_
     assert (aside / "neuron-profile").is_dir() and not old.exists()
     _, folder = metrics_environment({}, tmp_path)
     assert GraphStatsFolder(folder).poll(0.0) == []  # the new run's folder starts empty
+
+
+def test_real_run_leaves_the_users_own_metric_variables_alone_and_says_so(tmp_path: Path) -> None:
+    from conftest import base_env
+
+    script = tmp_path / "env.py"
+    script.write_text("import os\nprint(os.environ.get('TORCH_NEURONX_METRICS_DIR'), "
+                      "os.environ.get('TORCH_NEURONX_ENABLED_METRIC_TABLES'))\n")
+    env = {**base_env(tmp_path), "TORCH_NEURONX_METRICS_DIR": str(tmp_path / "mine")}
+    run = neurondesk_run(tmp_path, [], workload=script, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (run.run_dir / "stdout.log").read_text() == f"{tmp_path / 'mine'} None\n"
+    assert any("set by you without graph_stats" in n and "not read" in n for n in run.summary["notices"])

@@ -25,7 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from neurondesk.collectors.devices.graph_stats import GraphStatsFolder, metrics_environment
+from neurondesk.collectors.devices.graph_stats import (
+    GraphStatsFolder,
+    metrics_environment,
+    user_metrics_notice,
+)
 from neurondesk.collectors.neuron_profile import profile_setup
 from neurondesk.collectors.output_tail import OutputTail
 from neurondesk.collectors.relay_link import RawRelayStatus, RelayLink, open_output
@@ -150,6 +154,10 @@ class WorkloadProcess:
         extra, self.graph_stats_dir = metrics_environment(self.base_env, self.output_paths["stdout"].parent)
         env.update(extra)  # TorchNeuron's graph_stats tables, read at exit (_read_graph_stats)
         self._profile_setup(env)
+        note = user_metrics_notice(self.base_env)
+        if note:
+            self.out.put(Notice(t=time.time(), level="warn" if "not read" in note else "info", source="graph_stats",
+                                message=note))
         files = self.link.start()
         if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
             files = {name: open_output(path) for name, path in self.output_paths.items()}

@@ -205,3 +205,16 @@ def metrics_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[str, 
     except OSError:
         return {}, None
     return {ENABLE_VAR: "graph_stats", DIR_VAR: str(folder)}, folder
+
+
+def user_metrics_notice(base: dict[str, str]) -> str | None:
+    """Said once when the user set TorchNeuron's metric variables: neurondesk leaves them alone
+    (as it does PT_XLA_DEBUG), and whether the compile split can still be read."""
+    if ENABLE_VAR not in base and DIR_VAR not in base:
+        return None
+    _, folder = metrics_environment(base, Path("."))
+    if folder is not None:
+        return f"{ENABLE_VAR} and {DIR_VAR} set by you: neurondesk reads the graph_stats tables in {folder} at exit"
+    return (f"{ENABLE_VAR}/{DIR_VAR} set by you without graph_stats and a folder: neurondesk leaves them alone, "
+            f"so TorchNeuron's compile split (FX passes / lowering / compile) is not read; add graph_stats to "
+            f"{ENABLE_VAR} and set {DIR_VAR}, or unset both to have it")
