@@ -34,8 +34,8 @@ _SYMBOL = re.compile(r"undefined symbol:\s*(nrt_\w+)")
 _NEFF = re.compile(r"NEFF version mismatch supported:\s*(\S+)\s+received:\s*(\S+)")
 _OPCODE = re.compile(r"Unsupported hardware operator code (\d+) found in neff")
 _PID = re.compile(r"^\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(\d+):\d+\s")
-_NEEDLES = ("alloc", "nrt_mem_log", "F137", "-9", "SIGKILL", "forcibly", "compatibility id", "undefined symbol",
-            "NEFF version", "hardware operator code")
+_NEEDLES = ("alloc", "nrt_mem_log", "F137", "neuronx-cc", "compatibility id", "undefined symbol", "NEFF version",
+            "hardware operator code")  # a cheap test first: most lines hold none of these
 
 
 def _pid(s: str) -> int | None:
