@@ -222,3 +222,13 @@ def test_real_run_leaves_the_users_own_metric_variables_alone_and_says_so(tmp_pa
     assert run.returncode == 0, run.stderr[-2000:]
     assert (run.run_dir / "stdout.log").read_text() == f"{tmp_path / 'mine'} None\n"
     assert any("set by you without graph_stats" in n and "not read" in n for n in run.summary["notices"])
+
+
+def test_a_fifo_or_a_link_among_the_tables_is_refused_never_waited_on(tmp_path: Path) -> None:
+    from neurondesk.collectors.devices.graph_stats import read_table
+
+    os.mkfifo(tmp_path / "metric_table_graph_stats_rank0.csv")  # is_file() skips it; read_table refuses it
+    assert "FIFO" in read_table(tmp_path / "metric_table_graph_stats_rank0.csv").refused
+    os.symlink(TABLES / "metric_table_graph_stats_rank1.csv", tmp_path / "metric_table_graph_stats_rank1.csv")
+    assert read_table(tmp_path / "metric_table_graph_stats_rank1.csv").refused is not None
+    assert GraphStatsFolder(tmp_path).poll(0.0) == []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neurondesk.core.device_events import NeuronProfileCapture
+from neurondesk.store.input_files import open_regular_stream
 from neurondesk.store.rundir import NEURON_PROFILE_DIR
 
 ENABLE, SYSTEM, OUTPUT_DIR = "NEURON_RT_INSPECT_ENABLE", "NEURON_RT_INSPECT_SYSTEM_PROFILE", "NEURON_RT_INSPECT_OUTPUT_DIR"
@@ -56,7 +57,7 @@ def torch_profiler_use(command: list[str], cwd: str | None) -> str | None:
     if script is None:
         return None
     try:
-        with open(script, "rb") as f:
+        with open_regular_stream(script, "the workload's script") as f:
             text = f.read(MAX_SCRIPT_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from neurondesk.core.device_events import NeuronGraphStat
+from neurondesk.store.input_files import open_regular_stream
 from neurondesk.store.rundir import NEURON_METRICS_DIR
 
 ENABLE_VAR = "TORCH_NEURONX_ENABLED_METRIC_TABLES"
@@ -146,10 +147,10 @@ def parse_table(text: str, path: str = "", t: float = 0.0) -> GraphStatsTable:
 
 
 def read_table(path: Path, t: float = 0.0) -> GraphStatsTable:
-    try:
-        with open(path, "rb") as f:
+    try:  # a regular file only, never through a link: a FIFO put there must not hang the run's end
+        with open_regular_stream(path, "a graph_stats table", follow=False) as f:
             text = f.read(MAX_BYTES).decode("utf-8", errors="replace")
-    except OSError as exc:
+    except OSError as exc:  # InputRefused is one: its message is the line
         return GraphStatsTable(path=str(path), refused=f"{path}: {exc.strerror or exc}")
     return parse_table(text, str(path), t)
 
