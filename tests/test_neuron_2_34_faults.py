@@ -105,3 +105,19 @@ def test_real_run_summary_names_the_oom_and_its_allocation_log(tmp_path: Path) -
     assert run.returncode == 1, run.stderr[-2000:]
     found = [d for d in run.summary["diagnostics"] if d["kind"] == "device-oom"]
     assert len(found) == 1 and "/tmp/nrt_mem_log_device_0_6934a1f7.csv" in found[0]["message"]
+
+
+def test_the_hbm_line_before_an_oom_is_its_detail_not_the_error() -> None:
+    """The device-memory page prints `print_lnc_hbm_details` before `Failed to allocate`: the error
+    is the allocation, the HBM line its first detail; a context line no failure follows stands alone."""
+    _, state = _feed(SDK / "runtime-device-oom-as-pasted.log")
+    first = state.errors[0]
+    assert first.code == "device-oom" and first.message.startswith("TDRV:log_dev_mem Failed to allocate 172.000MB")
+    assert first.detail[0] == "TDRV:print_lnc_hbm_details LNC size is 2. Neuron Cores using this HBM: NC 0"
+    parser, lone = OutputParser(), RunState()
+    for e in [*parser.feed("stderr", "2026-Nov-12 14:02:07.118402 51234:51234 ERROR  TDRV:print_lnc_hbm_details"
+                                     "                   LNC size is 2. Neuron Cores using this HBM: NC 0", 1.0),
+              *parser.flush(2.0)]:
+        lone.apply(e)
+    assert [e.message for e in lone.errors] == [
+        "TDRV:print_lnc_hbm_details LNC size is 2. Neuron Cores using this HBM: NC 0"]

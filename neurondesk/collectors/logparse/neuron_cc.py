@@ -142,6 +142,9 @@ def parallel_line(s: str, t: float, out: Out) -> str | None:
 
 
 
+CONTEXT_FUNCS = ("print_lnc_hbm_details",)  # "LNC size is 1. Neuron Cores using this HBM: NC 4 and NC 5"
+
+
 class RuntimeLog:
     """The Neuron runtime's ERROR/FATAL lines: one error per burst (a pid's lines within BURST_S of
     the one that opened it are its detail), and the memory dump that follows a device OOM."""
@@ -149,6 +152,9 @@ class RuntimeLog:
     def __init__(self) -> None:
         self.mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
         self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
+        # pid -> (printed time, text) of a line that explains the failure printed right after it
+        # (the HBM an OOM is about): it becomes that error's first detail line, not the error
+        self._context: dict[int | None, tuple[float, str]] = {}
 
     def line(self, s: str, t: float, out: Out) -> str | None:
         m = _RUNTIME.match(s)
@@ -172,11 +178,30 @@ class RuntimeLog:
             out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid, detail=[text],
                                 continues=True))
             return ERROR
+        context = self._context.pop(pid, None)
+        if func in CONTEXT_FUNCS:
+            if context is not None:  # an older one that no failure followed stands alone
+                out.append(LogError(t=t, source="neuron-runtime", message=context[1], pid=pid))
+            if len(self._context) < _BURSTS_KEEP:
+                self._context[pid] = (printed, text)
+            else:
+                out.append(LogError(t=t, source="neuron-runtime", message=text, pid=pid))
+            return ERROR
+        if context is not None and not 0.0 <= printed - context[0] <= BURST_S:
+            out.append(LogError(t=t, source="neuron-runtime", message=context[1], pid=pid))
+            context = None
         if len(self._bursts) >= _BURSTS_KEEP:
             self._bursts.clear()
         self._bursts[pid] = printed
-        out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid))
+        out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid,
+                            detail=[context[1]] if context else []))
         return ERROR
+
+    def flush(self, t: float, out: Out) -> None:
+        """Context lines no failure followed: errors of their own."""
+        for pid, (_, text) in list(self._context.items()):
+            out.append(LogError(t=t, source="neuron-runtime", message=text, pid=pid))
+        self._context.clear()
 
 
 class NeuronCCParser:
@@ -427,5 +452,6 @@ class NeuronCCParser:
         if self._block is not None and not self._block.passed and self._block.error is None:
             self._block.error = "output ended before the compiler reported a result"
         self._end_block(t, out)
+        self._runtime.flush(t, out)
         self._lookup.clear()
         return out
