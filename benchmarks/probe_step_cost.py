@@ -37,7 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--probe-dir", default=str(BOOTSTRAP), help="folder holding another _neurondesk_probe.py")
+    ap.add_argument("--probe-dir", default=str(BOOTSTRAP), help="folder holding another _neurondesk_probe package (of this layout)")
     args = ap.parse_args()
     sys.path.insert(0, args.probe_dir)
     import _neurondesk_probe as probe_mod
@@ -54,11 +54,10 @@ def main() -> None:
     x = torch.zeros(8, 64, dtype=torch.long)
 
     def eager_step_with_probe() -> None:
-        probe._top_forward(model, (x,), {})  # a training forward: grad mode and eval mode are checked
-        if hasattr(probe, "mark_presync"):
-            probe.guarded(probe.mark_presync, hook="presync")  # what the backward wrapper does
-        probe._opt_pre(opt, (), {})
-        probe._opt_post(opt, (), {})  # eager: ends the step, sends one message
+        probe.forward.top_forward(model, (x,), {})  # a training forward: grad mode and eval mode are checked
+        probe.guarded(probe.clock.mark_presync, hook="presync")  # what the backward wrapper does
+        probe.optim.pre(opt, (), {})
+        probe.optim.post(opt, (), {})  # eager: ends the step, sends one message
 
     def eager_step_without() -> None:
         pass
@@ -69,8 +68,8 @@ def main() -> None:
             fn()
         return (time.perf_counter() - t0) / n * 1e6
 
-    probe.device_reported = True  # the one-off device report is not a per-step cost
-    probe.has_optimizer = True  # a training script: forwards are told from evaluation ones
+    probe.devices.device_reported = True  # the one-off device report is not a per-step cost
+    probe.clock.has_optimizer = True  # a training script: forwards are told from evaluation ones
     with_us, without_us = [], []
     for _ in range(args.rounds):
         without_us.append(timed(eager_step_without, args.steps))
@@ -82,10 +81,10 @@ def main() -> None:
         import torch_xla
 
         raw_sync = torch_xla.sync
-        probe.patch_torch_xla(torch_xla)
+        probe.xla.patch_torch_xla(torch_xla)
         wrapped = torch_xla.sync
-        probe.opt_stepped = False
-        probe.lead_optimizer = id(opt)  # syncs inside a step: measured without a step message
+        probe.clock.opt_stepped = False
+        probe.clock.lead_optimizer = id(opt)  # syncs inside a step: measured without a step message
         raw, wrap = [], []
         for _ in range(args.rounds):
             raw.append(timed(raw_sync, args.steps // 2))
@@ -96,11 +95,10 @@ def main() -> None:
 
     # The probe sends in batches (every 50 ms, or 64 KiB): hand over the rest, as at the workload's
     # exit, then close so that the reader has counted every message.
-    if hasattr(probe, "flush_at_exit"):
-        probe.flush_at_exit()
-    with probe.lock:
-        if probe.sock is not None:
-            probe.sock.shutdown(socket.SHUT_WR)
+    probe.flush_at_exit()
+    with probe.transport.lock:
+        if probe.transport.sock is not None:
+            probe.transport.sock.shutdown(socket.SHUT_WR)
     received = json.loads(reader.stdout.readline())
     reader.wait(timeout=60)
 
@@ -112,7 +110,7 @@ def main() -> None:
         "eager_step_hooks_and_message_us": round(eager, 2),
         "xla_sync_wrapper_us": None if xla_us is None else round(xla_us, 2),
         "messages_received": received,
-        "messages_dropped_by_probe": probe.dropped,
+        "messages_dropped_by_probe": probe.transport.dropped,
         "probe": args.probe_dir if args.probe_dir != str(BOOTSTRAP) else "neurondesk/probe/bootstrap",
         "note": "per-step probe cost = eager figure (+ the sync wrapper on XLA); compare with the steady step time",
     }

@@ -13,8 +13,15 @@ hook tables (and put back for the next round with it): the loop is then plain to
 
     .venv/bin/python benchmarks/probe_step_microbench.py [--steps 100000] [--rounds 5]
 
-To compare with another version of the probe (say the one before a change), point --probe-dir at a
-folder holding it, e.g. `git show REV:neurondesk/probe/bootstrap/_neurondesk_probe.py > /tmp/p/_neurondesk_probe.py`.
+To measure another version of the probe alone, point --probe-dir at a folder holding it.
+To compare the probe of this tree with an earlier commit's in the same invocation:
+
+    .venv/bin/python benchmarks/probe_step_microbench.py --baseline 891f922 [--pairs 3]
+
+runs this benchmark in fresh processes, alternately with the earlier probe (extracted with
+`git show REV:...` into a temporary folder: the one-file probe before the split, or the package
+after it) and with this tree's, --pairs times each, and reports the cost ratio (this tree /
+baseline, per-step probe cost, wall and CPU) in benchmarks/results/probe_step_microbench_vs_baseline.json.
 
 Writes benchmarks/results/probe_step_microbench.json (the same command is in it).
 """
@@ -90,7 +97,13 @@ def main() -> None:
     ap.add_argument("--probe-dir", default=str(BOOTSTRAP),
                     help="folder holding the _neurondesk_probe.py to measure (to compare with another version)")
     ap.add_argument("--no-write", action="store_true", help="print only, leave the results file alone")
+    ap.add_argument("--baseline", metavar="REV", help="compare with the probe of this commit (see above)")
+    ap.add_argument("--pairs", type=int, default=3, help="with --baseline: runs of each probe, alternated")
+    ap.add_argument("--result-file", help=argparse.SUPPRESS)  # where a child run of --baseline writes
     args = ap.parse_args()
+    if args.baseline:
+        compare_with_baseline(args)
+        return
 
     folder = tempfile.mkdtemp(prefix="nd-mb-")
     path = os.path.join(folder, "probe.sock")
@@ -152,9 +165,10 @@ def main() -> None:
         if hasattr(probe, name):
             getattr(probe, name)()
             break
-    with probe.lock:
-        if probe.sock is not None:
-            probe.sock.shutdown(socket.SHUT_WR)
+    transport = getattr(probe, "transport", probe)  # the one-file probe before the split held its socket
+    with transport.lock:
+        if transport.sock is not None:
+            transport.sock.shutdown(socket.SHUT_WR)
     counts = json.loads(reader.stdout.readline())
     reader.wait(timeout=60)
 
@@ -193,9 +207,71 @@ def main() -> None:
                 "CPU-time figure is the steadier one.",
     }
     print(json.dumps(result, indent=2))
+    if args.result_file:
+        Path(args.result_file).write_text(json.dumps(result))
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "probe_step_microbench.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def extract_probe(rev: str, folder: Path) -> None:
+    """The bootstrap's probe as of commit `rev` into `folder`: the one file, or the package."""
+    tree = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", rev, "neurondesk/probe/bootstrap/"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    probe_files = [f for f in tree if f.endswith(".py") and "_neurondesk_probe" in f]
+    assert probe_files, f"no probe in {rev}"
+    for name in probe_files:
+        rel = Path(name).relative_to("neurondesk/probe/bootstrap")
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{name}"],
+                                                  capture_output=True, check=True).stdout)
+
+
+def compare_with_baseline(args) -> None:
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.baseline],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    tmp = Path(tempfile.mkdtemp(prefix="nd-mb-base-"))
+    extract_probe(rev, tmp)
+    arms = {"baseline": str(tmp), "this_tree": str(BOOTSTRAP)}
+    runs: dict[str, list[dict]] = {"baseline": [], "this_tree": []}
+    for i in range(args.pairs):
+        for arm in (("baseline", "this_tree") if i % 2 == 0 else ("this_tree", "baseline")):
+            out = tmp / f"{arm}-{i}.json"
+            subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--rounds", str(args.rounds),
+                            "--probe-dir", arms[arm], "--no-write", "--result-file", str(out)],
+                           check=True, stdout=subprocess.DEVNULL)
+            runs[arm].append(json.loads(out.read_text()))
+
+    def med(arm: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[arm])
+
+    wall = {arm: med(arm, "probe_cost_us_per_step_median") for arm in runs}
+    cpu = {arm: med(arm, "probe_cpu_us_per_step_median") for arm in runs}
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    result = {
+        "benchmark": "probe_step_microbench_vs_baseline",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": f".venv/bin/python benchmarks/probe_step_microbench.py --baseline {args.baseline} "
+                   f"--pairs {args.pairs} --steps {args.steps} --rounds {args.rounds}",
+        "machine": machine(),
+        "baseline_commit": rev,
+        "this_tree_head": head + " (plus uncommitted changes, if any, at the time of the run)",
+        "probe_cost_us_per_step": {arm: round(v, 2) for arm, v in wall.items()},
+        "probe_cpu_us_per_step": {arm: round(v, 2) for arm, v in cpu.items()},
+        "ratio_this_tree_to_baseline_wall": round(wall["this_tree"] / wall["baseline"], 3) if wall["baseline"] > 0 else None,
+        "ratio_this_tree_to_baseline_cpu": round(cpu["this_tree"] / cpu["baseline"], 3) if cpu["baseline"] > 0 else None,
+        "runs": {arm: [{k: r[k] for k in ("probe_cost_us_per_step_median", "probe_cpu_us_per_step_median",
+                                          "steps_per_s_without_probe", "steps_per_s_with_probe", "reader_received")}
+                       for r in rs] for arm, rs in runs.items()},
+        "note": "each run is a fresh process measuring its probe against plain torch in interleaved rounds; the "
+                "two probes alternate run by run; the figures are the medians over runs. Ratio < 1: this tree's "
+                "probe costs less per step.",
+    }
+    print(json.dumps(result, indent=2))
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "probe_step_microbench_vs_baseline.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -139,8 +139,8 @@ class Recorder:
 
     def close(self, probe) -> list[dict]:
         probe.flush_at_exit()
-        if probe.sock is not None:
-            probe.sock.close()
+        if probe.transport.sock is not None:
+            probe.transport.sock.close()
         probe.disabled = True  # its flusher thread ends
         self.thread.join(30)
         self.server.close()
@@ -160,8 +160,8 @@ def new_probe():
 
 
 def one_step(probe, opt) -> None:
-    probe._opt_pre(opt, (), {})
-    probe._opt_post(opt, (), {})
+    probe.optim.pre(opt, (), {})
+    probe.optim.post(opt, (), {})
 
 
 def notices_by_hook(msgs: list[dict]) -> dict[str, int]:
@@ -260,7 +260,7 @@ BATCHES = st.recursive(LEAVES, lambda inner: st.one_of(
 def test_every_hook_passes_through_whatever_the_workload_hands_it():
     mod, probe, rec = new_probe()
     fake = types.SimpleNamespace(_BaseDataLoaderIter=type("It", (), {"__next__": lambda it: it.item}))
-    probe.patch_dataloader(fake)
+    probe.loader.patch_dataloader(fake)
     opt = FakeOptimizer()
     one_step(probe, opt)  # the lead optimizer: its steps are the training's
     steps = 1
@@ -272,12 +272,12 @@ def test_every_hook_passes_through_whatever_the_workload_hands_it():
         it = fake._BaseDataLoaderIter()
         it.item = batch
         assert next(it) is batch  # DataLoader __next__: the same batch, never an exception
-        assert probe._top_forward(None, tuple(args), {} if kw is None else {"input_ids": kw}) is None
-        assert probe._opt_pre(batch, (), {}) is None  # an optimizer of the user's own making
+        assert probe.forward.top_forward(None, tuple(args), {} if kw is None else {"input_ids": kw}) is None
+        assert probe.optim.pre(batch, (), {}) is None  # an optimizer of the user's own making
         one_step(probe, opt)
         steps += 1
         assert not probe.disabled
-        assert probe.step == steps  # the optimizer hook still counts every step
+        assert probe.clock.step == steps  # the optimizer hook still counts every step
 
     check()
     msgs = rec.close(probe)
@@ -295,7 +295,7 @@ def test_dataloader_next_raises_exactly_what_the_real_one_raises():
             raise self.exc
 
     fake = types.SimpleNamespace(_BaseDataLoaderIter=It)
-    probe.patch_dataloader(fake)
+    probe.loader.patch_dataloader(fake)
     for exc in (StopIteration(), Boom("worker died"), KeyError("x"), StrRaises()):
         it = It()
         it.exc = exc
@@ -308,13 +308,13 @@ def test_dataloader_next_raises_exactly_what_the_real_one_raises():
 def test_a_failing_hook_turns_off_alone_says_so_once_and_training_goes_on():
     mod, probe, rec = new_probe()
     fake = types.SimpleNamespace(_BaseDataLoaderIter=type("It", (), {"__next__": lambda it: it.item}))
-    probe.patch_dataloader(fake)
+    probe.loader.patch_dataloader(fake)
     opt = FakeOptimizer()
     for _ in range(5):
         it = fake._BaseDataLoaderIter()
         it.item = HostileDict(input_ids=np.zeros((2, 3), dtype=np.int64))  # its .get raises: the hook fails
         assert next(it) is it.item
-        probe._top_forward(None, (torch.zeros((2, 5), dtype=torch.int64),), {})
+        probe.forward.top_forward(None, (torch.zeros((2, 5), dtype=torch.int64),), {})
         one_step(probe, opt)
     assert probe.off == {"dataloader"} and not probe.disabled
     msgs = rec.close(probe)
@@ -357,7 +357,7 @@ def test_value_reads_return_what_torch_returns_whatever_the_counting_does():
     class Plain(torch.Tensor):  # the same class unpatched: torch treats subclasses apart (__format__)
         pass
 
-    probe._patch_value_reads(Patch)
+    probe.values.patch_value_reads(Patch)
     calls = [("item", ()), ("tolist", ()), ("__bool__", ()), ("__repr__", ()), ("__format__", ("",)),
              ("__float__", ()), ("__int__", ()), ("__index__", ()), ("cpu", ()), ("numpy", ())]
 
@@ -375,13 +375,17 @@ def test_value_reads_return_what_torch_returns_whatever_the_counting_does():
     @SETTINGS
     @given(t=TENSORS, counters=COUNTER_VALUES)
     def check(t, counters):
-        probe.xlac = CountersThatFail(counters)
+        probe.xla.xlac = CountersThatFail(counters)
         p, plain = t.as_subclass(Patch), t.as_subclass(Plain)
         for name, args in calls:
             assert outcome(p, name, args) == outcome(plain, name, args), name
         assert not probe.disabled
 
     check()
+    # The exit reads the counters too (compiles since the last sync): the last example's may fail
+    # there, and which example is last depends on hypothesis's seed (this test's source). That is
+    # the exit hook's own fail-open case; here the counters are quiet by then.
+    probe.xla.xlac = CountersThatFail([])
     msgs = rec.close(probe)
     notices = notices_by_hook(msgs)
     assert notices == {"value-access": 1}, notices  # the counters failed: said once, then off
@@ -393,12 +397,12 @@ def test_the_sync_and_dynamo_hooks_fail_alone():
     calls = []
     fake_xla = types.SimpleNamespace(_XLAC=CountersThatFail([Boom("counter")]),
                                      sync=lambda *a, **k: calls.append(a) or "synced")
-    probe._patch_value_reads = lambda: None  # not torch.Tensor of this test process
-    probe.xlac_seen = True  # and no compile watcher thread
-    probe.patch_torch_xla(fake_xla)
+    probe.values.patch_value_reads = lambda: None  # not torch.Tensor of this test process
+    probe.xla.xlac_seen = True  # and no compile watcher thread
+    probe.xla.patch_torch_xla(fake_xla)
     assert fake_xla.sync(1) == "synced" and fake_xla.sync(2) == "synced" and calls == [(1,), (2,)]
-    probe._dynamo_start(HostileAttr())
-    probe._dynamo_end(HostileAttr())
+    probe.dynamo.compile_start(HostileAttr())
+    probe.dynamo.compile_end(HostileAttr())
     one_step(probe, FakeOptimizer())
     msgs = rec.close(probe)
     assert notices_by_hook(msgs) == {"xla-sync": 1, "dynamo": 1}
@@ -418,7 +422,7 @@ def test_a_module_whose_attributes_raise_never_breaks_the_class_watch(tmp_path):
         pass
 
     top = Net(2, 2)
-    probe._adopt_top_module(top)
+    probe.forward.adopt_top_module(top)
     other = Net(2, 2)
     other.__dict__["_modules"] = _Raising()
     out = other(torch.ones(1, 2))

@@ -16,6 +16,7 @@ Compilation Analysis:   Graph Hash: 4e96de616eded805e04ee720abc6fa9b
 Compilation Analysis:   Number of Graph Inputs: 62
 Compilation Analysis:   Number of Graph Outputs: 1
 Compilation Analysis: Python Frame Triggered Execution: 
+Compilation Analysis:   wrapper (/x/neurondesk/probe/bootstrap/_neurondesk_probe/values.py:40)
 Compilation Analysis:   wrapper (/x/neurondesk/probe/bootstrap/_neurondesk_probe.py:600)
 Compilation Analysis:   train_loop (/home/u/train.py:88)
 Compilation Analysis: --------------------------------------------------------------------------------
@@ -86,7 +87,8 @@ def test_every_kind_the_probe_sends_is_accepted():
     from pathlib import Path
 
     from neurondesk.collectors import probe_messages
-    src = (Path(probe_messages.__file__).parent.parent / "probe" / "bootstrap" / probe_messages.PROBE_FILE).read_text()
+    package = Path(probe_messages.__file__).parent.parent / "probe" / "bootstrap" / "_neurondesk_probe"
+    src = "".join(p.read_text() for p in sorted(package.glob("*.py")))
     sent = set(re.findall(r'"kind": "([a-z_]+)"', src)) | set(re.findall(r'\{"kind":"([a-z_]+)"', src))
     assert sent and sent <= probe_messages.PROBE_KINDS
 

@@ -231,37 +231,37 @@ def test_step_line_has_the_schema_the_dict_form_gave(tmp_path):
     ]
     expected = []
     for i, c in enumerate(cases):
-        probe.samples, probe.tokens = c.get("samples", 0), c.get("tokens", 0)
-        probe.tokens_known, probe.shapes = c.get("tokens_known", True), c.get("shapes", [])
-        probe.loader_samples, probe.loader_tokens = c.get("loader_samples", 0), c.get("loader_tokens", 0)
-        probe.loader_shapes = c.get("loader_shapes", [])
-        probe.is_xla, probe.step_execs = "xla" in c, c.get("xla", 0)
-        probe.dropped, probe.dropped_reported = c.get("dropped", 0), c.get("dropped", 0)
-        probe.data_wait, probe.step_compiles = c.get("wait", 0.0), c.get("compiles", 0)
+        probe.clock.samples, probe.clock.tokens = c.get("samples", 0), c.get("tokens", 0)
+        probe.clock.tokens_known, probe.clock.shapes = c.get("tokens_known", True), c.get("shapes", [])
+        probe.clock.loader_samples, probe.clock.loader_tokens = c.get("loader_samples", 0), c.get("loader_tokens", 0)
+        probe.clock.loader_shapes = c.get("loader_shapes", [])
+        probe.clock.is_xla, probe.clock.step_execs = "xla" in c, c.get("xla", 0)
+        probe.transport.dropped, probe.transport.dropped_reported = c.get("dropped", 0), c.get("dropped", 0)
+        probe.clock.data_wait, probe.clock.step_compiles = c.get("wait", 0.0), c.get("compiles", 0)
         # what the dict form held, in its order (t and duration_s are taken from the line)
-        msg = {"kind": "step", "t": None, "step": i, "duration_s": None, "data_wait_s": probe.data_wait,
-               "compiles": probe.step_compiles}
-        if probe.samples:
-            msg["samples"] = probe.samples
-            if probe.tokens_known and probe.tokens:
-                msg["tokens"] = probe.tokens
-            msg["input_shapes"] = probe.shapes
-        elif probe.loader_samples:
-            msg["samples"] = probe.loader_samples
-            if probe.loader_tokens:
-                msg["tokens"] = probe.loader_tokens
-            msg["input_shapes"] = probe.loader_shapes
-        if probe.is_xla:
-            msg["executions"] = probe.step_execs
-        if probe.dropped:
-            msg["dropped_before"] = probe.dropped
+        msg = {"kind": "step", "t": None, "step": i, "duration_s": None, "data_wait_s": probe.clock.data_wait,
+               "compiles": probe.clock.step_compiles}
+        if probe.clock.samples:
+            msg["samples"] = probe.clock.samples
+            if probe.clock.tokens_known and probe.clock.tokens:
+                msg["tokens"] = probe.clock.tokens
+            msg["input_shapes"] = probe.clock.shapes
+        elif probe.clock.loader_samples:
+            msg["samples"] = probe.clock.loader_samples
+            if probe.clock.loader_tokens:
+                msg["tokens"] = probe.clock.loader_tokens
+            msg["input_shapes"] = probe.clock.loader_shapes
+        if probe.clock.is_xla:
+            msg["executions"] = probe.clock.step_execs
+        if probe.transport.dropped:
+            msg["dropped_before"] = probe.transport.dropped
         msg["pid"] = os.getpid()
         expected.append(msg)
-        probe.end_step()
+        probe.clock.end_step()
     probe.flush_at_exit()
     conn, _ = server.accept()
     conn.shutdown(socket.SHUT_WR)
-    probe.sock.close()
+    probe.transport.sock.close()
     probe.disabled = True  # its flusher thread ends
     with conn, conn.makefile("rb") as f:
         lines = list(f)

@@ -19,7 +19,8 @@ from neurondesk.collectors.logparse.torch_logs import TorchLogsParser
 from neurondesk.core import events as ev
 from neurondesk.core.codec import decode_known_kind, event_from_dict, loads
 
-PROBE_FILE = "_neurondesk_probe.py"
+# The probe's own frames in torch_xla's frame lists: its package (one file before the split).
+PROBE_PATH_MARKS = ("/_neurondesk_probe/", "\\_neurondesk_probe\\", "_neurondesk_probe.py")
 _COMPILE_HEAD = b'{"kind":"compile",'
 _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 # The kinds the probe sends. The socket is the workload's to write to: any other kind (a launcher's
@@ -115,7 +116,7 @@ def _enrich_compile(msg: dict, debug_text: str) -> None:
     msg["graph_inputs"] = msg.get("graph_inputs") or block.n_inputs
     msg["reason"] = msg.get("reason") or block.cause
     # The probe's own sync wrapper sits in the stack torch_xla printed; it is not the user's story.
-    msg["frames"] = msg.get("frames") or [f for f in block.frames if PROBE_FILE not in f]
+    msg["frames"] = msg.get("frames") or [f for f in block.frames if not any(m in f for m in PROBE_PATH_MARKS)]
     if not msg.get("location") and block.location:
         msg["location"] = block.location
 

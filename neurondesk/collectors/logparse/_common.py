@@ -27,10 +27,12 @@ ERROR_CODE = re.compile(r"\[(NCC_[A-Z]{4}\d{3}|[A-Z]{3}\d{3}|F\d{3})\]")
 
 
 def is_library_path(path: str) -> bool:
-    # neurondesk's own probe wraps torch_xla.sync, so it shows in torch_xla's frame lists
+    # neurondesk's own probe wraps torch_xla.sync, so it shows in torch_xla's frame lists (a
+    # package _neurondesk_probe/ since the split; one file _neurondesk_probe.py before)
     if path.startswith("<frozen") or _STDLIB.search(path) or path.endswith("_neurondesk_probe.py"):
         return True
-    return any(seg in _LIB_SEGMENTS for seg in _SEP.split(path))
+    segments = _SEP.split(path)
+    return "_neurondesk_probe" in segments[:-1] or any(seg in _LIB_SEGMENTS for seg in segments)
 
 
 def clip(text: str, limit: int = MAX_MESSAGE) -> str:

@@ -1,0 +1,48 @@
+"""The post-import finder: runs a probe patch right after a watched module has executed, so the
+probe costs nothing until the user's program imports torch (or torch_xla) itself."""
+
+from __future__ import annotations
+
+
+class PostImportFinder:
+    def __init__(self, probe) -> None:
+        self.probe = probe
+        self.patches = {  # module -> (its patch, the hook turned off if the patch fails)
+            "torch.compiler": (probe.optim.patch_compiler, "compiler"),
+            "torch.optim.optimizer": (probe.optim.patch_optimizer, "optimizer"),
+            "torch.nn.modules.module": (probe.forward.patch_module, "forward"),
+            "torch.utils.data.dataloader": (probe.loader.patch_dataloader, "dataloader"),
+            "torch_xla": (probe.xla.patch_torch_xla, "xla-sync"),
+            "torch_xla.distributed.parallel_loader": (probe.loader.patch_parallel_loader, "parallel-loader"),
+            "torch._dynamo.callback": (probe.dynamo.patch_dynamo, "dynamo"),
+            "torch._logging._internal": (probe.dynamo.patch_torch_logging, "dynamo-logs"),
+            "torch.autograd": (probe.optim.patch_autograd, "presync"),
+        }
+        self.busy: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        entry = self.patches.get(name)
+        if entry is None or name in self.busy or self.probe.disabled:
+            return None
+        patch, hook = entry
+        self.busy.add(name)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy.discard(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        # A reload finds the module's own spec again (importlib.util.find_spec returns the loaded
+        # module's __spec__), whose loader we wrapped the first time: wrap the real one, once.
+        real_exec = getattr(spec.loader.exec_module, "_neurondesk_real", spec.loader.exec_module)
+        probe = self.probe
+
+        def exec_module(module):
+            real_exec(module)
+            probe.guarded(patch, module, hook=hook)
+
+        exec_module._neurondesk_real = real_exec
+        spec.loader.exec_module = exec_module
+        return spec

@@ -1,0 +1,87 @@
+"""Step boundaries from torch itself: the global optimizer-step hooks (eager and compiled
+training), Optimizer.__init__ (an optimizer exists) and torch.autograd.backward (a loop with no
+optimizer; the time before the first synchronising point). Also picks up
+torch.compiler.is_compiling for every hook."""
+
+from __future__ import annotations
+
+from . import _state
+
+
+class OptimizerHooks:
+    def __init__(self, probe) -> None:
+        self.probe = probe
+
+    def patch_compiler(self, module) -> None:
+        if hasattr(module, "is_compiling"):
+            _state.is_compiling = module.is_compiling
+
+    def patch_optimizer(self, module) -> None:
+        # Once per module execution: a reload makes new hook tables (and a new Optimizer class).
+        if self.pre not in getattr(module, "_global_optimizer_pre_hooks", {}).values():
+            module.register_optimizer_step_pre_hook(self.pre)
+        if self.post not in getattr(module, "_global_optimizer_post_hooks", {}).values():
+            module.register_optimizer_step_post_hook(self.post)
+        real_init = module.Optimizer.__init__
+        if getattr(real_init, "_neurondesk", False):
+            return
+        clock = self.probe.clock
+
+        def __init__(opt, *args, **kwargs):
+            clock.has_optimizer = True
+            return real_init(opt, *args, **kwargs)
+
+        __init__._neurondesk = True
+        module.Optimizer.__init__ = __init__
+
+    def pre(self, optimizer, args, kwargs):
+        probe = self.probe
+        if _state.is_compiling() or probe.disabled or "optimizer" in probe.off:
+            return None
+        try:  # guarded inline: this runs at every step
+            self._on_pre(optimizer)
+        except Exception as exc:  # noqa: BLE001 - fail open: this hook alone turns off
+            probe.hook_failed("optimizer", exc)
+        return None
+
+    def _on_pre(self, optimizer) -> None:
+        probe, clock = self.probe, self.probe.clock
+        probe.phase.leave()
+        clock.note_activity()
+        clock.mark_presync()
+        devices = probe.devices
+        if not devices.device_reported:
+            probe.guarded(devices.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
+        if clock.lead_optimizer is None:
+            clock.lead_optimizer = id(optimizer)
+        elif clock.is_xla and clock.opt_stepped and id(optimizer) == clock.lead_optimizer:
+            clock.end_step()  # two steps with no sync in between: close the previous one here
+
+    def post(self, optimizer, args, kwargs):
+        probe = self.probe
+        if _state.is_compiling() or probe.disabled or "optimizer" in probe.off:
+            return None
+        clock = probe.clock
+        if id(optimizer) == clock.lead_optimizer:
+            if clock.is_xla:
+                clock.opt_stepped = True  # the next sync ends the step
+            else:
+                try:
+                    clock.end_step()
+                except Exception as exc:  # noqa: BLE001
+                    probe.hook_failed("optimizer", exc)
+        return None
+
+    def patch_autograd(self, module) -> None:
+        real = module.backward
+        if getattr(real, "_neurondesk", False):
+            return
+        probe = self.probe
+
+        def backward(*args, **kwargs):
+            if not (_state.is_compiling() or probe.disabled or "presync" in probe.off):
+                probe.guarded(probe.clock.note_backward, hook="presync")
+            return real(*args, **kwargs)
+
+        backward.__doc__, backward.__wrapped__, backward._neurondesk = real.__doc__, real, True
+        module.backward = backward
