@@ -30,12 +30,17 @@ from neurondesk.store.fallback import (
 from neurondesk.store.journal import JournalWriter, iter_journal_stream
 from neurondesk.store.rundir import RunPaths
 
-QUIET_STEPS = REPO / "tests" / "data" / "workloads" / "quiet_steps.py"
-# The journal of 220 quiet steps is about 36 KiB (steps, host and disk samples): it stops part-way
-# through in the run folder, and its remainder, under the same limit in the fallback folder, fits
-# (the whole journal must stay under twice the limit).
+LOUD_THEN_STEPS = REPO / "tests" / "data" / "workloads" / "loud_then_steps.py"
+# The workload's first 40 lines (60,000 characters each, one output event each, half of them on
+# stderr: stdout.log and stderr.log are under the limit too) fill the run folder's journal past
+# the limit at once (2.4 MB of events); what comes after (a few lines, the steps, and the host
+# and disk samples, whose number grows with the run's wall time) goes to the fallback folder, under
+# the same limit. The samples are about 1 KiB a second: on a machine so busy that the run takes
+# minutes the remainder still fits (it was 24 KiB of steps and samples both: under load the
+# samples alone passed the limit, the fallback filled too, and the run's end was written nowhere).
+LINES = 40
 STEPS = 220
-LIMIT_BYTES = 24 * 1024
+LIMIT_BYTES = 2 << 20
 
 
 def _full_disk_at_limit() -> None:
@@ -52,8 +57,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def test_disk_full_run_loses_nothing_and_summary_of_the_fallback_rebuilds_it(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
-           "--", sys.executable, str(QUIET_STEPS), str(STEPS), "5"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=REPO,
+           "--", sys.executable, str(LOUD_THEN_STEPS), str(LINES), str(STEPS), "5"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env(tmp_path), cwd=REPO,
                        preexec_fn=_full_disk_at_limit)
     assert p.returncode == 5, p.stderr  # the workload's own exit status
     fallback = tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
@@ -125,3 +130,27 @@ def test_whole_journal_without_its_run_folder_part_says_so_and_replays_the_rest(
     with stream:
         assert [e.step for e in iter_journal_stream(stream, [])] == [2]
     assert "cannot be read" in warning and "summary.json" in warning
+
+
+def test_a_run_whose_journal_fills_its_fallback_too_ends_with_the_workloads_status_and_the_recorders_summary(tmp_path):
+    """Issue 24 item 14: under load the old test's fallback filled too, the run's end was written
+    nowhere, and the viewer said the recorder had stopped before the workload ended (exit 1). The
+    recorder had not stopped: it wrote the whole summary (small files still fit) and exited. One
+    60,000-character line is more than the run folder and the fallback can take under this limit."""
+    limit = 40 * 1024
+
+    def full_everywhere() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
+           "--", sys.executable, str(LOUD_THEN_STEPS), "2", str(STEPS), "5"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env(tmp_path), cwd=REPO,
+                       preexec_fn=full_everywhere)
+    assert p.returncode == 5, p.stderr  # the workload's own exit status, from the recorder's summary
+    assert "before the workload ended" not in p.stderr
+    assert "the journal could not be written to its end" in p.stderr, p.stderr
+    assert f"steps                          {STEPS}" in p.stdout  # the recorder's summary, whole
+    fallback = tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
+    assert (fallback / REMAINDER_FILE).stat().st_size == limit  # it did fill

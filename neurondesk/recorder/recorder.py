@@ -60,6 +60,7 @@ from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import advice, cause_errno, is_disk_full
 
 STDERR_TAIL = 30
+STDERR_TAIL_LINE = 2000  # characters kept of each of those lines
 PUMP_BATCH = 5000
 
 
@@ -281,7 +282,9 @@ class Recorder:
                     "such messages are counted, never believed")))
         elif isinstance(item, RawOutput):
             if item.stream == "stderr":
-                self.stderr_tail.append(item.text)
+                # a traceback's line, not a 64 KiB one: the tail goes whole into the summary, which must fit a full disk
+                self.stderr_tail.append(item.text if len(item.text) <= STDERR_TAIL_LINE else
+                                        item.text[:STDERR_TAIL_LINE] + " …[cut]")
             for e in self.parser.feed(item.stream, item.text, item.t):
                 self.record(e)
         elif isinstance(item, ControlRequest):

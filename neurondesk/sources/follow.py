@@ -43,6 +43,9 @@ class FollowSource:
         self.tail.problem_count += len(notes)
         self.new_events: list = []
         self.recorder_lost = False  # the recorder died before the run finished
+        # the recorder finished, but the journal lacks the end (its disk and the fallback's full):
+        # the summary it wrote at the end (the run folder's or the fallback's summary.json)
+        self.final_summary: dict | None = None
         self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
         self._alive_checked = 0.0
         self._output = {"stdout": OutputBytes(self.paths.stdout_log, from_end=attached),
@@ -104,7 +107,7 @@ class FollowSource:
 
     @property
     def done(self) -> bool:
-        return self.state.finished or self.recorder_lost
+        return self.state.finished or self.recorder_lost or self.final_summary is not None
 
     @property
     def running(self) -> bool:
@@ -158,6 +161,9 @@ class FollowSource:
         if not self.state.finished and self.fallback is None:
             self._follow_fallback()
             self.recorder_lost = self.recorder_lost and not self.state.finished
+        if not self.state.finished and not self._recorder_running():
+            self.final_summary = finished_summary(self.run_dir, self.fallback)
+            self.recorder_lost = self.recorder_lost and self.final_summary is None
         return self.summary_path.exists() and not self._recorder_running()
 
     @property
@@ -196,3 +202,23 @@ class OutputBytes:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def finished_summary(run_dir: Path, fallback: Path | None) -> dict | None:
+    """The summary a recorder wrote at the run's end (finished) when the journal could not take the
+    end itself: the run folder's summary.json, else the fallback folder's copy. None: none says the
+    run finished (the recorder was killed: the run is a lost recorder's)."""
+    import json
+
+    from neurondesk.store.input_files import read_regular
+
+    for folder in (run_dir, fallback or find_fallback(run_dir)):
+        if folder is None:
+            continue
+        try:
+            d = json.loads(read_regular(Path(folder) / SUMMARY_JSON, "a run summary", 64 << 20, follow=False))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(d, dict) and d.get("finished") is True:
+            return d
+    return None

@@ -188,7 +188,8 @@ class HeadlessPrinter:
             return 127  # the command line says why, in one line
         if not self.tty:
             self._show_status(self._now())  # a log keeps the final status line too
-        summary = build_summary(state)
+        final = getattr(self.source, "final_summary", None)  # the journal lacks the end: the recorder's own
+        summary = final if final is not None else build_summary(state)
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
         said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
@@ -197,12 +198,16 @@ class HeadlessPrinter:
             said.append(recorder_lost_message(self.source))
         if getattr(self.source, "fallback", None):
             said.append(fallback_message(self.source))
+        if final is not None:
+            said.append(f"the journal could not be written to its end (its disk full, and the fallback's too): the "
+                        f"summary above is the one the recorder wrote at the end (summary.json in "
+                        f"{self.source.run_dir}); `neurondesk summary` of the folder rebuilds only what the journal holds")
         for line in said:
             self.err.write(f"neurondesk: {clean(line, sgr=True)}\n")
         self.out.flush()
         self.err.flush()
-        code = state.exit_code
-        if code is None:
+        code = state.exit_code if final is None else final.get("exit_code")
+        if not isinstance(code, int):
             return 1
         return 128 - code if code < 0 else code
 
