@@ -146,3 +146,28 @@ def test_the_cli_writes_the_file_whole_and_says_what_it_wrote(tmp_path):
                               str(tmp_path / "x.json")], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_neuron_core_utilisation_counter_from_a_neuron_monitor_fixture():
+    """Fixture (no Trainium here): neuron-monitor reports as documented (tests/data/neuron), parsed
+    by the real collector, fed to the export between a recorded run's events."""
+    from neurondesk.collectors.devices.neuron_monitor import parse_report
+    from neurondesk.core.device_events import NeuronSample
+
+    state, _ = state_from_run_dir(JOURNALS / "plain")
+    events = list(iter_journal(JOURNALS / "plain" / "events.jsonl", []))
+    t0 = events[0].t
+    lines = (Path(__file__).parent / "data" / "neuron" / "neuron-monitor-trn1.jsonl").read_text().splitlines()
+    samples = [parse_report(line, t0 + 5.0 + i) for i, line in enumerate(lines) if line.strip()]
+    samples = [s for s in samples if isinstance(s, NeuronSample)]
+    owned = [s for s in samples if any(c.utilization is not None and c.owner_pid is not None for c in s.cores)]
+    assert owned, "the fixture has cores in use"
+    merged = sorted([*events, *samples], key=lambda e: e.t)
+    out = io.StringIO()
+    write_trace(state, merged, out)
+    counters = [e for e in check_trace_format(json.loads(out.getvalue())) if e["name"] == "NeuronCore utilisation %"]
+    assert len(counters) == len(owned)
+    first = owned[0]
+    used = [c.utilization for c in first.cores if c.utilization is not None and c.owner_pid is not None]
+    assert counters[0]["args"]["mean"] == pytest.approx(sum(used) / len(used))
+    assert counters[0]["ts"] == pytest.approx((first.t - t0) * 1e6, abs=1)
