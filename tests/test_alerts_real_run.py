@@ -52,3 +52,16 @@ def test_budget_stop_stops_the_workload_as_s_does(tmp_path):
 def test_budget_stop_needs_a_budget(tmp_path):
     run = neurondesk_run(tmp_path, ["--preset", "demo", "--device", "cpu", "--steps", "3"], ["--budget-stop"])
     assert run.returncode == 2 and run.stderr.strip() == "neurondesk: --budget-stop needs --budget-usd X (the budget to stop at)"
+
+
+def test_a_failed_check_and_a_failed_run_are_alerts(tmp_path):
+    run = neurondesk_run(tmp_path, ["--preset", "demo", "--device", "cpu", "--steps", "12", "--crash-at-step", "9"],
+                         ["--notify", "--min-samples-per-s", "1e12"])
+    assert run.returncode == 1  # the workload's own failure outranks the failed check
+    said = [e["message"] for e in run.events if e["kind"] == "notice" and e.get("source") == "alert"]
+    failed = next(m for m in said if m.startswith("failed (exit 1) at step 8"))
+    assert "RuntimeError: crash requested at step 9" in failed
+    check = next(m for m in said if m.startswith("check failed: "))
+    assert check.startswith("check failed: ran 8 of 12 requested steps; steady samples/s ")
+    assert check.endswith(" below min 1e+12")
+    assert f"neurondesk: alert: {check}" in run.stderr
