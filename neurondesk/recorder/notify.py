@@ -20,7 +20,7 @@ from neurondesk.recorder.options import RunOptions
 
 POLL_EVERY_S = 1.0
 ALWAYS = frozenset({"hung", "resumed", "budget_warn", "budget_reached"})
-CLOSE_WAIT_S = 10.0  # at the end of the run, queued alerts are tried this long at most
+CLOSE_WAIT_S = 6.0  # at the end of the run, queued alerts are tried this long at most (a 5 s timeout, once)
 
 
 class AlertDesk:
