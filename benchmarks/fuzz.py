@@ -402,6 +402,126 @@ def read_price_list(units: Units, ctx: dict[str, Any]) -> Verdict:
     return "refused" if price.price_per_hour is None else "ok"
 
 
+# ---------------------------------------------------------------- issue 24 round 3: files of every kind, long lines
+
+
+def read_input_file(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """load_price_table (the local price table: prices list, run) on a path that is, at random, a
+    regular file of mutated JSON, one over a small bound, a FIFO, a link to /dev/zero or a folder:
+    a table with a warning, never a hang (a FIFO would block the open) nor unbounded memory."""
+    from neurondesk.store.input_files import InputRefused, read_regular
+    from neurondesk.store.price_files import load_price_table
+    folder: Path = ctx.setdefault("folder", Path(tempfile.mkdtemp(prefix="neurondesk-fuzz-")))
+    path = folder / "prices.json"
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()
+    elif os.path.lexists(path):
+        path.unlink()
+    kind = ctx["rng"].choice(("file", "file", "file", "fifo", "dev-zero", "folder"))
+    if kind == "file":
+        path.write_bytes(units[0])
+    elif kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    table = load_price_table(path)
+    if kind != "file" and not table.warnings:
+        raise AssertionError(f"a {kind} was taken for a price table")
+    if kind == "file":  # and the bound itself, on the same bytes
+        try:
+            read_regular(path, "a fuzz input", 4096)
+        except InputRefused:
+            if len(units[0]) <= 4096:
+                raise AssertionError("a file under the bound was refused") from None
+    return "refused" if table.warnings else "ok"
+
+
+def read_output_tail(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """The recorder's reader of the workload's output (collectors/output_tail.py): the units written
+    as they come (no newline, \r redraws, very long lines), in random pieces, read between pieces;
+    every line it gives is within the bound (64 KiB kept + the mark + the last redraw)."""
+    from neurondesk.collectors.output_tail import MAX_LINE, REDRAW_MAX, OutputTail, cut_mark
+    rng = ctx["rng"]
+    path = _scratch(ctx, b"")
+    tail = OutputTail(path, "stdout")
+    data = b"".join(u + rng.choice((b"\n", b"\r", b"", b"\r\n")) for u in units)
+    if rng.random() < 0.05:
+        data += b"z" * rng.randint(MAX_LINE, 3 * MAX_LINE)  # a line past the bound, never ended
+    bound = MAX_LINE + len(cut_mark(10**12)) + 1 + REDRAW_MAX
+    lines: list[str] = []
+    with open(path, "ab") as f:
+        at = 0
+        while at < len(data):
+            step = rng.randint(1, 1 << rng.randint(4, 18))
+            f.write(data[at:at + step])
+            f.flush()
+            at += step
+            lines += tail.read_lines()
+    lines += tail.read_lines(final=True)
+    tail.close()
+    longest = max((len(x) for x in lines), default=0)
+    if longest > bound:
+        raise AssertionError(f"an output line of {longest:,} characters, over the bound {bound:,}")
+    return "refused" if any(" more bytes of this line cut by neurondesk]" in x for x in lines) else "ok"
+
+
+def read_bounded_lines(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """store/input_files.bounded_lines (journals, the probe socket) with a 4 KiB bound: each line
+    within it or said as over it, and every byte accounted for."""
+    import io
+
+    from neurondesk.store.input_files import bounded_lines
+    data = b"\n".join(units) + (b"" if ctx["rng"].random() < 0.3 else b"\n")
+    total, over_seen = 0, False
+    for line, over in bounded_lines(io.BufferedReader(io.BytesIO(data)), 4096):
+        if over:
+            over_seen = True
+            total += over
+        else:
+            if len(line) > 4096 + 1:
+                raise AssertionError(f"a line of {len(line):,} bytes given whole")
+            total += len(line)
+    if total != len(data):
+        raise AssertionError(f"{total:,} bytes accounted for of {len(data):,}")
+    return "refused" if over_seen else "ok"
+
+
+def read_run_records(units: Units, ctx: dict[str, Any]) -> Verdict:
+    """The small records a command reads of a run folder: recorder.json (None when unusable),
+    fallback.json (FallbackError), and a summary.json as an index row and a lost recorder's words
+    (sources/ended.py: ls and history after a recorder's death or a locked index)."""
+    from neurondesk.sources.ended import lost_recorder
+    from neurondesk.store.fallback import FallbackError, read_fallback_info
+    from neurondesk.store.index import row_of
+    from neurondesk.store.liveness import read_recorder_info
+    folder: Path = ctx.setdefault("run", Path(tempfile.mkdtemp(prefix="neurondesk-fuzz-")))
+    for name in ("recorder.json", "fallback.json"):
+        (folder / name).write_bytes(units[0])
+    refused = read_recorder_info(folder) is None
+    try:
+        read_fallback_info(folder)
+    except FallbackError:
+        refused = True
+    try:
+        doc = _json_or_none(units[0])
+    except RecursionError:  # json.loads's own refusal of deep nesting (the readers above catch it)
+        doc = None
+    if isinstance(doc, dict):
+        refused |= row_of(doc, folder) is None
+        lost = lost_recorder(folder, doc)
+        if lost is not None:
+            lost.words()
+    return "refused" if refused else "ok"
+
+
+def _run_record_units() -> Units:
+    summaries = [p.read_bytes() for p in sorted((REPO / "tests" / "data").rglob("summary.json"))][:8]
+    return summaries + [b'{"pid": 4242, "control_socket": "/tmp/nd-x/control.sock", "workload_pid": 4243}',
+                        b'{"run_id": "r", "run_dir": "/tmp/r", "journal_bytes_in_run_dir": 24576}']
+
+
 @dataclass(frozen=True)
 class Reader:
     name: str
@@ -438,6 +558,18 @@ READERS: tuple[Reader, ...] = (
     Reader("price_list", "price_list.parse_price_list; refusal no price or PriceRefreshError", read_price_list,
            lambda: Corpus([price_list_entry(), price_list_entry("0.0000000000"), price_list_entry(unit="Quantity"),
                            price_list_entry(market="CapacityBlock"), price_list_entry("1.2")], (1, 4))),
+    Reader("input_file", "price_files.load_price_table on a file, FIFO, /dev/zero link or folder; "
+           "refusal a warning (issue 24 item 5)", read_input_file,
+           lambda: Corpus([(REPO / "neurondesk" / "core" / "prices.json").read_bytes()])),
+    Reader("output_tail", "output_tail.OutputTail on output written piecewise; 'refused': a line cut "
+           "(issue 24 item 6)", read_output_tail,
+           lambda: Corpus(_lines(NEURON / "torch-neuronx-train.log") + [b"  3%|#    | 30/1000 [00:01<00:32, 29.9it/s]"],
+                          (1, 12))),
+    Reader("bounded_lines", "input_files.bounded_lines, 4 KiB bound; 'refused': a line over it (issue 24 items 5, 6)",
+           read_bounded_lines, lambda: Corpus(_journal_lines(), (1, 20))),
+    Reader("run_records", "liveness.read_recorder_info, fallback.read_fallback_info, index.row_of, "
+           "ended.lost_recorder; refusal None or FallbackError (issue 24 items 9, 10)", read_run_records,
+           lambda: Corpus(_run_record_units())),
 )
 
 

@@ -160,3 +160,28 @@ def test_a_journal_line_over_the_bound_is_skipped_and_never_held(tmp_path, monke
         tail.close()
     assert len(got) == 2 and tail.problem_count == 1
     assert peak < 4 * limit + 2 * READ_CHUNK, f"the tail held {peak:,} bytes for a line of {24 * limit:,}"
+
+
+def test_bounded_lines_refuses_a_line_over_the_bound_even_when_it_fits_one_piece():
+    """Found by benchmarks/fuzz.py (bounded_lines): a line over the bound but under the 1 MiB read
+    piece was given whole."""
+    import io
+
+    from neurondesk.store.input_files import bounded_lines
+
+    data = b"x" * 20 + b"\n" + b"0123456789\n" + b"y" * 11
+    got = list(bounded_lines(io.BufferedReader(io.BytesIO(data)), 10))
+    assert got == [(b"", 21), (b"0123456789\n", 0), (b"", 11)]
+
+
+def test_run_records_with_absurd_numbers_or_nesting_read_as_unusable(tmp_path):
+    """Found by benchmarks/fuzz.py (run_records): Infinity, 1e308 and deep nesting escaped."""
+    from neurondesk.store.fallback import FallbackError, read_fallback_info
+
+    for text in ('{"pid": 1, "control_socket": "s", "workload_pid": Infinity}',
+                 '{"pid": 1e308, "control_socket": "s"}', '{"pid": ' + "[" * 100000 + "]" * 100000 + "}"):
+        (tmp_path / "recorder.json").write_text(text)
+        assert read_recorder_info(tmp_path) is None
+    (tmp_path / "fallback.json").write_text('{"run_id": "r", "run_dir": "/r", "journal_bytes_in_run_dir": Infinity}')
+    with pytest.raises(FallbackError):
+        read_fallback_info(tmp_path)

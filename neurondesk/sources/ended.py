@@ -24,7 +24,7 @@ from neurondesk.sources.replay import summary_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
 from neurondesk.store.input_files import read_regular
 from neurondesk.store.live_registry import Entry, remove_entry
-from neurondesk.store.liveness import read_recorder_info, recorder_alive
+from neurondesk.store.liveness import MAX_PID, read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON
 
 SETTLE_PATIENCE_S = 1.0  # a command that settles a run waits this long for a locked index, then lists it anyway
@@ -54,6 +54,8 @@ class EndedRun:
 
 
 def _pid_running(pid: int) -> bool:
+    if not 0 < pid <= MAX_PID:
+        return False
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             state = f.read(4096).rsplit(b")", 1)[-1].split()[0]

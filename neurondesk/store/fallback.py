@@ -135,7 +135,7 @@ def read_fallback_info(folder: Path) -> FallbackInfo:
         d = json.loads(read_regular(path, "a fallback record", 1 << 20, follow=False))
         return FallbackInfo(run_id=str(d["run_id"]), run_dir=str(d["run_dir"]),
                             journal_bytes_in_run_dir=int(d["journal_bytes_in_run_dir"]))
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError) as e:  # fuzz.py found the last two
         raise FallbackError(f"{path} is not a readable neurondesk fallback record: {e}") from e
 
 

@@ -93,24 +93,25 @@ def _size(n: int) -> str:
 
 
 def bounded_lines(f: BinaryIO, limit: int) -> Iterator[tuple[bytes, int]]:
-    """The lines of ``f`` as (line, 0); a line longer than ``limit`` as (b"", its length), read
-    through in 1 MiB pieces and let go of once past the limit, never held whole."""
+    """The lines of ``f`` as (line, 0); a line longer than ``limit`` (its newline not counted) as
+    (b"", its length), read through in pieces of at most 1 MiB and let go of once past the limit,
+    never held whole."""
+    piece_max = min(limit + 2, 1 << 20)
     while True:
-        piece = f.readline(1 << 20)
+        piece = f.readline(piece_max)
         if not piece:
             return
-        if piece.endswith(b"\n"):
-            yield piece, 0
-            continue
         pieces: list[bytes] | None = [piece]
         size = len(piece)
         while not piece.endswith(b"\n"):
-            piece = f.readline(1 << 20)
+            piece = f.readline(piece_max)
             if not piece:
                 break
             size += len(piece)
             if pieces is not None:
                 pieces.append(piece)
-                if size > limit:
+                if size > limit + 1:
                     pieces = None
+        if pieces is not None and size - piece.endswith(b"\n") > limit:
+            pieces = None
         yield (b"".join(pieces), 0) if pieces is not None else (b"", size)

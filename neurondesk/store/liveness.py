@@ -18,6 +18,7 @@ from neurondesk.store.input_files import read_regular
 from neurondesk.store.rundir import RECORDER_INFO, RECORDER_LOCK
 from neurondesk.store.summary_files import write_atomic
 
+MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT on 64-bit Linux: a pid past it is no process's
 LOCK_TAKEN_EXIT = 75  # the recorder's exit status when another recorder owns its folder (EX_TEMPFAIL)
 
 
@@ -111,7 +112,9 @@ def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
 def read_recorder_info(run_dir: Path | str) -> RecorderInfo | None:
     try:
         d = json.loads(read_regular(Path(run_dir) / RECORDER_INFO, "recorder.json", 1 << 16, follow=False))
-        return RecorderInfo(pid=int(d["pid"]), control_socket=str(d["control_socket"]),
+        info = RecorderInfo(pid=int(d["pid"]), control_socket=str(d["control_socket"]),
                             workload_pid=None if d.get("workload_pid") is None else int(d["workload_pid"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError, AttributeError):
+        return None  # found by benchmarks/fuzz.py: Infinity, 1e308, deep nesting, a list for the object
+    pids = (info.pid, info.workload_pid if info.workload_pid is not None else 1)
+    return info if all(0 < p <= MAX_PID for p in pids) else None
