@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 
-from conftest import REPO, TRAIN, base_env, needs_xla, neurondesk_run
+from conftest import REAL_RUN_TIMEOUT_S, REPO, TRAIN, base_env, needs_xla, neurondesk_run
 
 STUBBORN = """
 import signal, sys, time
@@ -87,7 +87,7 @@ def test_forked_dataloader_workers_send_nothing(tmp_path):
 @needs_xla
 def test_demo_headless_runs_the_bundled_workload(tmp_path):
     p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "demo", "--headless", "--demo-steps", "20"],
-                       capture_output=True, text=True, timeout=300, env=base_env(tmp_path), cwd=REPO)
+                       capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path), cwd=REPO)
     assert p.returncode == 0, p.stderr[-2000:]
     (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if (d / "summary.json").exists()]
     s = json.loads((run_dir / "summary.json").read_text())

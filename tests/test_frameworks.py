@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, Run, base_env
+from conftest import REAL_RUN_TIMEOUT_S, REPO, Run, base_env
 
 SCRIPT = REPO / "workloads" / "frameworks" / "hf_trainer.py"
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
@@ -26,7 +26,7 @@ def test_a_stock_trainer_run_is_counted_as_trainer_counts_it(tmp_path, compiled)
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--price-per-hour", "1", "--run-dir",
            str(run_dir), "--", sys.executable, str(SCRIPT), *(["--compile"] if compiled else [])]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=base_env(tmp_path), cwd=REPO)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path), cwd=REPO)
     run = Run(p.returncode, p.stdout, p.stderr, run_dir)
     assert run.returncode == 0, run.stderr[-3000:]
     line = next(x for x in (run_dir / "stdout.log").read_text().splitlines() if x.startswith("pattern-truth: "))
@@ -52,7 +52,7 @@ def test_a_stock_lightning_fit_test_predict_run_has_each_stage_as_its_own_phase(
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--price-per-hour", "1", "--run-dir",
            str(run_dir), "--", sys.executable, str(REPO / "workloads" / "frameworks" / "lightning_fit.py")]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=base_env(tmp_path), cwd=REPO)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path), cwd=REPO)
     run = Run(p.returncode, p.stdout, p.stderr, run_dir)
     assert run.returncode == 0, run.stderr[-3000:]
     line = next(x for x in (run_dir / "stdout.log").read_text().splitlines() if x.startswith("pattern-truth: "))

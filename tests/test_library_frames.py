@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import DATA, REPO, Run, base_env, needs_xla
+from conftest import DATA, REAL_RUN_TIMEOUT_S, REPO, Run, base_env, needs_xla
 
 FAKE = DATA / "fake_framework"
 
@@ -21,7 +21,7 @@ def test_compiles_in_a_framework_name_its_frame_and_the_users_line(tmp_path):
     run_dir = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--price-per-hour", "1",
                         "--run-dir", str(run_dir), "--", sys.executable, str(FAKE / "run_trainer.py")],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+                       capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=env, cwd=REPO)
     run = Run(p.returncode, p.stdout, p.stderr, run_dir)
     assert run.returncode == 0, run.stderr[-2000:]
     compiles = run.summary["compiles"]

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO, base_env
+from conftest import REAL_RUN_TIMEOUT_S, REPO, base_env
 
 from neurondesk.collectors.output_tail import MAX_LINE, REDRAW_MAX, OutputTail, cut_mark
 
@@ -35,7 +35,7 @@ def test_a_24_mib_line_and_a_bar_without_newline_are_one_bounded_event_each(tmp_
     with open(tmp_path / "passthrough", "wb") as out:
         p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
                             "--", sys.executable, "-c", WORKLOAD], stdout=out, stderr=subprocess.PIPE,
-                           env=base_env(tmp_path), cwd=REPO, timeout=300)
+                           env=base_env(tmp_path), cwd=REPO, timeout=REAL_RUN_TIMEOUT_S)
     assert p.returncode == 0, p.stderr[-2000:]
     # the workload's bytes reach the terminal (and stdout.log) unchanged: the bound is neurondesk's reading only
     assert (run_dir / "stdout.log").stat().st_size > BIG

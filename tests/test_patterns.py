@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, Run, base_env, needs_xla
+from conftest import REAL_RUN_TIMEOUT_S, REPO, Run, base_env, needs_xla
 
 PATTERNS = REPO / "workloads" / "patterns"
 
@@ -18,7 +18,7 @@ def run_pattern(tmp_path, script: str, *nd_args: str) -> tuple[Run, dict]:
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir), *nd_args,
            "--", sys.executable, str(PATTERNS / script)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=base_env(tmp_path), cwd=PATTERNS)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path), cwd=PATTERNS)
     lines = [x for x in p.stdout.splitlines() if x.startswith("pattern-truth: ")]
     assert lines, p.stdout[-2000:] + p.stderr[-2000:]
     return Run(p.returncode, p.stdout, p.stderr, run_dir), json.loads(lines[-1].split(": ", 1)[1])
@@ -85,7 +85,7 @@ def test_the_recompile_storm_is_named_every_step_counted_and_the_check_fails(tmp
 
 def test_torch_compile_first_called_in_evaluation_script_output_is_its_own(tmp_path):
     alone = subprocess.run([sys.executable, str(PATTERNS / "compiled_eval_first.py")], capture_output=True,
-                           text=True, timeout=300, cwd=PATTERNS, env=base_env(tmp_path))
+                           text=True, timeout=REAL_RUN_TIMEOUT_S, cwd=PATTERNS, env=base_env(tmp_path))
     run, truth = run_pattern(tmp_path, "compiled_eval_first.py")
     assert alone.returncode == 0 and run.returncode == 0
     assert (run.run_dir / "stderr.log").read_text() == alone.stderr  # no warning of ours (global hooks)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, Run, base_env
+from conftest import REAL_RUN_TIMEOUT_S, REPO, Run, base_env
 
 from neurondesk.core import events as ev
 from neurondesk.core.state import RunState
@@ -23,7 +23,8 @@ def torchrun_job(tmp_path, nproc: int, *train_args: str, device: str = "cpu") ->
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir), "--",
            *TORCHRUN, "--standalone", "--nproc_per_node", str(nproc), str(WORKLOADS / "train.py"), "--preset", "demo",
            "--device", device, *train_args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=base_env(tmp_path), cwd=WORKLOADS)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path),
+                       cwd=WORKLOADS)
     return Run(p.returncode, p.stdout, p.stderr, run_dir)
 
 

@@ -4,7 +4,7 @@ test_ranks.py; two files so the test workers share these long runs.)"""
 
 from __future__ import annotations
 
-from conftest import needs_xla
+from conftest import TINY_MODEL, needs_xla
 from test_ranks import torchrun_job
 
 
@@ -30,7 +30,7 @@ def test_the_rank_that_crashed_first_is_named_with_its_traceback(tmp_path):
 
 @needs_xla
 def test_a_recompile_on_one_xla_rank_only_is_marked_and_each_graph_is_one_row(tmp_path):
-    run = torchrun_job(tmp_path, 2, "--steps", "8", "--rank-dynamic-shape", "1", device="xla")
+    run = torchrun_job(tmp_path, 2, "--steps", "8", "--rank-dynamic-shape", "1", *TINY_MODEL, device="xla")
     assert run.returncode == 0, run.stderr[-3000:]
     s = run.summary
     shared = [c for c in s["compiles"] if sorted(c["ranks"]) == [0, 1]]

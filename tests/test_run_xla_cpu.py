@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, TRAIN, base_env, needs_xla, neurondesk_run, workload_timing
+from conftest import REPO, TINY_MODEL, TRAIN, base_env, needs_xla, neurondesk_run, workload_timing
 
 pytestmark = needs_xla
 
@@ -29,7 +29,7 @@ def plain(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dynamic(tmp_path_factory):
-    return neurondesk_run(tmp_path_factory.mktemp("dyn"), [*DEMO, "--steps", "10", "--dynamic-shape"])
+    return neurondesk_run(tmp_path_factory.mktemp("dyn"), [*DEMO, *TINY_MODEL, "--steps", "10", "--dynamic-shape"])
 
 
 @pytest.fixture(scope="module")

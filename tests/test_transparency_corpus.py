@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAS_XLA, base_env, neurondesk_run
+from tests.conftest import HAS_XLA, REAL_RUN_TIMEOUT_S, base_env, neurondesk_run
 
 CORPUS = Path(__file__).resolve().parent / "transparency" / "corpus.py"
 
@@ -29,10 +29,10 @@ def test_the_corpus_prints_the_same_alone_and_under_neurondesk(tmp_path, mode):
     if mode == "xla" and not HAS_XLA:
         pytest.skip("torch-xla is not installed in this interpreter; `make test` installs it")
     env = base_env(tmp_path)
-    alone = subprocess.run([sys.executable, str(CORPUS), "--mode", mode], capture_output=True, timeout=600,
+    alone = subprocess.run([sys.executable, str(CORPUS), "--mode", mode], capture_output=True, timeout=REAL_RUN_TIMEOUT_S,
                            env=env, cwd=tmp_path)
     assert alone.returncode == 0, alone.stdout.decode()[-3000:]  # the corpus itself works: every operation ran
-    run = neurondesk_run(tmp_path, ["--mode", mode], workload=CORPUS, timeout=600, env=env)
+    run = neurondesk_run(tmp_path, ["--mode", mode], workload=CORPUS, timeout=REAL_RUN_TIMEOUT_S, env=env)
     stdout = (run.run_dir / "stdout.log").read_bytes()
     stderr = (run.run_dir / "stderr.log").read_bytes().decode()
     assert run.returncode == alone.returncode
