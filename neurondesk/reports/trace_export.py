@@ -24,79 +24,28 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TextIO
 
 from neurondesk.core import events as ev
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.device_events import HostSample, NeuronSample
+from neurondesk.reports.trace_parts import CLAMP_S, ExportRange, ExportStats, Lanes, StepBucket, finite
+
+__all__ = ["CLAMP_S", "MAX_COUNTER_POINTS", "MAX_STEP_EVENTS", "ExportRange", "ExportStats", "TraceWriter", "write_trace"]
 
 MAX_STEP_EVENTS = 100_000  # per rank; more steps than that are drawn in buckets
 MAX_COUNTER_POINTS = 2_000  # per counter track, over the whole run
 JOB_PID = 0
 TID_STEPS, TID_COMPILES, TID_EVAL = 1, 10, 20  # compiles 10, 11 ...: lanes for overlapping ones
-MAX_LANES = 8
-CLAMP_S = 0.001  # a span starting this little before the previous one on its lane ended starts at its end
-
-
-@dataclass(frozen=True)
-class ExportRange:
-    from_step: int | None = None
-    to_step: int | None = None
-
-    def holds(self, step: int) -> bool:
-        return (self.from_step is None or step >= self.from_step) and (self.to_step is None or step <= self.to_step)
-
-
-@dataclass
-class ExportStats:
-    events: int = 0
-    steps: int = 0
-    bucket: int = 1  # steps per drawn step span
-    path: str = ""
-
-    def words(self) -> str:
-        drawn = "one span per step" if self.bucket == 1 else f"one span per {self.bucket} steps"
-        return f"{self.events:,} trace events ({self.steps:,} steps, {drawn}) written to {self.path or 'stdout'}"
-
-
-@dataclass
-class _Lanes:
-    ends: dict[int, float] = field(default_factory=dict)  # tid -> end of its latest span
-
-    def pick(self, first_tid: int, start: float, end: float) -> tuple[int, float]:
-        """A tid on which [start, end] does not overlap the previous span partially; the start is
-        clamped to the last lane's end when every lane is taken."""
-        for tid in range(first_tid, first_tid + MAX_LANES):
-            last = self.ends.get(tid, -math.inf)
-            if last - start <= CLAMP_S and end >= last:  # a hair's overlap (clock rounding) is clamped
-                self.ends[tid] = end
-                return tid, max(start, last)
-        tid = first_tid + MAX_LANES - 1
-        start = max(start, self.ends[tid])
-        self.ends[tid] = max(end, start)
-        return tid, start
-
-
-@dataclass
-class _Bucket:
-    first: int
-    start: float
-    end: float = 0.0
-    count: int = 0
-    total_s: float = 0.0
-    max_s: float = 0.0
-    wait_s: float = 0.0
-    samples: int = 0
 
 
 class TraceWriter:
-    def __init__(self, state, out: TextIO, rng: ExportRange = ExportRange()) -> None:
-        self.state, self.out, self.rng = state, out, rng
+    def __init__(self, state, out: TextIO, rng: ExportRange | None = None) -> None:
+        self.state, self.out, self.rng = state, out, rng or ExportRange()
         self.t0 = state.started_t or 0.0
         self.stats = ExportStats()
         self._first = True
-        self._lanes: dict[int, _Lanes] = {}
+        self._lanes: dict[int, Lanes] = {}
         self.ranks = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
         self.lead = state.lead_pid
         steps = {pid: r.steps for pid, r in state.parts.ranks.ranks.items()} or {self.lead: state.current_step}
@@ -104,7 +53,7 @@ class TraceWriter:
         self.stats.bucket = max(1, math.ceil(most / MAX_STEP_EVENTS))
         span = max((state.last_t or self.t0) - self.t0, 1e-6)
         self.counter_every_s = max(span / MAX_COUNTER_POINTS, 0.05)
-        self._buckets: dict[int, _Bucket] = {}
+        self._buckets: dict[int, StepBucket] = {}
         self._rate: dict[int, list[float]] = {}  # pid -> [samples, seconds, last counter t]
         self._last_counter: dict[str, float] = {}
         self.window: list[float | None] = [None, None]  # the lead's selected steps, start and end
@@ -119,7 +68,7 @@ class TraceWriter:
         try:
             text = json.dumps(d, separators=(",", ":"), allow_nan=False)
         except ValueError:  # a nan or inf among the args: JSON has none, the viewers refuse the file
-            text = json.dumps(_finite(d), separators=(",", ":"), allow_nan=False)
+            text = json.dumps(finite(d), separators=(",", ":"), allow_nan=False)
         self.out.write(("" if self._first else ",\n") + text)
         self._first = False
         self.stats.events += 1
@@ -131,7 +80,7 @@ class TraceWriter:
               child: tuple[str, float] | None = None) -> None:
         """A complete event on a lane where it nests; ``child``: (name, seconds) of a span that
         opens it, drawn inside it on the same thread."""
-        tid, start = self._lanes.setdefault(pid, _Lanes()).pick(first_tid, start, end)
+        tid, start = self._lanes.setdefault(pid, Lanes()).pick(first_tid, start, end)
         ts = self._us(start)
         dur = max(0.0, round(self._us(end) - ts, 3))  # ts + dur is the end's own timestamp: spans butt, never overlap
         self._emit({"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args})
@@ -247,7 +196,7 @@ class TraceWriter:
             self._flush_bucket(e.pid)
             b = None
         if b is None:
-            b = self._buckets[e.pid] = _Bucket(first=e.step, start=start)
+            b = self._buckets[e.pid] = StepBucket(first=e.step, start=start)
         b.end = max(b.end, end)
         b.count += 1
         b.total_s += e.duration_s
@@ -282,16 +231,7 @@ class TraceWriter:
                 self._span(pid, TID_EVAL, f"evaluation {i}", a, b, "evaluation", {})
 
 
-def write_trace(state, events: Iterable[ev.Event], out: TextIO, rng: ExportRange = ExportRange()) -> ExportStats:
+def write_trace(state, events: Iterable[ev.Event], out: TextIO, rng: ExportRange | None = None) -> ExportStats:
     """``state``: the run reduced (sources/replay.py); ``events``: its journal, in order."""
     return TraceWriter(state, out, rng).write(events)
 
-
-def _finite(x):
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    return x
