@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from neurondesk.recorder.options import RunOptions
-from neurondesk.store.liveness import LOCK_TAKEN_EXIT, live_owner, lock_holder_pid
+from neurondesk.store.liveness import LOCK_TAKEN_EXIT, live_owner, lock_holder_pid, recorder_alive
 from neurondesk.store.rundir import (
     RunDirRefused,
     RunPaths,
@@ -93,8 +93,10 @@ def _wait_ready(paths: RunPaths, proc: subprocess.Popen) -> None:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
-        try:  # ours, not the journal of another recorder that took the folder meanwhile
-            if paths.events.stat().st_size > 0 and lock_holder_pid(paths.dir) == proc.pid:
+        try:  # ours, not the journal of another recorder that took the folder meanwhile (a lock file
+            # left empty: its holder could not write its pid, a full disk; then the live lock says it)
+            holder = lock_holder_pid(paths.dir)
+            if paths.events.stat().st_size > 0 and (holder == proc.pid or holder is None and recorder_alive(paths.dir)):
                 return
         except FileNotFoundError:
             pass
