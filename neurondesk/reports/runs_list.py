@@ -40,6 +40,6 @@ def format_runs(live: list, finished: list) -> str:
         out.append("\n" + render(DONE_COLUMNS, rows))
         out += [f"{clean(r.run_id)}: {clean(r.lost)} (billed to then; `neurondesk summary {clean(r.run_dir)}` "
                 "sums up what was recorded)\n" for r in finished if r.lost]
-        out += [f"{clean(r.run_id)}: not in the run index yet (another process holds its lock); "
+        out += [f"{clean(r.run_id)}: not in the run index yet ({clean(r.unindexed)}); "
                 "the next neurondesk command adds it\n" for r in finished if r.unindexed]
     return "".join(out)

@@ -51,6 +51,7 @@ class EndedRun:
     summary: dict
     indexed: bool  # its row is written (False: the index is still locked; listed from the summary)
     lost: RecorderLost | None
+    why_not_indexed: str | None = None  # the index's own words (locked by another process, unusable ...)
 
 
 def _pid_running(pid: int) -> bool:
@@ -114,11 +115,11 @@ def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | 
                     notes.append(f"run {e.run_id}: its recorder is gone and its journal cannot be read: {exc}")
                 continue
             lost = lost_recorder(run_dir, summary)
+        why = None
         try:
             RunIndex(root / INDEX_FILE, patience_s=SETTLE_PATIENCE_S).record(summary, run_dir)
-            indexed = True
             remove_entry(registry, e.name)
-        except (RunIndexError, ValueError):
-            indexed = False  # still locked (or unwritable): listed from its summary; the entry stays
-        out.append(EndedRun(str(summary.get("run_id") or e.run_id), run_dir, summary, indexed, lost))
+        except (RunIndexError, ValueError) as exc:  # still locked, or unwritable: listed from its summary; the entry stays
+            why = str(exc)
+        out.append(EndedRun(str(summary.get("run_id") or e.run_id), run_dir, summary, why is None, lost, why))
     return out

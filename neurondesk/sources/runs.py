@@ -52,7 +52,7 @@ class FinishedRun:
     exit_code: int | None
     total_usd: float | None
     lost: str | None = None  # its recorder was lost: "recorder lost at 14:02; workload pid 4242 still running"
-    unindexed: bool = False  # listed from its summary: the index was locked when its row was due
+    unindexed: str | None = None  # listed from its summary: why its row is not in the index yet
 
 
 def _root(root: Path | None) -> Path:
@@ -127,7 +127,7 @@ def finished_runs(root: Path | None = None, limit: int = 10, ended: list[EndedRu
     path = _root(root) / INDEX_FILE
     if limit <= 0:
         return []
-    waiting = [_finished(row, lost=e.lost, unindexed=True)
+    waiting = [_finished(row, lost=e.lost, unindexed=e.why_not_indexed or "not written yet")
                for e in ended or () if not e.indexed and (row := row_of(e.summary, e.run_dir)) is not None]
     rows = []
     if path.exists():
@@ -141,7 +141,7 @@ def finished_runs(root: Path | None = None, limit: int = 10, ended: list[EndedRu
     return (waiting + done)[:limit]
 
 
-def _finished(r: RunRow, lost: RecorderLost | None = None, unindexed: bool = False) -> FinishedRun:
+def _finished(r: RunRow, lost: RecorderLost | None = None, unindexed: str | None = None) -> FinishedRun:
     return FinishedRun(r.id, r.run_dir, r.command, r.started_at, r.steps, r.exit_code,
                        (r.summary.get("cost") or {}).get("total_usd"), lost.words() if lost else None, unindexed)
 
