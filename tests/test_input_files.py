@@ -185,3 +185,15 @@ def test_run_records_with_absurd_numbers_or_nesting_read_as_unusable(tmp_path):
     (tmp_path / "fallback.json").write_text('{"run_id": "r", "run_dir": "/r", "journal_bytes_in_run_dir": Infinity}')
     with pytest.raises(FallbackError):
         read_fallback_info(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_neuron_monitor_replay_that_is_a_fifo_or_dev_zero_is_refused_in_one_line(tmp_path, kind):
+    """--neuron-monitor-replay FILE is played by replay_stream (standard library only): a FIFO hung
+    its open, /dev/zero its readlines()."""
+    _plant(tmp_path / "stream.jsonl", kind)
+    p = subprocess.run([sys.executable, "-m", "neurondesk.collectors.devices.replay_stream", str(tmp_path / "stream.jsonl"),
+                        "--delay", "0"], capture_output=True, text=True, cwd=REPO, timeout=HANG)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a regular file" in lines[0], p.stderr

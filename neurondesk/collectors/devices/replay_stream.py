@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import time
+
+MAX_BYTES = 256 << 20  # a recorded stream of days is tens of MB
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,9 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exit-code", type=int, default=1, help="status for --exit-after (default 1)")
     ap.add_argument("--loop", action="store_true", help="start again at the end of the file")
     args = ap.parse_args(argv)
-    try:
-        with open(args.file, "rb") as f:
-            lines = f.readlines()
+    try:  # a regular file only, bounded: a FIFO would block the open, /dev/zero never end
+        fd = os.open(args.file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                print(f"replay_stream: {args.file} is not a regular file (a FIFO, a device ...): give a recorded "
+                      "neuron-monitor stream", file=sys.stderr)
+                return 2
+            if st.st_size > MAX_BYTES:
+                print(f"replay_stream: {args.file} is larger than {MAX_BYTES >> 20} MiB, not read", file=sys.stderr)
+                return 2
+            lines = f.read(MAX_BYTES).splitlines(keepends=True)
     except OSError as e:
         print(f"replay_stream: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
         return 2
