@@ -45,7 +45,11 @@ class Run:
 
     @property
     def events(self) -> list[dict]:
-        return [json.loads(line) for line in (self.run_dir / "events.jsonl").read_text().splitlines() if line]
+        """The journal's events, a coalesced `steps` batch as the `step` events it stands for."""
+        from step_messages import expand_steps
+
+        lines = (self.run_dir / "events.jsonl").read_text().splitlines()
+        return expand_steps([json.loads(line) for line in lines if line])
 
 
 def base_env(home: Path) -> dict[str, str]:

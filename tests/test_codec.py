@@ -31,6 +31,8 @@ SAMPLES: list[ev.Event] = [
     ev.WorkloadConfig(t=1.3, values={"batch_size": 8, "lr": 0.001, "name": "demo", "nested": {"a": [1, 2]}}),
     ev.StepEnded(t=2.0, pid=7, step=0, duration_s=0.5, samples=8, tokens=512, executions=1,
                  input_shapes=[[8, 64]]),
+    ev.StepBatch(t=2.02, pid=7, step=1, ts=[2.01, 2.02], duration_s=[0.01, 0.01], data_wait_s=[0.0, 0.001],
+                 samples=[8, 8], presync_s=[0.002, 0.003], input_shapes=[[8, 64]]),
     ev.EvalPhase(t=2.05, pid=7, step=1, duration_s=0.25, batches=20, samples=640, compiles=1, executions=20),
     ev.GraphExecuted(t=2.1, pid=7, step=1, trigger="value-access", location="t.py:9"),
     ev.CompileStarted(t=2.2, source="probe", pid=7, step=1),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, base_env, neurondesk_run
+from step_messages import expand_steps
 
 hypothesis = pytest.importorskip("hypothesis")
 np = pytest.importorskip("numpy")
@@ -71,7 +72,7 @@ def run_under_probe(tmp_path: Path, script: str, *args: str) -> tuple[subprocess
                        cwd=tmp_path)
     reader.join(30)
     server.close()
-    return p, [json.loads(line) for line in got]
+    return p, expand_steps([json.loads(line) for line in got])
 
 
 @pytest.mark.parametrize("form", ["array", "dict", "tuple", "odd"])
@@ -144,7 +145,7 @@ class Recorder:
         probe.disabled = True  # its flusher thread ends
         self.thread.join(30)
         self.server.close()
-        return [json.loads(line) for line in self.lines]
+        return expand_steps([json.loads(line) for line in self.lines])
 
 
 class FakeOptimizer:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from step_messages import expand_steps
 
 REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
@@ -95,7 +96,7 @@ READER = textwrap.dedent("""
     told = False
     with conn.makefile("rb") as f:
         for line in f:
-            if b'"kind":"step"' in line and not told:
+            if b'"kind":"step' in line and not told:  # a step, or a batch of them
                 print("got a step", flush=True)
                 told = True
 """)
@@ -159,6 +160,7 @@ def run_with_stalled_reader(tmp_path: Path, phases: list[str]) -> tuple[subproce
 
 
 def check_drops_are_told(msgs: list[dict], pid: int, total: int) -> None:
+    msgs = expand_steps(msgs)
     assert msgs[0]["kind"] == "process_attached"
     assert all(m["pid"] == pid for m in msgs)
     reports = [(i, m) for i, m in enumerate(msgs) if m["kind"] == "probe_dropped"]
@@ -194,9 +196,10 @@ def test_recorder_that_stalls_then_reads_again_hears_what_it_missed(tmp_path):
     total = STALL_STEPS + later
     assert out.splitlines()[:2] == [f"workload: {STALL_STEPS} steps", f"workload: {total} steps"]
     check_drops_are_told(msgs, proc.pid, total)
-    steps = [m for m in msgs if m["kind"] == "step"]
+    last = [m for m in msgs if m["kind"] in ("step", "steps")][-1]  # as sent: one step or a batch of them
+    assert last["dropped_before"] == max(m["dropped"] for m in msgs if m["kind"] == "probe_dropped")
+    steps = [m for m in expand_steps(msgs) if m["kind"] == "step"]
     assert steps[-1]["step"] == total - 1  # none lost once it reads again
-    assert steps[-1]["dropped_before"] == max(m["dropped"] for m in msgs if m["kind"] == "probe_dropped")
 
 
 @needs_torch
@@ -237,7 +240,9 @@ def test_step_line_has_the_schema_the_dict_form_gave(tmp_path):
         probe.clock.loader_shapes = c.get("loader_shapes", [])
         probe.clock.is_xla, probe.clock.step_execs = "xla" in c, c.get("xla", 0)
         probe.transport.dropped, probe.transport.dropped_reported = c.get("dropped", 0), c.get("dropped", 0)
-        probe.clock.data_wait, probe.clock.step_compiles = c.get("wait", 0.0), c.get("compiles", 0)
+        # a step that compiled goes alone, as a `step` line (an ordinary one joins a `steps` batch:
+        # tests/test_step_batches.py)
+        probe.clock.data_wait, probe.clock.step_compiles = c.get("wait", 0.0), c.get("compiles", 1)
         # what the dict form held, in its order (t and duration_s are taken from the line)
         msg = {"kind": "step", "t": None, "step": i, "duration_s": None, "data_wait_s": probe.clock.data_wait,
                "compiles": probe.clock.step_compiles}

@@ -58,14 +58,29 @@ def journal_kinds(run_dir: Path) -> list[str]:
     kinds = []
     for line in lines:
         try:
-            kinds.append(json.loads(line)["kind"])
+            kinds.append(json.loads(line).get("kind"))  # a segment's first line has none
         except ValueError:
             pass  # the recorder may be half-way through a line
     return kinds
 
 
 def steps_journaled(run_dir: Path) -> int:
-    return journal_kinds(run_dir).count("step")
+    """Steps in the live journal: a `step` line is one, a coalesced `steps` batch its length."""
+    try:
+        lines = (run_dir / "events.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    n = 0
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # the recorder may be half-way through a line
+        if e.get("kind") == "step":
+            n += 1
+        elif e.get("kind") == "steps":
+            n += len(e.get("duration_s") or [])
+    return n
 
 
 def workload_cmd(tmp_path: Path, steps: int, sleep_s: float) -> list[str]:

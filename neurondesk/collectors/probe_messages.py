@@ -25,7 +25,7 @@ _COMPILE_HEAD = b'{"kind":"compile",'
 _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 # The kinds the probe sends. The socket is the workload's to write to: any other kind (a launcher's
 # run_started with its price and id, a run_finished ...) is refused, never taken as the run's own.
-PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "graph_executed", "compile_started",
+PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "graph_executed", "compile_started",
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "torch_log", "process_failed"})  # torch_log: read by ProbeDecoder into dynamo events
 
@@ -49,9 +49,14 @@ _DURATIONS = ("duration_s", "data_wait_s")
 _RANKS = ("rank", "local_rank", "world_size")
 
 
+MAX_BATCH = 100_000  # steps in one StepBatch (the probe sends a few thousand at most)
+
+
 def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None) -> str | None:
     """Why a decoded probe event cannot be true, or None. ``started_t``: when the run started (its
     wall time so far bounds every duration and the event's time); None: only the fixed bounds."""
+    if isinstance(e, ev.StepBatch):
+        return batch_out_of_range(e, t_received, started_t)
     fields = {f.name for f in dataclasses.fields(e)}
 
     def value(name: str):
@@ -80,6 +85,37 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
         if v is not None and not 0 <= v <= MAX_RANK:
             return f"{name} {v} is outside 0..{MAX_RANK:,}"
     for shape in value("input_shapes") or []:
+        if any(not 0 <= d <= MAX_DIM for d in shape):
+            return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    return None
+
+
+def batch_out_of_range(b: ev.StepBatch, t_received: float, started_t: float | None) -> str | None:
+    """out_of_range for a StepBatch: the same bounds as a StepEnded's, over whole columns."""
+    n = len(b.duration_s)
+    if not 1 <= n <= MAX_BATCH:
+        return f"a batch of {n} steps is outside 1..{MAX_BATCH:,}"
+    if not b.columns_agree():
+        return f"the columns of a batch of {n} steps differ in length"
+    if not 0 < b.pid <= MAX_PID:
+        return f"pid {b.pid} is outside 1..{MAX_PID:,}"
+    if not (0 <= b.step and b.step + n - 1 <= MAX_STEP):
+        return f"steps {b.step}..{b.step + n - 1} are outside 0..{MAX_STEP:,}"
+    lo, hi = (None, None) if started_t is None else (started_t - WALL_SLACK_S, t_received + WALL_SLACK_S)
+    if lo is not None and not (all(map(math.isfinite, b.ts)) and lo <= min(b.ts) and max(b.ts) <= hi
+                               and lo <= b.t <= hi):
+        return f"a step time in {b.ts[0]!r}..{b.ts[-1]!r} is outside the run (started {started_t:.3f}, " \
+               f"now {t_received:.3f})"
+    for name in ("samples", "tokens", "executions"):
+        col = getattr(b, name)
+        if col is not None and not (0 <= min(col) and max(col) <= MAX_COUNT):
+            return f"{name} {min(col)}..{max(col)} is outside 0..{MAX_COUNT:,}"
+    wall = MAX_DURATION_S if started_t is None else max(0.0, t_received - started_t) + WALL_SLACK_S
+    for name in ("duration_s", "data_wait_s"):
+        col = getattr(b, name)
+        if not (all(map(math.isfinite, col)) and 0 <= min(col) and max(col) <= wall):
+            return f"{name} {min(col)!r}..{max(col)!r} is outside 0..{wall:,.1f} s (the run's wall time so far)"
+    for shape in b.input_shapes or []:
         if any(not 0 <= d <= MAX_DIM for d in shape):
             return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
     return None
@@ -131,12 +167,15 @@ class ProbeDecoder:
         self.torch_logs = TorchLogsParser()
         self.started_t = started_t
         self.refused = 0
+        self.steps_seen: dict[int, int] = {}  # pid -> steps accepted from it
+        self.drops_told: dict[int, tuple[int, int]] = {}  # pid -> its last (dropped, dropped_steps)
 
     def decode(self, line: bytes, t_received: float) -> list[ev.Event]:
         if not line.startswith(_TORCH_LOG_HEAD):
             e = decode_probe_line(line, t_received)
             why = None if isinstance(e, ev.ParseProblem) else out_of_range(e, t_received, self.started_t)
             if why is None:
+                self._account(e)
                 return [e]
             self.refused += 1
             raw = line.decode("utf-8", "replace").strip()
@@ -155,3 +194,28 @@ class ProbeDecoder:
         except (ValueError, KeyError, TypeError) as exc:
             raw = line.decode("utf-8", "replace").strip()
             return [ev.ParseProblem(t=t_received, source="probe", raw=raw[:2000], error=f"{type(exc).__name__}: {exc}")]
+
+    def _account(self, e: ev.Event) -> None:
+        if isinstance(e, ev.StepBatch | ev.StepEnded):
+            self.steps_seen[e.pid] = self.steps_seen.get(e.pid, 0) + (len(e) if isinstance(e, ev.StepBatch) else 1)
+        elif isinstance(e, ev.ProbeDropped):
+            old = self.drops_told.get(e.pid, (0, 0))
+            self.drops_told[e.pid] = (max(old[0], e.dropped), max(old[1], e.dropped_steps))
+
+    def unsent(self, counts: dict[int, int], t: float) -> list[ev.Event]:
+        """At the workload's exit, once its last messages are in: for each process whose probe
+        counted more steps (``counts``, its shared-memory count, collectors/probe_lifelines.py)
+        than arrived or were told dropped, a ProbeDropped that counts the gap (steps, and
+        steps_lost, then say it) and a notice in words. Nothing for a process that lost none."""
+        out: list[ev.Event] = []
+        for pid, ended in sorted(counts.items()):
+            dropped, dropped_steps = self.drops_told.get(pid, (0, 0))
+            gap = ended - self.steps_seen.get(pid, 0) - dropped_steps
+            if gap <= 0 or not 0 < pid <= MAX_PID or ended > MAX_STEP:
+                continue
+            out.append(ev.ProbeDropped(t=t, pid=pid, dropped=dropped + gap, dropped_steps=dropped_steps + gap,
+                                       steps=ended))
+            out.append(ev.Notice(t=t, level="warn", source="probe", message=(
+                f"process {pid} ended {ended:,} steps, {gap:,} of which never reached the recorder: it died before "
+                "its probe sent its last batch; the steps are counted, and said lost (steps_lost)")))
+        return out

@@ -96,7 +96,10 @@ def _nonfinite(x: Any) -> bool:
     if isinstance(x, dict):
         return any(_nonfinite(v) for v in x.values())
     if isinstance(x, list | tuple):
-        return any(_nonfinite(v) for v in x)
+        try:  # a column of numbers (a StepBatch's): checked at C speed
+            return not all(map(_isfinite, x))
+        except (TypeError, OverflowError):  # lists, records, strings, huge ints inside: one by one
+            return any(_nonfinite(v) for v in x)
     if hasattr(x, "__dataclass_fields__"):
         return any(_nonfinite(getattr(x, name)) for name in x.__dataclass_fields__)
     return False

@@ -99,6 +99,50 @@ class StepEnded(Event):
 
 
 @dataclass(frozen=True)
+class StepBatch(Event):
+    """Consecutive steps of one process, in columns: the probe coalesces its steps between two
+    sends into one message (one line on the socket, one decode, one journal line, one reduction
+    call instead of hundreds). Exactly the StepEnded events ``steps()`` gives, in order: step
+    ``step + i`` ended at ``ts[i]``, took ``duration_s[i]`` ... ``t`` is the last step's end.
+
+    Only steps with nothing special are coalesced (no compile in the step, no evaluation inside
+    it, no drop before it) and all of one batch share the same input shapes and the same set of
+    fields; any other step is sent, and journaled, as a StepEnded of its own. A column that is
+    None is absent from every step of the batch (``samples`` None: none of them said)."""
+
+    kind: ClassVar[str] = "steps"
+    pid: int
+    step: int  # the first step's 0-based index; the others follow it one by one
+    ts: list[float]
+    duration_s: list[float]
+    data_wait_s: list[float]
+    samples: list[int] | None = None
+    tokens: list[int] | None = None
+    executions: list[int] | None = None
+    presync_s: list[float] | None = None
+    input_shapes: list[list[int]] | None = None  # every step's (the same for all of them)
+
+    def __len__(self) -> int:
+        return len(self.duration_s)
+
+    def columns_agree(self) -> bool:
+        """Every column as long as ``duration_s`` (the decoder refuses a batch where not)."""
+        n = len(self.duration_s)
+        return all(c is None or len(c) == n for c in (self.ts, self.data_wait_s, self.samples, self.tokens,
+                                                      self.executions, self.presync_s))
+
+    def steps(self) -> list[StepEnded]:
+        """The batch as the StepEnded events it stands for."""
+        n, none = len(self.duration_s), [None] * len(self.duration_s)
+        return [StepEnded(t=t, pid=self.pid, step=self.step + i, duration_s=d, data_wait_s=w,
+                          samples=sa, tokens=to, executions=x, presync_s=pr,
+                          input_shapes=[list(s) for s in self.input_shapes] if self.input_shapes is not None else None)
+                for i, t, d, w, sa, to, x, pr in zip(range(n), self.ts, self.duration_s, self.data_wait_s,
+                                                     self.samples or none, self.tokens or none,
+                                                     self.executions or none, self.presync_s or none, strict=True)]
+
+
+@dataclass(frozen=True)
 class GraphExecuted(Event):
     """A device sync inside a step that was not the step's own boundary (a split point)."""
 

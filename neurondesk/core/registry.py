@@ -23,6 +23,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.RunFinished,
     # steps and compiles (probe, log parsers)
     ev.StepEnded,
+    ev.StepBatch,
     ev.EvalPhase,
     ev.GraphExecuted,
     ev.CompileStarted,

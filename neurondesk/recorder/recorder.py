@@ -20,6 +20,7 @@ from pathlib import Path
 
 from neurondesk.collectors.devices.neuron_monitor import process_tag
 from neurondesk.collectors.logparse import OutputParser
+from neurondesk.collectors.probe_lifelines import death_signal, read_step_counts
 from neurondesk.collectors.probe_messages import ProbeDecoder
 from neurondesk.collectors.telemetry import Telemetry
 from neurondesk.collectors.workload import (
@@ -301,9 +302,12 @@ class Recorder:
         elif isinstance(item, RawExit):
             for e in self.parser.flush(item.t):
                 self.record(e)
+            if self.workload is not None:  # steps a probe counted but never sent: its process died with them
+                for e in self.probe_decoder.unsent(read_step_counts(self.workload.sock_dir), item.t):
+                    self.record(e)
             self.exit_code = item.code
-            self.record(ev.RunFinished(t=item.t, exit_code=item.code,
-                                       signal=self.workload.sent_signal if self.workload else None,
+            sent = self.workload.sent_signal if self.workload else None
+            self.record(ev.RunFinished(t=item.t, exit_code=item.code, signal=sent or death_signal(item.code),
                                        stderr_tail=list(self.stderr_tail),
                                        left_running=[ev.LeftProcess(p.pid, p.command) for p in item.left_running]))
             self.finish()

@@ -20,7 +20,8 @@ class ProcessReducer:
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         # "step" is also the StepReducer's; this one runs first, so a step knows its lead
         return {"process_attached": self.on_process_attached, "device_seen": self.on_device_seen,
-                "step": self.on_step}
+                "step": self.on_step, "steps": self.on_step,  # a StepBatch: only its pid is read here
+                "probe_dropped": self.on_probe_dropped}
 
     @property
     def world(self) -> int:
@@ -35,7 +36,13 @@ class ProcessReducer:
             if e.precision:
                 self.precision = e.precision
 
-    def on_step(self, e: ev.StepEnded) -> None:
+    def on_probe_dropped(self, e: ev.ProbeDropped) -> None:
+        """A process that ended steps is a stepping process, even one none of whose steps arrived
+        (it died with its first batch: collectors/probe_lifelines.py)."""
+        if e.steps > 0:
+            self.on_step(e)
+
+    def on_step(self, e: ev.StepEnded | ev.StepBatch | ev.ProbeDropped) -> None:
         pid = e.pid
         if pid != self.lead_pid:
             self.step_pids.add(pid)

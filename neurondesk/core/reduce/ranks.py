@@ -123,7 +123,7 @@ class RankReducer:
         self.failures: list[FailedRank] = []
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
-        return {"process_attached": self.on_process_attached, "step": self.on_step,
+        return {"process_attached": self.on_process_attached, "step": self.on_step, "steps": self.on_steps,
                 "compile": self.on_compile, "process_failed": self.on_process_failed}
 
     # ------------------------------------------------------------------ reduce
@@ -143,19 +143,33 @@ class RankReducer:
         return stats
 
     def on_step(self, e: ev.StepEnded) -> None:
-        r = self._stats(e.pid)
-        r.steps = max(r.steps, e.step + 1)
-        r.total_s += e.duration_s
-        r.wait_s += e.data_wait_s
-        if e.step < self._run.warmup_steps or e.compiles > 0 or e.step in r.compiled_steps:
+        self._one(self._stats(e.pid), e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
+                  e.presync_s)
+
+    def on_steps(self, b: ev.StepBatch) -> None:
+        """A StepBatch: its steps one by one (none of them compiled)."""
+        r, n = self._stats(b.pid), len(b)
+        none = [None] * n
+        for i, d, w, sa, to, pr in zip(range(n), b.duration_s, b.data_wait_s, b.samples or none, b.tokens or none,
+                                       b.presync_s or none, strict=True):
+            self._one(r, b.step + i, d, w, False, sa, to, pr)
+
+    def _one(self, r: RankStats, step: int, duration: float, wait: float, compiled: bool, samples: int | None,
+             tokens: int | None, presync: float | None) -> None:
+        r.steps = max(r.steps, step + 1)
+        r.total_s += duration
+        r.wait_s += wait
+        if step < self._run.warmup_steps or compiled or step in r.compiled_steps:
             return
-        samples = self._run.samples_override if self._run.samples_override is not None else e.samples
-        tokens = self._run.tokens_override if self._run.tokens_override is not None else e.tokens
+        if self._run.samples_override is not None:
+            samples = self._run.samples_override
+        if self._run.tokens_override is not None:
+            tokens = self._run.tokens_override
         r.steady_steps += 1
-        r.steady_total_s += e.duration_s
-        r.steady_times.append(e.duration_s)
-        if e.presync_s is not None:
-            r.by_step[e.step] = (e.presync_s, e.data_wait_s)
+        r.steady_total_s += duration
+        r.steady_times.append(duration)
+        if presync is not None:
+            r.by_step[step] = (presync, wait)
             if len(r.by_step) > 2 * WINDOW:
                 del r.by_step[min(r.by_step)]
         if samples is None:

@@ -92,9 +92,12 @@ class StepReducer:
         self.last_step_end: float | None = None
         self.compiled_step_s = 0.0  # time of the steps in which something compiled
         self.shape_counts: Counter = Counter()  # the first input shape of each step, as a tuple
+        # last_step_steady as it was right after the first step of the last StepBatch (the telemetry
+        # reads it: its per-step work happens at a batch's first step)
+        self.first_of_batch_steady = False
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
-        return {"step": self.on_step, "graph_executed": self.on_graph_executed,
+        return {"step": self.on_step, "steps": self.on_steps, "graph_executed": self.on_graph_executed,
                 "probe_dropped": self.on_probe_dropped}
 
     # ------------------------------------------------------------------ reduce
@@ -104,27 +107,51 @@ class StepReducer:
     def on_step(self, e: ev.StepEnded) -> None:
         if e.pid != self._procs.lead_pid:
             return
+        self._one(e.step, e.t, e.duration_s, e.data_wait_s, e.executions, e.samples, e.tokens,
+                  e.compiles > 0, e.eval_s, e.input_shapes[0] if e.input_shapes else None)
+        drops = self.probe_drops.get(e.pid)
+        self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
+
+    def on_steps(self, b: ev.StepBatch) -> None:
+        """A coalesced batch: the same as its steps one by one (tests/test_step_batches.py)."""
+        self.first_of_batch_steady = self.last_step_steady
+        if b.pid != self._procs.lead_pid or not len(b):
+            return
+        n = len(b)
+        none = [None] * n
+        shape = b.input_shapes[0] if b.input_shapes else None
+        one, first = self._one, b.step
+        for i, t, d, w, x, sa, to in zip(range(n), b.ts, b.duration_s, b.data_wait_s, b.executions or none,
+                                          b.samples or none, b.tokens or none, strict=True):
+            one(first + i, t, d, w, x, sa, to, False, 0.0, shape)
+            if i == 0:
+                self.first_of_batch_steady = self.history[-1].steady  # what the telemetry saw after it
+        drops = self.probe_drops.get(b.pid)
+        self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
+
+    def _one(self, step: int, t: float, duration: float, wait: float, execs: int | None, samples: int | None,
+             tokens: int | None, compiled_in_step: bool, eval_s: float, first_shape: list[int] | None) -> None:
+        """One step of the lead process (a StepEnded, or one of a StepBatch)."""
         run = self._run
-        samples = run.samples_override if run.samples_override is not None else e.samples
-        tokens = run.tokens_override if run.tokens_override is not None else e.tokens
-        step, duration, wait, execs = e.step, e.duration_s, e.data_wait_s, e.executions
-        compiled = e.compiles > 0 or step in self.steps_with_compile
+        if run.samples_override is not None:
+            samples = run.samples_override
+        if run.tokens_override is not None:
+            tokens = run.tokens_override
+        compiled = compiled_in_step or step in self.steps_with_compile
         steady = step >= run.warmup_steps and not compiled
         if step >= self._lead_next:
             self._lead_next = step + 1
-        drops = self.probe_drops.get(e.pid)
-        self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
         self.total_step_s += duration
         self.total_wait_s += wait
-        start = e.t - duration - e.eval_s
+        start = t - duration - eval_s
         if self.first_step_start is None or start < self.first_step_start:
             self.first_step_start = start
-        if self.last_step_end is None or e.t > self.last_step_end:
-            self.last_step_end = e.t
+        if self.last_step_end is None or t > self.last_step_end:
+            self.last_step_end = t
         if compiled:
             self.compiled_step_s += duration
-        if e.input_shapes:
-            self.shape_counts[tuple(e.input_shapes[0])] += 1
+        if first_shape is not None:
+            self.shape_counts[tuple(first_shape)] += 1
         if execs is not None:
             self.all_execs[execs] += 1
         if steady:
@@ -144,7 +171,7 @@ class StepReducer:
             if execs is not None:
                 self.steady_execs[execs] += 1
         (self.series_compiled if compiled else self.series).add(step, duration)
-        self.history.append(StepRecord(step, e.t, duration, samples, tokens, wait, execs, compiled, steady))
+        self.history.append(StepRecord(step, t, duration, samples, tokens, wait, execs, compiled, steady))
 
     def on_graph_executed(self, e: ev.GraphExecuted) -> None:
         key = (e.trigger, e.location)

@@ -18,6 +18,8 @@ with a module of theirs). Its parts, each a class the Probe below holds:
   values.ValueReads     Tensor value reads under XLA -> value-access executions
   dynamo.DynamoHooks    torch._dynamo.callback, torch._logging -> torch.compile compiles, logs
   finder.PostImportFinder  applies each patch right after its module was imported by the user
+  lifelines             files in the run's private folder that outlive the process: its step
+                        count in shared memory, its threads' stacks on SIGUSR2
 
 Messages are JSON lines shaped like neurondesk events, sent over a Unix socket to the recorder,
 in batches (transport.py). When the recorder does not read and the bounded backlog overflows,
@@ -43,6 +45,7 @@ from .devices import Devices
 from .dynamo import DynamoHooks
 from .finder import PostImportFinder
 from .forward import ForwardWatch
+from .lifelines import register_stack_dump
 from .loader import LoaderHooks
 from .optim import OptimizerHooks
 from .phase import EvalPhase
@@ -66,6 +69,7 @@ def install() -> None:
         os.register_at_fork(after_in_child=_probe.disable_in_forked_child)
     atexit.register(_probe.flush_at_exit)
     _probe.chain_excepthook()
+    _probe.stacks_file = register_stack_dump(_probe.private_dir, _probe.pid)
 
 
 class Probe:
@@ -73,8 +77,10 @@ class Probe:
 
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
+        self.private_dir = os.path.dirname(socket_path)  # the run's private folder (lifelines.py)
         self.disabled = False
         self.pid = os.getpid()
+        self.stacks_file = None  # where SIGUSR2 dumps every thread's stack (lifelines.py), if anywhere
         self.off: set[str] = set()  # hooks that failed: each is off for the rest of the run, alone
         self.train_thread = threading.main_thread().ident
         self.transport = Transport(self, socket_path, self._hello)
@@ -121,6 +127,9 @@ class Probe:
     def disable_in_forked_child(self) -> None:
         self.disabled = True
         self.transport.forget_in_forked_child()
+        if self.stacks_file is not None:  # a DataLoader worker's stacks are its own, in its own file
+            self.pid = os.getpid()
+            self.stacks_file = register_stack_dump(self.private_dir, self.pid)
 
     def flush_at_exit(self) -> None:
         """atexit: end what the process leaves open, then send what is left, never raising."""

@@ -44,32 +44,27 @@ class StepClock:
             self.step_start_wall = time.time()
 
     def end_step(self) -> None:
-        # The step message is formatted here rather than through json.dumps of a dict: the same
-        # keys in the same order with the same types (tests/test_probe_send.py checks it) at a
-        # fraction of the cost. Times are written fixed-point (t to the microsecond, durations to
-        # the nanosecond): the shortest round-trip repr json.dumps uses was the largest cost left.
+        """The step ends: an ordinary one into the transport's columns (batch.py), one that
+        compiled, ran an evaluation or holds an odd count as a message of its own."""
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
         phase = self.probe.phase
         if phase.in_eval:  # evaluation runs on into the next step: its time so far belongs to this one
             self.eval_s_in_step += now - phase.eval_start
             phase.eval_start = now
-        line = (f'{{"kind":"step","t":{time.time():.6f},"step":{self.step},'
-                f'"duration_s":{max(0.0, now - start - self.eval_s_in_step):.9f},'
-                f'"data_wait_s":{self.data_wait:.9f},"compiles":{self.step_compiles}')
+        duration = max(0.0, now - start - self.eval_s_in_step)
         if self.samples:
-            line += self._inputs_json(self.samples, self.tokens if self.tokens_known else 0, self.shapes)
+            samples, tokens, shapes = self.samples, self.tokens if self.tokens_known else 0, self.shapes
         elif self.loader_samples:
-            line += self._inputs_json(self.loader_samples, self.loader_tokens, self.loader_shapes)
-        if self.is_xla:
-            line += f',"executions":{self.step_execs}'
-        if self.eval_s_in_step:
-            line += f',"eval_s":{self.eval_s_in_step:.9f}'
-        if self.presync is not None:
-            line += f',"presync_s":{self.presync:.9f}'
+            samples, tokens, shapes = self.loader_samples, self.loader_tokens, self.loader_shapes
+        else:
+            samples, tokens, shapes = 0, 0, None
         transport = self.probe.transport
-        if transport.dropped:
-            line += f',"dropped_before":{transport.dropped}'
+        if self.step_compiles or self.eval_s_in_step or type(samples) is not int or type(tokens) is not int:  # noqa: E721
+            transport.queue(self._step_line(duration, samples, tokens, shapes), True, False, now)
+        else:
+            transport.queue_step(self.step, time.time(), duration, self.data_wait, samples, tokens,
+                                 self.step_execs if self.is_xla else None, self.presync, shapes, now)
         self.step += 1  # counts on through drops: the receiver can tell how many it missed
         self.step_start = now
         self.opt_stepped = False
@@ -84,7 +79,25 @@ class StepClock:
         self.backward_pending = False
         self.presync = None
         self.eval_s_in_step = 0.0
-        transport.queue((line + self.pid_tail).encode(), True, False, now)
+
+    def _step_line(self, duration: float, samples, tokens, shapes) -> bytes:
+        # Formatted by hand rather than through json.dumps of a dict: the same keys in the same
+        # order with the same types (tests/test_probe_send.py checks it) at a fraction of the
+        # cost. Times are written fixed-point (t to the microsecond, durations to the nanosecond).
+        line = (f'{{"kind":"step","t":{time.time():.6f},"step":{self.step},"duration_s":{duration:.9f},'
+                f'"data_wait_s":{self.data_wait:.9f},"compiles":{self.step_compiles}')
+        if samples:
+            line += self._inputs_json(samples, tokens, shapes)
+        if self.is_xla:
+            line += f',"executions":{self.step_execs}'
+        if self.eval_s_in_step:
+            line += f',"eval_s":{self.eval_s_in_step:.9f}'
+        if self.presync is not None:
+            line += f',"presync_s":{self.presync:.9f}'
+        dropped = self.probe.transport.dropped
+        if dropped:
+            line += f',"dropped_before":{dropped}'
+        return (line + self.pid_tail).encode()
 
     def _inputs_json(self, samples, tokens, shapes) -> str:
         """`,"samples":..,"tokens":..,"input_shapes":..` of a step message; the shapes' JSON is

@@ -8,6 +8,9 @@ read, at most MAX_PENDING messages (or MAX_PENDING_BYTES) wait in the buffer, pl
 the kernel took only part of; newer ones are dropped, counted, and reported in a `probe_dropped`
 message as soon as the recorder reads again (and at exit). If the recorder is gone (EPIPE,
 ECONNRESET ...), the probe stops for good: no signal, no output, no retry.
+
+Ordinary steps wait in columns (batch.py) and go as one `steps` message at the next send; any
+other message closes the batch first, so the recorder sees everything in the order it happened.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import select
 import socket
 import threading
 import time
+
+from . import lifelines
+from .batch import StepColumns
 
 MAX_PENDING = 20000
 MAX_PENDING_BYTES = 16 << 20
@@ -52,11 +58,15 @@ class Transport:
         self.dropped_steps = 0  # how many of those were step messages
         self.dropped_reported = 0  # `dropped` as of the last probe_dropped message queued
         self.hello_sent = False
-        self.lock = threading.Lock()  # guards the socket and the buffer only
+        self.cols = StepColumns()  # steps not yet in the buffer, coalesced
+        self.batched = 0  # steps in the columns and in the batches of the buffer: each counts as a message
+        self.count = lifelines.StepCount(probe)  # steps_ended in shared memory, from the first step on
+        self.lock = threading.Lock()  # guards the socket, the buffer and the columns only
 
     def forget_in_forked_child(self) -> None:
         self.sock = None  # the parent's connection; never write to it from here
-        self.buf, self.buf_bytes, self.partial = [], 0, b""
+        self.buf, self.buf_bytes, self.partial, self.batched = [], 0, b"", 0
+        self.cols = StepColumns()
         self.dropped = self.dropped_reported  # nothing to report from here either
         self.lock = threading.Lock()  # the parent's may have been held by its flusher at the fork
 
@@ -75,21 +85,61 @@ class Transport:
             if self.sock is None:
                 if self.probe.disabled or not self._connect(now):
                     return
-            full = len(self.buf) >= MAX_PENDING or self.buf_bytes >= MAX_PENDING_BYTES
+            full = self._full()
             if full and now - self.last_flush >= FLUSH_S:
                 self._flush(now)  # the recorder may be reading again: that makes room
-                full = len(self.buf) >= MAX_PENDING or self.buf_bytes >= MAX_PENDING_BYTES
+                full = self._full()
             if is_step:
                 self.steps_ended += 1  # after that flush: a drop report it queues is before this step
+                self.count.store(self.steps_ended)
             if full:
                 self.dropped += 1
                 if is_step:
                     self.dropped_steps += 1
                 return
+            if self.cols.n:
+                self._close_batch()  # the steps before this message go before it
             self.buf.append(data)
             self.buf_bytes += len(data)
             if urgent or self.buf_bytes >= FLUSH_BYTES or now - self.last_flush >= FLUSH_S:
                 self._flush(now)
+
+    def queue_step(self, step: int, t: float, duration: float, wait: float, samples: int, tokens: int,
+                   execs: int | None, presync: float | None, shapes, now: float) -> None:
+        """One ordinary step into the columns (counted and dropped as a step message would be)."""
+        with self.lock:
+            if self.sock is None:
+                if self.probe.disabled or not self._connect(now):
+                    return
+            full = self._full()
+            if full and now - self.last_flush >= FLUSH_S:
+                self._flush(now)
+                full = self._full()
+            self.steps_ended += 1
+            self.count.store(self.steps_ended)
+            if full:
+                self.dropped += 1
+                self.dropped_steps += 1
+                return
+            cols = self.cols
+            shape_of = (samples > 0, tokens > 0, execs is not None, presync is not None)
+            if not (cols.n and cols.fits(step, shape_of, shapes)):
+                if cols.n:
+                    self._close_batch()
+                cols.start(step, shape_of, shapes)
+            cols.add(t, duration, wait, samples, tokens, execs, presync)
+            self.batched += 1
+            if now - self.last_flush >= FLUSH_S:
+                self._flush(now)
+
+    def _full(self) -> bool:
+        """The backlog's bound, in messages (a coalesced step counts as one, as it did alone) and bytes."""
+        return len(self.buf) + self.batched >= MAX_PENDING or self.buf_bytes >= MAX_PENDING_BYTES
+
+    def _close_batch(self) -> None:
+        data = self.cols.render(self.probe.pid, self.dropped)
+        self.buf.append(data)
+        self.buf_bytes += len(data)
 
     def _connect(self, now: float) -> bool:
         try:
@@ -113,7 +163,7 @@ class Transport:
             self.probe.disabled = True  # nobody is listening: stay out of the way
             return False
         self.sock = s
-        self.last_flush = now
+        self.last_flush = now - FLUSH_S  # the hello (and the first message) go at once
         if not self.hello_sent:
             self.hello_sent = True
             hello = dumps(self.hello())
@@ -130,6 +180,8 @@ class Transport:
         sock = self.sock
         if sock is None:
             return
+        if self.cols.n:
+            self._close_batch()
         try:
             while True:
                 if not self.partial:
@@ -138,7 +190,7 @@ class Transport:
                     if not self.buf:
                         return
                     self.partial = self.buf[0] if len(self.buf) == 1 else b"".join(self.buf)
-                    self.buf, self.buf_bytes = [], 0
+                    self.buf, self.buf_bytes, self.batched = [], 0, 0
                 n = sock.send(self.partial, _MSG_NOSIGNAL)
                 if n < len(self.partial):
                     self.partial = memoryview(self.partial)[n:]
@@ -153,7 +205,8 @@ class Transport:
         """The recorder is gone: stop sending for good. No reconnect, no notice, no output; the
         hooks see `disabled` and return at once, so the rest of the run costs nothing."""
         self.probe.disabled = True
-        self.buf, self.buf_bytes, self.partial = [], 0, b""
+        self.buf, self.buf_bytes, self.partial, self.batched = [], 0, b"", 0
+        self.cols = StepColumns()
         sock, self.sock = self.sock, None
         try:
             if sock is not None:
@@ -174,7 +227,7 @@ class Transport:
         try:
             while not self.probe.disabled:
                 time.sleep(FLUSH_S)
-                if not (self.buf or self.partial or self.dropped != self.dropped_reported):
+                if not (self.buf or self.partial or self.cols.n or self.dropped != self.dropped_reported):
                     continue
                 now = time.perf_counter()
                 if now - self.last_flush >= FLUSH_S:
@@ -196,7 +249,7 @@ class Transport:
                 while True:
                     now = time.perf_counter()
                     self._flush(now)
-                    if self.sock is None or not (self.partial or self.buf):
+                    if self.sock is None or not (self.partial or self.buf or self.cols.n):
                         return
                     left = deadline - now
                     if left <= 0 or not select.select([], [self.sock], [], left)[1]:
