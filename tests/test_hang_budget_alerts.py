@@ -137,3 +137,24 @@ def test_alerts_at_the_end_say_finished_or_failed_with_the_rank_and_the_checks()
     assert "rank 1 failed first at step 7: RuntimeError: boom" in alerts[0].message
     assert alerts[0].figures["failed_rank"] == 1 and alerts[0].figures["exit_code"] == 1
     assert rules.at_end(recorded("plain"), 1.0, []) == []  # not finished: the recorder alone stopped
+
+
+def test_the_metrics_phase_of_a_hung_run_is_hung():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from neurondesk.recorder.metrics import Snapshotter
+    from neurondesk.recorder.metrics_http import RunCollector
+
+    state = recorded("plain", hang_after_s=30.0)
+    phases = {}
+    for now in (state.parts.steps.last_step_end + 1, state.parts.steps.last_step_end + 60):
+        collector = RunCollector()
+        collector.snapshot = Snapshotter("job", "node").take(state, now)
+        registry = CollectorRegistry()
+        registry.register(collector)
+        families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+        phases[now] = {s.labels["phase"]: s.value for s in families["neurondesk_phase"].samples}
+    running, hung = phases.values()
+    assert running["running"] == 1 and running["hung"] == 0
+    assert hung["hung"] == 1 and sum(hung.values()) == 1

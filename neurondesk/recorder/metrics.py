@@ -22,7 +22,7 @@ from neurondesk.core.state import RunState, StepRecord
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-PHASES = ("starting", "compiling", "running", "input-bound", "finished")
+PHASES = ("starting", "compiling", "running", "input-bound", "hung", "finished")
 STRAGGLER_EVERY_S = 5.0  # stragglers() compares every rank at every common step: not at every snapshot
 
 
