@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -142,6 +143,10 @@ def test_a_run_whose_recorder_was_killed_is_listed_as_lost_and_billed_to_its_las
         row = RunIndex(_index(tmp_path)).list_runs()[0]
         billed = row.summary["cost"]["total_usd"]
         assert billed is not None and abs(billed - row.summary["elapsed_s"]) < 1.0  # $3600/h: a dollar a second, to the last event
+        time.sleep(3)  # three more dollars if anything billed it up to now
+        attach = _nd(tmp_path, "attach", run_dir.name)  # not a terminal: the headless view
+        amounts = [float(a.replace(",", "")) for a in re.findall(r"\$([0-9][0-9,]*\.[0-9]+)(?![0-9]*/h)", attach.stdout + attach.stderr)]
+        assert amounts and max(amounts) <= billed + 0.5, (billed, amounts, attach.stdout[-1500:], attach.stderr[-1500:])
     finally:
         stop.touch()
     _wait(lambda: "exited" in _nd(tmp_path, "ls").stdout, 60, "ls to say the workload exited")
