@@ -22,10 +22,10 @@ from pathlib import Path
 
 from neurondesk.sources.replay import summary_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
-from neurondesk.store.input_files import read_regular
 from neurondesk.store.live_registry import Entry, remove_entry
 from neurondesk.store.liveness import MAX_PID, read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON
+from neurondesk.store.summary_files import read_summary
 
 SETTLE_PATIENCE_S = 1.0  # a command that settles a run waits this long for a locked index, then lists it anyway
 
@@ -88,13 +88,11 @@ def lost_recorder(run_dir: Path | str, summary: dict) -> RecorderLost | None:
 
 
 def _written_summary(run_dir: Path) -> dict | None:
-    import json
-
     try:
-        d = json.loads(read_regular(run_dir / SUMMARY_JSON, "a run summary", 64 << 20, follow=False))
+        d = read_summary(run_dir)  # bounded, a regular file, read by the summary contract
     except (OSError, ValueError, RecursionError):
         return None
-    return d if isinstance(d, dict) and isinstance(d.get("run_id"), str) and d["run_id"] else None
+    return d if d and isinstance(d.get("run_id"), str) and d["run_id"] else None
 
 
 def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | None = None) -> list[EndedRun]:

@@ -62,7 +62,7 @@ class FollowSource:
         for e in events:
             state.apply(e)
         self.new_events = events
-        if not state.finished and not self.recorder_lost:
+        if not state.finished and not self.recorder_lost and self.final_summary is None:
             now = time.monotonic()
             if now - self._alive_checked >= ALIVE_CHECK_S:
                 self._alive_checked = now
@@ -208,17 +208,15 @@ def finished_summary(run_dir: Path, fallback: Path | None) -> dict | None:
     """The summary a recorder wrote at the run's end (finished) when the journal could not take the
     end itself: the run folder's summary.json, else the fallback folder's copy. None: none says the
     run finished (the recorder was killed: the run is a lost recorder's)."""
-    import json
-
-    from neurondesk.store.input_files import read_regular
+    from neurondesk.store.summary_files import read_summary
 
     for folder in (run_dir, fallback or find_fallback(run_dir)):
         if folder is None:
             continue
         try:
-            d = json.loads(read_regular(Path(folder) / SUMMARY_JSON, "a run summary", 64 << 20, follow=False))
+            d = read_summary(folder)  # bounded, a regular file, read by the summary contract
         except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(d, dict) and d.get("finished") is True:
+        if d and d.get("finished") is True:
             return d
     return None
