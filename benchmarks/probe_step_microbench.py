@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -171,6 +172,7 @@ def main() -> None:
             transport.sock.shutdown(socket.SHUT_WR)
     counts = json.loads(reader.stdout.readline())
     reader.wait(timeout=60)
+    shutil.rmtree(folder, ignore_errors=True)
 
     per_round_us = [(w - wo) / args.steps * 1e6 for w, wo in zip(with_s, without_s, strict=True)]
     cpu_round_us = [(w - wo) / args.steps * 1e6 for w, wo in zip(cpu_s[True], cpu_s[False], strict=True)]
@@ -241,6 +243,7 @@ def compare_with_baseline(args) -> None:
                             "--probe-dir", arms[arm], "--no-write", "--result-file", str(out)],
                            check=True, stdout=subprocess.DEVNULL)
             runs[arm].append(json.loads(out.read_text()))
+    shutil.rmtree(tmp, ignore_errors=True)
 
     def med(arm: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[arm])

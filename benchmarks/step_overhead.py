@@ -6,6 +6,11 @@ headless printer all share this machine's cores with it, as they do in a real ru
 
     .venv/bin/python benchmarks/step_overhead.py [--steps 150000] [--rounds 3] [--baseline-tree DIR]
 
+--own-tmpdir: every process gets TMPDIR=<a fresh empty folder>. The viewer looks for a fallback
+journal folder in the temporary folder at each poll that brings nothing new (store/fallback.py,
+fallback_roots lists it); a shared machine's /tmp with 572,000 entries (leaked by another
+benchmark) made that 0.26 s a call, more than all the per-step work; this measures without it.
+
 --baseline-tree: a third arm, under run with the neurondesk of another checkout (a worktree of an
 earlier commit: `git worktree add --detach /tmp/nd-base REV`), on PYTHONPATH for the CLI, the
 recorder and the probe it loads.
@@ -77,10 +82,13 @@ def rate_of(stdout: str) -> float:
     raise RuntimeError("the workload printed no step-overhead line:\n" + stdout[-2000:])
 
 
-def one(arm: str, script: Path, steps: int, warmup: int, home: str, tree: str) -> tuple[float, float]:
+def one(arm: str, script: Path, steps: int, warmup: int, home: str, tree: str,
+        tmpdir: str | None) -> tuple[float, float]:
     """The workload's own steps/s, and the CPU seconds of the whole process tree."""
     workload = [sys.executable, str(script), str(steps), str(warmup)]
     env = dict(os.environ, NEURONDESK_HOME=home, AWS_EC2_METADATA_DISABLED="true", PYTHONPATH=tree)
+    if tmpdir is not None:
+        env["TMPDIR"] = tmpdir
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--", *workload] if arm != "alone" else workload
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=1800)
@@ -99,6 +107,7 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=10_000, help="timed steps of the runs that measure start-up CPU")
     ap.add_argument("--out", default=str(RESULTS / "step_overhead.json"))
     ap.add_argument("--baseline-tree", help="another checkout's neurondesk as a third arm (see above)")
+    ap.add_argument("--own-tmpdir", action="store_true", help="TMPDIR: a fresh empty folder (see above)")
     args = ap.parse_args()
     arms = ["alone", "under_run"] + (["under_run_baseline"] if args.baseline_tree else [])
     trees = {"alone": str(REPO), "under_run": str(REPO), "under_run_baseline": args.baseline_tree}
@@ -108,10 +117,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nd-so-") as home:
         script = Path(home) / "bare_steps.py"
         script.write_text(WORKLOAD)
+        tmpdir = None
+        if args.own_tmpdir:
+            tmpdir = os.path.join(home, "tmp")
+            os.mkdir(tmpdir)
         for i in range(args.rounds):
             for arm in (arms if i % 2 == 0 else arms[::-1]):
-                rate, cpu = one(arm, script, args.steps, args.warmup, home, trees[arm])
-                _, cpu_short = one(arm, script, args.short, args.warmup, home, trees[arm])
+                rate, cpu = one(arm, script, args.steps, args.warmup, home, trees[arm], tmpdir)
+                _, cpu_short = one(arm, script, args.short, args.warmup, home, trees[arm], tmpdir)
                 rates[arm].append(rate)
                 cpu_slope[arm].append((cpu - cpu_short) / (args.steps - args.short))
                 print(f"round {i + 1}/{args.rounds} {arm:18} {rate:,.0f} steps/s, "
@@ -126,7 +139,11 @@ def main() -> None:
     result = {
         "benchmark": "step_overhead",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": f".venv/bin/python benchmarks/step_overhead.py --steps {args.steps} --rounds {args.rounds}",
+        "command": f".venv/bin/python benchmarks/step_overhead.py --steps {args.steps} --rounds {args.rounds}"
+                   + (" --own-tmpdir" if args.own_tmpdir else "")
+                   + (" --baseline-tree DIR" if args.baseline_tree else ""),
+        "tmpdir": "a fresh empty folder" if args.own_tmpdir else f"{tempfile.gettempdir()} "
+                  f"({len(os.listdir(tempfile.gettempdir())):,} entries)",
         "machine": machine(),
         "head": head,
         "workload": f"a loop of bare optimizer.step() on a one-element parameter (SGD, eager CPU torch), "

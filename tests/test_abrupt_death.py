@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 import pytest
 from conftest import DATA, neurondesk_run
@@ -35,8 +34,8 @@ def test_a_workload_that_dies_abruptly_loses_no_step_untold(tmp_path, how, code,
     assert len(notices) == (1 if s["steps_lost"] else 0)
 
 
-def test_the_step_count_of_a_process_is_read_back_and_the_gap_said_once():
-    folder = tempfile.mkdtemp(prefix="nd-count-")
+def test_the_step_count_of_a_process_is_read_back_and_the_gap_said_once(tmp_path):
+    folder = str(tmp_path)
     sys.path.insert(0, str(DATA.parent.parent / "neurondesk" / "probe" / "bootstrap"))
     try:
         from _neurondesk_probe import lifelines

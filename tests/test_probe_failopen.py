@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -72,6 +73,7 @@ def run_under_probe(tmp_path: Path, script: str, *args: str) -> tuple[subprocess
                        cwd=tmp_path)
     reader.join(30)
     server.close()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return p, expand_steps([json.loads(line) for line in got])
 
 
@@ -145,6 +147,7 @@ class Recorder:
         probe.disabled = True  # its flusher thread ends
         self.thread.join(30)
         self.server.close()
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
         return expand_steps([json.loads(line) for line in self.lines])
 
 

@@ -6,6 +6,7 @@ read back by collectors/stacks.py:request_stacks; a program with a SIGUSR2 handl
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,6 +63,7 @@ def under_probe():
         p.kill()
         p.communicate(timeout=30)
     server.close()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_stack_dump_names_every_thread_and_leaves_the_process_running(under_probe):

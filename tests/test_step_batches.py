@@ -16,6 +16,7 @@ import array
 import json
 import math
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -201,6 +202,7 @@ class Reader:
         probe.disabled = True
         self.thread.join(30)
         self.server.close()
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
         return self.lines
 
 
