@@ -404,12 +404,12 @@ def cmd_attach(args) -> int:
         sys.stderr.write(f"neurondesk: {note}\n")
     exporter = _exporter(args)
     if exporter is None:
-        return _watch(source, headless=args.headless)
+        return _watch(source, headless=args.headless, notify=args.notify)
     from neurondesk.recorder.metrics_serve import publish_on_poll
 
     publish_on_poll(source, exporter)
     try:
-        return _watch(source, headless=args.headless)
+        return _watch(source, headless=args.headless, notify=args.notify)
     finally:
         exporter.close()
 
@@ -504,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
     att = sub.add_parser("attach", help="watch a live run: neurondesk attach [RUN] (default: the latest)")
     att.add_argument("run", nargs="?", help="run id, its folder, or an id prefix (default: the latest live run)")
     att.add_argument("--headless", action="store_true", help="the status line instead of the console")
+    att.add_argument("--notify", action="store_true",
+                     help="ring this terminal (bell, OSC 777 / OSC 9) on each alert the recorder journals from now on")
     _add_metrics_options(att)
     att.set_defaults(fn=cmd_attach)
 
@@ -540,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that print reports: all they write (stdout and stderr) goes through safe_text.CleanStream.
 # run, demo, attach and replay draw a console or a status line; they make their own text safe.
 REPORT_COMMANDS = frozenset({"summary", "advise", "compare", "history", "reindex", "prices", "ls", "devices",
-                             "doctor", "lint", "export", "report"})
+                             "doctor", "lint", "export", "report", "stacks"})
 
 
 def _reports_cleaned(args) -> bool:

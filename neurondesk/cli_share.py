@@ -66,6 +66,11 @@ def add_parsers(sub) -> None:
     ex.add_argument("--to-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps up to N (included)")
     ex.set_defaults(fn=cmd_export)
 
+    st = sub.add_parser("stacks", help="every rank's Python stacks of a live run, and which rank stands elsewhere")
+    st.add_argument("run", nargs="?", help="run id, its folder, or an id prefix (default: the latest live run)")
+    st.add_argument("--no-py-spy", action="store_true", help="use the probe's faulthandler dump even where py-spy works")
+    st.set_defaults(fn=cmd_stacks)
+
     rp = sub.add_parser("report", help="one self-contained HTML report of one run or several: -o report.html")
     rp.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
     rp.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
@@ -134,4 +139,18 @@ def cmd_report(args) -> int:
     except OSError as exc:
         _die(f"cannot write {args.output}: {exc.strerror or exc}")
     sys.stderr.write(f"neurondesk: report of {len(runs)} run(s) written to {args.output}\n")
+    return 0
+
+
+def cmd_stacks(args) -> int:
+    from neurondesk.core.stacks import verdict
+    from neurondesk.sources.runs import RunNotFound, resolve_live_run
+    from neurondesk.sources.stacks import StacksUnavailable, gather_stacks, stacks_text
+
+    try:
+        run_dir = resolve_live_run(args.run)
+        ranks = gather_stacks(run_dir, use_py_spy=not args.no_py_spy)
+    except (RunNotFound, StacksUnavailable) as exc:
+        _die(str(exc))
+    sys.stdout.write(stacks_text(ranks) + f"neurondesk: {verdict(ranks)}\n")
     return 0

@@ -139,6 +139,12 @@ class FollowSource:
     def send_signal(self, sig: str) -> str:
         return self._ask("signal", sig=sig)
 
+    def stacks(self) -> tuple[str, Path]:
+        """Every rank's Python stacks now, into a file of the run folder: (who stands where, the file)."""
+        from neurondesk.sources.stacks import save_stacks
+
+        return save_stacks(self.run_dir)
+
     def export_summary(self) -> Path:
         try:
             return Path(request(self.run_dir, "export"))

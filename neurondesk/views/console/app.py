@@ -27,6 +27,7 @@ from neurondesk.views.console.panel import Panel
 from neurondesk.views.console.ranks import RanksPanel
 from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScreen, SummaryScreen
 from neurondesk.views.console.throughput import ThroughputPanel
+from neurondesk.views.terminal_notify import AlertBell, notification
 
 POLL_S = 0.25
 RENDER_EVERY = 4  # polls per render: events are taken in 4x a second, the screen redrawn once
@@ -57,11 +58,13 @@ class ConsoleApp(App[int]):
         Binding("r", "panel('ranks')", "Ranks", show=False),
         Binding("slash", "search", "Search log", show=False),
         Binding("f", "summary", "Summary", show=False),
+        Binding("k", "stacks", "Stacks", show=False),
     ]
 
-    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S) -> None:
+    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S, notify: bool = False) -> None:
         super().__init__()
         self.source = source
+        self.alert_bell = AlertBell() if notify else None  # --notify: each alert rings the terminal
         self.frozen = frozen  # snapshots: no cursor blink; the replay's clock is already fixed
         self.poll_s = poll_s
         self.tabbed = False
@@ -152,6 +155,7 @@ class ConsoleApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
             self.notify(clean(f"could not take in events: {exc}"), severity="error")
         state, now = self.source.state, self.source.now()
+        self._ring(state)
         if (state.parts.ranks.world > 1) != self.multi_rank:
             self._show_ranks(not self.multi_rank)
         phase = state.phase(now)[0]
@@ -172,7 +176,34 @@ class ConsoleApp(App[int]):
                     self.pop_screen()  # asked while the run was ending: the question is moot now
                 self.action_summary()
 
+    def _ring(self, state) -> None:
+        """--notify: a toast, the bell and a desktop notification (OSC 777 / OSC 9) per new alert."""
+        if self.alert_bell is None:
+            return
+        for message in self.alert_bell.new_alerts(state):
+            self.notify(clean(message), title="alert", severity="warning", timeout=30)
+            driver = getattr(self, "_driver", None)
+            if driver is not None:
+                driver.write(notification(message))
+
     # ------------------------------------------------------------------ actions
+    def action_stacks(self) -> None:
+        """k: every rank's Python stacks (py-spy, or the probe's dump) into the run folder, and who stands where."""
+        take = getattr(self.source, "stacks", None)
+        if take is None or not self.source.live or self.source.done:
+            self.notify("stacks are read from the processes of a live run")
+            return
+        self.notify("reading every rank's Python stacks…", title="stacks")
+        self.run_worker(lambda: self._stacks_read(take), thread=True, exclusive=True, group="stacks")
+
+    def _stacks_read(self, take) -> None:
+        try:
+            words, path = take()
+        except Exception as exc:  # noqa: BLE001 - a failed read is said, never raised into the console
+            self.call_from_thread(self.notify, clean(f"stacks: {exc}"), title="stacks", severity="error")
+            return
+        self.call_from_thread(self.notify, clean(f"{words} (every stack: {path})"), title="stacks", timeout=60)
+
     def action_panel(self, name: str) -> None:
         if name == "ranks" and not self.multi_rank:
             self.notify("one process: the Ranks panel shows once a job has more than one rank")
@@ -286,7 +317,7 @@ class ConsoleApp(App[int]):
         yield from (c for c in super().get_system_commands(screen) if c.title not in ("Quit the application",))
 
 
-def run_console(source) -> int:
+def run_console(source, notify: bool = False) -> int:
     """Open the console on a live run's source (the recorder already owns the run). On the way
     out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
     the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
@@ -296,7 +327,7 @@ def run_console(source) -> int:
 
     again = f"`neurondesk attach {source.run_dir.name}` to watch it again"
     try:
-        ConsoleApp(source).run()
+        ConsoleApp(source, notify=notify).run()
     except Exception as exc:  # noqa: BLE001 - the console's failure is not the run's
         sys.stderr.write(f"neurondesk: the console failed ({type(exc).__name__}: {exc}); the run goes on, "
                          f"recorded: {again}\n")

@@ -142,9 +142,10 @@ HELP = """\
 [b]l[/b]  log (type in the search box and press enter to filter; esc clears)
 [b]o t d i $[/b]  overview, throughput, devices, input, cost (tabs on small terminals)
 [b]r[/b]  ranks (with several ranks: each rank's step time, stragglers, the failed rank)
+[b]k[/b]  every rank's Python stacks now (py-spy, or the probe's dump) into the run folder: who stands where
 [b]?[/b]  this help   [b]ctrl+p[/b]  command palette
 
-[b]Phases[/b]: starting · compiling #n (live wall timer) · running · input-bound · finished (exit code)
+[b]Phases[/b]: starting · compiling #n (live wall timer) · running · input-bound · hung at step n · finished (exit code)
 [b]Steady state[/b]: steps ≥ warm-up (default 5) in which nothing compiled; median step time.
 [b]Input[/b]: data wait ≥ 5% warns, ≥ 20% of the step is input-bound.
 [b]Devices[/b]: NeuronCores (neuron-monitor) or GPUs (NVML) when sampled; the host CPU otherwise.

@@ -1,0 +1,121 @@
+"""The Python stacks of every rank of a live run (`neurondesk stacks RUN`, the console's `k`).
+
+Per rank, in parallel: ``py-spy dump --json`` where py-spy is installed and allowed (it needs
+ptrace: root, or kernel.yama.ptrace_scope 0, or CAP_SYS_PTRACE), else the dump the probe's
+faulthandler writes on SIGUSR2 into the run's private folder (collectors/stacks.py). Nothing is
+ever written into the workload's streams. core/stacks.py reads the dumps and says which rank
+stands somewhere else than the others.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from neurondesk.collectors.stacks import request_stacks
+from neurondesk.core.stacks import RankStacks, parse_faulthandler, parse_py_spy
+from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.store.liveness import read_recorder_info, recorder_alive
+
+PY_SPY_TIMEOUT_S = 10.0
+DUMP_TIMEOUT_S = 3.0
+
+
+class StacksUnavailable(RuntimeError):
+    """The run is not live, or its processes cannot be reached; the message says why."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+
+def _py_spy(pid: int, binary: str) -> tuple[str, str] | None:
+    """(the JSON dump, "") or None when py-spy cannot read this process (permission, a race)."""
+    try:
+        p = subprocess.run([binary, "dump", "--json", "--full-filenames", "--pid", str(pid)], capture_output=True,
+                           text=True, timeout=PY_SPY_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (p.stdout, "") if p.returncode == 0 and p.stdout.strip().startswith("[") else None
+
+
+def _find_py_spy() -> str | None:
+    """py-spy on PATH, or beside this interpreter (installed into its venv, not activated)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+def one_rank(pid: int, rank: int | None, private_dir: str | None, py_spy: str | None) -> RankStacks:
+    if py_spy is not None:
+        got = _py_spy(pid, py_spy)
+        if got is not None:
+            threads = parse_py_spy(got[0])
+            if threads:
+                return RankStacks(rank, pid, "py-spy", threads, got[0])
+    text = request_stacks(pid, private_dir, timeout=DUMP_TIMEOUT_S) if private_dir else None
+    if text:
+        return RankStacks(rank, pid, "faulthandler", parse_faulthandler(text), text)
+    why = ("no dump: py-spy is not installed or not allowed to ptrace, and the probe's SIGUSR2 dump is off in this "
+           "process (the program handles SIGUSR2 itself, or the probe is not in it)")
+    return RankStacks(rank, pid, "none", (), why)
+
+
+def gather_stacks(run_dir: Path, use_py_spy: bool = True) -> list[RankStacks]:
+    """Every live rank's stacks (a process that reports no step, when there is no rank)."""
+    run_dir = Path(run_dir)
+    if not recorder_alive(run_dir):
+        raise StacksUnavailable(f"{run_dir} is not a live run (no recorder runs for it): stacks are read from "
+                                "the processes of a run that is still going")
+    info = read_recorder_info(run_dir)
+    private = os.path.dirname(info.control_socket) if info is not None else None
+    state, _ = state_from_run_dir(run_dir)
+    ranks = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
+    if not ranks:
+        ranks = {pid: None for pid in state.processes} or ({info.workload_pid: None} if info and info.workload_pid else {})
+    live = sorted((p for p in ranks if _alive(p)), key=lambda p: (ranks[p] is None, ranks[p] or 0, p))
+    if not live:
+        raise StacksUnavailable(f"none of the run's processes is alive ({', '.join(map(str, ranks)) or 'none seen'})")
+    py_spy = _find_py_spy() if use_py_spy else None
+    with ThreadPoolExecutor(max_workers=min(16, len(live))) as pool:
+        return list(pool.map(lambda p: one_rank(p, ranks[p], private, py_spy), live))
+
+
+def stacks_text(ranks: list[RankStacks]) -> str:
+    """Each rank's stacks, as its source printed them, under a header line."""
+    out = []
+    for r in ranks:
+        who = f"rank {r.rank}" if r.rank is not None else "process"
+        out.append(f"==== {who} (pid {r.pid}), from {r.source} ====")
+        if r.source == "py-spy":  # its JSON, as py-spy prints it without --json
+            for t in r.threads:
+                out.append(f'Thread "{t.name}"' + (" (main)" if t.main else ""))
+                out += [f"    {f.function} ({f.file}:{f.line})" for f in t.frames]
+        else:
+            out.append(r.text.rstrip())
+        out.append("")
+    return "\n".join(out)
+
+
+def save_stacks(run_dir: Path) -> tuple[str, Path]:
+    """gather_stacks, written to stacks-YYYYmmdd-HHMMSS.txt in the run folder (0600, never through a
+    link): (the verdict, the file)."""
+    import time
+
+    from neurondesk.core.stacks import verdict
+    from neurondesk.store.summary_files import write_atomic
+
+    ranks = gather_stacks(run_dir)
+    words = verdict(ranks)
+    path = Path(run_dir) / time.strftime("stacks-%Y%m%d-%H%M%S.txt")
+    write_atomic(path, stacks_text(ranks) + f"neurondesk: {words}\n")
+    return words, path
