@@ -75,3 +75,22 @@ def test_the_tail_keeps_the_head_counts_the_rest_and_the_last_redraw(tmp_path):
     lines = tail.read_lines(final=True)
     assert lines == ["z" * MAX_LINE + cut_mark(MAX_LINE + 16) + "\r 99%|####|"]
     tail.close()
+
+
+def test_the_kept_output_lines_are_bounded_in_characters_too():
+    """5,000 lines of 64 KiB (each within its own bound) were all kept: 320 MB in the recorder, every
+    viewer and each checkpoint. The reducer keeps the latest lines up to its character budget."""
+    from neurondesk.core.events import OutputLine
+    from neurondesk.core.reduce.log import OUTPUT_KEEP_CHARS
+    from neurondesk.core.state import RunState
+
+    state = RunState()
+    for i in range(5000):
+        state.apply(OutputLine(t=float(i), stream="stdout", text=f"{i:05d}" + "x" * (MAX_LINE - 5)))
+    kept = list(state.output)
+    assert state.output_total == 5000
+    assert sum(len(e.text) for e in kept) <= OUTPUT_KEEP_CHARS
+    assert kept[-1].text.startswith("04999") and len(kept) == OUTPUT_KEEP_CHARS // MAX_LINE
+    for i in range(6000):  # short lines: the line count is the bound again
+        state.apply(OutputLine(t=6000.0 + i, stream="stdout", text=f"short {i}"))
+    assert len(state.output) == 5000 and state.output[-1].text == "short 5999"

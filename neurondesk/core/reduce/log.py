@@ -10,6 +10,9 @@ from collections.abc import Callable
 from neurondesk.core import events as ev
 
 OUTPUT_KEEP = 5000  # workload output lines kept for the console's log (output_total counts all)
+# ... and at most this many characters of them: 5000 lines of 64 KiB (the bound of one line) would
+# be 320 MB in the recorder, in every viewer and in each checkpoint
+OUTPUT_KEEP_CHARS = 8 << 20
 NOTICES_KEEP = 200
 DETAIL_KEEP = 20  # consequence lines kept under one error
 _PARENT_LOOKBACK = 32  # how far back a consequence looks for its error
@@ -19,6 +22,7 @@ class LogReducer:
     def __init__(self) -> None:
         self.output: deque[ev.OutputLine] = deque(maxlen=OUTPUT_KEEP)  # the latest OutputLine events
         self.output_total = 0
+        self.output_chars = 0  # of the kept lines' text
         self.notices: deque[ev.Notice] = deque(maxlen=NOTICES_KEEP)
         self.errors: list[ev.LogError] = []
         self.parse_problems = 0
@@ -28,7 +32,12 @@ class LogReducer:
                 "parse_problem": self.on_parse_problem}
 
     def on_output(self, e: ev.OutputLine) -> None:
+        if len(self.output) == OUTPUT_KEEP:
+            self.output_chars -= len(self.output[0].text)
         self.output.append(e)
+        self.output_chars += len(e.text)
+        while self.output_chars > OUTPUT_KEEP_CHARS and len(self.output) > 1:  # the oldest go first
+            self.output_chars -= len(self.output.popleft().text)
         self.output_total += 1
 
     def on_notice(self, e: ev.Notice) -> None:
