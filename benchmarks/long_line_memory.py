@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ def peak_rss(program: str) -> dict[str, float]:
                 pass
         time.sleep(0.05)
     events = (tmp / "run" / "events.jsonl").stat().st_size
+    shutil.rmtree(tmp, ignore_errors=True)  # 50 MB of stdout.log each
     return {**{k: round(v, 1) for k, v in sorted(peak.items())}, "journal_bytes": events}
 
 
