@@ -16,6 +16,7 @@ from test_hang_stacks import SLEEP_LINE, wait_for
 from neurondesk.sources.follow import FollowSource
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
+from neurondesk.views.terminal_notify import AlertBell
 
 JOURNALS = Path(__file__).parent / "data" / "journals"
 
@@ -49,7 +50,8 @@ def replayed(run: Path, notify: bool) -> list[str]:
     clock = Clock()
 
     async def go():
-        app = ConsoleApp(ReplaySource(run, speed=1.0, clock=clock), frozen=True, notify=notify)
+        app = ConsoleApp(ReplaySource(run, speed=1.0, clock=clock), frozen=True)
+        app.alert_bell = AlertBell() if notify else None  # as run_console sets it for --notify
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             clock.t += 10_000  # to the end of the recording: the notices arrive after the console opened

@@ -22,12 +22,13 @@ from neurondesk.views.console.devices import DevicesPanel
 from neurondesk.views.console.header import HeaderBar
 from neurondesk.views.console.inputs import InputPanel
 from neurondesk.views.console.log import LogPanel, LogView
+from neurondesk.views.console.on_demand import read_stacks, ring_alerts
 from neurondesk.views.console.overview import OverviewPanel
 from neurondesk.views.console.panel import Panel
 from neurondesk.views.console.ranks import RanksPanel
 from neurondesk.views.console.screens import DetachScreen, HelpScreen, QuitScreen, SummaryScreen
 from neurondesk.views.console.throughput import ThroughputPanel
-from neurondesk.views.terminal_notify import AlertBell, notification
+from neurondesk.views.terminal_notify import AlertBell
 
 POLL_S = 0.25
 RENDER_EVERY = 4  # polls per render: events are taken in 4x a second, the screen redrawn once
@@ -61,10 +62,9 @@ class ConsoleApp(App[int]):
         Binding("k", "stacks", "Stacks", show=False),
     ]
 
-    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S, notify: bool = False) -> None:
+    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S) -> None:
         super().__init__()
         self.source = source
-        self.alert_bell = AlertBell() if notify else None  # --notify: each alert rings the terminal
         self.frozen = frozen  # snapshots: no cursor blink; the replay's clock is already fixed
         self.poll_s = poll_s
         self.tabbed = False
@@ -155,7 +155,7 @@ class ConsoleApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
             self.notify(clean(f"could not take in events: {exc}"), severity="error")
         state, now = self.source.state, self.source.now()
-        self._ring(state)
+        ring_alerts(self, state)  # --notify (run_console gives the app an alert_bell)
         if (state.parts.ranks.world > 1) != self.multi_rank:
             self._show_ranks(not self.multi_rank)
         phase = state.phase(now)[0]
@@ -176,34 +176,8 @@ class ConsoleApp(App[int]):
                     self.pop_screen()  # asked while the run was ending: the question is moot now
                 self.action_summary()
 
-    def _ring(self, state) -> None:
-        """--notify: a toast, the bell and a desktop notification (OSC 777 / OSC 9) per new alert."""
-        if self.alert_bell is None:
-            return
-        for message in self.alert_bell.new_alerts(state):
-            self.notify(clean(message), title="alert", severity="warning", timeout=30)
-            driver = getattr(self, "_driver", None)
-            if driver is not None:
-                driver.write(notification(message))
-
     # ------------------------------------------------------------------ actions
-    def action_stacks(self) -> None:
-        """k: every rank's Python stacks (py-spy, or the probe's dump) into the run folder, and who stands where."""
-        take = getattr(self.source, "stacks", None)
-        if take is None or not self.source.live or self.source.done:
-            self.notify("stacks are read from the processes of a live run")
-            return
-        self.notify("reading every rank's Python stacks…", title="stacks")
-        self.run_worker(lambda: self._stacks_read(take), thread=True, exclusive=True, group="stacks")
-
-    def _stacks_read(self, take) -> None:
-        try:
-            words, path = take()
-        except Exception as exc:  # noqa: BLE001 - a failed read is said, never raised into the console
-            self.call_from_thread(self.notify, clean(f"stacks: {exc}"), title="stacks", severity="error")
-            return
-        self.call_from_thread(self.notify, clean(f"{words} (every stack: {path})"), title="stacks", timeout=60)
-
+    action_stacks = read_stacks  # k: every rank's Python stacks, and who stands where (on_demand.py)
     def action_panel(self, name: str) -> None:
         if name == "ranks" and not self.multi_rank:
             self.notify("one process: the Ranks panel shows once a job has more than one rank")
@@ -327,7 +301,9 @@ def run_console(source, notify: bool = False) -> int:
 
     again = f"`neurondesk attach {source.run_dir.name}` to watch it again"
     try:
-        ConsoleApp(source, notify=notify).run()
+        app = ConsoleApp(source)
+        app.alert_bell = AlertBell() if notify else None
+        app.run()
     except Exception as exc:  # noqa: BLE001 - the console's failure is not the run's
         sys.stderr.write(f"neurondesk: the console failed ({type(exc).__name__}: {exc}); the run goes on, "
                          f"recorded: {again}\n")
