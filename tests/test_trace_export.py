@@ -171,3 +171,44 @@ def test_neuron_core_utilisation_counter_from_a_neuron_monitor_fixture():
     used = [c.utilization for c in first.cores if c.utilization is not None and c.owner_pid is not None]
     assert counters[0]["args"]["mean"] == pytest.approx(sum(used) / len(used))
     assert counters[0]["ts"] == pytest.approx((first.t - t0) * 1e6, abs=1)
+
+
+def test_coalesced_step_batches_export_as_the_steps_they_stand_for():
+    """The probe journals plain steps as StepBatch records: the plain run's steps coalesced ten by
+    ten (those with nothing special) export the same step spans as the steps one by one."""
+    from neurondesk.core import events as ev
+
+    state, _ = state_from_run_dir(JOURNALS / "plain")
+    events = list(iter_journal(JOURNALS / "plain" / "events.jsonl", []))
+    batched, run = [], []
+
+    def flush():
+        if run:
+            batched.append(ev.StepBatch(t=run[-1].t, pid=run[0].pid, step=run[0].step, ts=[s.t for s in run],
+                                        duration_s=[s.duration_s for s in run], data_wait_s=[s.data_wait_s for s in run],
+                                        samples=[s.samples for s in run], tokens=[s.tokens for s in run],
+                                        executions=[s.executions for s in run], presync_s=[s.presync_s for s in run],
+                                        input_shapes=run[0].input_shapes))
+            run.clear()
+
+    for e in events:
+        plain = isinstance(e, ev.StepEnded) and not e.compiles and not e.eval_s
+        if plain and (not run or (e.step == run[-1].step + 1 and e.input_shapes == run[0].input_shapes)):
+            run.append(e)
+            if len(run) == 10:
+                flush()
+            continue
+        flush()
+        if plain:
+            run.append(e)
+        else:
+            batched.append(e)
+    flush()
+    assert sum(1 for e in batched if e.kind == "steps") >= 10
+
+    def spans(evs) -> list:
+        out = io.StringIO()
+        write_trace(state, evs, out)
+        return [e for e in check_trace_format(json.loads(out.getvalue())) if e.get("cat") in ("step", "data_wait")]
+
+    assert spans(batched) == spans(events)
