@@ -302,3 +302,21 @@ def test_the_decoder_refuses_a_batch_that_cannot_be_true(change, words):
         return
     assert isinstance(e, ev.ParseProblem) and e.error.startswith("out of range") and words in e.error, e.error
     assert decoder.refused == 1
+
+
+def test_a_ranks_window_keeps_its_last_steady_steps_in_any_order_they_come():
+    """The rank window (2 x WINDOW steady steps' presync) drops its smallest step: by the first key
+    while steps come in ascending order (the fast way), by min() once one came out of order."""
+    from neurondesk.core.reduce.ranks import WINDOW
+
+    for order in (list(range(400)), list(range(200)) + list(range(300, 400)) + list(range(200, 300))):
+        state = RunState()
+        state.apply(ev.RunStarted(t=0.0, run_id="r", command=["x"], warmup_steps=0))
+        kept: dict[int, tuple[float, float]] = {}
+        for i in order:
+            state.apply(ev.StepEnded(t=1.0 + i, pid=LEAD, step=i, duration_s=0.5, presync_s=i / 1000, data_wait_s=0.0))
+            kept[i] = (i / 1000, 0.0)
+            if len(kept) > 2 * WINDOW:
+                del kept[min(kept)]
+        assert state.parts.ranks.ranks[LEAD].by_step == kept
+        assert list(state.parts.ranks.ranks[LEAD].by_step) == list(kept)

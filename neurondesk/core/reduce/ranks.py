@@ -67,6 +67,10 @@ class RankStats:
     steady_times: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     by_step: dict[int, tuple[float, float]] = field(default_factory=dict)  # steady step -> (presync, data wait)
     recent_compile_step: int | None = None
+    # by_step's keys came in ascending order (they do: a process counts its steps up), so its first
+    # key is its smallest and the window drops it without a min() over 100 keys at every step
+    by_step_ascending: bool = True
+    by_step_top: int = -1
 
     @property
     def step_time_s(self) -> float | None:
@@ -169,9 +173,15 @@ class RankReducer:
         r.steady_total_s += duration
         r.steady_times.append(duration)
         if presync is not None:
-            r.by_step[step] = (presync, wait)
-            if len(r.by_step) > 2 * WINDOW:
-                del r.by_step[min(r.by_step)]
+            by_step, top = r.by_step, r.by_step_top
+            if top < 0 and by_step:  # a checkpoint from before these two fields: see what it holds
+                r.by_step_ascending, top = list(by_step) == sorted(by_step), max(by_step)
+            if step < top and step not in by_step:
+                r.by_step_ascending = False
+            by_step[step] = (presync, wait)
+            r.by_step_top = max(top, step)
+            if len(by_step) > 2 * WINDOW:
+                del by_step[next(iter(by_step)) if r.by_step_ascending else min(by_step)]
         if samples is None:
             r.samples_known = False
         else:
