@@ -88,12 +88,12 @@ def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_pa
     paths = RunPaths(tmp_path / "run")
     paths.dir.mkdir()
     rec = Recorder(["train"], RunOptions(run_root=tmp_path / "home"), paths)
-    rec.journal = JournalWriter("/dev/full", flush_interval_s=0.0)  # every write: ENOSPC
-    rec.disk.max_pending_bytes = 4096
+    rec.run_journal.writer = JournalWriter("/dev/full", flush_interval_s=0.0)  # every write: ENOSPC
+    rec.run_journal.disk.max_pending_bytes = 4096
     rec.record(ev.RunStarted(t=1.0, run_id="run", command=["train"], cwd="/", host="h"))
     for i in range(100):
         rec.record(ev.StepEnded(t=2.0 + i, pid=7, step=i, duration_s=0.1))
-    assert rec.journal.diverted and rec.journal.pending_bytes == 0  # in the fallback, not in memory
+    assert rec.run_journal.writer.diverted and rec.run_journal.writer.pending_bytes == 0  # in the fallback, not in memory
     rec.record(ev.RunFinished(t=200.0, exit_code=0))
     rec.finish()
     folder = rec.fallback

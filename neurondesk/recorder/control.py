@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -79,3 +80,17 @@ class ControlServer:
                 os.unlink(self.path)
             except OSError:
                 pass
+
+
+def answer_workload_request(req: ControlRequest, workload) -> None:
+    """A viewer's stop or signal, passed to the workload (None, or not running: it has exited)."""
+    if workload is None or not workload.running():
+        req.answer(False, "the workload has already exited")
+    elif req.op == "stop":
+        workload.stop()
+        req.answer(True, "stopping the workload: SIGINT now, SIGTERM after 10 s, SIGKILL 5 s later")
+    elif req.args.get("sig") in SIGNALS:
+        workload.signal(getattr(signal, req.args["sig"]))
+        req.answer(True, f"{req.args['sig']} sent to the workload")
+    else:
+        req.answer(False, f"cannot send {req.args.get('sig')!r}; expected one of {', '.join(SIGNALS)}")

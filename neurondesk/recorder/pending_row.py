@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from neurondesk.core import events as ev
 from neurondesk.store.index import RunIndex, RunIndexBusy
 
 FINISH_INDEX_PATIENCE_S = 2.0
@@ -37,3 +38,17 @@ def write_pending_row(index: Path, summary: dict, run_dir: Path, give_up_s: floa
         except Exception:  # noqa: BLE001 - unwritable: nobody to tell here; the entry is kept
             return False
     return False
+
+
+def record_row(index: Path, summary: dict, run_dir: Path) -> tuple[tuple[Path, dict] | None, ev.Notice | None]:
+    """The run's index row at its end, after a short wait (a lock held by another process must not
+    keep the run "running" for viewers): (None, None) when written; ((index, summary), a notice)
+    when the index is locked (written once the lock frees: write_pending_row); (None, a notice) when
+    it cannot be written (the run folder is the truth; the index is a convenience)."""
+    try:
+        RunIndex(index, patience_s=FINISH_INDEX_PATIENCE_S).record(summary, run_dir)
+    except RunIndexBusy as exc:
+        return (index, summary), ev.Notice(t=time.time(), level="info", source="index", message=pending_words(exc))
+    except Exception as exc:  # noqa: BLE001 - the run folder is the truth; the index is a convenience
+        return None, ev.Notice(t=time.time(), level="warn", message=f"run index not updated: {exc}")
+    return None, None
