@@ -5,8 +5,7 @@ seconds) at which the source saw the thing happen; the core never reads the cloc
 
 Every kind is listed in ``core/registry.py`` (device and host telemetry kinds live in
 ``core/device_events.py``); ``core/codec.py`` turns events into journal lines and back, checking
-every field's type. ``event_to_dict`` / ``event_from_dict`` here are that codec's, kept under
-their old names.
+every field's type. This module imports neither, so core has no import loop.
 """
 
 from __future__ import annotations
@@ -346,25 +345,3 @@ class OutputNotStored(Event):
     first_t: float | None = None  # the first write that failed
     storing: bool = False  # writes succeed again
     final: bool = False  # the relay's last word: the pipes closed
-
-
-def event_to_dict(event: Event) -> dict[str, Any]:
-    """The event as JSON-friendly builtins, ``kind`` included (see core/codec.py)."""
-    from neurondesk.core.codec import event_to_dict as to_dict
-
-    return to_dict(event)
-
-
-def event_from_dict(d: dict[str, Any]) -> Event:
-    """A validated event from a decoded journal line; raises EventDecodeError (a ValueError)."""
-    from neurondesk.core.codec import event_from_dict as from_dict
-
-    return from_dict(d)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EVENT_TYPES":  # moved to core/registry.py; read-only there
-        from neurondesk.core.registry import EVENT_TYPES
-
-        return EVENT_TYPES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -145,6 +145,14 @@ def parallel_line(s: str, t: float, out: Out) -> str | None:
 CONTEXT_FUNCS = ("print_lnc_hbm_details",)  # "LNC size is 1. Neuron Cores using this HBM: NC 4 and NC 5"
 
 
+def total_check(seen: float, total: float, t: float) -> Notice:
+    """The tool's total compile time against the blocks seen: the rest was not seen as a compile."""
+    off = abs(seen - total) > max(1.0, 0.02 * total)
+    note = "; the rest was not seen as a compile" if off else ""
+    return Notice(t=t, level="warn" if off else "info", source="neuron-compile",
+                  message=f"compile check: blocks seen add up to {seen:.2f} s, the tool's total is {total:.2f} s{note}")
+
+
 class RuntimeLog:
     """The Neuron runtime's ERROR/FATAL lines: one error per burst (a pid's lines within BURST_S of
     the one that opened it are its detail), and the memory dump that follows a device OOM."""
@@ -346,7 +354,8 @@ class NeuronCCParser:
         m = _BLOCKS_TOTAL.search(s)
         if m:
             self._end_block(t, out)
-            self._total_check(float(m.group(1)), t, out)
+            out.append(total_check(sum(self._blocks_s), float(m.group(1)), t))
+            self._blocks_s = []
             return COMPILE
         return None
 
@@ -373,14 +382,6 @@ class NeuronCCParser:
             return
         out.append(CompileFinished(t=t, source=SOURCE, name=block.name, duration_s=duration, ok=not failed,
                                    error=block.error if failed else None))
-
-    def _total_check(self, total: float, t: float, out: Out) -> None:
-        seen, self._blocks_s = sum(self._blocks_s), []
-        off = abs(seen - total) > max(1.0, 0.02 * total)
-        note = "; the rest was not seen as a compile" if off else ""
-        out.append(Notice(t=t, level="warn" if off else "info", source="neuron-compile",
-                          message=f"compile check: blocks seen add up to {seen:.2f} s, the tool's total "
-                                  f"is {total:.2f} s{note}"))
 
     def _failure(self, s: str, t: float, out: Out) -> str:
         pid, _ = _head(s)
