@@ -123,7 +123,7 @@ def test_the_cost_panel_says_when_the_budget_is_reached(tmp_path):
             return app.query_one("#cost-text").text.plain
 
     text = asyncio.run(go())
-    from neurondesk.core.budget import budget_for_state
+    from neurondesk.core.figures import budget_for_state
 
     b = budget_for_state(source.state, source.now())
     assert b.reach_at_step is not None and b.level == "ok"

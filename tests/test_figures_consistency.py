@@ -11,6 +11,7 @@ priced different step times for one job) fails here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import msgspec
 import pytest
@@ -204,9 +205,16 @@ def test_a_three_rank_job_with_a_slow_rank_is_priced_at_its_pace_everywhere() ->
     """The case measured in the issue: rank 2 at 0.15 s, the others at 0.10 s, $10/h: $0.4167 per
     1k steps steady in every output (summary.json once said $0.2778, the lead rank's pace)."""
     events = generated_run([0.10, 0.10, 0.15], 30, 2.0, None, None, 10.0, None)
+    events[0] = dataclasses.replace(events[0], budget_usd=0.05)  # --budget-usd: a figure like the others
+    events = events[:-1]  # still running: the budget's reach is foreseen
     state = RunState()
     for e in events:
         state.apply(e)
     f = check_every_output(state, events[-1].t)
     assert fmt.usd(f.per_1k_steps_steady_usd) == "$0.4167"
+    assert f.budget is not None and f.budget.spent_usd == pytest.approx(f.total_usd)
+    words = f.budget.words()
+    assert f"| budget | {words} |" in to_markdown(build_summary(state, events[-1].t))
+    assert words in console_text(state, events[-1].t)["cost-text"].replace("\n", " ")
+    assert f.budget.reach_at_step == f.steps + int(f.budget.reach_in_s / 0.15)  # at the job's pace
     assert build_summary(state, events[-1].t)["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)

@@ -10,8 +10,9 @@ import pytest
 
 from neurondesk.core import events as ev
 from neurondesk.core.alert_rules import AlertRules, AlertSettings
-from neurondesk.core.budget import budget_figures, budget_for_state
+from neurondesk.core.budget import budget_figures
 from neurondesk.core.codec import decode_event_line
+from neurondesk.core.figures import budget_for_state
 from neurondesk.core.hang import HANG_MIN_S, HangWatch, detect_hang, hang_threshold_s
 from neurondesk.core.state import RunState
 

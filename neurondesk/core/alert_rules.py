@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import msgspec
 
-from neurondesk.core.budget import budget_for_state
 from neurondesk.core.diagnostics import graph_grows
 from neurondesk.core.disk import duration_words
+from neurondesk.core.figures import budget_for_state
 from neurondesk.core.hang import HangWatch
 
 COMPILE_WALL_S = 60.0

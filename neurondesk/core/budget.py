@@ -7,6 +7,8 @@ still to come makes the real step lower; unpriced runs and runs without a steady
 "unknown", never a made-up figure.
 
 Levels: "ok" under 80%, "warn" from 80%, "reached" at 100%; "unpriced" without a price.
+A run's budget figures are part of its figures (core/figures.py: ``run_figures(...).budget``,
+``budget_for_state``), priced at the same step time as every other figure.
 """
 
 from __future__ import annotations
@@ -55,12 +57,3 @@ def budget_figures(budget_usd: float, price_per_hour: float | None, elapsed_s: f
             at_step = steps_done + int(reach_in / step_time_s)
     return BudgetFigures(budget_usd=budget_usd, spent_usd=spent, fraction=fraction, level=level,
                          reach_in_s=reach_in, reach_at_step=at_step)
-
-
-def budget_for_state(state, now: float | None = None) -> BudgetFigures | None:
-    """The run's budget figures at ``now``, or None when it was started without --budget-usd."""
-    budget = state.parts.run.budget_usd
-    if budget is None:
-        return None
-    return budget_figures(budget, state.price_per_hour, state.elapsed_s(now), state.steps_done,
-                          state.steady_step_time_s, state.finished)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
+from neurondesk.core.budget import BudgetFigures, budget_figures
 from neurondesk.core.cost import cost_figures, cost_so_far
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.prices import PriceTable
@@ -54,6 +55,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     model_flops_per_s: float | None
     hardware_flops_per_s: float | None
     peak_flops_per_s: float | None
+    budget: BudgetFigures | None = None  # --budget-usd: spent, share, when it is reached
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -146,4 +148,17 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         model_flops_per_s=util.model_flops_per_s,
         hardware_flops_per_s=util.hardware_flops_per_s,
         peak_flops_per_s=util.peak_flops_per_s,
+        budget=_budget(state, elapsed, step_time),
     )
+
+
+def _budget(state: RunState, elapsed: float, step_time: float | None) -> BudgetFigures | None:
+    budget = state.parts.run.budget_usd
+    if budget is None:
+        return None
+    return budget_figures(budget, state.price_per_hour, elapsed, state.steps_done, step_time, state.finished)
+
+
+def budget_for_state(state: RunState, now: float | None = None) -> BudgetFigures | None:
+    """The run's budget figures at ``now`` (run_figures' ``budget``), or None without --budget-usd."""
+    return _budget(state, state.elapsed_s(now), job_step_time_s(state))

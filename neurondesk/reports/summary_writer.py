@@ -9,6 +9,9 @@ import json
 import math
 import shlex
 
+import msgspec
+
+from neurondesk.core.budget import BudgetFigures
 from neurondesk.core.figures import FIGURES
 from neurondesk.reports import fmt
 from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
@@ -117,8 +120,11 @@ def figure_rows(s: dict) -> list[tuple[str, str]]:
     """The figures core lists for reports (FigureInfo.report), read from the summary's "figures"
     (absent from a version 1 summary: no rows)."""
     figures = s.get("figures") or {}
-    return [(info.label, fmt.value_text(figures.get(info.name), info.kind)) for info in FIGURES
+    rows = [(info.label, fmt.value_text(figures.get(info.name), info.kind)) for info in FIGURES
             if info.report and figures]
+    if figures.get("budget"):
+        rows.append(("budget", msgspec.convert(figures["budget"], BudgetFigures).words()))
+    return rows
 
 
 def evaluation_text(ev: dict) -> str:

@@ -1,5 +1,6 @@
 """Cost: $/hr and its source, cost so far, $/1k steps (steady and all-in), $/1M tokens, compile
-share, and the projected cost of the requested steps (core.cost does every figure); where the
+share, and the projected cost of the requested steps, the budget (core/figures.py computes every
+figure; this panel shows them); where the
 time and the money went so far, as a stacked bar (core.time_breakdown)."""
 
 from __future__ import annotations
@@ -7,8 +8,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.budget import budget_for_state
-from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.state import RunState
 from neurondesk.core.time_breakdown import time_breakdown
 from neurondesk.reports import fmt
@@ -41,7 +40,7 @@ class CostPanel(Panel):
             ("$/1k steps all-in", fmt.usd(c.per_1k_steps_all_in_usd)),
             ("$/1M tokens", fmt.usd(c.per_million_tokens_usd)),
             ("compile share", fmt.pct(c.compile_share)),
-            ("MFU", fmt.pct(mfu_for_state(state).mfu)),
+            ("MFU", fmt.pct(c.mfu)),
         ]
         if state.steps_requested:
             rows.append((f"projected {state.steps_requested:,}", fmt.usd(c.projected_usd)))
@@ -50,7 +49,7 @@ class CostPanel(Panel):
             t.append(value, style="bold" if label in ("so far", "$/1k steps steady") else "")
             if i < len(rows) - 1:
                 t.append("\n")
-        budget = budget_for_state(state, now)
+        budget = c.budget
         if budget is not None:  # "$12.30 of $50.00 (25%); reached at step 41,200, in about 2 h"
             t.append("\n")
             t.append(f"{'budget':<20}", style="dim")
