@@ -32,6 +32,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -370,8 +371,16 @@ def read_codec(units: Units, ctx: dict[str, Any]) -> Verdict:
     return "ok"
 
 
+def _scratch_dir(ctx: dict[str, Any]) -> Path:
+    """One scratch folder per reader run (not setdefault: its default would be made at every call,
+    which left one folder per input in /tmp), removed by run_reader at the end."""
+    if "scratch" not in ctx:
+        ctx["scratch"] = Path(tempfile.mkdtemp(prefix="neurondesk-fuzz-"))
+    return ctx["scratch"]
+
+
 def _scratch(ctx: dict[str, Any], data: bytes) -> Path:
-    path: Path = ctx.setdefault("path", Path(tempfile.mkdtemp(prefix="neurondesk-fuzz-")) / "input")
+    path = _scratch_dir(ctx) / "input"
     path.write_bytes(data)
     return path
 
@@ -411,7 +420,7 @@ def read_input_file(units: Units, ctx: dict[str, Any]) -> Verdict:
     a table with a warning, never a hang (a FIFO would block the open) nor unbounded memory."""
     from neurondesk.store.input_files import InputRefused, read_regular
     from neurondesk.store.price_files import load_price_table
-    folder: Path = ctx.setdefault("folder", Path(tempfile.mkdtemp(prefix="neurondesk-fuzz-")))
+    folder = _scratch_dir(ctx)
     path = folder / "prices.json"
     if path.is_dir() and not path.is_symlink():
         path.rmdir()
@@ -496,7 +505,7 @@ def read_run_records(units: Units, ctx: dict[str, Any]) -> Verdict:
     from neurondesk.store.fallback import FallbackError, read_fallback_info
     from neurondesk.store.index import row_of
     from neurondesk.store.liveness import read_recorder_info
-    folder: Path = ctx.setdefault("run", Path(tempfile.mkdtemp(prefix="neurondesk-fuzz-")))
+    folder = _scratch_dir(ctx)
     for name in ("recorder.json", "fallback.json"):
         (folder / name).write_bytes(units[0])
     refused = read_recorder_info(folder) is None
@@ -635,6 +644,8 @@ def run_reader(reader: Reader, inputs: int, seed: int) -> dict[str, Any]:
             rss_at_10 = _rss_mib()
             blocks_at_10 = _live_blocks()
     seconds = time.perf_counter() - start
+    if "scratch" in ctx:
+        shutil.rmtree(ctx["scratch"], ignore_errors=True)
     return {
         "reader": reader.name,
         "what": reader.what,

@@ -20,6 +20,7 @@ from neurondesk.store.liveness import read_recorder_info, recorder_alive
 from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
 
 ALIVE_CHECK_S = 1.0
+FALLBACK_CHECK_S = 5.0  # the fallback search lists the temporary folder: not at every idle poll
 FINISH_WAIT_S = 30.0  # after the run's end, for the recorder to write the summary and index row
 
 
@@ -47,6 +48,7 @@ class FollowSource:
         # the summary it wrote at the end (the run folder's or the fallback's summary.json)
         self.final_summary: dict | None = None
         self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
+        self._fallback_checked = float("-inf")
         self._alive_checked = 0.0
         self._output = {"stdout": OutputBytes(self.paths.stdout_log, from_end=attached),
                         "stderr": OutputBytes(self.paths.stderr_log, from_end=attached)}
@@ -66,7 +68,8 @@ class FollowSource:
             now = time.monotonic()
             if now - self._alive_checked >= ALIVE_CHECK_S:
                 self._alive_checked = now
-                if not events and self.fallback is None:
+                if not events and self.fallback is None and now - self._fallback_checked >= FALLBACK_CHECK_S:
+                    self._fallback_checked = now
                     self._follow_fallback()
                 if not self._recorder_running():
                     self.new_events += self._last_words()
