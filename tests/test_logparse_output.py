@@ -9,14 +9,13 @@ from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser, parse_metrics_report
 from neurondesk.collectors.logparse.metrics_report import parse_value
+from neurondesk.core.codec import event_from_dict, event_to_dict
 from neurondesk.core.events import (
     CompileFinished,
     LogError,
     LossReported,
     OutputLine,
     ParseProblem,
-    event_from_dict,
-    event_to_dict,
 )
 
 
