@@ -23,7 +23,7 @@ from pathlib import Path
 from neurondesk.sources.replay import summary_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError
 from neurondesk.store.live_registry import Entry, remove_entry
-from neurondesk.store.liveness import MAX_PID, read_recorder_info, recorder_alive
+from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON
 from neurondesk.store.summary_files import read_summary
 
@@ -54,23 +54,6 @@ class EndedRun:
     why_not_indexed: str | None = None  # the index's own words (locked by another process, unusable ...)
 
 
-def _pid_running(pid: int) -> bool:
-    if not 0 < pid <= MAX_PID:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read(4096).rsplit(b")", 1)[-1].split()[0]
-        return state not in (b"Z", b"X")  # a zombie has exited
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True  # another user's: it exists
-        return True
-
-
 def _last_time(summary: dict) -> float | None:
     try:
         return datetime.fromisoformat(summary["started_at"]).timestamp() + float(summary["elapsed_s"])
@@ -84,7 +67,7 @@ def lost_recorder(run_dir: Path | str, summary: dict) -> RecorderLost | None:
         return None
     info = read_recorder_info(run_dir)
     pid = info.workload_pid if info else None
-    return RecorderLost(_last_time(summary), pid, pid is not None and _pid_running(pid))
+    return RecorderLost(_last_time(summary), pid, pid is not None and pid_running(pid))
 
 
 def _written_summary(run_dir: Path) -> dict | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from neurondesk.collectors.stacks import request_stacks
 from neurondesk.core.stacks import RankStacks, parse_faulthandler, parse_py_spy
 from neurondesk.sources.replay import state_from_run_dir
-from neurondesk.store.liveness import read_recorder_info, recorder_alive
+from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
 
 PY_SPY_TIMEOUT_S = 10.0
 DUMP_TIMEOUT_S = 3.0
@@ -27,16 +27,6 @@ DUMP_TIMEOUT_S = 3.0
 
 class StacksUnavailable(RuntimeError):
     """The run is not live, or its processes cannot be reached; the message says why."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except PermissionError:
-        return True
-    except OSError:
-        return False
 
 
 def _py_spy(pid: int, binary: str) -> tuple[str, str] | None:
@@ -82,7 +72,7 @@ def gather_stacks(run_dir: Path, use_py_spy: bool = True) -> list[RankStacks]:
     ranks = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
     if not ranks:
         ranks = {pid: None for pid in state.processes} or ({info.workload_pid: None} if info and info.workload_pid else {})
-    live = sorted((p for p in ranks if _alive(p)), key=lambda p: (ranks[p] is None, ranks[p] or 0, p))
+    live = sorted((p for p in ranks if pid_running(p)), key=lambda p: (ranks[p] is None, ranks[p] or 0, p))
     if not live:
         raise StacksUnavailable(f"none of the run's processes is alive ({', '.join(map(str, ranks)) or 'none seen'})")
     py_spy = _find_py_spy() if use_py_spy else None

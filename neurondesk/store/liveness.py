@@ -105,6 +105,24 @@ def live_owner(run_dir: Path | str) -> str | None:
             f"being recorded there; give another --run-dir, or watch that run with `neurondesk attach {run_dir}`")
 
 
+def pid_running(pid: int) -> bool:
+    """The process ``pid`` exists and is not a zombie (another user's counts as running)."""
+    if not 0 < pid <= MAX_PID:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read(4096).rsplit(b")", 1)[-1].split()[0]
+        return state not in (b"Z", b"X")  # a zombie has exited
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True  # another user's: it exists
+        return True
+
+
 def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
     write_atomic(Path(run_dir) / RECORDER_INFO, json.dumps(asdict(info)))
 
