@@ -15,9 +15,8 @@ from __future__ import annotations
 import msgspec
 
 from neurondesk.core.diagnostics import graph_grows
-from neurondesk.core.disk import duration_words
 from neurondesk.core.figures import budget_for_state
-from neurondesk.core.hang import HangWatch
+from neurondesk.core.hang import HangWatch, seconds_words
 
 COMPILE_WALL_S = 60.0
 INPUT_BOUND_S = 300.0
@@ -38,10 +37,6 @@ class Alert(msgspec.Struct, frozen=True, kw_only=True):
 class AlertSettings(msgspec.Struct, frozen=True, kw_only=True):
     compile_wall_s: float = COMPILE_WALL_S
     input_bound_s: float = INPUT_BOUND_S
-
-
-def _secs(s: float) -> str:
-    return f"{s:.0f} s" if s < 60 else duration_words(s)
 
 
 class AlertRules:
@@ -73,7 +68,7 @@ class AlertRules:
                 continue
             where = f" at {c.location}" if c.location else ""
             out.append(Alert(event="compile_wall", level="info", t=now, message=(
-                f"compile #{c.index} ({c.cause}{where}) ended after {_secs(c.duration_s)}"
+                f"compile #{c.index} ({c.cause}{where}) ended after {seconds_words(c.duration_s)}"
                 + (f", at step {c.step}" if c.step is not None else "")),
                 figures={"compile_s": round(c.duration_s, 3), "step": c.step, "cause": c.cause,
                          "location": c.location, "graph_hash": c.graph_hash, "cache": c.cache}))
@@ -104,7 +99,7 @@ class AlertRules:
         self._input_said = True
         wait = state.recent_data_wait_fraction()
         return [Alert(event="input_bound", level="warn", t=now, message=(
-            f"input-bound for {_secs(now - self._input_since)}: the loop waits "
+            f"input-bound for {seconds_words(now - self._input_since)}: the loop waits "
             f"{(wait or 0) * 100:.0f}% of each step for data"),
             figures={"data_wait_fraction": wait, "step": state.steps_done})]
 
@@ -115,11 +110,11 @@ class AlertRules:
         what, value = said
         if what == "hung":
             return [Alert(event="hung", level="error", t=now, message=(
-                f"{value.words()}: no step for {_secs(value.idle_s)} while nothing compiles (threshold "
-                f"{_secs(value.threshold_s)}); `neurondesk stacks RUN` shows where each rank stands"),
+                f"{value.words()}: no step for {seconds_words(value.idle_s)} while nothing compiles (threshold "
+                f"{seconds_words(value.threshold_s)}); `neurondesk stacks RUN` shows where each rank stands"),
                 figures={"step": value.step, "idle_s": round(value.idle_s, 1),
                          "threshold_s": value.threshold_s})]
-        return [Alert(event="resumed", level="info", t=now, message=f"stepping again after {_secs(value)}",
+        return [Alert(event="resumed", level="info", t=now, message=f"stepping again after {seconds_words(value)}",
                       figures={"step": state.steps_done, "idle_s": round(value, 1)})]
 
     def _budget(self, state, now: float) -> list[Alert]:
@@ -147,7 +142,7 @@ class AlertRules:
                                       "elapsed_s": round(state.elapsed_s(now), 1)}
         if code == 0:
             out.append(Alert(event="finished", level="info", t=now, figures=figures, message=(
-                f"finished: {state.steps_done:,} steps in {_secs(state.elapsed_s(now))}")))
+                f"finished: {state.steps_done:,} steps in {seconds_words(state.elapsed_s(now))}")))
         else:
             how = f"exit {code}" + (f" after {sig}" if sig else "")
             who = ""

@@ -27,10 +27,11 @@ class Hang:
     threshold_s: float
 
     def words(self) -> str:
-        return f"hung at step {self.step:,} for {_minutes(self.idle_s)}"
+        return f"hung at step {self.step:,} for {seconds_words(self.idle_s)}"
 
 
-def _minutes(seconds: float) -> str:
+def seconds_words(seconds: float) -> str:
+    """"42 s" under a minute, else duration_words ("1 h 5 min")."""
     return f"{seconds:.0f} s" if seconds < 60 else duration_words(seconds)
 
 
