@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, base_env, neurondesk_run
+from probe_socket import BOOTSTRAP, SocketReader, load_probe_module
 from step_messages import expand_steps
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -35,18 +36,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
-BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 NUMPY_BATCHES = REPO / "tests" / "data" / "workloads" / "numpy_batches.py"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-
-
-def load_probe_module():
-    sys.path.insert(0, str(BOOTSTRAP))
-    try:
-        import _neurondesk_probe
-    finally:
-        sys.path.remove(str(BOOTSTRAP))
-    return _neurondesk_probe
 
 
 # ------------------------------------------------------------------ real workloads, real bootstrap
@@ -123,32 +114,11 @@ def test_numpy_collating_workload_under_neurondesk_run_headless(tmp_path):
 
 # ------------------------------------------------------------------ hooks driven on a real Probe
 
-class Recorder:
-    """The recorder's end of the socket: keeps every message the probe sends."""
-
-    def __init__(self) -> None:
-        self.path = os.path.join(tempfile.mkdtemp(prefix="nd-f-"), "p.sock")
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(self.path)
-        self.server.listen(1)
-        self.lines: list[bytes] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        conn, _ = self.server.accept()
-        with conn, conn.makefile("rb") as f:
-            self.lines.extend(f)
+class Recorder(SocketReader):
+    """The recorder's end of the socket: every message the probe sent, its steps expanded."""
 
     def close(self, probe) -> list[dict]:
-        probe.flush_at_exit()
-        if probe.transport.sock is not None:
-            probe.transport.sock.close()
-        probe.disabled = True  # its flusher thread ends
-        self.thread.join(30)
-        self.server.close()
-        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
-        return expand_steps([json.loads(line) for line in self.lines])
+        return expand_steps([json.loads(line) for line in super().close(probe)])
 
 
 class FakeOptimizer:

@@ -16,17 +16,12 @@ import array
 import json
 import math
 import os
-import shutil
-import socket
-import sys
-import tempfile
-import threading
 from collections import deque
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from probe_socket import SocketReader, load_probe_module
 from step_messages import expand_steps
 
 from neurondesk.collectors.probe_messages import ProbeDecoder
@@ -35,8 +30,6 @@ from neurondesk.core import events as ev
 from neurondesk.core.codec import decode_event_line, encode_event
 from neurondesk.core.state import RunState
 
-REPO = Path(__file__).resolve().parent.parent
-BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 LEAD, OTHER = 4001, 4002
 
 
@@ -179,41 +172,9 @@ def test_a_batch_of_the_run_is_reduced_as_its_steps_are_where_it_matters():
 
 # ------------------------------------------------------------------ the real probe's batches
 
-class Reader:
-    """The recorder's end of the probe's socket: keeps every line."""
-
-    def __init__(self) -> None:
-        self.path = os.path.join(tempfile.mkdtemp(prefix="nd-sb-"), "p.sock")
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(self.path)
-        self.server.listen(1)
-        self.lines: list[bytes] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        conn, _ = self.server.accept()
-        with conn, conn.makefile("rb") as f:
-            self.lines.extend(f)
-
-    def close(self, probe) -> list[bytes]:
-        probe.flush_at_exit()
-        probe.transport.sock.close()
-        probe.disabled = True
-        self.thread.join(30)
-        self.server.close()
-        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
-        return self.lines
-
-
 def new_probe():
-    sys.path.insert(0, str(BOOTSTRAP))
-    try:
-        import _neurondesk_probe
-    finally:
-        sys.path.remove(str(BOOTSTRAP))
-    reader = Reader()
-    return _neurondesk_probe.Probe(reader.path), reader
+    reader = SocketReader()
+    return load_probe_module().Probe(reader.path), reader
 
 
 def test_the_probe_coalesces_ordinary_steps_and_sends_the_rest_alone_in_order():
