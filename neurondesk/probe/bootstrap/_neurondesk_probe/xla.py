@@ -96,9 +96,11 @@ class XlaHooks:
         clock = self.probe.clock
         clock.note_activity()
         clock.mark_presync()
-        self.sync_depth += 1
         counts = self.counts()
         self.catch_up(counts)
+        # Only once nothing here can fail: a sync_begin that raised gets no sync_end, and a depth
+        # left at 1 would silently turn the value-access hook off too.
+        self.sync_depth += 1
         self.start_watch(counts)
         return counts
 
