@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -22,21 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_machine import machine
+
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "workloads" / "train.py"
 RESULTS = REPO / "benchmarks" / "results"
-
-
-def machine() -> str:
-    cpu = platform.processor() or ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
 
 
 def timing(stdout: str) -> dict:

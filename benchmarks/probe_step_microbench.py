@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import socket
 import statistics
@@ -40,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_machine import machine
 
 REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
@@ -76,19 +77,6 @@ reader.start(); decoder.start()
 reader.join(); decoder.join()
 print(json.dumps(counts), flush=True)
 """
-
-
-def machine() -> str:
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
 
 
 def main() -> None:

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import psutil
+from bench_machine import cpu_model
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOAD = REPO / "benchmarks" / "paced_workload.py"
@@ -347,14 +348,6 @@ def main() -> int:
     rerun = "python benchmarks/watch_cost.py"
     if (args.seconds, args.rounds, args.warmup_s) != (60.0, 2, 6.0):
         rerun += f" --seconds {args.seconds:g} --rounds {args.rounds} --warmup-s {args.warmup_s:g}"
-    cpu_model = platform.processor()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     result = {
         "benchmark": "watch_cost",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -369,7 +362,7 @@ def main() -> int:
         "order": "A B C then C B A, alternating (A = baseline, B = console, C = recorder)",
         "seconds_per_arm": args.seconds,
         "measured_from_s": args.warmup_s,
-        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model, "python": platform.python_version(),
+        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
                     "platform": platform.platform(), "load_avg_at_start": load_start, "load_avg_at_end": load_end},
         "goals": GOALS,
         "goals_met": goals_met,
