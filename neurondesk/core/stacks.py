@@ -51,16 +51,21 @@ class RankStacks:
     text: str = ""  # the dump as read (or why there is none)
 
     @property
+    def _main_frames(self) -> tuple[Frame, ...]:
+        """The main thread's frames (the last thread listed when none is marked main)."""
+        main = next((t for t in self.threads if t.main), self.threads[-1] if self.threads else None)
+        return main.frames if main is not None else ()
+
+    @property
     def at(self) -> Frame | None:
         """Where the rank stands: its main thread's innermost frame."""
-        main = next((t for t in self.threads if t.main), self.threads[-1] if self.threads else None)
-        return main.frames[0] if main is not None and main.frames else None
+        frames = self._main_frames
+        return frames[0] if frames else None
 
     @property
     def user_at(self) -> Frame | None:
         """Its main thread's innermost frame in the program's own code (not a library's)."""
-        main = next((t for t in self.threads if t.main), self.threads[-1] if self.threads else None)
-        return next((f for f in main.frames if not f.in_library), None) if main is not None else None
+        return next((f for f in self._main_frames if not f.in_library), None)
 
 
 def parse_faulthandler(text: str) -> tuple[ThreadStack, ...]:
