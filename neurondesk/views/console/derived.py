@@ -1,22 +1,16 @@
 """Small read-only views of RunState that the panels share.
 
 These only select and reshape what the reducer holds; every figure is core/figures.py's
-(``cost_now`` is the run's figures at the panel's clock); no metric is defined here. Kept in one place so they can move into RunState if another view
-needs them.
+(``run_figures``, which the panels call themselves); no metric is defined here. Kept in one place
+so they can move into RunState if another view needs them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neurondesk.core.figures import RunFigures, run_figures
 from neurondesk.core.state import RunState
 from neurondesk.reports.fmt import clock
-
-
-def cost_now(state: RunState, now: float) -> RunFigures:
-    """The run's figures now (cost, rates, MFU ...): core's, as every output shows them."""
-    return run_figures(state, now)
 
 
 def phase_text(state: RunState, now: float) -> tuple[str, str]:
