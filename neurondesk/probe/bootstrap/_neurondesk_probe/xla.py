@@ -118,7 +118,9 @@ class XlaHooks:
         clock.is_xla = True
         devices = probe.devices
         if execs and not (devices.device_reported or devices.xla_device_reported) and not clock.has_optimizer:
-            devices.report_xla_device()  # an inference loop: no optimizer will tell us the device
+            # an inference loop: no optimizer will tell us the device. Guarded on its own, as the
+            # optimizer's report is: a device that cannot be named must not end the XLA steps.
+            probe.guarded(devices.report_xla_device, hook="device")
         # Training: the first sync after an optimizer step ends the step. With no optimizer at
         # all (inference, tracing) a sync that runs a graph after a forward is a step; one with
         # neither a forward nor an optimizer step since the last (a setup broadcast) is not.
