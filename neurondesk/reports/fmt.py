@@ -87,11 +87,11 @@ def ellipsize_left(text: str, width: int) -> str:
 def value_text(x, kind: str) -> str:
     """A figure as a report shows it, by its kind (core/figures.py FigureInfo.kind, compare's rows)."""
     if x is None:
-        return "—"
+        return NONE
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     if kind == "ms":
-        return f"{x * 1000:,.1f} ms"
+        return ms(x)
     if kind == "s":
         return f"{x:,.2f} s"
     if kind == "rate":
@@ -99,7 +99,7 @@ def value_text(x, kind: str) -> str:
     if kind == "usd_h":
         return f"${x:,.4f}/h"  # list prices have up to 5 decimals (1.34375)
     if kind == "usd":
-        return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+        return usd(x)
     if kind == "pct":
         return f"{x * 100:.2f}%"
     if kind == "pct1":
