@@ -205,8 +205,9 @@ def to_markdown(s: dict) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_compile_row(i, c, s.get("world_size") or 1) for i, c in enumerate(s["compiles"], 1)]
     lines += _ranks_markdown(s)
-    if compile_split_lines(s):
-        lines += ["", "## TorchNeuron compile split (graph_stats)", "", *compile_split_lines(s)]
+    splits = compile_split_lines(s)
+    if splits:
+        lines += ["", "## TorchNeuron compile split (graph_stats)", "", *splits]
     if s.get("first_errors"):
         lines += ["", "## Errors", ""]
         for e in s["first_errors"]:
