@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,15 @@ class Run:
 
         lines = (self.run_dir / "events.jsonl").read_text().splitlines()
         return expand_steps([json.loads(line) for line in lines if line])
+
+
+def wait_until(predicate, timeout: float, what: str, every: float = 0.1):
+    """Poll ``predicate`` until it returns something truthy (returned); fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(every)
+    return value
 
 
 def base_env(home: Path) -> dict[str, str]:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, base_env
+from conftest import REPO, base_env, wait_until
 
 from neurondesk.sources.follow import FollowSource
 from neurondesk.store.index import RunIndex
@@ -32,16 +32,6 @@ while not os.path.exists(sys.argv[2]):
     time.sleep(0.05)
 conn.execute("COMMIT")
 """
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(0.1)
 
 
 def _nd(tmp: Path, *args: str) -> subprocess.CompletedProcess:
@@ -92,8 +82,8 @@ def test_a_run_ending_while_the_index_is_locked_finishes_at_once_and_its_recorde
     finally:
         release.touch()
         locker.wait(timeout=60)
-    _wait(lambda: run_id in _ids(tmp_path), 60, "the recorder to write the row once the lock freed")
-    _wait(lambda: not _registry(tmp_path), 60, "the recorder to leave the registry")
+    wait_until(lambda: run_id in _ids(tmp_path), 60, "the recorder to write the row once the lock freed")
+    wait_until(lambda: not _registry(tmp_path), 60, "the recorder to leave the registry")
 
 
 def test_the_next_ls_writes_the_row_a_recorder_gave_up_on(tmp_path):
@@ -126,10 +116,10 @@ def test_a_run_whose_recorder_was_killed_is_listed_as_lost_and_billed_to_its_las
     assert out.returncode == 0, out.stderr
     run_dir = Path(out.stdout.strip())
     try:
-        info = _wait(lambda: (i := read_recorder_info(run_dir)) and i.workload_pid and i, 60, "recorder.json")
-        _wait(lambda: b'"kind":"output"' in (run_dir / "events.jsonl").read_bytes(), 60, "the workload's first line")
+        info = wait_until(lambda: (i := read_recorder_info(run_dir)) and i.workload_pid and i, 60, "recorder.json")
+        wait_until(lambda: b'"kind":"output"' in (run_dir / "events.jsonl").read_bytes(), 60, "the workload's first line")
         os.kill(info.pid, signal.SIGKILL)
-        _wait(lambda: not recorder_alive(run_dir), 30, "the recorder to die")
+        wait_until(lambda: not recorder_alive(run_dir), 30, "the recorder to die")
         listed = _nd(tmp_path, "ls")
         assert listed.returncode == 0, listed.stderr
         lost_lines = [line for line in listed.stdout.splitlines() if "recorder lost at" in line]
@@ -138,7 +128,7 @@ def test_a_run_whose_recorder_was_killed_is_listed_as_lost_and_billed_to_its_las
         assert not _registry(tmp_path)
 
         source = FollowSource(run_dir, attached=True)  # what `attach` shows of it
-        _wait(lambda: source.poll() is not None and source.recorder_lost, 30, "the viewer to see the loss")
+        wait_until(lambda: source.poll() is not None and source.recorder_lost, 30, "the viewer to see the loss")
         assert source.now() == source.state.last_t  # the clock stops where the recording did
         row = RunIndex(_index(tmp_path)).list_runs()[0]
         billed = row.summary["cost"]["total_usd"]
@@ -149,6 +139,6 @@ def test_a_run_whose_recorder_was_killed_is_listed_as_lost_and_billed_to_its_las
         assert amounts and max(amounts) <= billed + 0.5, (billed, amounts, attach.stdout[-1500:], attach.stderr[-1500:])
     finally:
         stop.touch()
-    _wait(lambda: "exited" in _nd(tmp_path, "ls").stdout, 60, "ls to say the workload exited")
+    wait_until(lambda: "exited" in _nd(tmp_path, "ls").stdout, 60, "ls to say the workload exited")
     history = _nd(tmp_path, "history")
     assert any(run_dir.name in line and "lost" in line for line in history.stdout.splitlines()), history.stdout

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, base_env
+from conftest import REPO, base_env, wait_until
 from test_ranks import TORCHRUN, WORKLOADS
 from test_trace_export import check_trace_format
 
@@ -79,16 +78,6 @@ def py_spy_may_attach() -> bool:
     return os.geteuid() == 0 or scope == 0
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"waited {timeout:.0f} s for {what}")
-
-
 def alerts(run_dir: Path) -> list[str]:
     try:
         lines = (run_dir / "events.jsonl").read_text().splitlines()
@@ -110,7 +99,7 @@ def test_a_real_two_rank_gloo_job_hung_on_rank_1(tmp_path):
     viewer = subprocess.Popen([*ND, "attach", str(run_dir), "--headless", "--notify"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
-        hung = wait_for(lambda: [m for m in alerts(run_dir) if m.startswith("hung at step")], 150, "the hang notice")
+        hung = wait_until(lambda: [m for m in alerts(run_dir) if m.startswith("hung at step")], 150, "the hang notice")
         assert hung[0].startswith("hung at step 7 for")
         for flags, source in (([], "py-spy" if py_spy_may_attach() else "faulthandler"), (["--no-py-spy"], "faulthandler")):
             p = subprocess.run([*ND, "stacks", str(run_dir), *flags], capture_output=True, text=True, env=env,
@@ -127,7 +116,7 @@ def test_a_real_two_rank_gloo_job_hung_on_rank_1(tmp_path):
             request(run_dir, "stop")
         except ControlError:
             pass
-        wait_for(lambda: (run_dir / "summary.json").exists(), 60, "the run to end")
+        wait_until(lambda: (run_dir / "summary.json").exists(), 60, "the run to end")
         _, attached = viewer.communicate(timeout=60)
     assert f"neurondesk: alert: {hung[0]}" in attached
     doc = json.loads(subprocess.run([*ND, "export", str(run_dir), "-o", "-"], capture_output=True, text=True,

@@ -12,23 +12,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from conftest import REPO, base_env
+from conftest import REPO, base_env, wait_until
 
 from neurondesk.store.liveness import LOCK_TAKEN_EXIT, recorder_alive
 
 ND = [sys.executable, "-m", "neurondesk.cli"]
 # sleeps until its stop file exists: the test ends it, whatever fails
 WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.05)\n"
-
-
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_a_second_run_into_a_live_runs_folder_is_refused_naming_its_recorder(tmp_path):
@@ -38,7 +30,7 @@ def test_a_second_run_into_a_live_runs_folder_is_refused_naming_its_recorder(tmp
                             WAITER, str(stop)], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert first.returncode == 0, first.stderr
     try:
-        _wait(lambda: (run_dir / "recorder.json").exists(), 60, "the first recorder's recorder.json")
+        wait_until(lambda: (run_dir / "recorder.json").exists(), 60, "the first recorder's recorder.json")
         owner_pid = json.loads((run_dir / "recorder.json").read_text())["pid"]
         journal_before = (run_dir / "events.jsonl").read_bytes()
         for extra in ([], ["--force"]):  # --force moves a finished run aside, never a live one
@@ -55,7 +47,7 @@ def test_a_second_run_into_a_live_runs_folder_is_refused_naming_its_recorder(tmp
         assert (run_dir / "events.jsonl").read_bytes().startswith(journal_before)
     finally:
         stop.touch()
-        _wait(lambda: not recorder_alive(run_dir), 60, "the first recorder to finish")
+        wait_until(lambda: not recorder_alive(run_dir), 60, "the first recorder to finish")
     assert json.loads((run_dir / "summary.json").read_text())["exit_code"] == 0
 
 
