@@ -9,7 +9,6 @@ import json
 import os
 import queue
 import select
-import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.collectors.output_relay import Relay, Stream
+from neurondesk.collectors.probe_lifelines import death_signal
 
 RELAY_SCRIPT = Path(__file__).resolve().parent / "output_relay.py"
 RELAY_READY_S = 15.0  # for the relay to say it is up; past this the output goes to the files directly
@@ -159,8 +159,8 @@ class RelayLink:
         if not self._spare_pipes:
             return
         code = self.relay.returncode if self.relay is not None else None
-        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 and -code in
-               signal.valid_signals() else f"with status {code}")
+        sig = death_signal(code)
+        how = f"killed by {sig}" if sig else f"with status {code}"
         self.out.put(RawRelayStatus(time.time(), {"taken_over": True, "message": (
             f"the output relay (pid {self.relay.pid if self.relay else '?'}) ended {how} while the workload "
             "ran; the recorder drains the workload's output itself from now on (if the recorder ends too, "
