@@ -7,20 +7,19 @@ import io
 import json
 
 from neurondesk.reports import fmt
-from neurondesk.reports.summary_writer import _jsonable
-
-fmt_value = fmt.value_text  # kept under its old name: tables and tests import it from here
+from neurondesk.reports.summary_writer import jsonable
 
 
-def _cell(row: dict, i: int) -> str:
+def cell_text(row: dict, i: int) -> str:
+    """Run ``i``'s value in one compare row, the best in bold (Markdown; the HTML report too)."""
     if row["kind"] == "time_slice":  # seconds (share of the run, dollars)
         secs, share, usd = row["values"][i], row["shares"][i], row["usd"][i]
         if secs is None:
             return "—"
-        extra = ", ".join(x for x in (fmt_value(share, "pct1") if share is not None else "",
-                                      fmt_value(usd, "usd") if usd is not None else "") if x)
-        return fmt_value(secs, "s") + (f" ({extra})" if extra else "")
-    text = fmt_value(row["values"][i], row["kind"])
+        extra = ", ".join(x for x in (fmt.value_text(share, "pct1") if share is not None else "",
+                                      fmt.value_text(usd, "usd") if usd is not None else "") if x)
+        return fmt.value_text(secs, "s") + (f" ({extra})" if extra else "")
+    text = fmt.value_text(row["values"][i], row["kind"])
     return f"**{text}**" if row["best"] == i else text
 
 
@@ -34,7 +33,7 @@ def to_markdown(c: dict) -> str:
         lines.append("")
     lines += ["".join(head), "|---" * (len(runs) + 1) + "|"]
     for row in c["rows"]:
-        cells = [_cell(row, i).replace("|", r"\|") for i in range(len(runs))]
+        cells = [cell_text(row, i).replace("|", r"\|") for i in range(len(runs))]
         lines.append(f"| {row['label']} | " + " | ".join(cells) + " |")
     lines += ["", "**best** in bold where lower (or higher) is better.", ""]
     lines += [f"- {r['label']}: `{r['command']}`" for r in runs]
@@ -51,7 +50,7 @@ def to_markdown(c: dict) -> str:
 
 
 def to_json(c: dict) -> str:
-    return json.dumps(_jsonable(c), indent=2) + "\n"
+    return json.dumps(jsonable(c), indent=2) + "\n"
 
 
 def to_csv(c: dict) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from neurondesk.core.series import StepTimeLine
 from neurondesk.core.summary_types import Summary
 from neurondesk.reports import fmt
-from neurondesk.reports.compare_writer import _cell as compare_cell
+from neurondesk.reports.compare_writer import cell_text
 from neurondesk.reports.html_svg import COLORS, Chart, Line, line_chart, stacked_bar
 from neurondesk.reports.summary_writer import report_rows
 
@@ -159,7 +159,7 @@ def _compare(c: dict) -> str:
     out = ['<section id="compare"><h2>Compare</h2>']
     out += [f'<div class="warn{" loud" if w["level"] == "loud" else ""}">{e(w["message"])}</div>' for w in c["warnings"]]
     head = ["", *(f"{r['label']}: {r['run_id']}" for r in runs)]
-    rows = [[row["label"], *(compare_cell(row, i).replace("**", "") for i in range(len(runs)))] for row in c["rows"]]
+    rows = [[row["label"], *(cell_text(row, i).replace("**", "") for i in range(len(runs)))] for row in c["rows"]]
     out.append(_table(head, rows, sortable=False))
     out += [f"<p>{e(t)}</p>" for t in c.get("payback_text") or []]
     out.append(f'<p><b>Verdict:</b> <span id="verdict">{e(c["verdict"])}</span></p></section>')

@@ -18,18 +18,19 @@ from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
 from neurondesk.reports.safe_text import clean
 
 
-def _jsonable(x):
+def jsonable(x):
+    """``x`` with non-finite floats as strings (JSON has no NaN): every JSON writer's."""
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)  # "nan" / "inf": a loss that exploded is information, and JSON has no NaN
     if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
+        return {k: jsonable(v) for k, v in x.items()}
     if isinstance(x, list):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     return x
 
 
 def to_json(summary: dict) -> str:
-    return json.dumps(_jsonable(summary), indent=2) + "\n"
+    return json.dumps(jsonable(summary), indent=2) + "\n"
 
 
 def _fmt(x, unit: str = "", nd: int = 3) -> str:

@@ -1,7 +1,7 @@
 """Plain tables for the cost board, the run history and the price list: text, md, json or csv.
 
 ``columns`` are (key, header, kind); rows are dicts of raw values. json and csv keep the raw
-values; text and md format them (kinds as in compare_writer.fmt_value). Nothing computed here.
+values; text and md format them (kinds as in fmt.value_text). Nothing computed here.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import csv
 import io
 import json
 
-from neurondesk.reports.compare_writer import fmt_value
+from neurondesk.reports.fmt import value_text
 from neurondesk.reports.safe_text import clean
-from neurondesk.reports.summary_writer import _jsonable
+from neurondesk.reports.summary_writer import jsonable
 
 FORMATS = ("text", "md", "json", "csv")
 
 
 def render(columns: list[tuple[str, str, str]], rows: list[dict], fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps(_jsonable(rows), indent=2) + "\n"
+        return json.dumps(jsonable(rows), indent=2) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
@@ -28,7 +28,7 @@ def render(columns: list[tuple[str, str, str]], rows: list[dict], fmt: str = "te
             w.writerow(["" if r.get(k) is None else r.get(k) for k, _, _ in columns])
         return buf.getvalue()
     # made safe cell by cell (no colours: they would break the widths) before widths and cuts
-    cells = [[clean(fmt_value(r.get(k), kind)) for k, _, kind in columns] for r in rows]
+    cells = [[clean(value_text(r.get(k), kind)) for k, _, kind in columns] for r in rows]
     heads = [h for _, h, _ in columns]
     if fmt == "md":
         lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
