@@ -170,11 +170,12 @@ class ReplaySource:
     def export_summary(self) -> Path:
         """Write the summary of what has been replayed so far next to the journal."""
         from neurondesk.reports.summary_writer import to_json, to_markdown
+        from neurondesk.store.summary_files import write_atomic
 
         s = build_summary(self.state, self.now())
         out = self.run_dir / "replay-summary.json"
-        out.write_text(to_json(s), encoding="utf-8")
-        out.with_suffix(".md").write_text(to_markdown(s), encoding="utf-8")
+        write_atomic(out, to_json(s))  # 0600, never through a link, as the recorder's own summary
+        write_atomic(out.with_suffix(".md"), to_markdown(s))
         return out
 
     def finish(self) -> None:
