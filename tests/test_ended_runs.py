@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from conftest import REPO, base_env, wait_until
@@ -51,12 +52,23 @@ def _registry(tmp: Path) -> list[str]:
     return sorted(p.name for p in live.iterdir() if p.suffix == ".json") if live.is_dir() else []
 
 
-def _lock_index(tmp: Path, release: Path) -> subprocess.Popen:
+@contextmanager
+def _index_locked(tmp: Path):
+    """The run index held under a real SQLite write lock by a second process until the block ends."""
     RunIndex(_index(tmp))  # made, with its schema
+    release = tmp / "release"
     locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(_index(tmp)), str(release)],
                               stdout=subprocess.PIPE, text=True)
     assert locker.stdout.readline().strip() == "locked"
-    return locker
+    try:
+        yield
+    finally:
+        release.touch()
+        locker.wait(timeout=60)
+
+
+def _run_hi(tmp: Path, run_dir: Path) -> subprocess.CompletedProcess:
+    return _nd(tmp, "run", "--headless", "--run-dir", str(run_dir), "--", sys.executable, "-c", "print('hi')")
 
 
 def _run_id(run_dir: Path) -> str:
@@ -64,11 +76,9 @@ def _run_id(run_dir: Path) -> str:
 
 
 def test_a_run_ending_while_the_index_is_locked_finishes_at_once_and_its_recorder_writes_the_row_later(tmp_path):
-    release = tmp_path / "release"
-    locker = _lock_index(tmp_path, release)
     run_dir = tmp_path / "run"
-    try:
-        p = _nd(tmp_path, "run", "--headless", "--run-dir", str(run_dir), "--", sys.executable, "-c", "print('hi')")
+    with _index_locked(tmp_path):
+        p = _run_hi(tmp_path, run_dir)
         # `run` came back while the lock is still held: the run was not kept "running" for it
         assert p.returncode == 0, p.stderr
         assert "run index not updated" not in p.stderr
@@ -79,28 +89,20 @@ def test_a_run_ending_while_the_index_is_locked_finishes_at_once_and_its_recorde
         history = _nd(tmp_path, "history")
         assert run_id in history.stdout, history.stdout
         assert _registry(tmp_path), "the entry that says a row is missing was removed"
-    finally:
-        release.touch()
-        locker.wait(timeout=60)
     wait_until(lambda: run_id in _ids(tmp_path), 60, "the recorder to write the row once the lock freed")
     wait_until(lambda: not _registry(tmp_path), 60, "the recorder to leave the registry")
 
 
 def test_the_next_ls_writes_the_row_a_recorder_gave_up_on(tmp_path):
-    release = tmp_path / "release"
-    locker = _lock_index(tmp_path, release)
     run_dir = tmp_path / "run"
-    try:
-        p = _nd(tmp_path, "run", "--headless", "--run-dir", str(run_dir), "--", sys.executable, "-c", "print('hi')")
+    with _index_locked(tmp_path):
+        p = _run_hi(tmp_path, run_dir)
         assert p.returncode == 0, p.stderr
         info = read_recorder_info(run_dir)
         try:
             os.kill(info.pid, signal.SIGKILL)  # the recorder, still waiting for the lock, is gone
         except ProcessLookupError:
             pass
-    finally:
-        release.touch()
-        locker.wait(timeout=60)
     run_id = _run_id(run_dir)
     if run_id not in _ids(tmp_path):  # (unless the recorder wrote it between the release and the kill)
         listed = _nd(tmp_path, "ls")
