@@ -16,18 +16,13 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "docs" / "cli.md"
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def _commands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """The parser's subcommands: name, parser and help line each, in the order they were added."""
     for action in parser._actions:  # argparse keeps them here; there is no public accessor
         if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
-def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return {a.dest: a.help or "" for a in action._choices_actions}
-    return {}
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            return [(name, sub, helps.get(name, "")) for name, sub in action.choices.items()]
+    return []
 
 
 def _cell(text: str) -> str:
@@ -48,8 +43,8 @@ def command_section(name: str, parser: argparse.ArgumentParser, summary: str, de
         rows.append(f"| {flags} | {_cell(text + choices)} |")
     if rows:
         out += ["| option | what it does |", "|---|---|", *rows, ""]
-    for sub_name, sub in _subparsers(parser).items():
-        out += command_section(f"{name} {sub_name}", sub, _helps(parser).get(sub_name, ""), depth + 1)
+    for sub_name, sub, sub_summary in _commands(parser):
+        out += command_section(f"{name} {sub_name}", sub, sub_summary, depth + 1)
     return out
 
 
@@ -61,9 +56,8 @@ def render() -> str:
     lines = ["# Command line reference", "",
              "Generated from the parser by `scripts/make_cli_docs.py`; do not edit by hand. The pages",
              "linked from the README explain what the commands are for.", ""]
-    helps = _helps(parser)
-    for name, sub in _subparsers(parser).items():
-        lines += command_section(name, sub, helps.get(name, ""))
+    for name, sub, summary in _commands(parser):
+        lines += command_section(name, sub, summary)
     return "\n".join(lines).rstrip() + "\n"
 
 
