@@ -124,7 +124,10 @@ class TelemetryReducer:
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no
         compile is open."""
-        return self._steps.last_step_steady and not self._compiles.compile_open and not self._run.finished
+        return self._steady_after(self._steps.last_step_steady)
+
+    def _steady_after(self, step_steady: bool) -> bool:
+        return step_steady and not self._compiles.compile_open and not self._run.finished
 
     def _note_device_util(self, values: list[float], source: str) -> None:
         if values and self.sampling_steady():
@@ -173,8 +176,7 @@ class TelemetryReducer:
     def on_steps(self, b: ev.StepBatch) -> None:
         """A StepBatch: as its steps one by one, whose first alone finds pending trees."""
         self._step_pids.add(b.pid)
-        if (self._pending_trees and self._steps.first_of_batch_steady and not self._compiles.compile_open
-                and not self._run.finished):
+        if self._pending_trees and self._steady_after(self._steps.first_of_batch_steady):
             self._take_pending_trees()
         self._pending_trees.clear()
 
