@@ -158,6 +158,7 @@ def _live_rows(since: datetime | None, waiting: list | None = None) -> list:
     """Index-like rows of the live runs (their summary so far), wherever their folders are;
     ``waiting``: rows of ended runs the index could not take yet (it is locked), from their summary."""
     from neurondesk.reports.safe_text import clean
+    from neurondesk.sources.ended import unindexed_rows
     from neurondesk.sources.runs import live_summaries
     from neurondesk.store.index import row_of
 
@@ -167,7 +168,7 @@ def _live_rows(since: datetime | None, waiting: list | None = None) -> list:
     for note in notes:
         sys.stderr.write(f"neurondesk: {clean(note)}\n")
     if waiting is not None:
-        waiting += [r for e in ended if not e.indexed and (r := row_of(e.summary, e.run_dir)) is not None]
+        waiting += [r for _, r in unindexed_rows(ended)]
     rows = [r for r in rows if r is not None]
     if since is None:
         return rows

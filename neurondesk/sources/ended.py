@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from neurondesk.sources.replay import summary_from_run_dir
-from neurondesk.store.index import RunIndex, RunIndexError
+from neurondesk.store.index import RunIndex, RunIndexError, RunRow, row_of
 from neurondesk.store.live_registry import Entry, remove_entry
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON
@@ -104,3 +104,9 @@ def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | 
             why = str(exc)
         out.append(EndedRun(str(summary.get("run_id") or e.run_id), run_dir, summary, why is None, lost, why))
     return out
+
+
+def unindexed_rows(ended: list[EndedRun]) -> list[tuple[EndedRun, RunRow]]:
+    """The settled runs whose row the locked index could not take yet, each with its index-like
+    row from its summary (how `ls` and `history` list them meanwhile)."""
+    return [(e, r) for e in ended if not e.indexed and (r := row_of(e.summary, e.run_dir)) is not None]

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.summary import build_summary
-from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle
+from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle, unindexed_rows
 from neurondesk.sources.replay import state_from_run_dir
 from neurondesk.sources.resume import listing
-from neurondesk.store.index import RunIndex, RunIndexError, RunRow, row_of
+from neurondesk.store.index import RunIndex, RunIndexError, RunRow
 from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
 from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_INFO, RECORDER_LOCK, default_run_root
@@ -128,7 +128,7 @@ def finished_runs(root: Path | None = None, limit: int = 10, ended: list[EndedRu
     if limit <= 0:
         return []
     waiting = [_finished(row, lost=e.lost, unindexed=e.why_not_indexed or "not written yet")
-               for e in ended or () if not e.indexed and (row := row_of(e.summary, e.run_dir)) is not None]
+               for e, row in unindexed_rows(ended or [])]
     rows = []
     if path.exists():
         try:
