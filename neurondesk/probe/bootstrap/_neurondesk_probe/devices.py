@@ -21,6 +21,14 @@ class Devices:
         if param is not None:
             self.report_param_device(param)
 
+    def report_module_device(self, mod) -> None:
+        """The device of a loop with no optimizer: its model's first parameter's."""
+        self.device_reported = True
+        params = getattr(mod, "parameters", None)
+        param = next(iter(params()), None) if callable(params) else None
+        if param is not None:
+            self.report_param_device(param)
+
     def report_param_device(self, param) -> None:
         dev = param.device
         kind, name = dev.type, str(dev)

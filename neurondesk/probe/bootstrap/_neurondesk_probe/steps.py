@@ -135,11 +135,8 @@ class StepClock:
         or at exit. The device is the model's, said once."""
         devices = self.probe.devices
         if not devices.device_reported:
-            devices.device_reported = True
-            params = getattr(mod, "parameters", None)
-            param = next(iter(params()), None) if callable(params) else None
-            if param is not None:
-                self.probe.guarded(devices.report_param_device, param, hook="device")
+            # the module's parameters() is the user's code: its failure turns "device" off, not the step
+            self.probe.guarded(devices.report_module_device, mod, hook="device")
         self.end_step()
 
     def end_at_exit(self) -> None:
