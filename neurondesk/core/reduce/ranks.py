@@ -174,8 +174,6 @@ class RankReducer:
         r.steady_times.append(duration)
         if presync is not None:
             by_step, top = r.by_step, r.by_step_top
-            if top < 0 and by_step:  # a checkpoint from before these two fields: see what it holds
-                r.by_step_ascending, top = list(by_step) == sorted(by_step), max(by_step)
             if step < top and step not in by_step:
                 r.by_step_ascending = False
             by_step[step] = (presync, wait)
