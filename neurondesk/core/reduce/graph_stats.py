@@ -65,15 +65,18 @@ class GraphStatsJoin:
         self._compiles = compiles
         self.by_compile: dict[int, list[CompileSplit]] = {}  # CompileRecord.index -> one split per rank
         self.unjoined: list[CompileSplit] = []
-        self.rows = 0
         self._seen: set[tuple[str, int]] = set()
+
+    @property
+    def rows(self) -> int:
+        """graph_stats rows read (each once)."""
+        return len(self._seen)
 
     def on_row(self, e: dev.NeuronGraphStat) -> None:
         key = (e.path, e.row)
         if key in self._seen:
             return
         self._seen.add(key)
-        self.rows += 1
         record = self._compile_for(e)
         if record is None:
             if len(self.unjoined) < UNJOINED_KEEP:
