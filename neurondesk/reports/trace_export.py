@@ -54,7 +54,7 @@ class TraceWriter:
         span = max((state.last_t or self.t0) - self.t0, 1e-6)
         self.counter_every_s = max(span / MAX_COUNTER_POINTS, 0.05)
         self._buckets: dict[int, StepBucket] = {}
-        self._rate: dict[int, list[float]] = {}  # pid -> [samples, seconds, last counter t]
+        self._rate: dict[int, list[float]] = {}  # pid -> [samples, seconds] since its last counter point
         self._last_counter: dict[str, float] = {}
         self.window: list[float | None] = [None, None]  # the lead's selected steps, start and end
 
@@ -136,7 +136,7 @@ class TraceWriter:
     def _event(self, e: ev.Event) -> None:
         if isinstance(e, ev.StepEnded):
             self._step(e)
-        elif e.kind == "steps":  # a batch of plain steps (StepBatch), where the journal has them
+        elif isinstance(e, ev.StepBatch):  # a batch of plain steps, where the journal has them
             for s in e.steps():
                 self._step(s)
         elif isinstance(e, ev.Notice):
