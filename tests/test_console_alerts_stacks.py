@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, TRAIN, base_env
-from test_hang_stacks import SLEEP_LINE, wait_for
+from conftest import REPO, TRAIN, base_env, wait_until
+from test_hang_stacks import SLEEP_LINE
 
 from neurondesk.sources.follow import FollowSource
 from neurondesk.sources.replay import ReplaySource
@@ -80,7 +80,7 @@ def test_k_reads_the_stacks_of_a_live_run_into_its_folder(tmp_path):
     assert start.returncode == 0, start.stderr
     source = FollowSource(run_dir, attached=True)
     try:
-        wait_for(lambda: (source.poll() or True) and source.state.steps_done >= 2, 120, "two steps")
+        wait_until(lambda: (source.poll() or True) and source.state.steps_done >= 2, 120, "two steps")
 
         async def go():
             app = ConsoleApp(source, poll_s=0.25)
@@ -97,7 +97,7 @@ def test_k_reads_the_stacks_of_a_live_run_into_its_folder(tmp_path):
         said = asyncio.run(go())
     finally:
         source.stop()
-        wait_for(lambda: (run_dir / "summary.json").exists(), 60, "the run to end")
+        wait_until(lambda: (run_dir / "summary.json").exists(), 60, "the run to end")
     assert said and said[0].startswith(f"every rank stands at main at train.py:{SLEEP_LINE} (every stack: "), said
     (dump,) = run_dir.glob("stacks-*.txt")
     text = dump.read_text()
