@@ -4,6 +4,7 @@ TorchNeuron compile split. Text only, from the summary's values."""
 
 from __future__ import annotations
 
+from neurondesk.core.reduce.graph_stats import split_times_words
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 
@@ -49,9 +50,8 @@ def compile_split_lines(s: dict) -> list[str]:
     """'- compile 3, rank 0: FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s (graph g)'."""
     out = []
     for x in (s.get("neuron") or {}).get("compile_splits") or []:
-        parts = [f"{label} {x[key]:.2f} s" for label, key in (("FX passes", "fx_passes_s"), ("lowering", "lower_s"),
-                                                             ("Neuron compile", "compile_s")) if x.get(key) is not None]
+        times = split_times_words(x.get("fx_passes_s"), x.get("lower_s"), x.get("compile_s"))
         who = f", rank {x['rank']}" if x.get("rank") is not None else ""
         graph = f" (graph {clean(x['graph_id'])})" if x.get("graph_id") else ""
-        out.append(f"- compile {x['compile']}{who}: {' · '.join(parts) or 'no times'}{graph}")
+        out.append(f"- compile {x['compile']}{who}: {times}{graph}")
     return out

@@ -37,15 +37,21 @@ class CompileSplit:
 
     def words(self) -> str:
         """"FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s (graph 3f2a…, 1,834 nodes,
-        collectives, rank 1)": the one wording the console and the summary show."""
-        parts = [f"{label} {v:.2f} s" for label, v in (("FX passes", self.fx_passes_s), ("lowering", self.lower_s),
-                                                       ("Neuron compile", self.compile_s)) if v is not None]
+        collectives, rank 1)": the console's wording (summary.md's times are ``split_times_words``)."""
         facts = [f"graph {self.graph_id}" if self.graph_id else None,
                  f"{self.node_count:,} nodes" if self.node_count is not None else None,
                  "collectives" if self.has_collectives else None,
                  f"rank {self.rank}" if self.rank is not None else None]
         facts_text = ", ".join(f for f in facts if f)
-        return " · ".join(parts or ["no times"]) + (f" ({facts_text})" if facts_text else "")
+        return split_times_words(self.fx_passes_s, self.lower_s, self.compile_s) + (
+            f" ({facts_text})" if facts_text else "")
+
+
+def split_times_words(fx_passes_s: float | None, lower_s: float | None, compile_s: float | None) -> str:
+    """"FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s" (the parts known), or "no times"."""
+    parts = [f"{label} {v:.2f} s" for label, v in (("FX passes", fx_passes_s), ("lowering", lower_s),
+                                                   ("Neuron compile", compile_s)) if v is not None]
+    return " · ".join(parts or ["no times"])
 
 
 def _split(e: dev.NeuronGraphStat) -> CompileSplit:
