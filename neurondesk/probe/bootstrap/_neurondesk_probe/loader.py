@@ -35,7 +35,7 @@ class LoaderHooks:
             probe.guarded(hooks.note_batch, batch, hook="dataloader")
             return batch
 
-        __next__._neurondesk = True
+        __next__.__doc__, __next__.__wrapped__, __next__._neurondesk = real_next.__doc__, real_next, True
         cls.__next__ = __next__
         real_init = cls.__init__
 
@@ -44,7 +44,7 @@ class LoaderHooks:
             if probe.phase.in_eval and not probe.disabled and threading.get_ident() == probe.train_thread:
                 probe.guarded(probe.phase.new_pass, hook="dataloader")
 
-        __init__._neurondesk = True
+        __init__.__doc__, __init__.__wrapped__, __init__._neurondesk = real_init.__doc__, real_init, True
         cls.__init__ = __init__
 
     def note_wait(self, t0: float) -> None:
@@ -96,7 +96,7 @@ class LoaderHooks:
                 hooks.in_loader = False
                 probe.guarded(hooks.note_loader_wait, t0, hook="parallel-loader")
 
-        next._neurondesk = True
+        next.__doc__, next.__wrapped__, next._neurondesk = real_next.__doc__, real_next, True
         cls.next = next
         cls.__next__ = next
 

@@ -31,7 +31,7 @@ class OptimizerHooks:
             clock.has_optimizer = True
             return real_init(opt, *args, **kwargs)
 
-        __init__._neurondesk = True
+        __init__.__doc__, __init__.__wrapped__, __init__._neurondesk = real_init.__doc__, real_init, True
         module.Optimizer.__init__ = __init__
 
     def pre(self, optimizer, args, kwargs):
