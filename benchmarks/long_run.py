@@ -50,8 +50,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 PY = sys.executable
-STEP_S = 0.02  # 50 steps/s of recorded time
 LOG_EVERY = 100  # the workload prints a loss line every 100 steps (rank 0)
 
 
@@ -63,25 +63,45 @@ def _vm_hwm() -> int:
     return 0
 
 
-def generate(run_dir: Path, steps: int, ranks: int, seed: int = 1) -> None:
+def _probe_module(name: str):
+    """A module of the probe (neurondesk/probe/bootstrap/_neurondesk_probe), imported the way the
+    workload imports it: the bootstrap folder on sys.path (it is not a package of neurondesk)."""
+    import importlib
+    sys.path.insert(0, str(BOOTSTRAP))
+    try:
+        return importlib.import_module(f"_neurondesk_probe.{name}")
+    finally:
+        sys.path.remove(str(BOOTSTRAP))
+
+
+def generate(run_dir: Path, steps: int, ranks: int, wire: str = "steps", steps_per_s: float = 50.0,
+             seed: int = 1) -> None:
     """(Subprocess.) Record a run of ``steps`` steps on ``ranks`` ranks through the recorder, then
-    stay live (lock held) until stdin closes; then finish the run as the recorder does."""
+    stay live (lock held) until stdin closes; then finish the run as the recorder does.
+
+    ``wire``: "steps", what the probe sends now: the compile steps (step < 3) as `step` lines, then
+    the ordinary steps of each rank coalesced into `steps` messages rendered by the probe's own
+    StepColumns, one per FLUSH_S (0.05 s) of recorded time (the probe's send cadence: its flusher
+    thread and its step-boundary check), at most MAX_STEPS a message; "step": one `step` line per
+    step, the wire form before batching, for comparison."""
     from neurondesk.collectors.workload import RawOutput, RawProbe
     from neurondesk.core import events as ev
     from neurondesk.recorder.options import RunOptions
     from neurondesk.recorder.recorder import Recorder
-    from neurondesk.store.journal import JournalWriter
     from neurondesk.store.liveness import RecorderLock
     from neurondesk.store.rundir import RunPaths
 
+    batch = _probe_module("batch")
+    flush_s = _probe_module("transport").FLUSH_S
+    step_s = 1.0 / steps_per_s
     rnd = random.Random(seed)
     paths = RunPaths(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     rec = Recorder(["python", "train.py"], RunOptions(instance_type="trn1.32xlarge", price_per_hour=21.5,
                                                         telemetry=False), paths)
     rec.lock = RecorderLock(run_dir)
-    rec.journal = JournalWriter(paths.events)
-    t0 = time.time() - steps * STEP_S - 60
+    rec.run_journal.open()
+    t0 = float(int(time.time() - steps * step_s - 60))  # a whole second: the same send periods each time
     rec.record(ev.RunStarted(t=t0, run_id=run_dir.name, command=rec.command, instance_type="trn1.32xlarge",
                              price_per_hour=21.5, steps_requested=steps))
     rec.flush()
@@ -92,40 +112,79 @@ def generate(run_dir: Path, steps: int, ranks: int, seed: int = 1) -> None:
                             f'"world_size":{ranks},"python":"3.11","argv":["train.py"],"pid":{pid}}}').encode()))
     t = t0 + 1
     # the recorder's checkpoint cadence (every 10 s) on the recorded clock: this run is recorded
-    # far faster than it ran, and a real recorder sees 10 s pass every 500 steps here
-    rec.checkpoints.clock = lambda: t
+    # far faster than it ran, and a real recorder sees 10 s pass every 10 s of recorded steps
+    rec.run_journal.checkpoints.clock = lambda: t
+    # what each rank's probe holds: the columns of its open batch (samples, tokens, executions and
+    # pre-sync time present, one input shape: an XLA training step), closed at the next send
+    shape_of, shapes = (True, True, True, True), [[8, 512]]
+    cols = [batch.StepColumns() for _ in pids]
+    window = int(t / flush_s)  # the send cadence's current period, on the recorded clock
+    messages = batches = 0
+    last_pump = t
+
+    def close_batches(at: float) -> None:
+        nonlocal messages, batches
+        for c, pid in zip(cols, pids, strict=True):
+            if c.n:
+                q.put(RawProbe(at, c.render(pid, 0)))
+                messages += 1
+                batches += 1
+
     started = time.perf_counter()
     cpu0 = time.process_time()
     for step in range(steps):
+        if wire == "steps" and int(t / flush_s) != window:  # a send: the open batches go
+            window = int(t / flush_s)
+            close_batches(window * flush_s)
         for r, pid in enumerate(pids):
-            if step < 3:  # the compile wall of the first steps
-                q.put(RawProbe(t, (f'{{"kind":"compile","t":{t:.6f},"source":"probe","step":{step},'
-                                   f'"duration_s":{40.0 + r:.6f},"graph_hash":"g{step}","pid":{pid}}}').encode()))
-            d = STEP_S * (1 + 0.05 * rnd.random())
+            d = step_s * (1 + 0.05 * rnd.random())
             wait = 0.0005 * rnd.random()
-            line = (f'{{"kind":"step","t":{t + r * 1e-4:.6f},"step":{step},"duration_s":{d:.9f},'
-                    f'"data_wait_s":{wait:.9f},"compiles":{1 if step < 3 else 0},"samples":8,"tokens":4096,'
-                    f'"input_shapes":[[8,512]],"executions":1,"presync_s":{d * 0.4:.9f},"pid":{pid}}}')
-            q.put(RawProbe(t, line.encode()))
+            ts = t + r * 1e-4
+            if step < 3 or wire == "step":
+                if step < 3:  # the compile wall of the first steps (a compile message closes a batch)
+                    q.put(RawProbe(t, (f'{{"kind":"compile","t":{t:.6f},"source":"probe","step":{step},'
+                                       f'"duration_s":{40.0 + r:.6f},"graph_hash":"g{step}","pid":{pid}}}').encode()))
+                    messages += 1
+                line = (f'{{"kind":"step","t":{ts:.6f},"step":{step},"duration_s":{d:.9f},'
+                        f'"data_wait_s":{wait:.9f},"compiles":{1 if step < 3 else 0},"samples":8,"tokens":4096,'
+                        f'"input_shapes":[[8,512]],"executions":1,"presync_s":{d * 0.4:.9f},"pid":{pid}}}')
+                q.put(RawProbe(t, line.encode()))
+                messages += 1
+            else:
+                c = cols[r]
+                if not (c.n and c.fits(step, shape_of, shapes)):  # a new batch, or MAX_STEPS reached
+                    if c.n:
+                        q.put(RawProbe(t, c.render(pid, 0)))
+                        messages += 1
+                        batches += 1
+                    c.start(step, shape_of, shapes)
+                c.add(ts, d, wait, 8, 4096, 1, d * 0.4)
         if step % LOG_EVERY == 0:
             q.put(RawOutput(t, "stdout", f"step {step} loss {2.0 / (1 + step / 1000):.4f}"))
-        t += STEP_S
-        if q.qsize() >= 200:  # as often as a live recorder takes its queue in (every 0.1 s at 250 steps/s)
+        t += step_s
+        # as a live recorder takes its queue in: at least every 0.1 s (its pump's wait), sooner when busy
+        if t - last_pump >= 0.1 or q.qsize() >= 200:
+            last_pump = t
             while rec.pump(timeout=0):
                 pass
+    close_batches(t)  # the probe's flush at exit
     while rec.pump(timeout=0):
         pass
     rec.flush()
     gen_s = time.perf_counter() - started
     out = {"generate_s": round(gen_s, 2), "generate_cpu_s": round(time.process_time() - cpu0, 2),
+           "wire": wire, "steps_per_s": steps_per_s, "probe_messages": messages, "steps_batches": batches,
+           "steps_per_batch": round((steps - 3) * ranks / batches, 2) if batches else None,
            "events": rec.state.event_count, "steps_done": rec.state.steps_done,
-           "recorder_peak_rss": _vm_hwm(), "checkpoints_written": rec.checkpoints.written,
-           "checkpoint_bytes": rec.checkpoints.bytes, "segments_closed": rec.journal.rotations,
-           "rotation_problem": rec.journal.rotation_problem}
+           "recorder_peak_rss": _vm_hwm(), "checkpoints_written": rec.run_journal.checkpoints.written,
+           "checkpoint_bytes": rec.run_journal.checkpoints.bytes, "segments_closed": rec.run_journal.writer.rotations,
+           "rotation_problem": rec.run_journal.writer.rotation_problem,
+           "neurondesk_from": str(Path(sys.modules["neurondesk"].__file__).resolve().parent.parent)}
     print(json.dumps(out), flush=True)
     sys.stdin.read()  # live until the benchmark is done reading
-    rec.done = True  # no workload to wait for: close the journal as finish() would
-    rec._close_journal()
+    rec.done = True  # no workload to wait for: close the journal as finish() does
+    rec.run_journal.closed = True
+    rec.run_journal.close()
 
 
 ATTACH = """
@@ -178,15 +237,18 @@ def journal_bytes(run_dir: Path) -> tuple[int, int]:
     return j, c
 
 
-def one(steps: int, ranks: int, rounds: int, baseline: bool) -> dict:
+def one(steps: int, ranks: int, rounds: int, baseline: bool, wire: str = "steps", steps_per_s: float = 50.0) -> dict:
     root = Path(tempfile.mkdtemp(prefix="nd-longrun-"))
     env = dict(os.environ, NEURONDESK_HOME=str(root), PYTHONPATH=str(REPO))
     run_dir = root / "runs" / f"20260101-000000-{steps:x}{ranks}"
-    gen = subprocess.Popen([PY, __file__, "_generate", str(run_dir), str(steps), str(ranks)], env=env,
+    gen = subprocess.Popen([PY, __file__, "_generate", str(run_dir), str(steps), str(ranks), wire, str(steps_per_s)],
+                           env=env,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO)
     try:
         info = json.loads(gen.stdout.readline())
-        row = {"steps": steps, "ranks": ranks, **info}
+        # the neurondesk measured is this script's tree (a snapshot, not an editable install of another)
+        assert info.pop("neurondesk_from") == str(REPO), "neurondesk was not imported from " + str(REPO)
+        row = {"steps": steps, "ranks": ranks, "commit": os.environ.get("LONG_RUN_COMMIT") or _commit(), **info}
         nd = [PY, "-m", "neurondesk.cli"]  # the CLI of this interpreter's neurondesk (its console script's code)
         reads: dict[str, list] = {"ls": [], "attach": [], "summary": [], "reduce": []}
         rss: dict[str, int] = {}
@@ -250,12 +312,17 @@ def _commit() -> str | None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_generate":
-        generate(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        generate(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], float(sys.argv[6]))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", default="10000,1000000", help="comma-separated run lengths")
     ap.add_argument("--ranks", default="1,8", help="comma-separated rank counts")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--wire", choices=("steps", "step"), default="steps",
+                    help="steps: what the probe sends (ordinary steps coalesced into `steps` messages, one per "
+                         "0.05 s a rank); step: one `step` line per step (the wire form before batching)")
+    ap.add_argument("--steps-per-s", type=float, default=50.0,
+                    help="the recorded job's step rate (sets the recorded clock, so the steps a batch holds)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the whole-journal reference figure")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "long_run.json"))
     ap.add_argument("--add", action="store_true", help="keep the rows already in --out that this run does not measure")
@@ -266,40 +333,57 @@ def main() -> None:
     for ranks in rank_counts:
         for steps in sizes:
             baseline = not args.no_baseline and steps == max(sizes) and ranks == rank_counts[0]
-            row = one(steps, ranks, args.rounds, baseline)
+            row = one(steps, ranks, args.rounds, baseline, args.wire, args.steps_per_s)
             print(json.dumps(row), flush=True)
             rows.append(row)
     commands = ["python benchmarks/long_run.py " + " ".join(sys.argv[1:])]
+
+    def key(r: dict) -> tuple:  # rows before --wire and --steps-per-s were the step wire at 50 steps/s
+        return r["steps"], r["ranks"], r.get("wire", "step"), r.get("steps_per_s", 50.0)
+
     if args.add and Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
-        done = {(r["steps"], r["ranks"]) for r in rows}
-        rows = [r for r in old["rows"] if (r["steps"], r["ranks"]) not in done] + rows
-        rows.sort(key=lambda r: (r["ranks"], r["steps"]))
+        done = {key(r) for r in rows}
+        rows = [r for r in old["rows"] + old.get("rows_per_step_wire", []) if key(r) not in done] + rows
         commands = [c for c in old.get("commands", [old.get("command")]) if c] + commands
-    ratios = {}
-    for ranks in sorted({r["ranks"] for r in rows}):
-        mine = {r["steps"]: r for r in rows if r["ranks"] == ranks}
-        small, big = mine[min(mine)], mine[max(mine)]
-        if small is big:
-            continue
-        ratios[f"{ranks}_rank{'s' if ranks > 1 else ''}_{max(mine)}_vs_{min(mine)}"] = {
-            k: round(big[k] / small[k], 2) for k in ("ls_s", "attach_s", "summary_s", "reduce_s")} | {
-            "recorder_rss_delta_mib": round((big["recorder_peak_rss"] - small["recorder_peak_rss"]) / 2**20, 1),
-            "viewer_rss_delta_mib": round((big["reader_peak_rss"]["attach"] - small["reader_peak_rss"]["attach"])
-                                          / 2**20, 1)}
+    rows.sort(key=lambda r: (r.get("wire", "step") != "steps", r.get("steps_per_s", 50.0), r["ranks"], r["steps"]))
+
+    def ratios_of(rows: list[dict]) -> dict:
+        ratios = {}
+        for group in sorted({key(r)[1:] for r in rows}):
+            ranks, wire, rate = group
+            mine = {r["steps"]: r for r in rows if key(r)[1:] == group}
+            small, big = mine[min(mine)], mine[max(mine)]
+            if small is big:
+                continue
+            name = f"{ranks}_rank{'s' if ranks > 1 else ''}_{max(mine)}_vs_{min(mine)}"
+            if rate != 50.0:
+                name += f"_at_{rate:g}_steps_per_s"
+            ratios[name] = {k: round(big[k] / small[k], 2) for k in ("ls_s", "attach_s", "summary_s", "reduce_s")} | {
+                "recorder_rss_delta_mib": round((big["recorder_peak_rss"] - small["recorder_peak_rss"]) / 2**20, 1),
+                "viewer_rss_delta_mib": round((big["reader_peak_rss"]["attach"] - small["reader_peak_rss"]["attach"])
+                                              / 2**20, 1)}
+        return ratios
+
+    batched = [r for r in rows if r.get("wire", "step") == "steps"]
+    per_step = [r for r in rows if r.get("wire", "step") == "step"]
     result = {
         "what": "issue 21: ls / attach / summary of a live run, recorder and reader RSS, journal bytes per step, "
-                "at several run lengths, recorded through the recorder's own code path (no workload process)",
+                "at several run lengths, recorded through the recorder's own code path (no workload process); "
+                "rows: the probe's wire form (ordinary steps coalesced into `steps` messages, one per 0.05 s a "
+                "rank); rows_per_step_wire: one `step` line per step (--wire step, and the rows measured before "
+                "the probe batched steps)",
         "commands": commands,
-        "commit": os.environ.get("LONG_RUN_COMMIT") or _commit(),
+        "commit": "per row (each row names the commit of the neurondesk it was measured with)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "goals": {"reads": "about the same time at 1M/10M steps as at 10k", "journal_bytes_per_step": 64,
                   "rss_delta_mib": 30},
-        "rows": rows, "ratios": ratios,
+        "rows": batched, "ratios": ratios_of(batched),
+        "rows_per_step_wire": per_step, "ratios_per_step_wire": ratios_of(per_step),
     }
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(ratios, indent=2))
+    print(json.dumps(result["ratios"], indent=2))
 
 
 if __name__ == "__main__":
