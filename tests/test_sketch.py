@@ -113,3 +113,31 @@ def test_the_chart_of_a_run_longer_than_its_history_is_the_whole_run():
     assert whole and len(line.steps) <= 100 and line.steps[-1] == 19_999
     assert line.compile_steps == [0] and line.compile_s == [30.0]  # the compile wall, long out of the history
     assert max(line.p90_s) == 0.2 and any(m > 0.05 for m in line.median_s)  # the slowdown at step 9,000
+
+
+@settings(max_examples=80, deadline=None)
+@given(chunks=st.lists(st.lists(st.floats(0.0, 1e3) | st.just(0.0), max_size=40), max_size=12),
+       keep=st.integers(1, 60))
+def test_adding_a_batch_is_adding_its_values_one_by_one(chunks, keep):
+    """add_many (a StepBatch's steps) leaves the sketch exactly as add() of each value would:
+    counts, zeros, the running sum to the bit, min/max and the exact part (kept or dropped)."""
+    one, many = QuantileSketch(exact_keep=keep), QuantileSketch(exact_keep=keep)
+    for chunk in chunks:
+        for x in chunk:
+            one.add(x)
+        many.add_many(chunk)
+        assert many.__dict__ == one.__dict__
+
+
+@settings(max_examples=80, deadline=None)
+@given(chunks=st.lists(st.lists(st.floats(0.0, 10.0), max_size=50), max_size=12), max_buckets=st.integers(2, 9))
+def test_a_downsampled_batch_is_its_steps_one_by_one(chunks, max_buckets):
+    """Downsampled.add_many fills, closes and merges buckets exactly as add() does step by step."""
+    one, many = Downsampled(max_buckets=max_buckets), Downsampled(max_buckets=max_buckets)
+    step = 0
+    for chunk in chunks:
+        for i, x in enumerate(chunk):
+            one.add(step + i, x)
+        many.add_many(step, chunk)
+        step += len(chunk)
+        assert many == one

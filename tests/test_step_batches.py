@@ -170,6 +170,30 @@ def test_a_batch_of_the_run_is_reduced_as_its_steps_are_where_it_matters():
     assert state.parts.ranks.ranks[LEAD].steady_steps == 8
 
 
+def test_batches_longer_than_the_history_and_the_exact_part_reduce_as_their_steps():
+    """The column-at-a-time path on batches as long as the probe sends (up to 4,096 steps): past
+    the step history's bound, past the sketch's exact part, across the warm-up, around a step
+    marked compiled and into the ranks' presync window; the same figures as step by step."""
+    stream: list = [ev.RunStarted(t=0.0, run_id="r", command=["x"], warmup_steps=3)]
+    t, step = 1.0, 0
+    for size in (2, 4096, 4096, 1, 3000, 600):  # the last batch alone goes column by column to the end
+        for i in range(size):
+            d = 0.01 + (step % 7) * 1e-4
+            t += d
+            stream.append((i == 0, ev.StepEnded(t=t, pid=LEAD, step=step, duration_s=d, data_wait_s=d / 10,
+                                                samples=8, tokens=256, executions=1, presync_s=d / 2,
+                                                input_shapes=[[8, 32]])))
+            step += 1
+        if size == 1:  # a compile attributed to a step that comes in the next batch
+            stream.append(ev.CompileFinished(t=t, source="neuron-log", pid=LEAD, step=step + 5, duration_s=1.0))
+    one_by_one = [item[1] if isinstance(item, tuple) else item for item in stream]
+    batched = coalesce(stream)
+    assert max(len(e) for e in batched if isinstance(e, ev.StepBatch)) == 4096
+    a, b = reduced(one_by_one), reduced(batched)
+    assert figures(b.parts) == figures(a.parts)
+    assert b.steps_done == step and not b.parts.steps.steady_times.is_exact
+
+
 # ------------------------------------------------------------------ the real probe's batches
 
 def new_probe():

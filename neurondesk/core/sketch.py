@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import reduce
+from itertools import repeat
+from operator import add, truediv
 
 RELATIVE_ERROR = 0.005
 EXACT_KEEP = 4096
@@ -74,6 +78,30 @@ class QuantileSketch:
 
     def append(self, x: float) -> None:  # the array("d") it replaces was appended to
         self.add(x)
+
+    def add_many(self, xs: list[float]) -> None:
+        """``add`` of each value in turn, in a few passes of C loops (a StepBatch's steps): the
+        same sketch to the last bit (the running sum adds them in the same order)."""
+        if not xs:
+            return
+        self.n += len(xs)
+        self.total = reduce(add, xs, self.total)
+        lo, hi = min(xs), max(xs)
+        if self.min is None or lo < self.min:
+            self.min = lo
+        if self.max is None or hi > self.max:
+            self.max = hi
+        positive = xs if lo > 0 else [x for x in xs if x > 0]
+        self.zeros += len(xs) - len(positive)
+        counts = self.counts
+        for i, c in Counter(map(math.ceil, map(truediv, map(math.log, positive), repeat(self._log_gamma)))).items():
+            counts[i] = counts.get(i, 0) + c
+        if self.exact is not None:
+            if len(self.exact) + len(xs) <= self.exact_keep:
+                self.exact.extend(xs)
+                self._sorted = None
+            else:
+                self.exact = self._sorted = None
 
     def __len__(self) -> int:
         return self.n
@@ -161,6 +189,19 @@ class Downsampled:
         self._open_last = step
         if len(self._open) >= self.width:
             self._close()
+
+    def add_many(self, first_step: int, values: list[float]) -> None:
+        """``add(first_step + i, values[i])`` for each value, a bucket's worth at a time."""
+        i, n = 0, len(values)
+        while i < n:
+            if not self._open:
+                self._open_first = first_step + i
+            take = min(self.width - len(self._open), n - i)
+            self._open.extend(values[i:i + take])
+            i += take
+            self._open_last = first_step + i - 1
+            if len(self._open) >= self.width:
+                self._close()
 
     def _close(self) -> None:
         xs = sorted(self._open)

@@ -20,6 +20,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
+from itertools import islice
+from operator import add
 
 from neurondesk.core import events as ev
 from neurondesk.core.reduce.run import RunReducer
@@ -151,12 +154,46 @@ class RankReducer:
                   e.presync_s)
 
     def on_steps(self, b: ev.StepBatch) -> None:
-        """A StepBatch: its steps one by one (none of them compiled)."""
-        r, n = self._stats(b.pid), len(b)
+        """A StepBatch: as its steps one by one (none of them compiled)."""
+        r, n, first = self._stats(b.pid), len(b), b.step
+        if not n:
+            return
+        if (first >= self._run.warmup_steps and not (r.compiled_steps and any(
+                s in r.compiled_steps for s in range(first, first + n)))
+                and (b.presync_s is None or (r.by_step_ascending and first > r.by_step_top))):
+            self._steady_batch(r, b)
+            return
         none = [None] * n
         for i, d, w, sa, to, pr in zip(range(n), b.duration_s, b.data_wait_s, b.samples or none, b.tokens or none,
                                        b.presync_s or none, strict=True):
-            self._one(r, b.step + i, d, w, False, sa, to, pr)
+            self._one(r, first + i, d, w, False, sa, to, pr)
+
+    def _steady_batch(self, r: RankStats, b: ev.StepBatch) -> None:
+        """``_one`` of each step of a batch of steady steps (past the warm-up, none compiled) whose
+        steps come after every step the window holds: column by column, the sums in the same order."""
+        run, n, first, ds = self._run, len(b), b.step, b.duration_s
+        r.steps = max(r.steps, first + n)
+        r.total_s = reduce(add, ds, r.total_s)
+        r.wait_s = reduce(add, b.data_wait_s, r.wait_s)
+        r.steady_steps += n
+        r.steady_total_s = reduce(add, ds, r.steady_total_s)
+        r.steady_times.extend(ds)
+        if b.presync_s is not None:
+            by_step = r.by_step
+            by_step.update(zip(range(first, first + n), zip(b.presync_s, b.data_wait_s, strict=True), strict=True))
+            r.by_step_top = max(r.by_step_top, first + n - 1)
+            extra = len(by_step) - 2 * WINDOW  # the window keeps its newest 2 * WINDOW steps
+            if extra > 0:
+                for step in list(islice(by_step, extra)):
+                    del by_step[step]
+        samples = [run.samples_override] * n if run.samples_override is not None else b.samples
+        tokens = [run.tokens_override] * n if run.tokens_override is not None else b.tokens
+        if samples is None:
+            r.samples_known = False
+        else:
+            r.steady_samples += sum(samples)
+        if tokens is not None:
+            r.steady_tokens += sum(tokens)
 
     def _one(self, r: RankStats, step: int, duration: float, wait: float, compiled: bool, samples: int | None,
              tokens: int | None, presync: float | None) -> None:

@@ -14,6 +14,9 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
+from itertools import repeat
+from operator import add, sub
 
 from neurondesk.core import events as ev
 from neurondesk.core.reduce.processes import ProcessReducer
@@ -117,17 +120,63 @@ class StepReducer:
         self.first_of_batch_steady = self.last_step_steady
         if b.pid != self._procs.lead_pid or not len(b):
             return
-        n = len(b)
-        none = [None] * n
-        shape = b.input_shapes[0] if b.input_shapes else None
-        one, first = self._one, b.step
-        for i, t, d, w, x, sa, to in zip(range(n), b.ts, b.duration_s, b.data_wait_s, b.executions or none,
-                                          b.samples or none, b.tokens or none, strict=True):
-            one(first + i, t, d, w, x, sa, to, False, 0.0, shape)
-            if i == 0:
-                self.first_of_batch_steady = self.history[-1].steady  # what the telemetry saw after it
+        n, first = len(b), b.step
+        marked = self.steps_with_compile
+        if first >= self._run.warmup_steps and not (marked and any(s in marked for s in range(first, first + n))):
+            self._steady_batch(b)
+        else:  # a batch that reaches into the warm-up or holds a step marked compiled: one by one
+            none = [None] * n
+            shape = b.input_shapes[0] if b.input_shapes else None
+            one = self._one
+            for i, t, d, w, x, sa, to in zip(range(n), b.ts, b.duration_s, b.data_wait_s, b.executions or none,
+                                              b.samples or none, b.tokens or none, strict=True):
+                one(first + i, t, d, w, x, sa, to, False, 0.0, shape)
+                if i == 0:
+                    self.first_of_batch_steady = self.history[-1].steady  # what the telemetry saw after it
         drops = self.probe_drops.get(b.pid)
         self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
+
+    def _steady_batch(self, b: ev.StepBatch) -> None:
+        """A batch of steady steps (past the warm-up, none compiled): what ``_one`` does to each of
+        them, column by column. Sums add in the same order, so every figure is the same to the bit."""
+        run, n, first = self._run, len(b), b.step
+        ds, waits, ts = b.duration_s, b.data_wait_s, b.ts
+        samples = [run.samples_override] * n if run.samples_override is not None else b.samples
+        tokens = [run.tokens_override] * n if run.tokens_override is not None else b.tokens
+        self._lead_next = max(self._lead_next, first + n)
+        self.total_step_s = reduce(add, ds, self.total_step_s)
+        self.total_wait_s = reduce(add, waits, self.total_wait_s)
+        start = min(map(sub, ts, ds))
+        if self.first_step_start is None or start < self.first_step_start:
+            self.first_step_start = start
+        end = max(ts)
+        if self.last_step_end is None or end > self.last_step_end:
+            self.last_step_end = end
+        if b.input_shapes:
+            self.shape_counts[tuple(b.input_shapes[0])] += n
+        if b.executions is not None:
+            self.all_execs.update(b.executions)
+            self.steady_execs.update(b.executions)
+        if self.steady_from is None:
+            self.steady_from = first
+        self.steady_times.add_many(ds)
+        self.steady_total_s = reduce(add, ds, self.steady_total_s)
+        self.steady_wait_s = reduce(add, waits, self.steady_wait_s)
+        if samples is None:
+            self.steady_samples_known = False
+        else:
+            self.steady_samples += sum(samples)
+        if tokens is None:
+            self.steady_tokens_known = False
+        else:
+            self.steady_tokens += sum(tokens)
+        self.series.add_many(first, ds)
+        k = max(0, n - HISTORY)  # the history keeps its last HISTORY records only
+        none = [None] * n
+        self.history.extend(map(StepRecord, range(first + k, first + n), ts[k:], ds[k:], (samples or none)[k:],
+                                (tokens or none)[k:], waits[k:], (b.executions or none)[k:], repeat(False),
+                                repeat(True)))
+        self.first_of_batch_steady = True
 
     def _one(self, step: int, t: float, duration: float, wait: float, execs: int | None, samples: int | None,
              tokens: int | None, compiled_in_step: bool, eval_s: float, first_shape: list[int] | None) -> None:
