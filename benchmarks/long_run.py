@@ -2,11 +2,17 @@
 memory stay flat? (issue 21, items 3-6a)
 
 For each size (recorded steps) and rank count, a run is recorded through the real recorder code
-path: a ``Recorder`` (no workload process: the probe's step lines, byte for byte as the probe
-formats them, and the workload's own log lines go into its queue and through ``pump``: probe
-decoding, the output parsers, the journal writer with its segment rotation and compression, the
-reducer, the checkpoints). The recorder holds its run folder's lock while the readers are timed,
-so the run is live, as on day three of a training job:
+path: a ``Recorder`` (no workload process: what the probe sends, byte for byte, and the
+workload's own log lines go into its queue and through ``pump``: probe decoding, the output
+parsers, the journal writer with its segment rotation and compression, the reducer, the
+checkpoints). What the probe sends (--wire steps, the default): the first three steps, which
+compile, as `compile` and `step` messages; then each rank's ordinary steps coalesced into one
+`steps` message per FLUSH_S (0.05 s) of recorded time, rendered by the probe's own
+``StepColumns`` (batch.py, imported from neurondesk/probe/bootstrap), as its transport sends them
+(at each send, at most MAX_STEPS a message): 2.5 steps a message at the default 50 steps/s
+(--steps-per-s 200: 10, 2000: 100). --wire step: one `step` line per step, the wire form before
+batching, for comparison. A loss line every 100 steps on stdout. The recorder holds its run
+folder's lock while the readers are timed, so the run is live, as on day three of a training job:
 
     ls        `neurondesk ls` (a subprocess, startup included) until it prints
     attach    a viewer process (FollowSource, what `attach` runs under the console or --headless)
@@ -20,16 +26,23 @@ old way, the whole journal reduced without a checkpoint (`summary` on a copy of 
 for the largest size.
 
     .venv/bin/python benchmarks/long_run.py                      # 10k and 1M steps, 1 and 8 ranks
-    .venv/bin/python benchmarks/long_run.py --steps 10000,1000000,10000000 --ranks 1
+    .venv/bin/python benchmarks/long_run.py --steps 10000000 --ranks 1 --no-baseline --add
+    .venv/bin/python benchmarks/long_run.py --steps 10000,1000000 --ranks 1 --steps-per-s 2000 --no-baseline --add
+    .venv/bin/python benchmarks/long_run.py --steps 1000000 --ranks 1 --wire step --no-baseline --add
 
-Results: benchmarks/results/long_run.json (the README's "Long runs" section quotes them).
+Results: benchmarks/results/long_run.json (the README's "Long runs" section quotes them), with
+--add merged into the rows already there: ``rows`` (the batched wire form), ``rows_step_wire``
+(--wire step) and ``rows_per_step_wire`` (rows measured before the probe batched steps, kept).
+Each row names the commit of the neurondesk it measured.
 
 A checkpoint is only used by the reducer code that wrote it (a fingerprint of neurondesk/core's
 sources): an edit of neurondesk/core while the benchmark runs sends the readers back to the whole
 journal; each `summary` is checked to have used its checkpoint (no "checkpoint not used" line),
-and a row where one did not fails. In a tree others are editing, run it from a snapshot installed
-in a venv of its own (the README's "Long runs" says how): an editable install reads the live tree. ``reduce_s``: the reduction alone (``state_from_run_dir`` in a
-process that has imported everything already), the part that could grow with the run.
+and a row where one did not fails. In a tree others are editing, run it from a snapshot of a
+commit (docs/long-runs.md says how: a `git worktree` of the commit, this script run from there;
+the recorder and every reader import neurondesk from the script's own tree, checked in the
+recorder at each row). ``reduce_s``: the reduction alone (``state_from_run_dir`` in a process that has
+imported everything already), the part that could grow with the run.
 """
 
 from __future__ import annotations
@@ -338,15 +351,16 @@ def main() -> None:
             rows.append(row)
     commands = ["python benchmarks/long_run.py " + " ".join(sys.argv[1:])]
 
-    def key(r: dict) -> tuple:  # rows before --wire and --steps-per-s were the step wire at 50 steps/s
-        return r["steps"], r["ranks"], r.get("wire", "step"), r.get("steps_per_s", 50.0)
+    def key(r: dict) -> tuple:  # the rows measured before batching have no "wire" (one step line a step, 50/s)
+        return r["steps"], r["ranks"], r.get("wire"), r.get("steps_per_s", 50.0)
 
     if args.add and Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
         done = {key(r) for r in rows}
-        rows = [r for r in old["rows"] + old.get("rows_per_step_wire", []) if key(r) not in done] + rows
+        kept = old["rows"] + old.get("rows_step_wire", []) + old.get("rows_per_step_wire", [])
+        rows = [r for r in kept if key(r) not in done] + rows
         commands = [c for c in old.get("commands", [old.get("command")]) if c] + commands
-    rows.sort(key=lambda r: (r.get("wire", "step") != "steps", r.get("steps_per_s", 50.0), r["ranks"], r["steps"]))
+    rows.sort(key=lambda r: (str(r.get("wire")), r.get("steps_per_s", 50.0), r["ranks"], r["steps"]))
 
     def ratios_of(rows: list[dict]) -> dict:
         ratios = {}
@@ -365,22 +379,22 @@ def main() -> None:
                                               / 2**20, 1)}
         return ratios
 
-    batched = [r for r in rows if r.get("wire", "step") == "steps"]
-    per_step = [r for r in rows if r.get("wire", "step") == "step"]
+    lists = {wire: [r for r in rows if r.get("wire") == wire] for wire in ("steps", "step", None)}
     result = {
         "what": "issue 21: ls / attach / summary of a live run, recorder and reader RSS, journal bytes per step, "
                 "at several run lengths, recorded through the recorder's own code path (no workload process); "
                 "rows: the probe's wire form (ordinary steps coalesced into `steps` messages, one per 0.05 s a "
-                "rank); rows_per_step_wire: one `step` line per step (--wire step, and the rows measured before "
-                "the probe batched steps)",
+                "rank); rows_step_wire: one `step` line per step (--wire step), measured beside them; "
+                "rows_per_step_wire: the rows measured before the probe batched steps, kept as they were",
         "commands": commands,
         "commit": "per row (each row names the commit of the neurondesk it was measured with)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "goals": {"reads": "about the same time at 1M/10M steps as at 10k", "journal_bytes_per_step": 64,
                   "rss_delta_mib": 30},
-        "rows": batched, "ratios": ratios_of(batched),
-        "rows_per_step_wire": per_step, "ratios_per_step_wire": ratios_of(per_step),
+        "rows": lists["steps"], "ratios": ratios_of(lists["steps"]),
+        "rows_step_wire": lists["step"], "ratios_step_wire": ratios_of(lists["step"]),
+        "rows_per_step_wire": lists[None], "ratios_per_step_wire": ratios_of(lists[None]),
     }
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result["ratios"], indent=2))
