@@ -13,6 +13,18 @@ samples the console process with psutil every second.
 
 Goals (issue 3): <= 3% of one core at 50 steps/s, RSS flat, first frame within 1 s.
 Results: benchmarks/results/console_cost.json.
+
+``--live-minutes M`` measures instead the console of a live run (issue 21, item 6b: the soak's
+console): `neurondesk run -- benchmarks/paced_workload.py --step-s 0.005` (about 200 steps/s, a
+log line every 10 steps) in a 160x48 pty, then the same console on an idle run (a workload that
+sleeps: no steps, no output; the recorder's 1 Hz host and process samples still arrive), M
+minutes each after a 15 s start, as CPU seconds per minute of the console process (utime + stime
+from /proc). ``--baseline REV`` runs every case twice, interleaved: with this tree, and with this
+tree whose neurondesk/views/console/ is REV's (both copied to a temporary folder first, so an
+edit elsewhere during the benchmark changes neither arm).
+
+    python benchmarks/console_cost.py --live-minutes 3 --baseline d5fe032
+    # results: benchmarks/results/console_cost.json, key "live" (the replay figures are kept)
 """
 
 from __future__ import annotations
@@ -210,13 +222,164 @@ def measure(run_dir: Path, speed: float, seconds: float, warmup_s: float = 5.0) 
     }
 
 
+LIVE_WARMUP_S = 15.0  # the console's start, the recorder's, the workload's import of torch
+
+
+def _cpu_s(pid: int) -> float | None:
+    """utime + stime of ``pid`` in seconds, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_copy(dest: Path, console_rev: str | None) -> Path:
+    """This checkout's neurondesk package under ``dest`` (an importable root); with ``console_rev``,
+    its views/console/ replaced by that revision's."""
+    import shutil
+
+    shutil.copytree(REPO / "neurondesk", dest / "neurondesk", ignore=shutil.ignore_patterns("__pycache__"))
+    if console_rev is not None:
+        console = dest / "neurondesk" / "views" / "console"
+        shutil.rmtree(console)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", console_rev, "neurondesk/views/console"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def measure_live(root: Path, home: Path, run_dir: Path, workload: str, minutes: float) -> dict:
+    """The console of `neurondesk run -- WORKLOAD` (neurondesk imported from ``root``) in a pty:
+    its CPU over ``minutes`` after LIVE_WARMUP_S, then SIGTERM (it stops the workload and quits)."""
+    seconds = minutes * 60
+    if workload == "paced":
+        command = [sys.executable, str(REPO / "benchmarks" / "paced_workload.py"), "--seconds",
+                   str(seconds + LIVE_WARMUP_S + 30), "--step-s", "0.005"]
+    else:
+        command = [sys.executable, "-c", f"import time; time.sleep({seconds + LIVE_WARMUP_S + 30})"]
+    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", PYTHONPATH=str(root),
+               NEURONDESK_HOME=str(home))
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "neurondesk.cli", "run", "--run-dir", str(run_dir), "--",
+                             *command], stdin=slave, stdout=slave, stderr=slave, env=env, cwd=str(root),
+                            start_new_session=True)
+    os.close(slave)
+    got = {"bytes": 0}
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            got["bytes"] += len(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        time.sleep(LIVE_WARMUP_S)
+        t0, c0, b0 = time.monotonic(), _cpu_s(proc.pid), got["bytes"]
+        time.sleep(seconds)
+        t1, c1, b1 = time.monotonic(), _cpu_s(proc.pid), got["bytes"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+        reader.join(2)
+        os.close(master)
+    if c0 is None or c1 is None:
+        return {"error": f"the console exited early (exit {code})"}
+    steps = None
+    for line in (run_dir / "stdout.log").read_text(errors="replace").splitlines() if (
+            run_dir / "stdout.log").exists() else []:
+        if line.startswith("step "):
+            steps = int(line.split()[1])
+    return {"cpu_s_per_minute": round((c1 - c0) / (t1 - t0) * 60, 3),
+            "cpu_percent_of_one_core": round(100 * (c1 - c0) / (t1 - t0), 2),
+            "measured_s": round(t1 - t0, 1), "terminal_bytes_per_s": round((b1 - b0) / (t1 - t0)),
+            "workload_steps_logged": steps, "exit_code": code}
+
+
+def live(minutes: float, baseline: str | None, rounds: int) -> dict:
+    """Both workloads, each arm, ``rounds`` interleaved rounds; medians per arm and workload."""
+    import statistics
+
+    tmp = Path(tempfile.mkdtemp(prefix="nd-console-live-"))
+    try:
+        arms = {"this_tree": tree_copy(tmp / "this", None)}
+        if baseline is not None:
+            arms = {"baseline": tree_copy(tmp / "baseline", baseline), **arms}
+        runs: dict[str, dict[str, list[dict]]] = {w: {a: [] for a in arms} for w in ("paced_200_steps_per_s", "idle")}
+        n = 0
+        for _ in range(rounds):
+            for workload, key in (("paced", "paced_200_steps_per_s"), ("idle", "idle")):
+                for arm, root in arms.items():
+                    n += 1
+                    got = measure_live(root, tmp / "home", tmp / f"run-{n}", workload, minutes)
+                    print(json.dumps({"workload": key, "arm": arm, **got}), flush=True)
+                    runs[key][arm].append(got)
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    out: dict = {}
+    for key, by_arm in runs.items():
+        out[key] = {}
+        for arm, rows in by_arm.items():
+            ok = [r for r in rows if "error" not in r]
+            out[key][arm] = {
+                "cpu_s_per_minute": round(statistics.median(r["cpu_s_per_minute"] for r in ok), 3) if ok else None,
+                "cpu_percent_of_one_core": round(statistics.median(r["cpu_percent_of_one_core"] for r in ok), 2)
+                if ok else None,
+                "runs": rows}
+    return out
+
+
+def main_live(args) -> int:
+    result = json.loads(args.out.read_text()) if args.out.exists() else {"benchmark": "console_cost"}
+    result["live"] = {
+        "rerun": f"python benchmarks/console_cost.py --live-minutes {args.live_minutes:g}"
+                 + (f" --baseline {args.baseline}" if args.baseline else "")
+                 + (f" --rounds {args.rounds}" if args.rounds != 1 else ""),
+        "what": "the console of `neurondesk run -- python benchmarks/paced_workload.py --step-s 0.005` (about 200 "
+                "steps/s, a log line every 10 steps; the soak's workload) and of an idle run (the workload "
+                "sleeps), in a pty 160x48, TERM=xterm-256color; CPU seconds per minute of the console process "
+                f"(utime + stime from /proc) over {args.live_minutes:g} minutes after a {LIVE_WARMUP_S:g} s start",
+        "baseline": None if args.baseline is None else
+        f"this tree with neurondesk/views/console/ from {args.baseline} "
+        f"({subprocess.run(['git', '-C', str(REPO), 'rev-parse', '--short', args.baseline], capture_output=True, text=True).stdout.strip()})",
+        "goal": "console <= 2% of one core (issue 21, item 6b)",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_at_end": None},
+    }
+    result["live"].update(live(args.live_minutes, args.baseline, args.rounds))
+    result["live"]["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=120.0, help="real-time replay length (default 120)")
     ap.add_argument("--stress-seconds", type=float, default=120.0,
                     help="then a x20 replay (1,000 steps/s) this long, for RSS over many steps (0: skip)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--live-minutes", type=float, default=None,
+                    help="measure a live run's console instead (200 steps/s, then idle), this long each")
+    ap.add_argument("--baseline", default=None, help="with --live-minutes: also this revision's console, interleaved")
+    ap.add_argument("--rounds", type=int, default=1, help="with --live-minutes: interleaved rounds (default 1)")
     args = ap.parse_args()
+    if args.live_minutes is not None:
+        return main_live(args)
     with tempfile.TemporaryDirectory(prefix="nd-bench-") as tmp:
         run = Path(tmp) / "bench-run"
         run.mkdir()

@@ -1,6 +1,7 @@
 """The console app. It polls its source (a live RunSession or a ReplaySource) four times a second,
-on a timer re-armed only once the poll is done, and redraws the visible panels once a second
-(and at once when the phase changes), however many events arrived in between. Wide terminals show
+on one interval timer (a poll never overlaps the next: a late one is skipped), and redraws the
+visible panels once a second (and at once when the phase changes), however many events arrived
+in between; a poll that brought nothing new costs no more than reading the journal's tail. Wide terminals show
 every panel; small ones fold them into tabs. When the run ends, the final summary stays up until
 the user quits."""
 
@@ -75,6 +76,7 @@ class ConsoleApp(App[int]):
         self.frames = 0
         self._panels: list[Panel] | None = None
         self._phase = ""
+        self._polled_events = -1  # state.event_count at the last poll
         self.multi_rank = False  # more than one rank reports steps: the Ranks panel and tab show
 
     # ------------------------------------------------------------------ layout
@@ -96,7 +98,7 @@ class ConsoleApp(App[int]):
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         self.call_after_refresh(self.poll_now)  # the first frame, once widgets know their sizes
-        self.set_timer(self.poll_s, self._tick)
+        self.set_interval(self.poll_s, self._tick)  # one timer: a new Timer (and task) per poll cost more
 
     def on_unmount(self) -> None:
         try:
@@ -141,10 +143,7 @@ class ConsoleApp(App[int]):
     async def _tick(self) -> None:
         if not self.screen_stack or self.return_code is not None:
             return  # the app is closing
-        try:
-            self.poll_now(force=False)
-        finally:
-            self.set_timer(self.poll_s, self._tick)  # re-armed only once this poll is done
+        self.poll_now(force=False)
 
     def poll_now(self, force: bool = True) -> None:
         """Take in what arrived, then render the visible panels once (every RENDER_EVERY polls,
@@ -155,12 +154,16 @@ class ConsoleApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
             self.notify(clean(f"could not take in events: {exc}"), severity="error")
         state, now = self.source.state, self.source.now()
-        ring_alerts(self, state)  # --notify (run_console gives the app an alert_bell)
-        if (state.parts.ranks.world > 1) != self.multi_rank:
-            self._show_ranks(not self.multi_rank)
-        phase = state.phase(now)[0]
-        due = force or self.polls % RENDER_EVERY == 0 or phase != self._phase
-        self._phase = phase
+        due = force or self.polls % RENDER_EVERY == 0
+        fresh = state.event_count != self._polled_events  # nothing new: the phase moves only with time
+        self._polled_events = state.event_count
+        if due or fresh:
+            ring_alerts(self, state)  # --notify (run_console gives the app an alert_bell)
+            if (state.parts.ranks.world > 1) != self.multi_rank:
+                self._show_ranks(not self.multi_rank)
+            phase = state.phase(now)[0]
+            due = due or phase != self._phase
+            self._phase = phase
         if due and not isinstance(self.screen, SummaryScreen):
             self.frames += 1
             frame = 0 if force else self.frames

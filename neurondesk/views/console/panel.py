@@ -2,33 +2,76 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.text import Span, Text
 from textual.containers import Vertical
+from textual.geometry import Region
+from textual.visual import Visual, visualize
+from textual.widget import _RenderCache
 from textual.widgets import Static
 
 from neurondesk.core.state import RunState
 
 
 class Line(Static):
-    """A Static that repaints only when its text really changed."""
+    """A Static that repaints only what really changed: nothing when its text is the same; only
+    the lines that changed when it keeps its shape (as many lines, none wider than the widget),
+    so a clock or one figure that moves re-renders one row, not the whole text; a full render
+    (and a layout pass) otherwise."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._key: tuple | None = None
+        self._line_keys: list[tuple] = []
+        self._pending: dict[int, Text] = {}  # rows to render again, by the partial path
         self.text = Text()  # what it shows now (tests read it)
 
     def show(self, text: Text) -> None:
         key = (text.plain, tuple(text.spans))
         if key == self._key:
             return
-        # a layout pass only when the height may change: another line count, or a line that wraps
         width = self.content_size.width
-        lines = text.plain.split("\n")
-        same_shape = (self._key is not None and len(lines) == self._key[0].count("\n") + 1
-                      and width > 0 and all(len(line) <= width for line in lines))
-        self._key = key
-        self.text = text
+        lines = text.split("\n", allow_blank=True)
+        keys = [(line.plain, tuple(line.spans), line.style) for line in lines]
+        # a layout pass only when the height may change: another line count, or a line that wraps
+        same_shape = (self._key is not None and len(keys) == len(self._line_keys)
+                      and width > 0 and all(len(k[0]) <= width for k in keys))
+        old, self._key, self._line_keys, self.text = self._line_keys, key, keys, text
+        cache = self._render_cache
+        quiet = not self._dirty_regions or self._pending  # no full render is due already
+        if same_shape and quiet and cache.size == self.size and len(cache.lines) >= len(keys):
+            changed = [y for y, (a, b) in enumerate(zip(old, keys, strict=True)) if a != b]
+            for y in changed:
+                self._pending[y] = lines[y]
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+            return
+        self._pending.clear()
         self.update(text, layout=not same_shape)
+
+    def _set_dirty(self, *regions: Region) -> None:
+        if not regions:  # all of it (a style, the size, new text): no partial render then
+            self._pending.clear()
+        super()._set_dirty(*regions)
+
+    def render(self):
+        return self.text if self._key is not None else super().render()
+
+    def _render_content(self) -> None:
+        """Only the pending rows when the rest of the last render still stands (same size)."""
+        pending, cache = self._pending, self._render_cache
+        if pending and cache.size == self.size and max(pending) < len(cache.lines):
+            lines = list(cache.lines)
+            width, style = self.size.width, self.visual_style
+            for y, text in pending.items():  # row y alone, below y empty rows (the rows' offsets)
+                row = Text("\n" * y + text.plain, style=text.style, justify=text.justify, overflow=text.overflow,
+                           no_wrap=text.no_wrap, end=text.end, tab_size=text.tab_size,
+                           spans=[Span(sp.start + y, sp.end + y, sp.style) for sp in text.spans])
+                lines[y] = Visual.to_strips(self, visualize(self, row), width, y + 1, style)[y]
+            pending.clear()
+            self._render_cache = _RenderCache(self.size, lines)
+            self._dirty_regions.clear()
+            return
+        pending.clear()
+        super()._render_content()
 
 
 class Panel(Vertical):
