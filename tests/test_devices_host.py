@@ -16,7 +16,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler, _assign_roles, cpu_info
+from neurondesk.collectors.devices.host import (
+    HostSampler,
+    ProcessTreeSampler,
+    _assign_roles,
+    cpu_info,
+    descendants,
+    proc_children,
+)
 
 WORKLOAD = """\
 import multiprocessing as mp, sys, time
@@ -172,3 +179,27 @@ def test_a_process_named_pt_data_worker_is_a_dataloader_worker_wherever_it_hangs
     ]
     _assign_roles(infos, root_pid=1)
     assert {i["pid"]: i["role"] for i in infos} == {1: "main", 2: "dataloader", 3: "dataloader"}
+
+
+def test_the_tree_is_found_from_the_kernels_children_files_as_psutil_finds_it():
+    """descendants() reads /proc/<pid>/task/*/children (a few files, not every process's stat):
+    the same processes as psutil's children(recursive=True), a grandchild and a child started
+    from a thread other than the main one included (the kernel lists it under that thread)."""
+    script = ("import subprocess, threading, time\n"
+              "kids = [subprocess.Popen(['sleep', '30'])]\n"
+              "t = threading.Thread(target=lambda: kids.append(subprocess.Popen(['sh', '-c', 'sleep 30; :'])))\n"
+              "t.start(); t.join(); print('ready', flush=True); time.sleep(30)\n")
+    root = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert root.stdout.readline().strip() == "ready"
+        proc = psutil.Process(root.pid)
+        if proc_children(root.pid) is None:
+            pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN)")
+        wanted = sorted(c.pid for c in proc.children(recursive=True))
+        assert len(wanted) >= 3  # two children and the shell's sleep
+        assert sorted(c.pid for c in descendants(proc)) == wanted
+    finally:
+        for c in psutil.Process(root.pid).children(recursive=True):
+            c.kill()
+        root.kill()
+        root.wait()
