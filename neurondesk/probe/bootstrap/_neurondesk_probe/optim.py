@@ -5,6 +5,8 @@ torch.compiler.is_compiling for every hook."""
 
 from __future__ import annotations
 
+import time
+
 from . import _state
 
 
@@ -45,13 +47,17 @@ class OptimizerHooks:
         return None
 
     def _on_pre(self, optimizer) -> None:
+        # What phase.leave, clock.note_activity and clock.mark_presync do, their checks inline:
+        # this runs at every step, and most steps need none of their work.
         probe, clock = self.probe, self.probe.clock
-        probe.phase.leave()
-        clock.note_activity()
-        clock.mark_presync()
-        devices = probe.devices
-        if not devices.device_reported:
-            probe.guarded(devices.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
+        if probe.phase.in_eval:
+            probe.phase.leave()
+        if clock.step_start is None:
+            clock.note_activity()
+        if clock.presync is None:  # not in an evaluation: it has just ended
+            clock.presync = time.perf_counter() - clock.step_start
+        if not probe.devices.device_reported:
+            probe.guarded(probe.devices.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
         if clock.lead_optimizer is None:
             clock.lead_optimizer = id(optimizer)
         elif clock.is_xla and clock.opt_stepped and id(optimizer) == clock.lead_optimizer:

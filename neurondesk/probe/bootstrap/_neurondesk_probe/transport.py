@@ -106,17 +106,22 @@ class Transport:
 
     def queue_step(self, step: int, t: float, duration: float, wait: float, samples: int, tokens: int,
                    execs: int | None, presync: float | None, shapes, now: float) -> None:
-        """One ordinary step into the columns (counted and dropped as a step message would be)."""
+        """One ordinary step into the columns (counted and dropped as a step message would be).
+        The bound and the shared counter are checked inline: this runs at every step."""
         with self.lock:
             if self.sock is None:
                 if self.probe.disabled or not self._connect(now):
                     return
-            full = self._full()
+            full = len(self.buf) + self.batched >= MAX_PENDING or self.buf_bytes >= MAX_PENDING_BYTES
             if full and now - self.last_flush >= FLUSH_S:
                 self._flush(now)
                 full = self._full()
             self.steps_ended += 1
-            self.count.store(self.steps_ended)
+            view = self.count.view
+            if view:
+                view[1] = self.steps_ended
+            else:
+                self.count.store(self.steps_ended)
             if full:
                 self.dropped += 1
                 self.dropped_steps += 1
