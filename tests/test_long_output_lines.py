@@ -94,3 +94,27 @@ def test_the_kept_output_lines_are_bounded_in_characters_too():
     for i in range(6000):  # short lines: the line count is the bound again
         state.apply(OutputLine(t=6000.0 + i, stream="stdout", text=f"short {i}"))
     assert len(state.output) == 5000 and state.output[-1].text == "short 5999"
+
+
+def test_a_tail_follows_an_output_file_made_again_within_its_check_interval(tmp_path):
+    """The relay makes a removed stdout.log again: the tail reads the new file from its start
+    (the path is checked at most every REPLACED_CHECK_S while it polls, and always at the end)."""
+    import time
+
+    from neurondesk.collectors.output_tail import REPLACED_CHECK_S
+
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"one\n")
+    tail = OutputTail(path, "stdout")
+    assert tail.read_lines() == ["one"]
+    path.unlink()
+    path.write_bytes(b"two\n")
+    got, deadline = [], time.monotonic() + 10 * REPLACED_CHECK_S
+    while not got and time.monotonic() < deadline:
+        got = tail.read_lines()
+        time.sleep(0.05)
+    assert got == ["two"]
+    path.unlink()
+    path.write_bytes(b"three")  # no newline: the last words at the end of the run
+    assert tail.read_lines(final=True) == ["three"]
+    tail.close()

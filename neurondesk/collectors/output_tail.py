@@ -12,11 +12,13 @@ too, after the mark, where the progress parsers look for it.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 MAX_LINE = 64 << 10  # bytes of one output line kept; the rest is counted
 REDRAW_MAX = 4096  # bytes kept of the last \r segment of a cut line (a progress bar is ~200)
 READ_CHUNK = 1 << 20
+REPLACED_CHECK_S = 0.5  # how often, at the end of what was written, the path is checked for a new file
 
 
 def cut_mark(cut: int) -> str:
@@ -31,6 +33,7 @@ class OutputTail:
         self.partial = bytearray()  # the line in progress: at most MAX_LINE bytes
         self.cut = 0  # bytes of the line in progress past MAX_LINE, counted, not kept
         self.redraw: bytearray | None = None  # the last \r segment of the cut part (None: no \r in it)
+        self._checked = float("-inf")  # monotonic time of the last _replaced check
 
     def read_lines(self, final: bool = False) -> list[str]:
         if self.fd is None:
@@ -44,7 +47,7 @@ class OutputTail:
                 chunk = os.read(self.fd, READ_CHUNK)
             except BlockingIOError:  # not a regular file (the relay makes one): nothing to take
                 chunk = b""
-            if not chunk and self._replaced():  # removed and made again (the relay does): read the new one
+            if not chunk and self._replaced(final):  # removed and made again (the relay does): read the new one
                 continue
             if not chunk:
                 break
@@ -87,9 +90,13 @@ class OutputTail:
         self.partial, self.cut, self.redraw = bytearray(), 0, None
         return text
 
-    def _replaced(self) -> bool:
+    def _replaced(self, final: bool = False) -> bool:
         """At the end of what we read: is the file at ``path`` another one now? Then it is read from
-        its start."""
+        its start. Checked every REPLACED_CHECK_S at most (two stat calls a poll, 20 polls a second)."""
+        now_t = time.monotonic()
+        if now_t - self._checked < REPLACED_CHECK_S and not final:
+            return False
+        self._checked = now_t
         try:
             now, ours = os.stat(self.path, follow_symlinks=False), os.fstat(self.fd)
             if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):

@@ -40,7 +40,8 @@ from neurondesk.store.input_files import bounded_lines
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end
 MAX_LINE = 1 << 20  # a probe message longer than this is refused unread (output lines: collectors/output_tail.py)
-OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload runs
+OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload writes
+OUTPUT_IDLE_POLL_S = 0.4  # ... and at least this often while it is quiet
 EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
 
 
@@ -208,15 +209,20 @@ class WorkloadProcess:
 
     def _tail_output(self) -> None:
         tails = [OutputTail(path, stream) for stream, path in self.output_paths.items()]
+        wait = OUTPUT_POLL_S
         try:
             while True:
                 done = self.output_done.is_set()  # read once more at the end: the last lines
+                took = False
                 for tail in tails:
                     for text in tail.read_lines(final=done):
                         self.out.put(RawOutput(time.time(), tail.stream, text))
+                        took = True
                 if done:
                     return
-                self.output_done.wait(OUTPUT_POLL_S)
+                # a quiet workload is read less often (up to OUTPUT_IDLE_POLL_S); output: at once again
+                wait = OUTPUT_POLL_S if took else min(OUTPUT_IDLE_POLL_S, wait * 2)
+                self.output_done.wait(wait)
         finally:
             for tail in tails:
                 tail.close()
