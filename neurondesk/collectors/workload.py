@@ -40,7 +40,7 @@ from neurondesk.store.input_files import bounded_lines
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end
 MAX_LINE = 1 << 20  # a probe message longer than this is refused unread (output lines: collectors/output_tail.py)
-OUTPUT_POLL_S = 0.05  # how often the output files are read while the workload writes
+OUTPUT_POLL_S = 0.1  # how often the output files are read while the workload writes (the pace of the main loop)
 OUTPUT_IDLE_POLL_S = 0.4  # ... and at least this often while it is quiet
 EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
 

@@ -55,6 +55,7 @@ from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import advice, is_disk_full
 
 PUMP_BATCH = 5000
+PUMP_EVERY_S = 0.1  # the main loop's cadence while items come
 
 
 class Stopped(Exception):
@@ -227,7 +228,11 @@ class Recorder:
             if self.stop_requested:
                 self._stop_recording(self.stop_requested)
                 break
-            self.pump(timeout=0.1)
+            started = time.monotonic()
+            if self.pump(timeout=PUMP_EVERY_S):
+                # Take items in every PUMP_EVERY_S at most, a burst at a time: waking up and running
+                # cold costs more than an item (a probe batch and an output line arrive every 50 ms).
+                time.sleep(max(0.0, PUMP_EVERY_S - (time.monotonic() - started)))
             if not self.done:
                 self.alerts.poll(self.state, time.time())  # hang, budget, compile walls ... (recorder/notify.py)
             if self.metrics is not None:  # this thread owns the state: snapshot here, scrapes read it

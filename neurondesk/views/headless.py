@@ -21,7 +21,7 @@ STATUS_EVERY_S = 0.5
 PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now and then
 FIRST_STATUS_S = 2.0
 OPEN_LINE_STALE_S = 3.0  # a workload line left open (a tqdm bar) this long: the status line goes below it
-POLL_S = 0.05  # how often the journal is read when nothing new came
+POLL_S = 0.1  # how often the journal is read when nothing new came (the recorder writes every 0.1 s)
 
 
 STRAGGLERS_EVERY_S = 5.0  # stragglers() compares every rank step by step: not at every status line
