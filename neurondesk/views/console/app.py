@@ -17,6 +17,7 @@ from textual.containers import Container
 from textual.widgets import DataTable, Footer, Input, Tab, Tabs
 
 from neurondesk.reports.safe_text import clean
+from neurondesk.views.console import derived
 from neurondesk.views.console.compiles import CompilesPanel
 from neurondesk.views.console.cost import CostPanel
 from neurondesk.views.console.devices import DevicesPanel
@@ -161,7 +162,7 @@ class ConsoleApp(App[int]):
             ring_alerts(self, state)  # --notify (run_console gives the app an alert_bell)
             if (state.parts.ranks.world > 1) != self.multi_rank:
                 self._show_ranks(not self.multi_rank)
-            phase = state.phase(now)[0]
+            phase = derived.phase(state, now)[0]  # the header asks it again: computed once
             due = due or phase != self._phase
             self._phase = phase
         if due and not isinstance(self.screen, SummaryScreen):

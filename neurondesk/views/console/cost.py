@@ -8,11 +8,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.figures import run_figures
 from neurondesk.core.state import RunState
 from neurondesk.core.time_breakdown import time_breakdown
 from neurondesk.reports import fmt
 from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
+from neurondesk.views.console.derived import figures
 from neurondesk.views.console.panel import Line, Panel
 
 BUDGET_STYLE = {"warn": "bold yellow", "reached": "bold red"}
@@ -29,7 +29,7 @@ class CostPanel(Panel):
         yield Line(id="cost-breakdown")
 
     def render_state(self, state: RunState, now: float) -> None:
-        c = run_figures(state, now)
+        c = figures(state, now)
         t = Text()
         if c.price_per_hour is None:
             t.append("no price: give --instance-type or --price-per-hour\n", style="yellow")

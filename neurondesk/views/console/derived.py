@@ -1,7 +1,7 @@
 """Small read-only views of RunState that the panels share.
 
 These only select and reshape what the reducer holds; every figure is core/figures.py's
-(``run_figures``, which the panels call themselves); no metric is defined here. Kept in one place
+(``run_figures``, through ``figures`` below); no metric is defined here. Kept in one place
 so they can move into RunState if another view needs them.
 """
 
@@ -9,17 +9,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from neurondesk.core.figures import run_figures
 from neurondesk.core.state import RunState
 from neurondesk.reports.fmt import clock
+
+_ONCE: dict[str, tuple[RunState, tuple, object]] = {}
+
+
+def _once(name: str, state: RunState, now: float, compute):
+    """compute(state, now), computed once per refresh: again only for another state, another
+    event taken in, or another time (the panels of one frame share one ``now``)."""
+    key = (state.event_count, state.finished, now)
+    hit = _ONCE.get(name)
+    if hit is not None and hit[0] is state and hit[1] == key:
+        return hit[2]
+    value = compute(state, now)
+    _ONCE[name] = (state, key, value)
+    return value
+
+
+def figures(state: RunState, now: float):
+    """core's run_figures, once per frame however many panels show them."""
+    return _once("figures", state, now, run_figures)
+
+
+def phase(state: RunState, now: float) -> tuple[str, str]:
+    """RunState.phase, once per poll (the app asks it, then the header)."""
+    return _once("phase", state, now, RunState.phase)
 
 
 def phase_text(state: RunState, now: float) -> tuple[str, str]:
     """(phase, words): 'compiling #3 — 0:42 and counting' while a compile is open."""
-    phase, words = state.phase(now)
-    if phase == "compiling":
+    name, words = phase(state, now)
+    if name == "compiling":
         since = state.open_compile_since()
-        return phase, f"compiling #{len(state.compiles) + 1} — {clock(now - since)} and counting"
-    return phase, words
+        return name, f"compiling #{len(state.compiles) + 1} — {clock(now - since)} and counting"
+    return name, words
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,10 @@ from textual.app import ComposeResult
 from textual.widgets import Sparkline
 
 from neurondesk.core.diagnostics import diagnostics
-from neurondesk.core.figures import run_figures
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
-from neurondesk.views.console.derived import device_units, split_text
+from neurondesk.views.console.derived import device_units, figures, split_text
 from neurondesk.views.console.inputs import VERDICT_STYLE
 from neurondesk.views.console.panel import Line, Panel
 
@@ -81,7 +80,7 @@ class OverviewPanel(Panel):
         row("", Text(split_text(state), style="dim"))
         if state.parts.ranks.world > 1:
             row("Ranks", self._ranks_text(state))
-        c = run_figures(state, now)
+        c = figures(state, now)
         row("Throughput", f"{fmt.ms(c.step_time_s)}/step · "
                           f"{fmt.num(c.samples_per_s)} samples/s · "
                           f"{fmt.num(c.tokens_per_s, 0)} tokens/s (steady)")

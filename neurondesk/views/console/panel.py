@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from rich.text import Span, Text
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from rich.text import Text
 from textual.containers import Vertical
 from textual.geometry import Region
+from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import _RenderCache
 from textual.widgets import Static
@@ -61,17 +64,27 @@ class Line(Static):
         if pending and cache.size == self.size and max(pending) < len(cache.lines):
             lines = list(cache.lines)
             width, style = self.size.width, self.visual_style
-            for y, text in pending.items():  # row y alone, below y empty rows (the rows' offsets)
-                row = Text("\n" * y + text.plain, style=text.style, justify=text.justify, overflow=text.overflow,
-                           no_wrap=text.no_wrap, end=text.end, tab_size=text.tab_size,
-                           spans=[Span(sp.start + y, sp.end + y, sp.style) for sp in text.spans])
-                lines[y] = Visual.to_strips(self, visualize(self, row), width, y + 1, style)[y]
+            for y, text in pending.items():
+                lines[y] = _on_row(Visual.to_strips(self, visualize(self, text), width, 1, style)[0], y)
             pending.clear()
             self._render_cache = _RenderCache(self.size, lines)
             self._dirty_regions.clear()
             return
         pending.clear()
         super()._render_content()
+
+
+def _on_row(strip: Strip, y: int) -> Strip:
+    """A row rendered alone (as row 0) moved to row ``y``: the offsets Textual keeps in each
+    segment's meta for text selection say row y, as in a render of the whole text."""
+    if not y:
+        return strip
+    segments = []
+    for text, style, control in strip:
+        if style is not None and style._meta and (offset := style.meta.get("offset")) is not None:
+            style = style + RichStyle.from_meta({"offset": (offset[0], y)})
+        segments.append(Segment(text, style, control))
+    return Strip(segments, strip.cell_length)
 
 
 class Panel(Vertical):

@@ -12,15 +12,15 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
-from neurondesk.core.figures import FIGURES, run_figures
+from neurondesk.core.figures import FIGURES
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
-from neurondesk.views.console.derived import binned
+from neurondesk.views.console.derived import binned, figures
 from neurondesk.views.console.panel import Line, Panel, kv
 
-REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 3 s (the figures: every 2nd)
+REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 6 s (the figures: every 2nd, 2 s)
 
 
 class ThroughputPanel(Panel):
@@ -48,7 +48,7 @@ class ThroughputPanel(Panel):
         super().update_view(state, now, frame)
 
     def render_state(self, state: RunState, now: float) -> None:
-        self._figures = run_figures(state, now)
+        self._figures = figures(state, now)
         self._text(state)
         due = self._frame % REPLOT_FRAMES == 0 or self._plotted_steps < 0 or state.finished
         if state.steps_done != self._plotted_steps and due:
