@@ -355,6 +355,8 @@ def main_live(args) -> int:
         "baseline": None if args.baseline is None else
         f"this tree with neurondesk/views/console/ from {args.baseline} "
         f"({subprocess.run(['git', '-C', str(REPO), 'rev-parse', '--short', args.baseline], capture_output=True, text=True).stdout.strip()})",
+        "this_tree": subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
+                                    text=True).stdout.strip(),
         "goal": "console <= 2% of one core (issue 21, item 6b)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_avg_at_end": None},

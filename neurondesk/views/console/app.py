@@ -1,7 +1,7 @@
 """The console app. It polls its source (a live RunSession or a ReplaySource) four times a second,
 on one interval timer (a poll never overlaps the next: a late one is skipped), and redraws the
 visible panels once a second (and at once when the phase changes), however many events arrived
-in between; a poll that brought nothing new costs no more than reading the journal's tail. Wide terminals show
+in between; a poll that brought nothing new only reads the journal's tail. Wide terminals show
 every panel; small ones fold them into tabs. When the run ends, the final summary stays up until
 the user quits."""
 

@@ -43,6 +43,8 @@ class Line(Static):
         quiet = not self._dirty_regions or self._pending  # no full render is due already
         if same_shape and quiet and cache.size == self.size and len(cache.lines) >= len(keys):
             changed = [y for y, (a, b) in enumerate(zip(old, keys, strict=True)) if a != b]
+            if not changed:  # the same rows, told apart only by how their spans were cut
+                return
             for y in changed:
                 self._pending[y] = lines[y]
             self.refresh(*(Region(0, y, width, 1) for y in changed))
@@ -93,7 +95,7 @@ class Panel(Vertical):
     NAME = ""
     KEY = ""
     TIME_DEPENDENT = False  # re-render on every tick, not only when events arrived
-    EVERY = 1  # render on every EVERY-th frame (slow-moving figures: 2, i.e. once a second)
+    EVERY = 1  # render on every EVERY-th frame (frames are 1 s apart; slow-moving figures: 2, every 2 s)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(classes="panel", **kwargs)
