@@ -55,7 +55,9 @@ from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import advice, is_disk_full
 
 PUMP_BATCH = 5000
-PUMP_EVERY_S = 0.1  # the main loop's cadence while items come
+# The main loop takes items in every PUMP_EVERY_S at most, a burst at a time: waking up and running
+# cold costs more than an item (a probe batch and an output line arrive every 50 ms or so).
+PUMP_EVERY_S = 0.1
 
 
 class Stopped(Exception):
@@ -229,9 +231,7 @@ class Recorder:
                 self._stop_recording(self.stop_requested)
                 break
             started = time.monotonic()
-            if self.pump(timeout=PUMP_EVERY_S):
-                # Take items in every PUMP_EVERY_S at most, a burst at a time: waking up and running
-                # cold costs more than an item (a probe batch and an output line arrive every 50 ms).
+            if self.pump(timeout=PUMP_EVERY_S):  # then a pause: items are taken in bursts (PUMP_EVERY_S)
                 time.sleep(max(0.0, PUMP_EVERY_S - (time.monotonic() - started)))
             if not self.done:
                 self.alerts.poll(self.state, time.time())  # hang, budget, compile walls ... (recorder/notify.py)
@@ -259,12 +259,9 @@ class Recorder:
                      f"{self.paths.stderr_log.name}")))
         self.finish()
 
-    def summary(self, now: float | None = None) -> dict:
-        return build_summary(self.state, now)
-
     def export_summary(self, now: float | None = None) -> dict:
         """Write summary.json and summary.md now (the run may still be going)."""
-        s = self.summary(now)
+        s = build_summary(self.state, now)
         write_summary_files(self.paths, to_json(s), to_markdown(s))
         return s
 
@@ -282,7 +279,7 @@ class Recorder:
             summary = self.export_summary()
             self.summary_written = True
         except OSError as exc:
-            summary = self.summary()
+            summary = build_summary(self.state)
             if exc.errno is not None and not is_disk_full(exc.errno):
                 self.run_journal.disk.cause = exc.errno
             self.record(ev.Notice(
@@ -300,7 +297,7 @@ class Recorder:
         self.run_journal.close()
         self.run_journal.checkpoint(self.state, force=True)  # the whole run: a reader of the finished run reduces nothing
         if self.run_journal.fallback is not None or not self.summary_written:
-            s = self.summary()
+            s = build_summary(self.state)
             self.run_journal.disk.save_summary(self.run_journal.writer, to_json(s), to_markdown(s))
         if self.control is not None:
             self.control.close()
