@@ -41,28 +41,32 @@ PANELS = {"overview": OverviewPanel, "compiles": CompilesPanel, "throughput": Th
           "ranks": RanksPanel}  # ranks: shown (grid row, tab) once a second rank reports a step
 
 
+# The console's keys (docs/console.md lists them)
+KEYS = [
+    Binding("q", "request_quit", "Quit"),
+    Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True),
+    Binding("s", "stop", "Stop"),
+    Binding("e", "export", "Export"),
+    Binding("c", "panel('compiles')", "Compiles"),
+    Binding("l", "panel('log')", "Log"),
+    Binding("question_mark", "help", "Help", key_display="?"),
+    Binding("o", "panel('overview')", "Overview", show=False),
+    Binding("t", "panel('throughput')", "Throughput", show=False),
+    Binding("d", "panel('devices')", "Devices", show=False),
+    Binding("i", "panel('input')", "Input", show=False),
+    Binding("dollar_sign", "panel('cost')", "Cost", show=False),
+    Binding("r", "panel('ranks')", "Ranks", show=False),
+    Binding("slash", "search", "Search log", show=False),
+    Binding("f", "summary", "Summary", show=False),
+    Binding("k", "stacks", "Stacks", show=False),
+]
+
+
 class ConsoleApp(App[int]):
     CSS_PATH = "console.tcss"
     TITLE = "neurondesk"
     ENABLE_COMMAND_PALETTE = True
-    BINDINGS = [
-        Binding("q", "request_quit", "Quit"),
-        Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True),
-        Binding("s", "stop", "Stop"),
-        Binding("e", "export", "Export"),
-        Binding("c", "panel('compiles')", "Compiles"),
-        Binding("l", "panel('log')", "Log"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("o", "panel('overview')", "Overview", show=False),
-        Binding("t", "panel('throughput')", "Throughput", show=False),
-        Binding("d", "panel('devices')", "Devices", show=False),
-        Binding("i", "panel('input')", "Input", show=False),
-        Binding("dollar_sign", "panel('cost')", "Cost", show=False),
-        Binding("r", "panel('ranks')", "Ranks", show=False),
-        Binding("slash", "search", "Search log", show=False),
-        Binding("f", "summary", "Summary", show=False),
-        Binding("k", "stacks", "Stacks", show=False),
-    ]
+    BINDINGS = KEYS
 
     def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S) -> None:
         super().__init__()
