@@ -49,7 +49,12 @@ def fallback_roots() -> list[Path]:
     this user (``_private``)."""
     tmp = Path(tempfile.gettempdir())
     fixed = tmp / f"neurondesk-fallback-{os.getuid()}"
-    fresh = sorted(tmp.glob(f"{fixed.name}-*"), key=lambda p: _mtime(p))
+    prefix = f"{fixed.name}-"
+    try:  # a plain scan: a viewer calls this every 5 s while no events come, in a /tmp of any size
+        with os.scandir(tmp) as entries:
+            fresh = sorted((Path(e.path) for e in entries if e.name.startswith(prefix)), key=_mtime)
+    except OSError:
+        fresh = []
     return [Path(platformdirs.user_data_dir("neurondesk")) / "fallback", fixed, *fresh]
 
 
