@@ -26,6 +26,7 @@ from operator import add
 
 from neurondesk.core import events as ev
 from neurondesk.core.reduce.run import RunReducer
+from neurondesk.core.reduce.steps import COLUMNS_FROM
 
 WINDOW = 50  # steady steps per rank the straggler test looks at
 STRAGGLER_REL, STRAGGLER_ABS_S = 0.10, 0.002
@@ -158,7 +159,7 @@ class RankReducer:
         r, n, first = self._stats(b.pid), len(b), b.step
         if not n:
             return
-        if (first >= self._run.warmup_steps and not (r.compiled_steps and any(
+        if (n >= COLUMNS_FROM and first >= self._run.warmup_steps and not (r.compiled_steps and any(
                 s in r.compiled_steps for s in range(first, first + n)))
                 and (b.presync_s is None or (r.by_step_ascending and first > r.by_step_top))):
             self._steady_batch(r, b)

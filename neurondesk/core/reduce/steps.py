@@ -24,6 +24,9 @@ from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.sketch import Downsampled, QuantileSketch
 
 HISTORY = 2000  # steps kept for charts; aggregates cover every step
+# A batch of at least this many steps is reduced column by column; shorter ones (2-3 steps a send
+# at 50 steps/s) step by step, which is cheaper for them (benchmarks/long_run.py's finding)
+COLUMNS_FROM = 8
 INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
 
 
@@ -122,9 +125,10 @@ class StepReducer:
             return
         n, first = len(b), b.step
         marked = self.steps_with_compile
-        if first >= self._run.warmup_steps and not (marked and any(s in marked for s in range(first, first + n))):
+        if n >= COLUMNS_FROM and first >= self._run.warmup_steps and not (
+                marked and any(s in marked for s in range(first, first + n))):
             self._steady_batch(b)
-        else:  # a batch that reaches into the warm-up or holds a step marked compiled: one by one
+        else:  # a short batch, one that reaches into the warm-up or holds a step marked compiled: one by one
             none = [None] * n
             shape = b.input_shapes[0] if b.input_shapes else None
             one = self._one
