@@ -85,7 +85,7 @@ def attach_console(run_dir: Path, env: dict) -> tuple[int, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=30.0)
-    ap.add_argument("--step-s", type=float, default=0.005, help="the workload's pace (0.005 s: 200 steps/s)")
+    ap.add_argument("--step-s", type=float, default=0.005, help="the workload's pace, its sleep included (0.005 s reaches about 160-180 steps/s here)")
     ap.add_argument("--every-s", type=float, default=10.0)
     ap.add_argument("--settle-min", type=float, default=10.0, help="RSS slope from this minute on (default 10)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "soak.json"))
@@ -156,7 +156,10 @@ def main() -> int:
         result["console_ended_early"] = b"".join(SCREEN_TAIL)[-2000:].decode(errors="replace")
     result["rss_mib_samples"] = {name: [round(rss / (1 << 20), 1) for _, _, rss in rows]
                                  for name, rows in samples.items()}
-    result["command"] = f"python benchmarks/soak.py --minutes {args.minutes:g}"
+    result["command"] = f".venv/bin/python benchmarks/soak.py --minutes {args.minutes:g} --step-s {args.step_s:g}"
+    result["head"] = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s"],
+                                    capture_output=True, text=True).stdout.strip()[:120]
+    result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     shutil.rmtree(tmp, ignore_errors=True)
