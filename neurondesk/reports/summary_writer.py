@@ -58,6 +58,13 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
     """(label, value) pairs shared by the Markdown table, the headless table and CSV."""
     steady, cost, loss, dev = s["steady"], s["cost"], s["loss"], s["device"]
     price = "—" if cost["price_per_hour"] is None else f"${cost['price_per_hour']:.4f}/h"
+    figures = s.get("figures") or {}
+
+    def money(name: str):
+        # the run figure itself (summary version 2), not the cost section's copy rounded to 6 places:
+        # rounding twice could show $0.0595 where every other output shows $0.0596
+        return figures[name] if name in figures else cost[name]
+
     return [
         ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
@@ -80,10 +87,10 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         ("steps to target loss", _fmt(loss["steps_to_target"])),
         ("instance, price", f"{cost['instance_type'] or '—'}, {price}"),
         ("price source", cost["price_source"] or "—"),
-        ("cost so far", fmt.usd(cost["total_usd"])),
-        ("$ / 1k steps steady", fmt.usd(cost["per_1k_steps_steady_usd"])),
-        ("$ / 1k steps all-in", fmt.usd(cost["per_1k_steps_all_in_usd"])),
-        ("$ / 1M tokens", fmt.usd(cost["per_million_tokens_usd"])),
+        ("cost so far", fmt.usd(money("total_usd"))),
+        ("$ / 1k steps steady", fmt.usd(money("per_1k_steps_steady_usd"))),
+        ("$ / 1k steps all-in", fmt.usd(money("per_1k_steps_all_in_usd"))),
+        ("$ / 1M tokens", fmt.usd(money("per_million_tokens_usd"))),
         ("compile share of cost", fmt.pct(cost["compile_share"])),
         ("errors", _errors_text(s)),
     ]
