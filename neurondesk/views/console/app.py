@@ -169,10 +169,11 @@ class ConsoleApp(App[int]):
             phase = derived.phase(state, now)[0]  # the header asks it again: computed once
             due = due or phase != self._phase
             self._phase = phase
-        if due and not isinstance(self.screen, SummaryScreen):
+        headers = self.query(HeaderBar)  # none: the app is being torn down, a tick came after its widgets
+        if due and headers and not isinstance(self.screen, SummaryScreen):
             self.frames += 1
             frame = 0 if force else self.frames
-            self.query_one(HeaderBar).render_state(state, now)
+            headers.first().render_state(state, now)
             for panel in self.visible_panels():
                 panel.update_view(state, now, frame)
         if self.source.done:
