@@ -118,3 +118,33 @@ def test_a_tail_follows_an_output_file_made_again_within_its_check_interval(tmp_
     path.write_bytes(b"three")  # no newline: the last words at the end of the run
     assert tail.read_lines(final=True) == ["three"]
     tail.close()
+
+
+def test_the_run_waits_for_a_relay_still_storing_output_after_the_exit(tmp_path):
+    """After the workload's exit the recorder waits for the relay while its files still grow (a
+    busy machine storing megabytes written just before the exit), and only `quiet_s` once they
+    stop: the last output is read, not left out of the journal."""
+    import threading
+    import time
+
+    from neurondesk.collectors.workload import wait_for_relay
+
+    path, done = tmp_path / "stdout.log", threading.Event()
+    path.write_bytes(b"")
+
+    def store() -> None:  # a relay that takes 1.5 s to store what is left, then stays silent
+        for _ in range(15):
+            with open(path, "ab") as f:
+                f.write(b"x" * 1000)
+            time.sleep(0.1)
+
+    writer = threading.Thread(target=store)
+    started = time.monotonic()
+    writer.start()
+    assert wait_for_relay(done, [path], quiet_s=0.5, most_s=30) is False
+    waited = time.monotonic() - started
+    writer.join()
+    assert path.stat().st_size == 15000 and waited >= 1.5  # it waited past the last write
+    done.set()
+    started = time.monotonic()
+    assert wait_for_relay(done, [path], quiet_s=5, most_s=30) is True and time.monotonic() - started < 1

@@ -38,7 +38,8 @@ from neurondesk.core.events import Notice, ParseProblem
 from neurondesk.store.input_files import bounded_lines
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
-RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end
+RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end ...
+RELAY_END_MAX_S = 120.0  # ... longer while it is still storing (a loaded machine, MBs in the pipe), not longer
 MAX_LINE = 1 << 20  # a probe message longer than this is refused unread (output lines: collectors/output_tail.py)
 OUTPUT_POLL_S = 0.1  # how often the output files are read while the workload writes (the pace of the main loop)
 OUTPUT_IDLE_POLL_S = 0.4  # ... and at least this often while it is quiet
@@ -106,6 +107,31 @@ def probe_environment(base: dict[str, str], socket_path: str, tag: str | None = 
     if tag:
         env.setdefault("NEURON_PROCESS_TAG", tag)
     return env
+
+
+def wait_for_relay(done: threading.Event, paths: list[Path], quiet_s: float = RELAY_END_WAIT_S,
+                   most_s: float = RELAY_END_MAX_S) -> bool:
+    """Until the relay says it has ended, or its files stopped growing for ``quiet_s`` (at most
+    ``most_s``): on a busy machine it may still be storing megabytes the workload wrote just before
+    it exited, and the recorder reads them from the files. True when it ended."""
+    def sizes() -> list[int]:
+        out = []
+        for path in paths:
+            try:
+                out.append(os.stat(path).st_size)
+            except OSError:
+                out.append(-1)
+        return out
+
+    start = last_growth = time.monotonic()
+    seen = sizes()
+    while not done.wait(0.1):
+        now, now_sizes = time.monotonic(), sizes()
+        if now_sizes != seen:
+            seen, last_growth = now_sizes, now
+        elif now - last_growth >= quiet_s or now - start >= most_s:
+            return False
+    return True
 
 
 class WorkloadProcess:
@@ -239,7 +265,10 @@ class WorkloadProcess:
             time.sleep(OUTPUT_POLL_S)
             left = [p for p in left if _alive(p.pid)]
         # the relay stores the last output, then ends (unless a process left running holds the pipes)
-        self.link.done.wait(0.2 if left else RELAY_END_WAIT_S)
+        if left:
+            self.link.done.wait(0.2)
+        else:
+            wait_for_relay(self.link.done, list(self.output_paths.values()))
         self.output_done.set()
         for th in list(self.threads):
             if th.name == "nd-output":
