@@ -195,6 +195,9 @@ def test_the_tree_is_found_from_the_kernels_children_files_as_psutil_finds_it():
         proc = psutil.Process(root.pid)
         if proc_children(root.pid) is None:
             pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN)")
+        deadline = time.monotonic() + 30
+        while len(proc.children(recursive=True)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the shell starts its sleep a moment after it is started itself
         wanted = sorted(c.pid for c in proc.children(recursive=True))
         assert len(wanted) >= 3  # two children and the shell's sleep
         assert sorted(c.pid for c in descendants(proc)) == wanted
