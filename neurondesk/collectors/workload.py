@@ -36,6 +36,7 @@ from neurondesk.collectors.relay_link import RawRelayStatus, RelayLink, open_out
 from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice, ParseProblem
 from neurondesk.store.input_files import bounded_lines
+from neurondesk.store.liveness import pid_running
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end ...
@@ -263,7 +264,7 @@ class WorkloadProcess:
         deadline = time.monotonic() + (EXIT_GRACE_S if left else 0.0)
         while left and time.monotonic() < deadline:
             time.sleep(OUTPUT_POLL_S)
-            left = [p for p in left if _alive(p.pid)]
+            left = [p for p in left if pid_running(p.pid)]
         # the relay stores the last output, then ends (unless a process left running holds the pipes)
         if left:
             self.link.done.wait(0.2)
@@ -373,7 +374,7 @@ def left_running(session_id: int) -> list[LeftRunning]:
             continue
         pid = int(name)
         try:
-            if os.getsid(pid) != session_id or not _alive(pid):
+            if os.getsid(pid) != session_id or not pid_running(pid):
                 continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
@@ -381,13 +382,3 @@ def left_running(session_id: int) -> list[LeftRunning]:
             continue
         found.append(LeftRunning(pid, command or f"pid {pid}"))
     return found
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for its parent."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")

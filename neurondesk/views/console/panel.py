@@ -9,8 +9,12 @@ from textual.containers import Vertical
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual, visualize
-from textual.widget import _RenderCache
 from textual.widgets import Static
+
+try:  # Textual's own cache of a widget's rendered rows (private): without it, Line renders whole
+    from textual.widget import _RenderCache
+except ImportError:  # another Textual
+    _RenderCache = None
 
 from neurondesk.core.state import RunState
 
@@ -41,7 +45,8 @@ class Line(Static):
         old, self._key, self._line_keys, self.text = self._line_keys, key, keys, text
         cache = self._render_cache
         quiet = not self._dirty_regions or self._pending  # no full render is due already
-        if same_shape and quiet and cache.size == self.size and len(cache.lines) >= len(keys):
+        if (_RenderCache is not None and same_shape and quiet and cache.size == self.size
+                and len(cache.lines) >= len(keys)):
             changed = [y for y, (a, b) in enumerate(zip(old, keys, strict=True)) if a != b]
             if not changed:  # the same rows, told apart only by how their spans were cut
                 return
@@ -64,14 +69,17 @@ class Line(Static):
         """Only the pending rows when the rest of the last render still stands (same size)."""
         pending, cache = self._pending, self._render_cache
         if pending and cache.size == self.size and max(pending) < len(cache.lines):
-            lines = list(cache.lines)
-            width, style = self.size.width, self.visual_style
-            for y, text in pending.items():
-                lines[y] = _on_row(Visual.to_strips(self, visualize(self, text), width, 1, style)[0], y)
-            pending.clear()
-            self._render_cache = _RenderCache(self.size, lines)
-            self._dirty_regions.clear()
-            return
+            try:
+                lines = list(cache.lines)
+                width, style = self.size.width, self.visual_style
+                for y, text in pending.items():
+                    lines[y] = _on_row(Visual.to_strips(self, visualize(self, text), width, 1, style)[0], y)
+                self._render_cache = _RenderCache(self.size, lines)
+                self._dirty_regions.clear()
+                pending.clear()
+                return
+            except Exception:  # noqa: BLE001 - Textual's internals moved: render the whole text, as before
+                pass
         pending.clear()
         super()._render_content()
 

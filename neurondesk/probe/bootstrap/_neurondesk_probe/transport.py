@@ -106,22 +106,17 @@ class Transport:
 
     def queue_step(self, step: int, t: float, duration: float, wait: float, samples: int, tokens: int,
                    execs: int | None, presync: float | None, shapes, now: float) -> None:
-        """One ordinary step into the columns (counted and dropped as a step message would be).
-        The bound and the shared counter are checked inline: this runs at every step."""
+        """One ordinary step into the columns (counted and dropped as a step message would be)."""
         with self.lock:
             if self.sock is None:
                 if self.probe.disabled or not self._connect(now):
                     return
-            full = len(self.buf) + self.batched >= MAX_PENDING or self.buf_bytes >= MAX_PENDING_BYTES
+            full = self._full()
             if full and now - self.last_flush >= FLUSH_S:
                 self._flush(now)
                 full = self._full()
             self.steps_ended += 1
-            view = self.count.view
-            if view:
-                view[1] = self.steps_ended
-            else:
-                self.count.store(self.steps_ended)
+            self.count.store(self.steps_ended)
             if full:
                 self.dropped += 1
                 self.dropped_steps += 1
