@@ -20,7 +20,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo  # DESIGN.md's arrows: [tool.importlinter] in pyproject.toml
-	# two workers, one test file each (module fixtures are whole real runs): about 9 min here
+	# two workers, one test file each (module fixtures are whole real runs): about 14 min here
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
 
