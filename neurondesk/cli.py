@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def _die(msg: str, code: int = 2) -> None:
 MAX_STEPS = 10**12
 MAX_PER_STEP = 10**12  # samples or tokens in one step
 MAX_PRICE_PER_HOUR = 100_000.0
+_LABEL_SAFE = re.compile(r'^[^"\\\n]{1,128}$')  # a Prometheus label value fleet can select on
 MAX_SECONDS = 366 * 86400.0
 MAX_RATE = 1e15  # samples/s
 MAX_LOSS = 1e12
@@ -76,14 +78,14 @@ def _add_metrics_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Prometheus (many nodes: see deploy/)")
     g.add_argument("--metrics-addr", metavar="[HOST:]PORT",
                    help="serve OpenMetrics on this address (a bare port: 127.0.0.1; another host is warned about)")
-    g.add_argument("--job", metavar="ID", help="the job_id label (default: TORCHELASTIC_RUN_ID, else SLURM_JOB_ID)")
-    g.add_argument("--node", metavar="NAME", help="the node label (default: this host's name)")
+    g.add_argument("--job", metavar="ID", help="the job id (default: the launcher's: torchrun's --rdzv-id "
+                   "(TORCHELASTIC_RUN_ID), else SLURM_JOB_ID; see docs/fleet.md)")
+    g.add_argument("--node", metavar="NAME", help="the node's name (default: SLURMD_NODENAME, else this host's name)")
 
 
-def _metrics_settings(args) -> tuple[str | None, str, str | None]:
-    """(address, job_id, node) from --metrics-addr/--job/--node; a bad address ends here, with a
-    warning on stderr for one that is not loopback."""
-    from neurondesk.recorder.metrics import default_job_id
+def _metrics_settings(args) -> tuple[str | None, str | None, str | None]:
+    """(address, --job, --node) (None: not given; the run's identity then comes from the launcher's
+    variables, core/job.py); a bad address ends here, with a warning on stderr for one that is not loopback."""
     from neurondesk.recorder.metrics_http import parse_metrics_addr
 
     text = getattr(args, "metrics_addr", None)
@@ -95,19 +97,21 @@ def _metrics_settings(args) -> tuple[str | None, str, str | None]:
         if not addr.loopback:
             sys.stderr.write(f"neurondesk: warning: --metrics-addr {text} serves this run's metrics beyond this "
                              "machine (no authentication); firewall it to your Prometheus\n")
-    job = getattr(args, "job", None)
-    return text, job if job is not None else default_job_id(dict(os.environ)), getattr(args, "node", None)
+    job, node = getattr(args, "job", None), getattr(args, "node", None)
+    for flag, value in (("--job", job), ("--node", node)):
+        if value is not None and not _LABEL_SAFE.match(value):
+            _die(f"{flag} {value[:80]!r}: give 1 to 128 characters without quotes, backslashes or newlines")
+    return text, job, node
 
 
 def _exporter(args):
     """A started MetricsExporter for a viewer's own state (attach, replay), or None."""
-    from neurondesk.recorder.metrics import default_node
     from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 
     text, job, node = _metrics_settings(args)
     if not text:
         return None
-    exporter = MetricsExporter(parse_metrics_addr(text), job, node or default_node())
+    exporter = MetricsExporter(parse_metrics_addr(text), job, node)
     try:
         exporter.start()
     except OSError as exc:

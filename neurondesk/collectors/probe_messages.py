@@ -49,6 +49,7 @@ _DURATIONS = ("duration_s", "data_wait_s")
 _RANKS = ("rank", "local_rank", "world_size")
 
 
+MAX_LAUNCH_VARS = 32  # the probe sends at most its LAUNCH_VARS
 MAX_BATCH = 100_000  # steps in one StepBatch (the probe sends a few thousand at most)
 
 
@@ -87,6 +88,10 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
     for shape in value("input_shapes") or []:
         if any(not 0 <= d <= MAX_DIM for d in shape):
             return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    launch = value("launch_env") or {}
+    if len(launch) > MAX_LAUNCH_VARS or any(len(k) > 64 or len(v) > 128 for k, v in launch.items()):
+        return f"launch_env holds {len(launch)} variable(s), or a name or value too long (at most " \
+               f"{MAX_LAUNCH_VARS}, names of 64 and values of 128 characters)"
     return None
 
 

@@ -39,6 +39,9 @@ class RunStarted(Event):
     steps_requested: int | None = None
     budget_usd: float | None = None  # --budget-usd: warned at 80%, alerted at 100% (core/budget.py)
     hang_after_s: float | None = None  # --hang-after: the hang threshold (core/hang.py)
+    job_flag: str | None = None  # --job, when given (core/job.py: the job identity)
+    node_flag: str | None = None  # --node, when given
+    launch_env: dict[str, str] = field(default_factory=dict)  # the recorder's launcher variables (core/job.py)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class ProcessAttached(Event):
     torch_xla_version: str | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    launch_env: dict[str, str] = field(default_factory=dict)  # the launcher's variables in this process
 
 
 @dataclass(frozen=True)

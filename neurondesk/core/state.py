@@ -25,6 +25,7 @@ from neurondesk.core.disk import DiskReducer
 from neurondesk.core.hang import detect_hang
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
+from neurondesk.core.reduce.job import JobReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
 from neurondesk.core.reduce.loss import LossReducer, ScriptRate
 from neurondesk.core.reduce.processes import ProcessReducer
@@ -59,6 +60,7 @@ class Parts(NamedTuple):
     evaluation: EvalReducer
     ranks: RankReducer
     disk: DiskReducer  # free space, growth, output not stored (core/disk.py)
+    job: JobReducer  # which job, node and ranks (core/job.py)
 
 
 def _via(part: str, name: str) -> Any:
@@ -75,7 +77,7 @@ class RunState:
         compiles = CompileReducer(run, procs, steps, evaluation)
         self.parts = Parts(run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
                            telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
-                           evaluation=evaluation, ranks=RankReducer(run), disk=DiskReducer())
+                           evaluation=evaluation, ranks=RankReducer(run), disk=DiskReducer(), job=JobReducer())
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()

@@ -156,6 +156,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         stragglers=[st.Straggler(rank=x.rank, presync_s=_round(x.presync_s), vs_median_s=_round(x.vs_median_s),
                                  cause=x.cause, words=x.words()) for x in state.parts.ranks.stragglers()],
         failed_rank=_failed_rank(state),
+        job=state.parts.job.identity(),
         first_compile_s=_round(f.first_compile_s),
         compile_count=f.compile_count,
         compile_total_s=_round(f.compile_total_s),

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from neurondesk.core.figures import RunFigures
+from neurondesk.core.job import JobIdentity
 from neurondesk.core.neuron_summary import NeuronSection
 
 SUMMARY_VERSION = 2
@@ -220,6 +221,7 @@ class Summary(_S):
     notices: list[str] = []
     disk: Obj | None = None  # core.disk's DiskState.as_dict()
     figures: RunFigures | None = None  # version 2 on; None in a version 1 summary
+    job: JobIdentity | None = None  # the job, node and global ranks of this run (core/job.py); None before
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-shaped form (what summary.json holds), for readers that take one."""

@@ -17,8 +17,12 @@ import socket
 from collections import Counter
 from dataclasses import dataclass, field
 
+import msgspec
+
 from neurondesk.core.figures import RunFigures, run_figures
+from neurondesk.core.job import JobIdentity
 from neurondesk.core.state import RunState, StepRecord
+from neurondesk.recorder.metrics_job import JobSeries, job_series
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -41,6 +45,7 @@ class RankFigures:
     presync_s: float | None
     step_time_s: float | None
     steps: int
+    last_step_t: float | None = None  # live scale
 
 
 @dataclass(frozen=True)
@@ -84,11 +89,8 @@ class Snapshot:
     finished: bool = False
     disks: tuple[DiskFigures, ...] = ()  # the run folder's and the compile cache's filesystems
     output_not_stored_bytes: int = 0  # of the workload's output (core/disk.py)
-
-
-def default_job_id(env: dict[str, str]) -> str:
-    """`--job`, else the launcher's: torchrun's TORCHELASTIC_RUN_ID, SLURM's SLURM_JOB_ID ('' if none)."""
-    return env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or ""
+    job: JobIdentity | None = None  # node rank, nodes, world size ... (core/job.py)
+    job_series: JobSeries | None = None  # the series of a job of many nodes (metrics_job.py)
 
 
 def default_node() -> str:
@@ -98,7 +100,9 @@ def default_node() -> str:
 class Snapshotter:
     """Owned by the state's thread; ``take()`` reads the state and returns a frozen Snapshot."""
 
-    def __init__(self, job_id: str, node: str, time_offset: float = 0.0) -> None:
+    def __init__(self, job_id: str | None = None, node: str | None = None, time_offset: float = 0.0) -> None:
+        """``job_id`` / ``node``: given by the viewer (``--job``/``--node`` of attach, replay); None: the run's
+        own identity, as its journal has it (core/job.py: --job/--node of the run, then the launchers')."""
         self.job_id, self.node, self.time_offset = job_id, node, time_offset
         self._last_step: StepRecord | None = None
         self._samples = 0
@@ -136,8 +140,12 @@ class Snapshotter:
         cumulative = self._cumulative
         since = state.open_compile_since()
         run_id = state.run_id or ""
+        job = state.parts.job.identity()
+        job = msgspec.structs.replace(job, job_id=job.job_id if self.job_id is None else self.job_id,
+                                      node=job.node or default_node() if self.node is None else self.node)
         return Snapshot(
-            identity=Identity(self.job_id, self.node, run_id), taken_t=live, phase=state.phase(now)[0],
+            identity=Identity(job.job_id, job.node, run_id), job=job,
+            job_series=job_series(state, self.time_offset, since is not None), taken_t=live, phase=state.phase(now)[0],
             steps=state.steps_done, samples=self._samples, tokens=self._tokens, data_wait_s=state.total_wait_s,
             step_buckets=tuple(cumulative), step_sum_s=state.steady_total_s,
             compiles=_compile_counts(state), compile_s=state.compile_total_s,
@@ -145,7 +153,7 @@ class Snapshotter:
             recompiles_after_warmup=state.recompiles_after_warmup,
             executions_per_step=state.executions_per_step,
             figures=run_figures(state, now), loss=state.loss_last,
-            stragglers=self._stragglers, ranks=_ranks(state), cores=_cores(state),
+            stragglers=self._stragglers, ranks=_ranks(state, self.time_offset), cores=_cores(state),
             info={"run_id": run_id, "instance_type": state.instance_type or "",
                   "device_kind": state.device_kind or "",
                   "precision": str(state.precision or state.config.get("precision") or "")},
@@ -159,11 +167,11 @@ def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:
     return tuple((s, c, st, n) for (s, c, st), n in sorted(counts.items()))
 
 
-def _ranks(state: RunState) -> tuple[RankFigures, ...]:
-    ranks = state.parts.ranks
-    if ranks.world < 2:
-        return ()
-    return tuple(RankFigures(r.rank, r.presync_s, r.step_time_s, r.steps) for r in ranks.by_rank())
+def _ranks(state: RunState, offset: float) -> tuple[RankFigures, ...]:
+    """Every rank that reports steps, one rank too: the job of many nodes compares them across nodes."""
+    return tuple(RankFigures(r.rank, r.presync_s, r.step_time_s, r.steps,
+                             None if r.last_step_t is None else r.last_step_t + offset)
+                 for r in state.parts.ranks.by_rank())
 
 
 def _cores(state: RunState) -> tuple[CoreFigures, ...]:

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 from neurondesk.core.figures import FIGURES
 from neurondesk.core.state import RunState
 from neurondesk.recorder.metrics import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
+from neurondesk.recorder.metrics_job import job_families
 
 PUBLISH_EVERY_S = 0.25
 LABELS = ("job_id", "node", "run_id")
@@ -113,6 +114,8 @@ class RunCollector(Collector):
                                     labels=LABELS), s.executions_per_step)
         yield from self._rates(s, ids, one)
         yield from self._breakdown(s, ids)
+        if s.job_series is not None:
+            yield from job_families(s, ids)
 
     @staticmethod
     def _rates(s: Snapshot, ids: list[str], one) -> Iterator[Metric]:
@@ -197,7 +200,7 @@ class RunCollector(Collector):
 class MetricsExporter:
     """Serves one state's metrics; ``publish()`` from the owning thread, ``close()`` at the end."""
 
-    def __init__(self, addr: MetricsAddr, job_id: str, node: str) -> None:
+    def __init__(self, addr: MetricsAddr, job_id: str | None = None, node: str | None = None) -> None:
         self.addr = addr
         self.snapshotter = Snapshotter(job_id, node)
         self.collector = RunCollector()

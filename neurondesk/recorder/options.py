@@ -31,8 +31,8 @@ class RunOptions:
     graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
     neuron_profile: bool = False  # capture a Neuron Explorer profile into the run folder
     metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
-    job_id: str = ""  # the metrics' job_id label
-    node: str | None = None  # the metrics' node label (default: the host name)
+    job_id: str | None = None  # --job (None: the launcher's, core/job.py)
+    node: str | None = None  # --node (None: SLURMD_NODENAME, else the host name)
     budget_usd: float | None = None  # --budget-usd: warn at 80%, alert at 100% (core/budget.py)
     budget_stop: bool = False  # --budget-stop: at 100% stop the workload as the console's `s` does
     hang_after_s: float | None = None  # --hang-after: no step this long (nothing compiling) is a hang

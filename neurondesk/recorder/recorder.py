@@ -29,6 +29,7 @@ from neurondesk.collectors.workload import (
     user_debug_notice,
 )
 from neurondesk.core import events as ev
+from neurondesk.core.job import launch_env
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
@@ -99,7 +100,8 @@ class Recorder:
             host=socket.gethostname(), instance_type=o.instance_type, price_per_hour=o.price_per_hour,
             price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
             samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
-            steps_requested=o.steps_requested, budget_usd=o.budget_usd, hang_after_s=o.hang_after_s))
+            steps_requested=o.steps_requested, budget_usd=o.budget_usd, hang_after_s=o.hang_after_s,
+            job_flag=o.job_id, node_flag=o.node, launch_env=launch_env(os.environ if o.env is None else o.env)))
         if unregistered:
             self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=unregistered))
         debug = user_debug_notice(dict(os.environ if o.env is None else o.env))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from neurondesk.collectors.telemetry import Telemetry
 from neurondesk.core import events as ev
-from neurondesk.recorder.metrics import default_node
 from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
 
@@ -19,7 +18,7 @@ def start_exporter(o: RunOptions) -> tuple[MetricsExporter | None, ev.Notice | N
     if not o.metrics_addr:
         return None, None
     try:
-        exporter = MetricsExporter(parse_metrics_addr(o.metrics_addr), o.job_id, o.node or default_node())
+        exporter = MetricsExporter(parse_metrics_addr(o.metrics_addr), o.job_id, o.node)
         exporter.start()
     except (OSError, ValueError) as exc:
         return None, ev.Notice(t=time.time(), level="error", source="metrics",

@@ -75,6 +75,7 @@ class RankStats:
     # key is its smallest and the window drops it without a min() over 100 keys at every step
     by_step_ascending: bool = True
     by_step_top: int = -1
+    last_step_t: float | None = None  # when it last ended a step (a rank blocked in a collective ends none)
 
     @property
     def step_time_s(self) -> float | None:
@@ -151,7 +152,9 @@ class RankReducer:
         return stats
 
     def on_step(self, e: ev.StepEnded) -> None:
-        self._one(self._stats(e.pid), e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
+        stats = self._stats(e.pid)
+        stats.last_step_t = e.t
+        self._one(stats, e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
                   e.presync_s)
 
     def on_steps(self, b: ev.StepBatch) -> None:
@@ -159,6 +162,7 @@ class RankReducer:
         r, n, first = self._stats(b.pid), len(b), b.step
         if not n:
             return
+        r.last_step_t = b.t if r.last_step_t is None else max(r.last_step_t, b.t)
         if (n >= COLUMNS_FROM and first >= self._run.warmup_steps and not (r.compiled_steps and any(
                 s in r.compiled_steps for s in range(first, first + n)))
                 and (b.presync_s is None or (r.by_step_ascending and first > r.by_step_top))):

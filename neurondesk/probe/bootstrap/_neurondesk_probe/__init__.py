@@ -54,6 +54,15 @@ from .transport import Transport
 from .values import ValueReads
 from .xla import XlaHooks
 
+# The launchers' variables sent in the hello (neurondesk/core/job.py reads them: the same list).
+LAUNCH_VARS = (
+    "TORCHELASTIC_RUN_ID", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "RANK", "LOCAL_RANK",
+    "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+    "SLURM_JOB_ID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    "SLURMD_NODENAME",
+    "PJRT_LOCAL_PROCESS_RANK", "PJRT_LOCAL_PROCESS_COUNT",
+)
+
 _probe: Probe | None = None
 
 
@@ -156,7 +165,9 @@ class Probe:
         world = os.environ.get("WORLD_SIZE", "")
         return {"kind": "process_attached", "t": time.time(), "pid": self.pid, "ppid": os.getppid(),
                 "rank": rank, "local_rank": int(local) if local.isdigit() else None,
-                "world_size": int(world) if world.isdigit() else None, "python": sys.executable, "argv": list(sys.argv),
+                "world_size": int(world) if world.isdigit() else None,
+                "launch_env": {k: os.environ[k][:128] for k in LAUNCH_VARS if k in os.environ},
+                "python": sys.executable, "argv": list(sys.argv),
                 "torch_version": getattr(torch, "__version__", None),
                 "torch_xla_version": getattr(txla, "__version__", None)}
 
