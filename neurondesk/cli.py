@@ -425,11 +425,11 @@ def cmd_fleet(args) -> int:
     try:
         reader = FleetReader(PrometheusAPI(args.prometheus), job=args.job, lookback=args.lookback)
         if not args.once:
-            return FleetApp(reader.read, args.prometheus, refresh_s=args.refresh).run() or 0
-        rows, now = reader.read()
+            return FleetApp(reader.read, args.prometheus, refresh_s=args.refresh, job=args.job).run() or 0
+        read = reader.read()
     except PrometheusError as exc:
         _die(str(exc), 1)
-    sys.stdout.write(to_json(rows, now) if args.format == "json" else format_table(rows, now))
+    sys.stdout.write(to_json(read, args.job) if args.format == "json" else format_table(read, args.job))
     return 0
 
 

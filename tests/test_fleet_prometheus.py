@@ -100,7 +100,7 @@ def test_fleet_once_lists_every_node_with_the_job_totals(fleet):
 
 def test_fleet_screen_shows_the_rows(fleet):
     prom, _ = fleet
-    app = FleetApp(FleetReader(PrometheusAPI(prom.url), job=JOB).read, prom.url, refresh_s=0.5)
+    app = FleetApp(FleetReader(PrometheusAPI(prom.url), job=JOB).read, prom.url, refresh_s=0.5, job=JOB)
 
     async def go() -> tuple[int, str]:
         async with app.run_test(size=(200, 30)) as pilot:

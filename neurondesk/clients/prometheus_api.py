@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from neurondesk.core.fleet import FleetRow, keep_last
+from neurondesk.core.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
 
 KEY = ("job_id", "node", "run_id")
 _LABEL_VALUE = re.compile(r'^[^"\\\n]*$')
@@ -72,33 +72,71 @@ def _error_body(exc: urllib.error.HTTPError) -> dict:
 
 def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]:
     sel = "" if job is None else f'{{job_id="{job}"}}'
+    by = "max by (job_id, node, run_id)"
 
-    def last(name: str) -> str:
-        return f"max by (job_id, node, run_id) (last_over_time({name}{sel}[{lookback}]))"
+    def last(name: str, extra: str = "") -> str:
+        return f"max by (job_id, node, run_id{extra}) (last_over_time({name}{sel}[{lookback}]))"
 
     return {
-        "fresh": f"max by (job_id, node, run_id) (neurondesk_last_update_timestamp_seconds{sel})",
+        "fresh": f"{by} (neurondesk_last_update_timestamp_seconds{sel})",
+        "scraped_t": f"{by} (timestamp(neurondesk_last_update_timestamp_seconds{sel}))",
         "last_update_t": last("neurondesk_last_update_timestamp_seconds"),
         "step": last("neurondesk_steps_total"),
         "phase": f"last_over_time(neurondesk_phase{sel}[{lookback}]) == 1",
-        "steps_per_s": f"max by (job_id, node, run_id) (rate(neurondesk_steps_total{sel}[{rate_window}]))",
+        "steps_per_s": f"{by} (rate(neurondesk_steps_total{sel}[{rate_window}]))",
         "samples_per_s": last("neurondesk_steady_samples_per_second"),
+        "tokens_per_s": last("neurondesk_steady_tokens_per_second"),
+        "step_time_s": last("neurondesk_figure_step_time_seconds"),
         "compiling": last("neurondesk_compile_in_progress"),
         "compile_since": last("neurondesk_compile_started_timestamp_seconds"),
+        "compile_graph": f"{by} (neurondesk_compile_graph{sel})",  # absent once the compile ends: not last_over_time
+        "compile_s": last("neurondesk_compile_seconds_total"),
         "compiles": f"sum by (job_id, node, run_id) (last_over_time(neurondesk_compiles_total{sel}[{lookback}]))",
+        "cache": last("neurondesk_compile_cache_total", ", result"),
         "recompiles_after_warmup": last("neurondesk_recompiles_after_warmup_total"),
         "stragglers": last("neurondesk_stragglers"),
-        "data_wait_fraction": f"max by (job_id, node, run_id) (rate(neurondesk_data_wait_seconds_total{sel}[{rate_window}]))",
+        "data_wait_fraction": f"{by} (rate(neurondesk_data_wait_seconds_total{sel}[{rate_window}]))",
         "price_per_hour": last("neurondesk_price_usd_per_hour"),
         "cost_usd": last("neurondesk_cost_usd_total"),
+        "started_t": last("neurondesk_run_start_timestamp_seconds"),
+        "model_flops_per_s": last("neurondesk_figure_model_flops_per_second"),
+        "peak_flops_per_s": last("neurondesk_figure_peak_flops_per_second"),
+        "finished": last("neurondesk_run_finished"),
+        "exit_code": last("neurondesk_exit_code"),
+        "failure_t": last("neurondesk_failure_timestamp_seconds"),
+        "failure": last("neurondesk_failure_info", ", rank, what, last_line, step"),
+        "job_info": last("neurondesk_job_info", ", instance, job, node_rank, nodes, world_size, launcher"),
+        "rank_presync": last("neurondesk_rank_presync_seconds", ", rank"),
+        "rank_step": last("neurondesk_rank_step_duration_seconds", ", rank"),
+        "rank_steps": last("neurondesk_rank_steps_total", ", rank"),
+        "rank_last_step": last("neurondesk_rank_last_step_timestamp_seconds", ", rank"),
     }
 
 
-INTS = ("step", "compiles", "recompiles_after_warmup", "stragglers")
+def _foreign_query(job: str) -> str:
+    """Recorders of other job ids, fresh, with their scrape job and address (bad input: a stale --job)."""
+    return f'max by (job_id, node, run_id, instance, job) (neurondesk_job_info{{job_id!="{job}"}})'
+
+
+INTS = ("step", "compiles", "recompiles_after_warmup", "stragglers", "exit_code")
+FLOATS = ("steps_per_s", "samples_per_s", "tokens_per_s", "step_time_s", "data_wait_fraction", "price_per_hour",
+          "cost_usd", "last_update_t", "started_t", "compile_s", "model_flops_per_s", "peak_flops_per_s")
+RANK_FIGURES = {"rank_presync": "presync_s", "rank_step": "step_time_s", "rank_steps": "steps",
+                "rank_last_step": "last_step_t"}
+Key = tuple[str, str, str]
+
+
+def _finite(s: Sample | None) -> float | None:
+    return s.value if s is not None and math.isfinite(s.value) else None
+
+
+def _int_label(labels: dict[str, str], name: str) -> int | None:
+    text = labels.get(name, "")
+    return int(text) if text.isdigit() and len(text) <= 9 else None
 
 
 class FleetReader:
-    """One ``read()`` per refresh: the rows, with the last values of stale nodes kept."""
+    """One ``read()`` per refresh: the rows and ranks, with the last values of stale nodes kept."""
 
     def __init__(self, api: PrometheusAPI, job: str | None = None, lookback: str = "15m",
                  rate_window: str = "1m") -> None:
@@ -106,39 +144,82 @@ class FleetReader:
             raise PrometheusError(f"--job {job!r}: quotes, backslashes and newlines cannot be in a job id")
         self.api = api
         self.queries = _figures(job, lookback, rate_window)
+        if job is not None:
+            self.queries["foreign"] = _foreign_query(job)
         tagged = [f'label_replace({expr}, "nd_figure", "{name}", "", "")' for name, expr in self.queries.items()]
         self.combined = " or ".join([*tagged, 'label_replace(vector(time()), "nd_figure", "now", "", "")'])
-        self.previous: dict[tuple[str, str, str], FleetRow] = {}
+        self.previous: dict[Key, FleetRow] = {}
 
-    def read(self) -> tuple[list[FleetRow], float]:
-        """(rows, Prometheus's evaluation time). One request: every figure in one query, each
-        tagged with an ``nd_figure`` label (``or`` keeps them all: their label sets differ)."""
+    def read(self) -> FleetRead:
+        """One request: every figure in one query, each tagged with an ``nd_figure`` label (``or``
+        keeps them all: their label sets differ); Prometheus's evaluation time as ``now``."""
         samples = self.api.query(self.combined)
         now = next((s.value for s in samples if s.labels.get("nd_figure") == "now"), None)
         if now is None:
             raise PrometheusError(f"Prometheus at {self.api.url} answered without its time")
-        got: dict[str, dict[tuple[str, str, str], Sample]] = {name: {} for name in self.queries}
+        got: dict[str, dict[Key, list[Sample]]] = {name: {} for name in self.queries}
         for s in samples:
             name = s.labels.get("nd_figure")
             if name in got:
-                got[name][tuple(s.labels.get(k, "") for k in KEY)] = s
+                got[name].setdefault(tuple(s.labels.get(k, "") for k in KEY), []).append(s)
         rows = [self._row(key, got, now) for key in sorted(set(got["step"]) | set(got["fresh"]))]
         rows = keep_last(self.previous, rows)
         self.previous = {r.key: r for r in rows}
-        return rows, now
+        return FleetRead(rows=rows, ranks=self._ranks(got), now=now, foreign=self._foreign(got, rows))
 
     @staticmethod
-    def _row(key: tuple[str, str, str], got: dict[str, dict], now: float) -> FleetRow:
-        def value(name: str) -> float | None:
-            s = got[name].get(key)
-            return s.value if s is not None and math.isfinite(s.value) else None
+    def _row(key: Key, got: dict[str, dict[Key, list[Sample]]], now: float) -> FleetRow:
+        def one(name: str) -> Sample | None:
+            found = got[name].get(key)
+            return found[0] if found else None
 
-        figures = {name: value(name) for name in ("steps_per_s", "samples_per_s", "data_wait_fraction",
-                                                   "price_per_hour", "cost_usd", "last_update_t")}
+        def value(name: str) -> float | None:
+            return _finite(one(name))
+
+        figures = {name: value(name) for name in FLOATS if name not in INTS}
         ints = {name: (None if (v := value(name)) is None else int(v)) for name in INTS}
         since = value("compile_since")
         compiling = value("compiling") == 1 and since is not None
-        phase = got["phase"].get(key)
+        phase, info = one("phase"), one("job_info")
+        cache = {s.labels.get("result"): int(s.value) for s in got["cache"].get(key, []) if math.isfinite(s.value)}
+        last, scraped = value("last_update_t"), value("scraped_t")
+        skew = last - scraped if last is not None and scraped is not None and key in got["fresh"] else None
+        labels = info.labels if info is not None else {}
+        graph = value("compile_graph")
         return FleetRow(*key, phase=None if phase is None else phase.labels.get("phase"),
                         compiling_for_s=max(0.0, now - since) if compiling else None,
-                        stale=key not in got["fresh"], **figures, **ints)
+                        stale=key not in got["fresh"], instance=labels.get("instance", ""),
+                        node_rank=_int_label(labels, "node_rank"), nodes=_int_label(labels, "nodes"),
+                        world_size=_int_label(labels, "world_size"), launcher=labels.get("launcher") or None,
+                        compile_graph=None if graph is None or not compiling else int(graph),
+                        cache_hits=cache.get("hit"), cache_misses=cache.get("miss"),
+                        finished=value("finished") == 1, failure=_failure(one("failure"), value("failure_t")),
+                        clock_skew_s=skew, **figures, **ints)
+
+    @staticmethod
+    def _ranks(got: dict[str, dict[Key, list[Sample]]]) -> list[RankRow]:
+        ranks: dict[tuple[Key, int], dict] = {}
+        for name, field in RANK_FIGURES.items():
+            for key, found in got[name].items():
+                for s in found:
+                    rank = _int_label(s.labels, "rank")
+                    if rank is not None and math.isfinite(s.value):
+                        value = int(s.value) if field == "steps" else s.value
+                        ranks.setdefault((key, rank), {})[field] = value
+        return [RankRow(*key, rank=rank, **figures) for (key, rank), figures in sorted(ranks.items())]
+
+    @staticmethod
+    def _foreign(got: dict[str, dict[Key, list[Sample]]], rows: list[FleetRow]) -> list[ForeignNode]:
+        """Other jobs' recorders scraped in a Prometheus job that this job's nodes are scraped in."""
+        mine = {s.labels.get("job", "") for found in got["job_info"].values() for s in found}
+        return [ForeignNode(s.labels.get("instance", ""), s.labels.get("node", ""), s.labels.get("job_id", ""),
+                            s.labels.get("job", ""))
+                for found in got.get("foreign", {}).values() for s in found if s.labels.get("job", "") in mine]
+
+
+def _failure(info: Sample | None, t: float | None) -> NodeFailure | None:
+    if info is None:
+        return None
+    labels = info.labels
+    return NodeFailure(t=t, rank=_int_label(labels, "rank"), what=labels.get("what", ""),
+                       last_line=labels.get("last_line", ""), step=_int_label(labels, "step"))

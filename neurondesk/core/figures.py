@@ -19,6 +19,7 @@ import msgspec
 from neurondesk.core.budget import BudgetFigures, budget_figures
 from neurondesk.core.cost import cost_figures, cost_so_far
 from neurondesk.core.mfu import mfu_for_state
+from neurondesk.core.phases import StepPhases, step_phases_by_rank
 from neurondesk.core.prices import PriceTable
 from neurondesk.core.state import RunState
 
@@ -56,6 +57,8 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     hardware_flops_per_s: float | None
     peak_flops_per_s: float | None
     budget: BudgetFigures | None = None  # --budget-usd: spent, share, when it is reached
+    step_phases: StepPhases | None = None  # the steady step split into its phases, with a verdict (core/phases.py)
+    step_phases_by_rank: list[StepPhases] = []  # every rank's (one row with one rank)
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -97,6 +100,10 @@ FIGURES: tuple[FigureInfo, ...] = (
                "Cost so far plus the remaining requested steps at the steady pace, USD"),
     FigureInfo("mfu", "MFU", "pct", "neurondesk_figure_mfu_ratio", "Model FLOPs utilisation against the dense peak"),
     FigureInfo("hfu", "HFU", "pct", "neurondesk_figure_hfu_ratio", "Hardware FLOPs utilisation against the dense peak"),
+    FigureInfo("model_flops_per_s", "model FLOP/s", "rate", "neurondesk_figure_model_flops_per_second",
+               "Model FLOP/s at the steady pace (a job's MFU sums them over its nodes)"),
+    FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate", "neurondesk_figure_peak_flops_per_second",
+               "Dense peak FLOP/s of the devices the run uses"),
 )
 
 
@@ -118,6 +125,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
     cost = cost_figures(price, elapsed, state.steps_done, step_time, state.steady_tokens_per_s,
                         state.compile_total_s, state.steps_requested)
     util = mfu_for_state(state, peaks)
+    phases = step_phases_by_rank(state)
     return RunFigures(
         at_t=now,
         elapsed_s=elapsed,
@@ -149,6 +157,8 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         hardware_flops_per_s=util.hardware_flops_per_s,
         peak_flops_per_s=util.peak_flops_per_s,
         budget=_budget(state, elapsed, step_time),
+        step_phases=max(phases, key=lambda p: p.step_s) if phases else None,
+        step_phases_by_rank=phases,
     )
 
 

@@ -11,6 +11,48 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class NodeFailure:
+    """The first failure a node's recorder saw (recorder/metrics_job.py)."""
+
+    t: float | None  # the node's clock
+    rank: int | None
+    what: str  # "RuntimeError: ...", "exit 1", "SIGKILL"
+    last_line: str
+    step: int | None
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank of a node, as Prometheus has it."""
+
+    job_id: str
+    node: str
+    run_id: str
+    rank: int
+    presync_s: float | None = None  # median time before the sync (compute and data wait)
+    step_time_s: float | None = None  # median steady step
+    steps: int | None = None
+    last_step_t: float | None = None  # the node's clock
+
+    @property
+    def wait_s(self) -> float | None:
+        """Time of the step spent after the pre-sync point: in the collective, waiting for the others."""
+        if self.presync_s is None or self.step_time_s is None:
+            return None
+        return max(0.0, self.step_time_s - self.presync_s)
+
+
+@dataclass(frozen=True)
+class ForeignNode:
+    """A recorder scraped with this job's nodes that reports another job id."""
+
+    instance: str
+    node: str
+    job_id: str
+    scrape_job: str
+
+
+@dataclass(frozen=True)
 class FleetRow:
     job_id: str
     node: str
@@ -28,6 +70,25 @@ class FleetRow:
     cost_usd: float | None = None
     last_update_t: float | None = None  # the node's own clock, when it took these figures
     stale: bool = False  # not in Prometheus's latest scrape: the node stopped reporting
+    # the job of many nodes (core/job_view.py): who the node is, and what it is doing
+    instance: str = ""  # Prometheus's target address
+    node_rank: int | None = None
+    nodes: int | None = None  # the job's node count, as this node's launcher says
+    world_size: int | None = None
+    launcher: str | None = None
+    started_t: float | None = None
+    step_time_s: float | None = None  # the node's steady step time (its slowest rank's median)
+    tokens_per_s: float | None = None
+    compile_s: float | None = None  # finished compiles' seconds
+    compile_graph: int | None = None  # the graph being compiled (its number); None: none
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    model_flops_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    finished: bool = False
+    exit_code: int | None = None
+    failure: NodeFailure | None = None
+    clock_skew_s: float | None = None  # the node's clock minus Prometheus's, at the last scrape
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -48,6 +109,16 @@ class FleetTotals:
     slowest_unit: str | None  # "samples/s" | "steps/s"
     compiling_nodes: int
     stale_nodes: int
+
+
+@dataclass(frozen=True)
+class FleetRead:
+    """One refresh: the node rows, their ranks, other jobs' recorders among them, Prometheus's time."""
+
+    rows: list[FleetRow]
+    ranks: list[RankRow]
+    now: float
+    foreign: list[ForeignNode] = dataclasses.field(default_factory=list)
 
 
 def keep_last(previous: dict[tuple[str, str, str], FleetRow], current: list[FleetRow]) -> list[FleetRow]:

@@ -16,12 +16,14 @@ from textual.app import App, ComposeResult
 from textual.containers import ScrollableContainer
 from textual.widgets import Footer, Static
 
-from neurondesk.core.fleet import FleetRow, FleetTotals, fleet_totals
+from neurondesk.core.fleet import FleetRead, FleetRow, FleetTotals, fleet_totals
+from neurondesk.core.job_view import job_view, pick_job
 from neurondesk.reports.fmt import NONE, num, pct, secs, usd
+from neurondesk.reports.job_text import job_json, job_lines
 
 HEADERS = ("job", "node", "run", "phase", "step", "steps/s", "samples/s", "compiling", "compiles",
            "recompiles", "stragglers", "data wait", "$/hour", "cost")
-Read = Callable[[], tuple[list[FleetRow], float]]
+Read = Callable[[], FleetRead]
 
 
 def _int(x: int | None) -> str:
@@ -56,8 +58,16 @@ def table_lines(rows: list[FleetRow], now: float) -> list[str]:
     return [line(HEADERS), *(line(c) for c in cells)] if rows else ["no neurondesk series in Prometheus yet"]
 
 
-def format_table(rows: list[FleetRow], now: float) -> str:
-    return "\n".join([*table_lines(rows, now), "", "job: " + totals_line(fleet_totals(rows))]) + "\n"
+def read_job_lines(read: FleetRead, job: str | None) -> list[str]:
+    """The job's lines (core/job_view.py), for the job asked for or the one with most nodes."""
+    chosen = pick_job(read, job)
+    return [] if chosen is None else job_lines(job_view(read, chosen))
+
+
+def format_table(read: FleetRead, job: str | None = None) -> str:
+    rows = read.rows
+    return "\n".join([*table_lines(rows, read.now), "", "totals: " + totals_line(fleet_totals(rows)),
+                      *read_job_lines(read, job)]) + "\n"
 
 
 def table_text(rows: list[FleetRow], now: float) -> Text:
@@ -75,9 +85,13 @@ def table_text(rows: list[FleetRow], now: float) -> Text:
     return text
 
 
-def to_json(rows: list[FleetRow], now: float) -> str:
+def to_json(read: FleetRead, job: str | None = None) -> str:
+    rows, now = read.rows, read.now
+    chosen = pick_job(read, job)
     out = {"time": now, "rows": [dataclasses.asdict(r) | {"stale_for_s": r.stale_for_s(now)} for r in rows],
-           "totals": dataclasses.asdict(fleet_totals(rows))}
+           "ranks": [dataclasses.asdict(k) | {"wait_s": k.wait_s} for k in read.ranks],
+           "totals": dataclasses.asdict(fleet_totals(rows)),
+           "job": None if chosen is None else job_json(job_view(read, chosen))}
     return json.dumps(out, indent=2) + "\n"
 
 
@@ -86,11 +100,11 @@ class FleetApp(App):
 
     TITLE = "neurondesk fleet"
     BINDINGS = [("q", "quit", "Quit"), ("r", "refresh", "Refresh now")]
-    CSS = "#scroll { height: 1fr; } #fleet { width: auto; } #totals { height: auto; padding: 0 1; } #error { color: red; height: auto; padding: 0 1; }"
+    CSS = "#scroll { height: 1fr; } #fleet { width: auto; } #totals { height: auto; padding: 0 1; } #job { height: auto; padding: 0 1; color: $warning; } #error { color: red; height: auto; padding: 0 1; }"
 
-    def __init__(self, read: Read, source: str, refresh_s: float = 1.0) -> None:
+    def __init__(self, read: Read, source: str, refresh_s: float = 1.0, job: str | None = None) -> None:
         super().__init__()
-        self.read, self.source, self.refresh_s = read, source, refresh_s
+        self.read, self.source, self.refresh_s, self.job = read, source, refresh_s, job
         self.sub_title = source
         self.refreshes = 0
         self.rows: list[FleetRow] = []
@@ -99,6 +113,7 @@ class FleetApp(App):
         with ScrollableContainer(id="scroll"):
             yield Static("waiting for Prometheus ...", id="fleet")
         yield Static("", id="totals")
+        yield Static("", id="job")
         yield Static("", id="error")
         yield Footer()
 
@@ -111,18 +126,19 @@ class FleetApp(App):
 
     def _read(self) -> None:
         try:
-            rows, now = self.read()
+            read = self.read()
         except Exception as exc:  # noqa: BLE001 - Prometheus down or refusing: say so, keep the table
             self.call_from_thread(self._show_error, str(exc))
             return
-        self.call_from_thread(self._show, rows, now)
+        self.call_from_thread(self._show, read)
 
     def _show_error(self, text: str) -> None:
         self.query_one("#error", Static).update(Text(text))
 
-    def _show(self, rows: list[FleetRow], now: float) -> None:
-        self.rows = rows
-        self.query_one("#fleet", Static).update(table_text(rows, now))
-        self.query_one("#totals", Static).update(Text("job: " + totals_line(fleet_totals(rows))))
+    def _show(self, read: FleetRead) -> None:
+        rows = self.rows = read.rows
+        self.query_one("#fleet", Static).update(table_text(rows, read.now))
+        self.query_one("#totals", Static).update(Text("totals: " + totals_line(fleet_totals(rows))))
+        self.query_one("#job", Static).update(Text("\n".join(read_job_lines(read, self.job))))
         self.query_one("#error", Static).update("")
         self.refreshes += 1

@@ -1,0 +1,113 @@
+"""A job of many nodes in words and as JSON (core/job_view.py's JobView): fleet's screen, `fleet --once`,
+and a console given `--prometheus` all say the same lines."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from neurondesk.core.job_view import JobView
+from neurondesk.reports.fmt import clock, num, pct, secs, usd
+
+
+def _at(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def slow_line(v: JobView) -> str | None:
+    s = v.slowest
+    if s is None:
+        return None
+    ranks = len(v.ranks)
+    return (f"node {s.node} (rank {s.rank}) is {s.slower:.0%} slower than the job's median before the sync "
+            f"({secs(s.presync_s, 2)} vs {secs(s.median_presync_s, 2)} of a {secs(s.step_time_s, 2)} step); "
+            f"the other {ranks - 1} rank(s) wait for it")
+
+
+def compile_lines(v: JobView) -> list[str]:
+    out = []
+    for c in v.compiling:
+        graph = f"graph #{c.graph}" if c.graph is not None else "a graph"
+        why = []
+        if c.cache_misses:
+            why.append(f"{c.cache_misses} cache miss(es) on it")
+        if c.past_it:
+            cached = f", {c.cached_past_it} of them from their cache" if c.cached_past_it else ""
+            why.append(f"{c.past_it} node(s) already had it{cached}")
+        reason = f" ({'; '.join(why)})" if why else ""
+        waits = "; the job waits" if c.past_it else ""
+        out.append(f"{c.node} compiling {graph} for {clock(c.for_s)}{reason}{waits}")
+    return out
+
+
+def failure_lines(v: JobView) -> list[str]:
+    out = []
+    if v.failed is not None:
+        row, f = v.failed
+        rank = f"rank {f.rank}" if f.rank is not None else "a rank"
+        step = f" at step {f.step:,}" if f.step is not None else ""
+        when = f" at {_at(f.t)}" if f.t is not None else ""
+        last = f"; last stderr line: {f.last_line}" if f.last_line else ""
+        out.append(f"failed first: {rank} on node {row.node}{when}{step}: {f.what}{last}")
+    if v.blocked is not None:
+        out.append(f"{v.blocked.ranks} rank(s) blocked in a collective since {_at(v.blocked.since_t)} "
+                   "(no step since: waiting for the failed rank)")
+    for r in v.stale:
+        since = f" since {_at(r.last_update_t)}" if r.last_update_t is not None else ""
+        out.append(f"node {r.node} stopped reporting{since} (STALE: its last values are shown)")
+    return out
+
+
+def figures_line(v: JobView) -> str:
+    f = v.figures
+    priced = "" if f.priced_nodes == f.nodes else f" ({f.priced_nodes} of {f.nodes} nodes priced)"
+    return (f"{f.nodes} node(s), {len(v.ranks)} rank(s) · {usd(f.price_per_hour)}/hour{priced} · "
+            f"cost so far {usd(f.total_usd)} · steady {num(f.samples_per_s, 1)} samples/s · "
+            f"$/1k steps steady {usd(f.per_1k_steps_steady_usd)} · compile {pct(f.compile_share)} of the wall "
+            f"({secs(f.compile_wall_s, 0)}, others waited {secs(f.compile_wait_s, 0)})")
+
+
+def job_lines(v: JobView) -> list[str]:
+    """The job's state, worst first; a healthy job says so."""
+    name = v.job_id or "(no job id)"
+    lines = [f"job {name}: {figures_line(v)}"]
+    lines += failure_lines(v)
+    lines += compile_lines(v)
+    slow = slow_line(v)
+    if slow:
+        lines.append(slow)
+    elif v.collective_wait is not None and v.collective_wait >= 0.5 and not v.compiling:
+        lines.append(f"no rank is slower than the others, yet ranks wait {pct(v.collective_wait, 0)} of each step in "
+                     "the collective: the network (EFA) or a node's link is slow — see each node's health")
+    lines += [f"problem: {p}" for p in v.problems]
+    if v.healthy and not v.compiling and slow is None:
+        lines.append("healthy: every node reporting, no slow rank, nothing failed")
+    return lines
+
+
+def job_json(v: JobView) -> dict[str, Any]:
+    """fleet --once --format json's ``job`` object."""
+    failed = v.failed
+    return {
+        "job_id": v.job_id, "nodes": len(v.nodes), "ranks": len(v.ranks), "healthy": v.healthy,
+        "slowest_node": v.slowest.node if v.slowest else None,
+        "slowest_rank": v.slowest.rank if v.slowest else None,
+        "slowest_vs_median": v.slowest.slower if v.slowest else None,
+        "compiling_nodes": [{"node": c.node, "graph": c.graph, "for_s": c.for_s, "nodes_past_it": c.past_it}
+                            for c in v.compiling],
+        "failed_node": failed[0].node if failed else None,
+        "failed_rank": failed[1].rank if failed else None,
+        "failure": None if failed is None else {"what": failed[1].what, "last_line": failed[1].last_line,
+                                                "step": failed[1].step, "t": failed[1].t},
+        "blocked_ranks": v.blocked.ranks if v.blocked else 0,
+        "blocked_since": v.blocked.since_t if v.blocked else None,
+        "stale_nodes": [r.node for r in v.stale],
+        "usd_per_hour": v.figures.price_per_hour,
+        "steady_samples_per_s": v.figures.samples_per_s,
+        "collective_wait_share": v.collective_wait,
+        "figures": msgspec.to_builtins(v.figures),
+        "problems": list(v.problems),
+        "lines": job_lines(v),
+    }
