@@ -129,3 +129,32 @@ def test_the_cost_panel_says_when_the_budget_is_reached(tmp_path):
     assert b.reach_at_step is not None and b.level == "ok"
     assert f"budget              {b.words()}" in text
     assert f"reached at step {b.reach_at_step:,}, in about " in text
+
+
+def test_the_bell_rings_each_alert_once_however_many_notices_come_between_two_polls():
+    """Issue 34 item 8: alerts are kept apart and counted (state.alerts, alerts_total), not found
+    again by the identity of the last notice seen: more notices than the state keeps between two
+    polls push no alert out unrung, and a state reduced again (a checkpoint's copy) rings none twice."""
+    import pickle
+
+    from neurondesk.core import events as ev
+    from neurondesk.core.reduce.log import NOTICES_KEEP
+    from neurondesk.core.state import RunState
+
+    def alert(t: float, words: str) -> ev.Notice:
+        return ev.Notice(t=t, level="error", source="alert", message=words)
+
+    state, bell = RunState(), AlertBell()
+    state.apply(alert(1.0, "old"))
+    assert bell.new_alerts(state) == []  # the past is not rung
+    state.apply(alert(2.0, "first"))
+    for i in range(3 * NOTICES_KEEP):  # far more than the state keeps, an alert among the last ones
+        state.apply(ev.Notice(t=3.0 + i, level="info", source="disk", message=f"note {i}"))
+        if i == 3 * NOTICES_KEEP - 10:
+            state.apply(alert(3.0 + i, "second"))
+    assert bell.new_alerts(state) == ["first", "second"]  # each new one once, none pushed out
+    again = pickle.loads(pickle.dumps(state))  # the same run as a checkpoint gives it back
+    assert bell.new_alerts(again) == []
+    again.apply(alert(9999.0, "third"))
+    assert bell.new_alerts(again) == ["third"]
+    assert bell.new_alerts(again) == []

@@ -10,7 +10,7 @@ import re
 
 from neurondesk.reports.safe_text import clean
 
-ALERT_SOURCE = "alert"
+ALERT_SOURCE = "alert"  # the notices the recorder journals for its alerts (core/reduce/log.py keeps them apart)
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_CHARS = 240
 
@@ -22,24 +22,19 @@ def notification(message: str, title: str = "neurondesk") -> str:
 
 
 class AlertBell:
-    """``new_alerts(state)``: the alert messages journaled since the last call. The first call
-    only marks where the run stands (an attached viewer does not ring for alerts of the past)."""
+    """``new_alerts(state)``: the alert messages journaled since the last call, each once. The first
+    call only marks where the run stands (an attached viewer does not ring for alerts of the past).
+    Alerts are kept apart from the other notices and counted (``state.parts.log``):
+    however many notices arrive between two calls none pushes an alert out unrung, and a state
+    reduced again (a checkpoint's copy) rings none twice."""
 
     def __init__(self) -> None:
-        self._last = None
-        self._primed = False
+        self._seen: int | None = None  # alerts_total at the last call
 
     def new_alerts(self, state) -> list[str]:
-        notices = state.notices
-        if not self._primed:
-            self._primed = True
-            self._last = notices[-1] if notices else None
+        log = state.parts.log
+        total, alerts = log.alerts_total, log.alerts
+        seen, self._seen = self._seen, total
+        if seen is None or total <= seen or not alerts:
             return []
-        fresh = []
-        for n in reversed(notices):
-            if n is self._last:
-                break
-            fresh.append(n)
-        if notices:
-            self._last = notices[-1]
-        return [n.message for n in reversed(fresh) if n.source == ALERT_SOURCE]
+        return [n.message for n in list(alerts)[-min(total - seen, len(alerts)):]]

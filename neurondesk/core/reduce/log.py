@@ -24,6 +24,10 @@ class LogReducer:
         self.output_total = 0
         self.output_chars = 0  # of the kept lines' text
         self.notices: deque[ev.Notice] = deque(maxlen=NOTICES_KEEP)
+        # the alerts (notices of source "alert") apart, counted: many other notices never push one out
+        # before a viewer's --notify has rung it (views/terminal_notify.py)
+        self.alerts: deque[ev.Notice] = deque(maxlen=NOTICES_KEEP)
+        self.alerts_total = 0
         self.errors: list[ev.LogError] = []
         self.parse_problems = 0
 
@@ -42,6 +46,9 @@ class LogReducer:
 
     def on_notice(self, e: ev.Notice) -> None:
         self.notices.append(e)
+        if e.source == "alert":
+            self.alerts.append(e)
+            self.alerts_total += 1
 
     def on_log_error(self, e: ev.LogError) -> None:
         if e.continues:
