@@ -57,6 +57,8 @@ SAMPLES: list[ev.Event] = [
         devices=[dev.NeuronDevice(index=0, nc_count=2, core_ids=[0, 1],
                                   processes=[dev.NeuronProcess(pid=9, command="python")])], source="json"),
         gpus=[dev.GpuReading(index=0, name="H100", util_gpu=50.0)], cpu=dev.CpuInfo(model="EPYC", logical_cores=8)),
+    dev.NodeHealthSample(t=4.6, source="neuron-observer http://127.0.0.1:7001/metrics",
+                         counters={"efa_retransmits": 412.0}, names={"efa_retransmits": ["neuron_efa_retrans_pkts"]}),
     dev.NeuronProfileCapture(t=4.07, folder="/r/neuron-profile", open_command="neuron-explorer view -d /r/neuron-profile",
                              torch_profiler_at="train.py:3"),
     dev.NeuronFault(t=4.06, fault="device-oom", line="Failed to allocate 172.000MB", pid=9, size="172.000MB",

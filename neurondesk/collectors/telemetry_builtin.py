@@ -18,6 +18,7 @@ from neurondesk.collectors.devices.disk import DiskSampler, disk_locations
 from neurondesk.collectors.devices.graph_stats import GraphStatsFolder
 from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
 from neurondesk.collectors.devices.neuron_observer import ObserverSampler
+from neurondesk.collectors.devices.neuron_observer_health import observer_events
 from neurondesk.collectors.devices.nvml import NvmlSampler
 from neurondesk.collectors.telemetry_source import Poller, SourceContext, SourceSpec
 
@@ -59,7 +60,7 @@ def _observer(ctx: SourceContext) -> Poller | None:
     if not ctx.neuron_observer:
         return None
     observer = ObserverSampler(ctx.neuron_observer)
-    return Poller(lambda: observer.sample(time.time()))
+    return Poller(lambda: observer_events(observer, time.time()))
 
 
 def _graph_stats(ctx: SourceContext) -> Poller | None:

@@ -225,6 +225,22 @@ class NeuronSample(Event):
         return sum(rates) if rates else None
 
 
+# ---------------------------------------------------------------- node health (collectors/devices/neuron_observer_health.py)
+
+
+@dataclass(frozen=True)
+class NodeHealthSample(Event):
+    """A node's health counters as one source read them: ``counters`` maps core/node_health.py's
+    names (efa_retransmits, efa_errors, neuronlink_errors, hbm_ecc_corrected, ...) to the count
+    since the device or daemon started, summed over the node's devices; ``names`` the source's own
+    metric names each was read from."""
+
+    kind: ClassVar[str] = "node_health_sample"
+    source: str = ""  # "neuron-observer http://..."
+    counters: dict[str, float] = field(default_factory=dict)
+    names: dict[str, list[str]] = field(default_factory=dict)
+
+
 # ---------------------------------------------------------------- NVML
 
 

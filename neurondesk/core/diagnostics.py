@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neurondesk.core.neuron_errors import neuron_fault_findings
+from neurondesk.core.node_health import health_words
 from neurondesk.core.reduce.compiles import STORM_STEPS
 from neurondesk.core.reduce.telemetry import SteadyProcesses
 from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
@@ -69,7 +70,16 @@ class Diagnostic:
 
 def diagnostics(state: RunState) -> list[Diagnostic]:
     neuron = [Diagnostic(kind=kind, message=text) for kind, text in neuron_fault_findings(state)]
-    return [d for d in (*neuron, graph_grows(state), *many_graphs(state), no_steady_state(state)) if d is not None]
+    return [d for d in (*neuron, node_health(state), graph_grows(state), *many_graphs(state), no_steady_state(state))
+            if d is not None]
+
+
+def node_health(state: RunState) -> Diagnostic | None:
+    """The node's EFA / NeuronLink / ECC / throttling counts that grew (core/node_health.py), beside its
+    figures: "trn-07: 412 EFA retransmits in the last minute"; None while healthy or unmeasured."""
+    h = state.parts.telemetry.health.health(state.parts.job.identity().node or "this node")
+    words = None if h is None else health_words(h)
+    return None if words is None else Diagnostic(kind="node-health", message=words)
 
 
 MANY_GRAPHS = 8  # graphs compiled at one point of one phase before it is named

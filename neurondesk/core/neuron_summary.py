@@ -1,7 +1,8 @@
 """summary.json's ``neuron`` section (issue 27): device memory peaks per category and the HBM
 headroom (core/reduce/neuron_memory.py), the runtime's allocation logs of a device out of memory
 (core/reduce/neuron_faults.py), a Neuron Explorer capture (its folder and the command that opens
-it) and TorchNeuron's FX-passes / lowering / compile split per compile (core/reduce/graph_stats.py).
+it), TorchNeuron's FX-passes / lowering / compile split per compile (core/reduce/graph_stats.py) and
+the node's health counters (core/node_health.py: EFA, NeuronLink, ECC, throttling).
 None when the run saw none of them."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import msgspec
+
+from neurondesk.core.node_health import health_words
 
 if TYPE_CHECKING:  # the structs are part of summary_types' contract; only the builder reads a state
     from neurondesk.core.state import RunState
@@ -43,6 +46,16 @@ class CompileSplitSection(_S):
     compile_s: float | None = None
 
 
+class NodeHealthSection(_S):
+    """The node's EFA, NeuronLink, ECC and throttling counters (core/node_health.py), as last read."""
+
+    totals: dict[str, float] = {}  # counter -> count since the device or daemon started
+    last_minute: dict[str, float] = {}  # counter -> what it grew by over the run's last minute
+    window_s: float = 0.0  # what last_minute covers (less than 60 for a short run)
+    sources: list[str] = []
+    words: str | None = None  # "trn-07: 412 EFA retransmits in the last minute"; None: healthy
+
+
 class NeuronSection(_S):
     memory_peak_bytes: dict[str, int] = {}  # per category, the most any one NeuronCore held
     host_memory_peak_bytes: dict[str, int] = {}  # per host category, the runtimes summed
@@ -51,6 +64,7 @@ class NeuronSection(_S):
     profile: NeuronProfileSection | None = None
     compile_splits: list[CompileSplitSection] = []
     graph_stats_unjoined: int = 0  # graph_stats rows no dynamo compile took
+    node_health: NodeHealthSection | None = None
 
 
 def neuron_section(state: RunState) -> NeuronSection | None:
@@ -72,5 +86,14 @@ def neuron_section(state: RunState) -> NeuronSection | None:
             torch_profiler_at=profile.torch_profiler_at),
         compile_splits=splits,
         graph_stats_unjoined=len(tel.graph_stats.unjoined),
+        node_health=_health(state),
     )
     return None if section == NeuronSection() else section
+
+
+def _health(state: RunState) -> NodeHealthSection | None:
+    h = state.parts.telemetry.health.health(state.parts.job.identity().node or "this node")
+    if h is None:
+        return None
+    return NodeHealthSection(totals=h.totals, last_minute=h.recent, window_s=round(h.window_s, 3),
+                             sources=h.sources, words=health_words(h))

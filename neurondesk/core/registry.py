@@ -48,6 +48,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     dev.NeuronGraphStat,
     dev.NeuronFault,
     dev.NeuronProfileCapture,
+    dev.NodeHealthSample,
     # the disks (collectors/devices/disk.py) and output the relay could not store
     dev.DiskSample,
     ev.OutputNotStored,

@@ -21,6 +21,7 @@ import msgspec
 
 from neurondesk.core.figures import RunFigures, run_figures
 from neurondesk.core.job import JobIdentity
+from neurondesk.core.node_health import NodeHealth
 from neurondesk.core.state import RunState, StepRecord
 from neurondesk.recorder.metrics_job import JobSeries, job_series
 
@@ -91,6 +92,7 @@ class Snapshot:
     output_not_stored_bytes: int = 0  # of the workload's output (core/disk.py)
     job: JobIdentity | None = None  # node rank, nodes, world size ... (core/job.py)
     job_series: JobSeries | None = None  # the series of a job of many nodes (metrics_job.py)
+    health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (metrics_health.py)
 
 
 def default_node() -> str:
@@ -159,7 +161,8 @@ class Snapshotter:
                   "precision": str(state.precision or state.config.get("precision") or "")},
             started_t=None if state.started_t is None else state.started_t + self.time_offset,
             finished=state.finished, disks=_disks(state),
-            output_not_stored_bytes=state.parts.disk.output_lost_bytes)
+            output_not_stored_bytes=state.parts.disk.output_lost_bytes,
+            health=state.parts.telemetry.health.health(job.node))
 
 
 def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 from neurondesk.core.figures import FIGURES
 from neurondesk.core.state import RunState
 from neurondesk.recorder.metrics import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
+from neurondesk.recorder.metrics_health import health_families
 from neurondesk.recorder.metrics_job import job_families
 
 PUBLISH_EVERY_S = 0.25
@@ -116,6 +117,7 @@ class RunCollector(Collector):
         yield from self._breakdown(s, ids)
         if s.job_series is not None:
             yield from job_families(s, ids)
+        yield from health_families(s, ids)
 
     @staticmethod
     def _rates(s: Snapshot, ids: list[str], one) -> Iterator[Metric]:

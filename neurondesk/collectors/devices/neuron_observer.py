@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from neurondesk.core.device_events import NeuronCoreSample, NeuronSample
+from neurondesk.core.node_health import OBSERVER_SOURCE
 
 SCOPES = ("device", "core", "vcpu", "efa", "system")
 STRATEGIES = ("sum", "avg", "max", "min", "p50", "p90", "p99")
@@ -158,11 +159,20 @@ class ObserverSampler:
         self.last_error: ObserverError | None = None
         self.problems = 0
 
-    def sample(self, t: float) -> NeuronSample | None:
+    @property
+    def source(self) -> str:
+        return f"{OBSERVER_SOURCE} {self.url}"
+
+    def read(self) -> ObserverReading | None:
+        """One scrape, parsed; None when the endpoint could not be read (``last_error`` says why)."""
         text = fetch(self.url)
         if isinstance(text, ObserverError):
             self.last_error = text
             return None
         reading = parse_exposition(text)
         self.problems += reading.problems
-        return to_sample(reading, t, f"neuron-observer {self.url}")
+        return reading
+
+    def sample(self, t: float) -> NeuronSample | None:
+        reading = self.read()
+        return None if reading is None else to_sample(reading, t, self.source)

@@ -21,6 +21,7 @@ from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.graph_stats import GraphStatsJoin
 from neurondesk.core.reduce.neuron_faults import NeuronFaults
 from neurondesk.core.reduce.neuron_memory import HbmHeadroom, NeuronMemoryPeaks
+from neurondesk.core.reduce.node_health import NodeHealthReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
 from neurondesk.core.sketch import QuantileSketch
@@ -113,13 +114,14 @@ class TelemetryReducer:
         self.neuron_memory = NeuronMemoryPeaks()  # device memory by category: peaks per core, host
         self.faults = NeuronFaults()  # Neuron failures the output told: out of memory, version skew
         self.neuron_profile: dev.NeuronProfileCapture | None = None  # a Neuron Explorer capture of the run
+        self.health = NodeHealthReducer()  # EFA, NeuronLink, ECC, throttling counters (core/node_health.py)
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
                 "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step, "steps": self.on_steps,
                 "neuron_graph_stat": self.graph_stats.on_row, "neuron_fault": self.faults.on_fault,
-                "neuron_profile": self.on_neuron_profile}
+                "neuron_profile": self.on_neuron_profile, "node_health_sample": self.health.on_health_sample}
 
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no
@@ -190,6 +192,7 @@ class TelemetryReducer:
             self.neuron_hardware = e.hardware_info
         self._count_executions(e.runtimes)
         self.neuron_memory.add(e)
+        self.health.on_neuron_sample(e)
         self._price_from_instance_info(e.instance_type)
         used = [c for c in e.cores if c.owner_pid is not None]
         self._note_device_util([float(c.utilization) for c in used if c.utilization is not None],
