@@ -27,9 +27,12 @@ class OptimizerHooks:
         real_init = module.Optimizer.__init__
         if getattr(real_init, "_neurondesk", False):
             return
-        clock = self.probe.clock
+        clock, probe = self.probe.clock, self.probe
 
         def __init__(opt, *args, **kwargs):
+            if not clock.has_optimizer:  # a training process: say hello now, not at its first step (a rank
+                # that waits from the start for a peer, in its first collective, is then seen as a rank)
+                probe.guarded(probe.transport.say_hello, hook="hello")
             clock.has_optimizer = True
             return real_init(opt, *args, **kwargs)
 

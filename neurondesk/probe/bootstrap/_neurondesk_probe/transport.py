@@ -78,6 +78,12 @@ class Transport:
         msg.setdefault("pid", self.probe.pid)
         self.queue(dumps(msg), False, msg.get("kind") in URGENT)
 
+    def say_hello(self) -> None:
+        """Connect now (the hello goes first), without a message of its own."""
+        with self.lock:
+            if self.sock is None and not self.probe.disabled and self._connect(time.perf_counter()):
+                self._flush(time.perf_counter())
+
     def queue(self, data: bytes, is_step: bool, urgent: bool, now: float | None = None) -> None:
         if now is None:
             now = time.perf_counter()
