@@ -81,6 +81,9 @@ def _add_metrics_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--job", metavar="ID", help="the job id (default: the launcher's: torchrun's --rdzv-id "
                    "(TORCHELASTIC_RUN_ID), else SLURM_JOB_ID; see docs/fleet.md)")
     g.add_argument("--node", metavar="NAME", help="the node's name (default: SLURMD_NODENAME, else this host's name)")
+    if p.prog.endswith(" run"):
+        g.add_argument("--metrics-grace", type=_number(0, 86400), default=60.0, metavar="SECONDS",
+                       help="after the run, serve its final figures this long (default 60: two scrapes at 30 s)")
 
 
 def _metrics_settings(args) -> tuple[str | None, str | None, str | None]:
@@ -156,6 +159,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     from neurondesk.cli_share import add_alert_options
 
     add_alert_options(p)  # --notify, --notify-url, --budget-usd, --hang-after ...
+    from neurondesk.cli_sinks import add_sink_options
+
+    add_sink_options(p)  # --tensorboard, --mlflow, --wandb
 
 
 def _price(args) -> tuple[str | None, float | None, str]:
@@ -206,6 +212,7 @@ def _warn_unknown_instance(text: str, priced: bool, table) -> None:
 
 def _options(args, command: list[str]):
     from neurondesk.cli_share import alert_options
+    from neurondesk.cli_sinks import sink_options
     from neurondesk.recorder.options import RunOptions
 
     instance, price, source = _price(args)
@@ -219,6 +226,8 @@ def _options(args, command: list[str]):
         neuron_observer=getattr(args, "neuron_observer", None), graph_stats=getattr(args, "graph_stats", None),
         neuron_profile=getattr(args, "neuron_profile", False),
         metrics_addr=metrics_addr, job_id=job_id, node=node, checks=_thresholds(args), **alert_options(args),
+        metrics_grace_s=getattr(args, "metrics_grace", 60.0),
+        **sink_options(args),
     )
 
 

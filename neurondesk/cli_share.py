@@ -57,11 +57,14 @@ def alert_options(args) -> dict:
 def add_parsers(sub) -> None:
     from neurondesk.cli import MAX_STEPS, _whole
 
-    ex = sub.add_parser("export", help="a run as Trace Event JSON for ui.perfetto.dev or chrome://tracing")
+    ex = sub.add_parser("export", help="a run as Trace Event JSON for ui.perfetto.dev or chrome://tracing, "
+                        "or into TensorBoard, MLflow, W&B")
     ex.add_argument("run_dir", type=Path)
-    ex.add_argument("--format", choices=("perfetto", "chrome"), default="perfetto",
-                    help="perfetto (default) or chrome: both open the same Trace Event Format JSON, so both write it")
-    ex.add_argument("-o", "--output", type=Path, required=True, help="the file to write (- for stdout)")
+    ex.add_argument("--format", choices=("perfetto", "chrome", "tensorboard", "mlflow", "wandb"), default="perfetto",
+                    help="perfetto (default) or chrome: both open the same Trace Event Format JSON, so both write it; "
+                         "tensorboard, mlflow, wandb: the run's figures there (docs/sinks.md)")
+    ex.add_argument("-o", "--output", required=True,  # text: a sink's URI is no path (http://h:5000)
+                    help="the file to write (- for stdout); the folder, tracking URI or W&B project of a sink")
     ex.add_argument("--from-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps from N on")
     ex.add_argument("--to-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps up to N (included)")
     ex.set_defaults(fn=cmd_export)
@@ -78,8 +81,12 @@ def add_parsers(sub) -> None:
 
 
 def cmd_export(args) -> int:
+    from neurondesk.cli_sinks import SINK_FORMATS, cmd_export_sink
     from neurondesk.reports.trace_export import ExportRange
 
+    if args.format in SINK_FORMATS:
+        return cmd_export_sink(args)
+    args.output = Path(args.output)
     if args.from_step is not None and args.to_step is not None and args.to_step < args.from_step:
         _die(f"--to-step {args.to_step} is before --from-step {args.from_step}")
     rng = ExportRange(args.from_step, args.to_step)

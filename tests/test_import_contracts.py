@@ -59,7 +59,7 @@ CLEAN = {
     "store/journal.py": "import os\nimport sqlite3\n\nfrom fakedesk.core import events\n",
     "recorder/__init__.py": "",
     "recorder/wiring.py": ("from fakedesk.collectors import workload\nfrom fakedesk.store import journal\n"
-                           "from fakedesk.reports import summary_text\n"),
+                           "from fakedesk.reports import summary_text\nfrom fakedesk.sinks import tb\n"),
     "reports/__init__.py": "",
     "reports/summary_text.py": "import json\n\nfrom fakedesk.core import events\n",
     "sources/__init__.py": "",
@@ -71,6 +71,8 @@ CLEAN = {
     "views/headless.py": "from fakedesk.core import events\nfrom fakedesk.store import journal\n",
     "views/console.py": "import textual\nfrom rich.text import Text\n\nfrom fakedesk.core import prices\n",
     "lint/__init__.py": "import ast\nimport re\n",
+    "sinks/__init__.py": "",
+    "sinks/tb.py": "import threading\n\nimport tensorboard\n\nfrom fakedesk.core import events\n",
     "doctor/__init__.py": "import subprocess\n\nfrom fakedesk.collectors import workload\nfrom fakedesk import lint\n",
     "cli.py": ("from fakedesk.recorder import wiring\nfrom fakedesk.views import console, headless\n"
                "from fakedesk.sources import follow, launch\nfrom fakedesk.clients import imds\n"),
@@ -101,6 +103,9 @@ VIOLATIONS = {
                     "fakedesk.collectors.ui -> fakedesk.views.headless")],
     "lint": [("lint/run.py", "import subprocess\n", "fakedesk.lint.run -> subprocess"),
              ("lint/up.py", "from fakedesk.core import events\n", "fakedesk.lint.up -> fakedesk.core.events")],
+    "sinks": [("sinks/own.py", "from fakedesk.recorder import wiring\n", "fakedesk.sinks.own -> fakedesk.recorder.wiring"),
+              ("sinks/disk.py", "from fakedesk.store import journal\n", "fakedesk.sinks.disk -> fakedesk.store.journal"),
+              ("sinks/ui.py", "import textual\n", "fakedesk.sinks.ui -> textual")],
     "doctor": [("doctor/ui.py", "import textual\n", "fakedesk.doctor.ui -> textual"),
                ("doctor/ask.py", "import torch\n", "fakedesk.doctor.ask -> torch")],
 }

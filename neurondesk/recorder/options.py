@@ -33,6 +33,7 @@ class RunOptions:
     metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
     job_id: str | None = None  # --job (None: the launcher's, core/job.py)
     node: str | None = None  # --node (None: SLURMD_NODENAME, else the host name)
+    metrics_grace_s: float = 60.0  # --metrics-grace: the final figures served this long after the run
     budget_usd: float | None = None  # --budget-usd: warn at 80%, alert at 100% (core/budget.py)
     budget_stop: bool = False  # --budget-stop: at 100% stop the workload as the console's `s` does
     hang_after_s: float | None = None  # --hang-after: no step this long (nothing compiling) is a hang
@@ -40,6 +41,9 @@ class RunOptions:
     notify_url: str | None = None  # --notify-url: POST each alert there (never written to disk)
     notify_compile_s: float = 60.0  # --notify-compile-s: a compile wall longer than this is an alert
     checks: Thresholds | None = None  # the --check thresholds: a failed check is an alert
+    tensorboard: str | None = None  # --tensorboard DIR: event files (sinks/tensorboard_sink.py)
+    mlflow: str | None = None  # --mlflow URI: a tracking server or a local folder (sinks/mlflow_sink.py)
+    wandb: str | None = None  # --wandb PROJECT: a W&B run, offline unless logged in (sinks/wandb_sink.py)
 
     def to_json(self) -> str:
         d = asdict(self)

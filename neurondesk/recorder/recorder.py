@@ -34,12 +34,13 @@ from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
 from neurondesk.recorder.intake import Intake
-from neurondesk.recorder.metrics_http import MetricsExporter
+from neurondesk.recorder.metrics_http import MetricsExporter, linger_metrics
 from neurondesk.recorder.notify import AlertDesk
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.pending_row import record_row, write_pending_row
 from neurondesk.recorder.registration import moved_folder_notice, register_live_run
 from neurondesk.recorder.run_journal import RunJournal
+from neurondesk.recorder.sink_desk import SinkDesk
 from neurondesk.recorder.starters import start_exporter, start_telemetry
 from neurondesk.reports.summary_writer import to_json, to_markdown  # text only
 from neurondesk.store.live_registry import Registration
@@ -87,6 +88,7 @@ class Recorder:
         self.registration: Registration | None = None  # this run's entry among the live runs
         self.row_pending: tuple[Path, dict] | None = None  # (index, summary): the row a locked index refused
         self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload)
+        self.sinks = SinkDesk(options, self.queue.put)  # --tensorboard, --mlflow, --wandb: started by the loop
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -168,8 +170,7 @@ class Recorder:
         self.run_journal.flush(self.state)
 
     def pump(self, timeout: float = 0.1) -> int:
-        """Handle what has arrived (waiting up to ``timeout`` for the first item), then flush, so
-        viewers see it at once. Returns the number of items handled."""
+        """Handle what has arrived (up to ``timeout`` for the first item), flush (viewers see it): the count."""
         n = 0
         while n < PUMP_BATCH:
             try:
@@ -226,8 +227,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
-        """Record until the workload exits (or this recorder is told to stop). Returns the
-        workload's exit status as a shell would give it."""
+        """Record until the workload exits (or this recorder is told to stop); its exit status as a shell's."""
         while not self.done:
             if self.stop_requested:
                 self._stop_recording(self.stop_requested)
@@ -237,11 +237,11 @@ class Recorder:
                 time.sleep(max(0.0, PUMP_EVERY_S - (time.monotonic() - started)))
             if not self.done:
                 self.alerts.poll(self.state, time.time())  # hang, budget, compile walls ... (recorder/notify.py)
+                self.sinks.poll(self.state, time.time(), self.paths.dir)  # a frame a second, never waiting
             if self.metrics is not None:  # this thread owns the state: snapshot here, scrapes read it
                 self.metrics.publish(self.state, time.time())
-        if self.metrics is not None:
+        if self.metrics is not None:  # closed by serve(), after the grace period (linger_metrics)
             self.metrics.publish(self.state, time.time(), force=True)
-            self.metrics.close()
         code = self.exit_code
         if code is None:
             return 1
@@ -294,6 +294,7 @@ class Recorder:
         if said is not None:
             self.record(said)
         self.alerts.at_end(self.state, time.time(), summary)  # finished / failed / checks, journaled
+        self.sinks.close(self.state, summary, self.paths.dir, self.record)  # bounded; what each wrote, journaled
         if self.row_pending is None:
             self.unregister()  # after the index row: the run is always in one of them
         self.run_journal.close()
@@ -310,7 +311,6 @@ class Recorder:
     def _stop_workload(self) -> None:
         if self.workload is not None and self.workload.running():
             self.workload.stop()
-
 
     @property
     def fallback(self) -> Path | None:
@@ -337,9 +337,12 @@ def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
     finally:
         if recorder.row_pending is None:
             recorder.unregister()  # ended by an error of its own: not left for a reader to clean up
-    if recorder.row_pending is not None:  # the viewers let go first (the lock released), then the row
+    if recorder.row_pending is not None or recorder.metrics is not None:  # the viewers let go first
         if recorder.lock is not None:
             recorder.lock.release()
+    if recorder.row_pending is not None:  # the lock released, then the row
         if write_pending_row(*recorder.row_pending, recorder.paths.dir):
             recorder.unregister()
+    if recorder.metrics is not None:
+        linger_metrics(recorder.metrics, options.metrics_grace_s, lambda: recorder.stop_requested is not None)
     return code

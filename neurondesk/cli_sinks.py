@@ -1,0 +1,78 @@
+"""The command line of the sinks (docs/sinks.md): ``run --tensorboard DIR --mlflow URI --wandb PROJECT``,
+and ``export RUN --format tensorboard|mlflow|wandb -o DIR|URI|PROJECT`` for a recorded run (its journal
+replayed through the same reducer and frames a live recorder takes)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+SINK_FORMATS = ("tensorboard", "mlflow", "wandb")
+
+
+def _die(msg: str, code: int = 2) -> None:
+    from neurondesk.cli import _die as die
+
+    die(msg, code)
+
+
+def add_sink_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where the team already looks (docs/sinks.md)")
+    g.add_argument("--tensorboard", metavar="DIR",
+                   help="write the run's figures as TensorBoard event files into DIR, live (tensorboard --logdir DIR)")
+    g.add_argument("--mlflow", metavar="URI",
+                   help="log the run to MLflow: a tracking server (http://...), a tracking URI, or a local folder; "
+                        "MLFLOW_RUN_ID attaches to the script's own run")
+    g.add_argument("--wandb", metavar="PROJECT",
+                   help="log the run to Weights & Biases: offline (wandb sync later) unless logged in")
+
+
+def sink_options(args, env: dict[str, str] | None = None) -> dict:
+    """RunOptions fields; a sink that cannot be had (library missing, W&B refusal) ends here, in one line."""
+    from neurondesk.sinks.choose import missing_library
+    from neurondesk.sinks.wandb_sink import refusal
+
+    chosen = {kind: getattr(args, kind, None) or None for kind in SINK_FORMATS}
+    for kind, value in chosen.items():
+        if value is not None:
+            why = missing_library(kind) or (refusal(dict(os.environ if env is None else env))
+                                            if kind == "wandb" else None)
+            if why:
+                _die(why)
+    return chosen
+
+
+def cmd_export_sink(args) -> int:
+    """A recorded run into one sink, synchronously: a failure is one line and exit 1."""
+    from neurondesk.cli_reports import resolve_run
+    from neurondesk.core.state import RunState
+    from neurondesk.sinks.base import SinkError, why
+    from neurondesk.sinks.choose import make_sinks
+    from neurondesk.sinks.frames import FrameTaker, replayed_frames, run_info
+    from neurondesk.store.journal import iter_journal
+    from neurondesk.store.rundir import EVENTS_FILE, SUMMARY_JSON, SUMMARY_MD
+
+    folder = resolve_run(str(args.run_dir))
+    target = str(args.output)
+    try:
+        sink = make_sinks(dict(os.environ), folder, **{args.format: target})[0]
+    except SinkError as exc:
+        _die(str(exc).replace(f"--{args.format}", f"--format {args.format}"))
+    state, taker, problems = RunState(), FrameTaker(), []
+    frames = list(replayed_frames(iter_journal(Path(folder) / EVENTS_FILE, problems), state, taker))
+    artifacts = {name: (folder / name).read_text() for name in (SUMMARY_JSON, SUMMARY_MD) if (folder / name).is_file()}
+    try:
+        from neurondesk.recorder.sink_desk import report_html
+
+        artifacts["report.html"] = report_html(state, folder)
+        sink.open(run_info(state))
+        sink.write(frames)
+        look = sink.close(taker.end(state, state.last_t, artifacts))
+    except Exception as exc:  # noqa: BLE001 - the tool's own error, in one line
+        _die(f"export to {args.format} {sink.where}: {why(exc)}", 1)
+    skipped = f"; {len(problems)} journal line(s) skipped" if problems else ""
+    sys.stderr.write(f"neurondesk: {len(frames) + 1} frames of {folder} written to {args.format} "
+                     f"{sink.where}{skipped}; {look}\n")
+    return 0

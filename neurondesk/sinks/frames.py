@@ -1,0 +1,165 @@
+"""What a sink is fed: frames of the run's figures, taken by the thread that owns the state. Pure.
+
+A ``Frame`` is immutable and holds core's ``RunFigures`` (core/figures.py, read, never recomputed)
+plus what the run has seen at that moment (the last loss, a compile in progress, the compiles ended
+since the previous frame). ``FrameTaker.take()`` is called by the state's thread between two
+``apply()``s (the recorder's loop, or an export's replay); the sink's thread only reads frames.
+
+Every sink writes the same scalars (``scalars()``) under the same names, ``neurondesk/<name>``: each of
+core's FIGURES by its RunFigures field, then the few counts below.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from neurondesk.core.figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.state import RunState
+
+PREFIX = "neurondesk/"
+# (name, RunFigures field): counts and totals that are figures too, beside FIGURES' rates
+COUNTS = (("steps", "steps"), ("compile_count", "compile_count"), ("compile_total_s", "compile_total_s"),
+          ("recompiles_after_warmup", "recompiles_after_warmup"), ("elapsed_s", "elapsed_s"))
+FIGURE_SCALARS = tuple((info.name, info.name) for info in FIGURES) + COUNTS
+
+
+class CompileRow(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    t: float
+    step: int | None
+    cause: str
+    duration_s: float | None
+    location: str | None
+    reason: str | None
+    source: str
+    status: str
+    recompile: bool
+
+    def text(self) -> str:
+        """One line of Markdown (TensorBoard's text tab renders it)."""
+        took = "still compiling" if self.duration_s is None else f"{self.duration_s:.2f} s"
+        where = f" at `{self.location}`" if self.location else ""
+        why = f" ({self.reason})" if self.reason else ""
+        again = ", a recompile" if self.recompile else ""
+        return f"compile #{self.index} at step {self.step}: **{self.cause}**{why}{where}, {took}{again} [{self.status}]"
+
+
+class Frame(msgspec.Struct, frozen=True, kw_only=True):
+    t: float  # the state's clock (wall time of the run)
+    step: int  # steps the job has done: every sink's x axis
+    figures: RunFigures
+    loss: float | None  # the last loss the run reported
+    compiling: bool  # a compile is in progress
+    last_step_s: float | None  # the last step's own duration, as recorded
+    compiles: tuple[CompileRow, ...] = ()  # ended since the previous frame
+
+
+class RunInfo(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    params: dict[str, str]  # how it was run: the command, instance type, price, warm-up ...
+    tags: dict[str, str]  # what it is: job, node, device, versions (may grow as the run goes)
+
+
+class RunEnd(msgspec.Struct, frozen=True, kw_only=True):
+    frame: Frame  # the last figures: the summary's
+    info: RunInfo
+    exit_code: int | None
+    compiles: tuple[CompileRow, ...]  # all of them
+    artifacts: dict[str, str] = {}  # file name -> text: summary.json, summary.md, report.html
+
+
+def _finite(value) -> bool:
+    return value is not None and not isinstance(value, bool) and math.isfinite(value)
+
+
+def scalars(frame: Frame) -> dict[str, float]:
+    """The frame's scalars by their full name; a figure that is unknown (None) is left out."""
+    f = frame.figures
+    out = {PREFIX + name: float(getattr(f, field)) for name, field in FIGURE_SCALARS if _finite(getattr(f, field))}
+    if _finite(frame.loss):
+        out[PREFIX + "loss"] = float(frame.loss)
+    if _finite(frame.last_step_s):
+        out[PREFIX + "last_step_time_s"] = float(frame.last_step_s)
+    out[PREFIX + "compile_in_progress"] = 1.0 if frame.compiling else 0.0
+    return out
+
+
+def compile_row(c) -> CompileRow:
+    return CompileRow(index=c.index, t=c.t, step=c.step, cause=c.cause or "", duration_s=c.duration_s,
+                      location=c.location, reason=c.reason, source=c.source or "", status=c.status,
+                      recompile=c.recompile)
+
+
+class FrameTaker:
+    """Owned by the state's thread; remembers which compiles the previous frame carried."""
+
+    def __init__(self) -> None:
+        self._compiles_seen = 0
+
+    def take(self, state: RunState, now: float) -> Frame:
+        compiles = state.compiles
+        new = tuple(compile_row(c) for c in compiles[self._compiles_seen:])
+        self._compiles_seen = len(compiles)
+        history = state.history
+        return Frame(t=now, step=state.steps_done, figures=run_figures(state, now), loss=state.loss_last,
+                     compiling=state.open_compile_since() is not None,
+                     last_step_s=history[-1].duration_s if history else None, compiles=new)
+
+    def end(self, state: RunState, now: float, artifacts: dict[str, str] | None = None) -> RunEnd:
+        return RunEnd(frame=self.take(state, now), info=run_info(state), exit_code=state.exit_code,
+                      compiles=tuple(compile_row(c) for c in state.compiles), artifacts=artifacts or {})
+
+
+def run_info(state: RunState) -> RunInfo:
+    """Params from what the run was started with; tags from what it is (as far as seen yet)."""
+    run = state.parts.run
+    params = {"command": " ".join(state.command), "instance_type": state.instance_type,
+              "price_per_hour": state.price_per_hour, "price_source": state.price_source,
+              "warmup_steps": state.warmup_steps, "steps_requested": state.steps_requested,
+              "target_loss": state.target_loss, "budget_usd": run.budget_usd,
+              **{f"config.{k}": v for k, v in sorted(state.config.items())}}
+    job = state.parts.job.identity()
+    tags = {"neurondesk.run_id": state.run_id, "job": job.job_id, "node": job.node, "node_rank": job.node_rank,
+            "nodes": job.nodes, "world_size": job.world_size, "launcher": job.launcher,
+            "instance_type": state.instance_type, "device": state.device_kind, "device_name": state.device_name,
+            "precision": state.precision or state.config.get("precision"), **versions(state)}
+    return RunInfo(run_id=state.run_id or "", params=_texts(params), tags=_texts(tags))
+
+
+def versions(state: RunState) -> dict[str, str]:
+    """torch / torch-xla as the lead process reported them; the Neuron runtime's as neuron-ls lists it."""
+    out: dict[str, str] = {}
+    procs = state.parts.procs
+    lead = procs.processes.get(procs.lead_pid) if procs.lead_pid is not None else None
+    lead = lead or next(iter(procs.processes.values()), None)
+    if lead is not None:
+        out.update({"torch_version": lead.torch_version, "torch_xla_version": lead.torch_xla_version})
+    inventory = state.parts.telemetry.inventory
+    if inventory is not None and inventory.neuron is not None:
+        runtimes = sorted({p.runtime_version for d in inventory.neuron.devices for p in d.processes
+                           if p.runtime_version})
+        out["neuron_runtime_version"] = ",".join(runtimes)
+    return {k: v for k, v in out.items() if v}
+
+
+def _texts(d: dict) -> dict[str, str]:
+    """None and '' left out; every value as text, at most 500 characters (MLflow's limit for a param)."""
+    return {k: str(v)[:500] for k, v in d.items() if v is not None and v != ""}
+
+
+FRAME_EVERY_S = 1.0  # a frame a second of the run's time, live and replayed alike
+
+
+def replayed_frames(events, state: RunState, taker: FrameTaker, every_s: float = FRAME_EVERY_S):
+    """Reduce ``events`` (a recorded journal) into ``state``, yielding a frame whenever the run's clock
+    passed ``every_s`` since the last one: the frames a live recorder would have taken."""
+    next_t = None
+    for e in events:
+        state.apply(e)
+        if next_t is None:
+            next_t = e.t + every_s
+        elif e.t >= next_t:
+            next_t = e.t + every_s
+            yield taker.take(state, e.t)

@@ -1,0 +1,79 @@
+"""``--wandb PROJECT``: a Weights & Biases run of the neurondesk run, offline unless the user is logged in.
+
+Mode: ``WANDB_MODE`` of the workload's environment when set; else online when an API key is there
+(``WANDB_API_KEY``), offline otherwise: the run's files go to ``RUN_DIR/wandb/`` (or ``WANDB_DIR``) and
+``wandb sync`` uploads them later. The metrics are every sink's (``neurondesk/...`` at the job's step),
+the run's params and tags its config, the compiles a table (``neurondesk/compiles``) and summary.json /
+summary.md / report.html an artifact, at the end.
+
+Never a second run beside the script's: with ``WANDB_RUN_ID`` in the workload's environment the
+script (or its launcher) has chosen its W&B run, and two writers of one run id clash (offline, each
+writes a history of its own for the same steps). The sink refuses then, in one line
+(``SinkError``): the workload's run is left alone; run without ``--wandb``, or unset WANDB_RUN_ID for
+neurondesk's own run beside it (same project, ``job_type`` neurondesk, grouped by WANDB_RUN_GROUP).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neurondesk.sinks.base import SinkError
+from neurondesk.sinks.frames import Frame, RunEnd, RunInfo, scalars
+
+COMPILE_COLUMNS = ["index", "step", "cause", "reason", "location", "duration_s", "status", "recompile", "source"]
+
+
+def refusal(env: dict[str, str]) -> str | None:
+    """Why neurondesk opens no W&B run for this workload (one line), or None."""
+    if env.get("WANDB_RUN_ID"):
+        return (f"--wandb: the workload's environment names its own W&B run (WANDB_RUN_ID={env['WANDB_RUN_ID'][:40]}); "
+                "neurondesk opens no second run for it: unset WANDB_RUN_ID for neurondesk's run beside it, "
+                "or run without --wandb")
+    return None
+
+
+class WandbSink:
+    name = "wandb"
+
+    def __init__(self, project: str, env: dict[str, str], run_dir: Path) -> None:
+        why = refusal(env)
+        if why:
+            raise SinkError(why)
+        self.project = project
+        self.mode = env.get("WANDB_MODE") or ("online" if env.get("WANDB_API_KEY") else "offline")
+        self.dir = Path(env.get("WANDB_DIR") or run_dir)
+        self.group = env.get("WANDB_RUN_GROUP") or None
+        self.where = f"{project} ({self.mode})"
+        self._run = None
+
+    def open(self, info: RunInfo) -> None:
+        import wandb
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        settings = wandb.Settings(console="off", x_disable_stats=True, silent=True, save_code=False)
+        self._run = wandb.init(project=self.project, name=info.run_id or None, mode=self.mode, dir=str(self.dir),
+                               group=self.group, job_type="neurondesk", config={**info.params, **info.tags},
+                               settings=settings, reinit="create_new")
+
+    def write(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            self._run.log(scalars(frame), step=frame.step)
+
+    def close(self, end: RunEnd) -> str:
+        import wandb
+
+        run = self._run
+        run.config.update({**end.info.params, **end.info.tags}, allow_val_change=True)
+        rows = [[c.index, c.step, c.cause, c.reason, c.location, c.duration_s, c.status, c.recompile, c.source]
+                for c in end.compiles]
+        run.log({"neurondesk/compiles": wandb.Table(columns=COMPILE_COLUMNS, data=rows)}, step=end.frame.step)
+        if end.artifacts:
+            artifact = wandb.Artifact(f"neurondesk-{end.info.run_id or 'run'}", type="neurondesk-run")
+            for name, text in end.artifacts.items():
+                with artifact.new_file(name, mode="w") as f:
+                    f.write(text)
+            run.log_artifact(artifact)
+        run.finish(exit_code=0 if end.exit_code is None else end.exit_code)
+        if self.mode == "offline":
+            return f"wandb sync {Path(run.dir).parent}"
+        return f"W&B run {run.url or run.id}"
