@@ -3,8 +3,10 @@ the rules do not depend on the device), with a real loopback webhook."""
 
 from __future__ import annotations
 
-from conftest import neurondesk_run
+from conftest import REPO, neurondesk_run
 from test_notify_webhook import SECRET, Hook
+
+LONG_EVAL = REPO / "tests" / "data" / "workloads" / "long_eval.py"
 
 
 def test_a_hang_its_end_the_budget_and_the_finish_are_posted_rung_and_journaled(tmp_path):
@@ -65,3 +67,17 @@ def test_a_failed_check_and_a_failed_run_are_alerts(tmp_path):
     assert check.startswith("check failed: ran 8 of 12 requested steps; steady samples/s ")
     assert check.endswith(" below min 1e+12")
     assert f"neurondesk: alert: {check}" in run.stderr
+
+
+def test_a_long_evaluation_making_progress_is_not_a_hang(tmp_path):
+    """Issue 34 item 6: an evaluation (forwards under no_grad, no training step) of 7 s under
+    --hang-after 2: its forwards are progress (the probe's eval_progress, a second apart), so no
+    hang is said; the evaluation phase itself is recorded as before."""
+    run = neurondesk_run(tmp_path, ["7"], ["--hang-after", "2", "--notify"], workload=LONG_EVAL)
+    assert run.returncode == 0, run.stderr[-2000:]
+    kinds = [e["kind"] for e in run.events]
+    assert kinds.count("eval_progress") >= 4  # the phase said it went on, about once a second
+    alerts = [e["message"] for e in run.events if e["kind"] == "notice" and e.get("source") == "alert"]
+    assert not [m for m in alerts if m.startswith("hung")], alerts
+    assert "finished" in alerts[-1]
+    assert run.summary["evaluation"]["phases"] == 1 and run.summary["steps"] == 8

@@ -34,6 +34,7 @@ SAMPLES: list[ev.Event] = [
     ev.StepBatch(t=2.02, pid=7, step=1, ts=[2.01, 2.02], duration_s=[0.01, 0.01], data_wait_s=[0.0, 0.001],
                  samples=[8, 8], presync_s=[0.002, 0.003], input_shapes=[[8, 64]]),
     ev.EvalPhase(t=2.05, pid=7, step=1, duration_s=0.25, batches=20, samples=640, compiles=1, executions=20),
+    ev.EvalProgress(t=2.04, pid=7, step=1, batches=12, duration_s=1.0),
     ev.GraphExecuted(t=2.1, pid=7, step=1, trigger="value-access", location="t.py:9"),
     ev.CompileStarted(t=2.2, source="probe", pid=7, step=1),
     ev.CompileFinished(t=2.3, source="probe", duration_s=1.5, pid=7, step=1, frames=["t.py:9"],

@@ -159,3 +159,17 @@ def test_the_metrics_phase_of_a_hung_run_is_hung():
     running, hung = phases.values()
     assert running["running"] == 1 and running["hung"] == 0
     assert hung["hung"] == 1 and sum(hung.values()) == 1
+
+
+def test_progress_of_any_phase_is_progress_an_open_evaluation_or_the_scripts_own_bar():
+    """Issue 34 item 6: an open evaluation's EvalProgress and a progress line the script printed
+    move the hang rule's clock as a step does; when they stop, the hang is measured from the last."""
+    state = recorded("plain", hang_after_s=30.0)
+    last = state.parts.steps.last_step_end
+    assert detect_hang(state, last + 40) is not None  # nothing since the last step
+    state.apply(ev.EvalProgress(t=last + 20, pid=state.parts.procs.lead_pid or 1, step=120, batches=400, duration_s=20))
+    assert detect_hang(state, last + 40) is None
+    state.apply(ev.ThroughputReported(t=last + 45, value=9.5, unit="steps/s", line="Evaluating: 40%| 400/1000 [9.5it/s]"))
+    assert detect_hang(state, last + 70) is None
+    hang = detect_hang(state, last + 80)
+    assert hang is not None and hang.since_t == last + 45

@@ -27,7 +27,7 @@ _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 # run_started with its price and id, a run_finished ...) is refused, never taken as the run's own.
 PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "graph_executed", "compile_started",
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
-                         "eval_phase", "torch_log", "process_failed"})  # torch_log: read by ProbeDecoder into dynamo events
+                         "eval_phase", "eval_progress", "torch_log", "process_failed"})  # torch_log: read by ProbeDecoder into dynamo events
 
 
 class RefusedKind(ValueError):

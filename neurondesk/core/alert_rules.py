@@ -110,7 +110,7 @@ class AlertRules:
         what, value = said
         if what == "hung":
             return [Alert(event="hung", level="error", t=now, message=(
-                f"{value.words()}: no step for {seconds_words(value.idle_s)} while nothing compiles (threshold "
+                f"{value.words()}: no progress for {seconds_words(value.idle_s)} while nothing compiles (threshold "
                 f"{seconds_words(value.threshold_s)}); `neurondesk stacks RUN` shows where each rank stands"),
                 figures={"step": value.step, "idle_s": round(value.idle_s, 1),
                          "threshold_s": value.threshold_s})]

@@ -217,6 +217,19 @@ class EvalPhase(Event):
 
 
 @dataclass(frozen=True)
+class EvalProgress(Event):
+    """An evaluation phase still open makes progress: the probe says so at most once a second while
+    its forwards go on (``batches`` so far), so that a long evaluation is not taken for a hang.
+    Counted nowhere else: the phase's EvalPhase at its end holds its figures."""
+
+    kind: ClassVar[str] = "eval_progress"
+    pid: int
+    step: int  # the training step it runs in (or before)
+    batches: int = 0  # forwards of the phase so far
+    duration_s: float = 0.0  # since the phase began
+
+
+@dataclass(frozen=True)
 class DynamoRecompile(Event):
     kind: ClassVar[str] = "dynamo_recompile"
     reason: str

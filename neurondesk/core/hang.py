@@ -2,7 +2,9 @@
 
 A run is *hung* when no progress was seen for longer than its threshold while no compile is in
 progress (a compile wall is not a hang, however long). Progress is the end of the lead's latest
-training step, of the latest compile, or of the latest evaluation phase; before the first step
+training step, of the latest compile, or of the latest evaluation phase, and the progress of any
+phase still open: an evaluation's forwards (the probe's EvalProgress, at most a second apart) or a
+progress line the workload printed (its own bar, ThroughputReported); before the first step
 nothing is called a hang (start-up and the first compile have no step to measure from).
 
 Threshold: ``--hang-after S`` when given, else max(10 x the steady median step time, 5 min).
@@ -43,8 +45,9 @@ def hang_threshold_s(steady_median_s: float | None, hang_after_s: float | None) 
 
 
 def last_progress_t(state) -> float | None:
-    """The latest sign that the job moves: a step ended, a compile ended, an evaluation ended."""
-    marks = [state.parts.steps.last_step_end]
+    """The latest sign that the job moves: a step ended, a compile ended, an evaluation ended or
+    went on, the workload printed progress."""
+    marks = [state.parts.steps.last_step_end, state.parts.evaluation.progress_t]
     compiles = state.parts.compiles.compiles
     if compiles:
         marks.append(compiles[-1].t)

@@ -25,6 +25,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.StepEnded,
     ev.StepBatch,
     ev.EvalPhase,
+    ev.EvalProgress,
     ev.GraphExecuted,
     ev.CompileStarted,
     ev.CompileFinished,

@@ -23,9 +23,15 @@ class EvalReducer:
         self.compiles = 0
         self.last_step: int | None = None  # the training step the latest phase ran in
         self.spans: list[tuple[float, float]] = []  # (start, end) wall times of each phase
+        # the latest progress seen outside training steps: a phase still open (its EvalProgress), or a
+        # progress line the workload printed (its own bar: ThroughputReported); core/hang.py reads it
+        self.progress_t: float | None = None
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
-        return {"eval_phase": self.on_eval_phase}
+        return {"eval_phase": self.on_eval_phase, "eval_progress": self.on_progress, "throughput": self.on_progress}
+
+    def on_progress(self, e: ev.EvalProgress | ev.ThroughputReported) -> None:
+        self.progress_t = e.t if self.progress_t is None else max(self.progress_t, e.t)
 
     def on_eval_phase(self, e: ev.EvalPhase) -> None:
         lead = self._procs.lead_pid

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+PROGRESS_EVERY_S = 1.0  # an open evaluation says it goes on at most this often (core/hang.py: not a hang)
+
 
 class EvalPhase:
     def __init__(self, probe) -> None:
@@ -12,6 +14,7 @@ class EvalPhase:
         self.in_eval = False
         self.grad_modes = None  # (torch.is_grad_enabled, torch.is_inference_mode_enabled), once torch is in
         self.eval_start = 0.0
+        self.progress_at = 0.0  # the last EvalProgress sent (or the phase's start)
         self.eval_batches = self.eval_samples = self.eval_tokens = 0
         self.eval_compiles = self.eval_execs = 0
         self.eval_wait = 0.0
@@ -33,12 +36,19 @@ class EvalPhase:
         return getattr(mod, "training", True) is False
 
     def enter(self) -> None:
+        """An evaluation forward: the phase begins, or goes on (said at most once a second)."""
         if not self.in_eval:
             self.in_eval = True
-            self.eval_start = time.perf_counter()
+            self.eval_start = self.progress_at = time.perf_counter()
             self.eval_batches = self.eval_samples = self.eval_tokens = 0
             self.eval_compiles = self.eval_execs = 0
             self.eval_wait = 0.0
+            return
+        now = time.perf_counter()
+        if now - self.progress_at >= PROGRESS_EVERY_S:
+            self.progress_at = now
+            self.probe.send({"kind": "eval_progress", "step": self.probe.clock.step, "batches": self.eval_batches,
+                             "duration_s": now - self.eval_start})
 
     def leave(self) -> None:
         """Training is back (a training forward or an optimizer step): the evaluation phase ends."""
