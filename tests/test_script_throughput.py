@@ -180,3 +180,42 @@ def test_trainers_run_average_loss_is_a_summary_statistic_not_a_logged_step():
     _feed(state, parser, "Epoch 0: 100%|##| 10/10 [00:01<00:00, 9.1it/s, v_num=0, train_loss=6.9]", 6.0)  # Lightning's bar
     assert [v for _s, v in state.parts.loss.loss_history] == [9.1, 8.2, 7.0, 6.9]
     assert build_summary(state, now=10.0)["loss"]["last"] == 6.9
+
+
+def _run_with_compile_and_evaluations(said: float) -> dict:
+    """20 steps of 0.1 s, 8 samples each, from t=1: the first compiles for 4 s; an evaluation of 1 s at
+    step 10 and one right after the last step (inside train()); then Trainer's end-of-training line,
+    then a final evaluate() of 1 s whose phase reaches the recorder before the line does."""
+    state = RunState()
+    state.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "run_clm.py"], warmup_steps=5))
+    t = 1.0
+    for step in range(20):
+        d = 4.1 if step == 0 else 0.1
+        t += d
+        state.apply(ev.StepEnded(t=t, pid=100, step=step, duration_s=d, samples=8))
+        if step in (9, 19):
+            t += 1.0
+            state.apply(ev.EvalPhase(t=t, pid=100, step=step + 1, duration_s=1.0, batches=3))
+    state.apply(ev.EvalPhase(t=t + 1.0, pid=100, step=20, duration_s=1.0, batches=3))
+    _feed(state, OutputParser(), f"{{'train_runtime': 8.0, 'train_samples_per_second': {said}, "
+                                 "'train_steps_per_second': 2.5, 'train_loss': 8.1, 'epoch': 1.0}", t + 1.2)
+    return build_summary(state, now=t + 2.0)
+
+
+def test_a_frameworks_run_average_is_compared_with_neurondesks_all_in_rate_over_training():
+    # 160 samples from the first step's start (t=1) to the end of the evaluation after the last step
+    # (t=1+4.1+1.9+2 = 9.0): 20 samples/s all-in; the steady rate is 80 samples/s
+    s = _run_with_compile_and_evaluations(said=20.2)
+    r = s["script_throughput"]
+    assert r["figure"] == "run average" and r["compared_with"].startswith("all-in samples/s")
+    assert r["steady_value"] == pytest.approx(20.0) and r["off"] is False
+    assert s["steady"]["samples_per_s"] == pytest.approx(80.0)  # set against this, it was "off by -75%"
+    assert not [n for n in s["notices"] if "script's own throughput" in n]
+
+
+def test_a_run_average_that_disagrees_with_neurondesks_is_warned_and_says_which_figure_is_which():
+    s = _run_with_compile_and_evaluations(said=40.0)  # twice what ran: another batch size, say
+    r = s["script_throughput"]
+    assert r["off"] is True and r["vs_steady"] == pytest.approx(1.0)
+    (warn,) = [n for n in s["notices"] if "script's own throughput" in n]
+    assert "(run average: 40 samples/s" in warn and "all-in samples/s over training" in warn

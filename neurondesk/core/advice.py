@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from neurondesk.core.diagnostics import graph_grows
+from neurondesk.core.library_advice import what_to_do, where_in_library
 from neurondesk.core.reduce.compiles import CompileRecord
 from neurondesk.core.state import RunState
 
@@ -226,11 +227,21 @@ def value_access_advice(state: RunState) -> list[Advice]:
         if point.trigger != "value-access" or not point.location:
             continue
         per_step = point.count / max(1, state.steps_done)
+        if point.library:  # inside a library the user's call reaches: say where, and what they control
+            out.append(Advice("value-access", point.location, (
+                f"a tensor value is read inside the step {where_in_library(point.library, point.called_from)} "
+                f"(reached from your line {point.location}; {per_step:.1f}x per step): each read runs the graph "
+                f"so far; {what_to_do(point.library)}"), _lib_figures(point)))
+            continue
         out.append(Advice("value-access", point.location, (
             f"a tensor value is read inside the step at {point.location} ({per_step:.1f}x per step: .item(), "
             "print, `if t:`): each read runs the graph so far. Read it after the step's sync with "
             "xm.add_step_closure(fn, args=(t,)), or log it every N steps"), {"count": point.count}))
     return out
+
+
+def _lib_figures(point) -> dict:
+    return {"count": point.count, "library": point.library, "called_from": point.called_from}
 
 
 def graph_split_advice(state: RunState) -> Advice | None:
@@ -241,6 +252,11 @@ def graph_split_advice(state: RunState) -> Advice | None:
     if not splits:
         return None
     top = max(splits, key=lambda p: p.count)
+    if top.library:
+        return Advice("graph-split", top.location, (
+            f"each step runs {execs} graphs: a sync {where_in_library(top.library, top.called_from)} "
+            f"(reached from your line {top.location}; {top.trigger}) cuts it; {what_to_do(top.library)}"),
+            {"executions_per_step": execs, "library": top.library, "called_from": top.called_from})
     return Advice("graph-split", top.location, (
         f"each step runs {execs} graphs: a sync at {top.location or '?'} ({top.trigger}) cuts it; one sync at the "
         "end of the step (torch_xla.sync()) makes it one graph"), {"executions_per_step": execs})

@@ -156,6 +156,8 @@ class GraphExecuted(Event):
     location: str | None = None  # user file:line
     executions: int = 1
     compiles: int = 0
+    library: str | None = None  # the framework's frame inside the user's line where it ran ('transformers f at x.py:N')
+    called_from: str | None = None  # the framework frame that called into that file from another
 
 
 @dataclass(frozen=True)
@@ -214,19 +216,6 @@ class EvalPhase(Event):
     data_wait_s: float = 0.0
     compiles: int = 0
     executions: int = 0
-
-
-@dataclass(frozen=True)
-class EvalProgress(Event):
-    """An evaluation phase still open makes progress: the probe says so at most once a second while
-    its forwards go on (``batches`` so far), so that a long evaluation is not taken for a hang.
-    Counted nowhere else: the phase's EvalPhase at its end holds its figures."""
-
-    kind: ClassVar[str] = "eval_progress"
-    pid: int
-    step: int  # the training step it runs in (or before)
-    batches: int = 0  # forwards of the phase so far
-    duration_s: float = 0.0  # since the phase began
 
 
 @dataclass(frozen=True)

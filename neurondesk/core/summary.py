@@ -164,7 +164,8 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         recompiles_after_warmup=f.recompiles_after_warmup,
         recompiles_by_phase=compiles.recompiles_by_phase(),
         executions_per_step=state.executions_per_step,
-        split_points=[st.SplitPoint(trigger=p.trigger, location=p.location, count=p.count)
+        split_points=[st.SplitPoint(trigger=p.trigger, location=p.location, count=p.count, library=p.library,
+                                    called_from=p.called_from)
                       for p in state.split_points.values()],
         graph_breaks=[st.GraphBreak(reason=g.reason, location=g.location, step=g.step) for g in state.graph_breaks],
         steady=st.Steady(

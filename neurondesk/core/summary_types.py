@@ -81,6 +81,8 @@ class SplitPoint(_S):
     trigger: str | None
     location: str | None = None
     count: int = 0
+    library: str | None = None  # inside the user's line, the framework frame where the graph ran
+    called_from: str | None = None  # that frame's caller in the library (another framework or file)
 
 
 class GraphBreak(_S):

@@ -1,8 +1,10 @@
 """A stock Hugging Face Trainer run (a tiny GPT-2 made from a config, token ids made here: nothing
 downloaded), with in-training evaluation every 10 steps, the final evaluate() right after the
-last one (back to back), and log_metrics. Prints its own truth from Trainer's log history.
+last one (back to back), and log_metrics. Batches carry an attention mask, as a tokenizer's do.
+Prints its own truth from Trainer's log history.
 
-    python hf_trainer.py [--compile]     (eager CPU; --compile: torch_compile with dynamo's eager backend)
+    python hf_trainer.py [--compile | --xla]   (eager CPU; --compile: torch_compile with dynamo's eager
+                                                backend; --xla: torch_xla, PJRT_DEVICE=CPU, adamw_torch)
 """
 
 import json
@@ -10,13 +12,14 @@ import os
 import sys
 import tempfile
 
-os.environ.setdefault("USE_TORCH_XLA", "0")  # torch-xla is installed here: Trainer would pick it
+os.environ.setdefault("USE_TORCH_XLA", "1" if "--xla" in sys.argv else "0")  # torch-xla is installed: Trainer picks it
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from transformers.utils import logging as hf_logging
 
 STEPS, EVAL_EVERY, BATCH, SEQ = 20, 10, 4, 16
+XLA = "--xla" in sys.argv
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -28,7 +31,16 @@ class Tokens(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+        return {"input_ids": self.ids[i], "attention_mask": torch.ones(SEQ, dtype=torch.long), "labels": self.ids[i]}
+
+
+def xla_compiles() -> int | None:
+    """torch_xla's own count of the graphs it compiled (what PT_XLA_DEBUG's report lists)."""
+    if not XLA:
+        return None
+    import torch_xla.debug.metrics as met
+
+    return met.counter_value("UncachedCompile")
 
 
 def main() -> int:
@@ -40,8 +52,9 @@ def main() -> int:
         args = TrainingArguments(
             output_dir=out, max_steps=STEPS, per_device_train_batch_size=BATCH, per_device_eval_batch_size=BATCH,
             logging_steps=5, eval_strategy="steps", eval_steps=EVAL_EVERY, save_strategy="no", report_to=[],
-            use_cpu=True, dataloader_num_workers=0, seed=0, learning_rate=1e-3,
-            torch_compile=compiled, torch_compile_backend="eager" if compiled else None)
+            use_cpu=not XLA, dataloader_num_workers=0, seed=0, learning_rate=1e-3,
+            torch_compile=compiled, torch_compile_backend="eager" if compiled else None,
+            **({"optim": "adamw_torch"} if XLA else {}))
         trainer = Trainer(model=model, args=args, train_dataset=Tokens(STEPS * BATCH, 1),
                           eval_dataset=Tokens(3 * BATCH, 2))
         result = trainer.train()
@@ -52,7 +65,7 @@ def main() -> int:
     print("pattern-truth: " + json.dumps({
         "steps": trainer.state.global_step, "logged_losses": logged,
         "samples_per_second_said": result.metrics["train_samples_per_second"],
-        "eval_phases": len(evals), "eval_batches_each": 3}), flush=True)
+        "eval_phases": len(evals), "eval_batches_each": 3, "xla_compiles": xla_compiles()}), flush=True)
     return 0
 
 

@@ -63,7 +63,7 @@ class CompileReducer:
         self.dynamo = DynamoReasons()
         self.graph_breaks: list[ev.GraphBreak] = []
         self.first_ok: CompileRecord | None = None  # the first compile that succeeded, of any kind
-        # "first compile" is the first training step's: set-up graphs (a parameter broadcast, an
+        # "first compile" is the first training step's (its longest graph): set-up graphs (a parameter broadcast, an
         # EMA copy, Trainer's own small graphs before the loop) compile in a second, the training
         # graph is the wall the user waits for (and --max-first-compile-s checks)
         self.first_train: CompileRecord | None = None
@@ -120,11 +120,20 @@ class CompileReducer:
         self._track_growth(record)
         if self.first_ok is None and record.ok:
             self.first_ok = record
-        if self.first_train is None and record.ok and record.phase == "train" and record.input_shapes:
+        if record.ok and record.phase == "train" and record.input_shapes and self._first_step_graph(record):
             self.first_train = record
         lead = self._procs.lead_pid
         if record.phase != "eval" and (e.pid is None or e.pid == lead or lead is None):
             self._steps.mark_compiled(step)  # an evaluation's compile is not its training step's
+
+    def _first_step_graph(self, record: CompileRecord) -> bool:
+        """The first training step's graph: of the graphs its step compiled, the longest (a value
+        read or a small gather inside the step compiles a tiny graph before the step's own)."""
+        first = self.first_train
+        if first is None:
+            return True
+        return (record.step == first.step and record.pid == first.pid
+                and (record.duration_s or 0.0) > (first.duration_s or 0.0))
 
     # ------------------------------------------------------------------ many ranks
     def _rank_of(self, pid: int | None) -> int | None:

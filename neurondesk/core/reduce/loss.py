@@ -64,20 +64,26 @@ class ScriptRate:
     vs_steady: float | None  # value / steady_value - 1
 
     @property
+    def figure(self) -> str:
+        """What the script's figure is: a run average is compared with neurondesk's own run average."""
+        return "run average" if self.compared_with.startswith("all-in") else "printed while steady"
+
+    @property
     def off(self) -> bool:
         return self.vs_steady is not None and abs(self.vs_steady) > SCRIPT_RATE_TOLERANCE
 
     def as_dict(self) -> dict:
         return {"value": self.value, "unit": self.unit, "line": self.line, "printed": self.printed,
                 "steady_value": None if self.steady_value is None else round(self.steady_value, 6),
-                "compared_with": self.compared_with,
+                "compared_with": self.compared_with, "figure": self.figure,
                 "vs_steady": None if self.vs_steady is None else round(self.vs_steady, 4),
                 "tolerance": SCRIPT_RATE_TOLERANCE, "off": self.off}
 
     def warning(self) -> str | None:
         if not self.off or self.vs_steady is None or self.steady_value is None:
             return None
-        return (f"the script's own throughput ({self.value:,.4g} {self.unit}, from '{self.line[:80]}') differs "
+        return (f"the script's own throughput ({self.figure}: {self.value:,.4g} {self.unit}, from '{self.line[:80]}') "
+                "differs "
                 f"from neurondesk's {self.compared_with} ({self.steady_value:,.4g} {self.unit}) by "
                 f"{self.vs_steady * 100:+.0f}% (more than {SCRIPT_RATE_TOLERANCE:.0%}): one of them counts what "
                 "the other does not (compile, warm-up or evaluation time in the script's average, another "
@@ -113,6 +119,7 @@ class ScriptRateReducer:
         self.units: dict[str, _UnitRates] = {}
         self.latest_unit: str | None = None
         self.eval_windows: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        self.eval_ends: deque[float] = deque(maxlen=HISTORY)
         self.dropped_in_eval = 0
 
     def on_rate(self, e: ev.ThroughputReported) -> None:
@@ -132,6 +139,7 @@ class ScriptRateReducer:
 
     def on_eval(self, e: ev.EvalPhase) -> None:
         window = (e.t - e.duration_s - EVAL_SLACK_S, e.t + EVAL_SLACK_S)
+        self.eval_ends.append(e.t)
         self.eval_windows.append(window)
         for rates in self.units.values():
             kept = [r for r in rates.printed
@@ -157,14 +165,23 @@ class ScriptRateReducer:
         if unit is None:
             return None
         rates = self.units[unit]
-        _t, last, line = rates.printed[-1]
-        if rates.final:
-            value = last  # the framework's own figure over its whole training
+        t, last, line = rates.printed[-1]
+        if rates.final:  # the framework's own figure over its whole training: a run average, set
+            value = last  # against neurondesk's all-in rate over the same span, never the steady one
+            ours, label = _all_in(self._steps, unit, self._eval_after_last_step(t))
         else:
             value = statistics.median(v for _t, v in rates.steady) if rates.steady else last
-        ours, label = self._steady_in(unit, value)
+            ours, label = self._steady_in(unit, value)
         vs = value / ours - 1 if ours else None
         return ScriptRate(value, unit, line, len(rates.printed), ours, label, vs)
+
+    def _eval_after_last_step(self, until: float) -> float:
+        """The end of the first evaluation after the last step, if it ended before ``until``: Trainer's
+        evaluation at its last step is inside train() and its figures; a final evaluate() after it is
+        not (its line reaches the recorder later than it was printed, so time alone cannot tell)."""
+        last = self._steps.last_step_end
+        after = [x for x in self.eval_ends if last is not None and last <= x <= until]
+        return min(after, default=0.0)
 
     def _steady_in(self, unit: str, value: float) -> tuple[float | None, str]:
         steps = self._steps
@@ -176,6 +193,28 @@ class ScriptRateReducer:
         if unit == "steps/s":
             return 1.0 / step_s, "steady steps/s (1 / median step time)"
         return step_s * _PER_S[unit], "steady median step time"
+
+ALL_IN = "all-in {} over training (first step to last, compiles and evaluations in it: a run average too)"
+
+
+def _all_in(steps: StepReducer, unit: str, eval_end: float) -> tuple[float | None, str]:
+    """neurondesk's run average over the span a framework's end-of-training figure covers (Trainer's
+    train_runtime): from the first step's start to the last step's end, or to the end of the
+    evaluation right after it (Trainer's evaluation at the last step)."""
+    start, end, done = steps.first_step_start, steps.last_step_end, steps.steps_done
+    label = ALL_IN.format("steps/s" if unit == "steps/s" else "samples/s" if unit == "samples/s" else "step time")
+    if start is None or end is None or not done or max(end, eval_end) <= start:
+        return None, label
+    span = max(end, eval_end) - start
+    if unit == "steps/s":
+        return done / span, label
+    if unit != "samples/s":
+        return span / done * _PER_S[unit], label
+    known = [r.samples for r in steps.history if r.samples is not None]
+    if not known:
+        return None, label
+    return statistics.fmean(known) * done * steps.world / span, label
+
 
 def _samples_per_s(steps: StepReducer) -> list[tuple[float, str]]:
     """neurondesk's steady samples/s: all processes, and the lead's own when there are several."""

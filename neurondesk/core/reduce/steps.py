@@ -48,6 +48,8 @@ class SplitPoint:
     trigger: str
     location: str | None
     count: int = 0
+    library: str | None = None  # the framework's frame where the graph ran, inside the user's line
+    called_from: str | None = None  # its caller in the library (GraphExecuted.called_from)
 
 
 def quantile_sorted(xs, q: float) -> float | None:
@@ -227,10 +229,10 @@ class StepReducer:
         self.history.append(StepRecord(step, t, duration, samples, tokens, wait, execs, compiled, steady))
 
     def on_graph_executed(self, e: ev.GraphExecuted) -> None:
-        key = (e.trigger, e.location)
+        key = (e.trigger, e.location, e.library)  # one user line, several places in the library
         point = self.split_points.get(key)
         if point is None:
-            point = self.split_points[key] = SplitPoint(e.trigger, e.location)
+            point = self.split_points[key] = SplitPoint(e.trigger, e.location, 0, e.library, e.called_from)
         point.count += 1
 
     def on_probe_dropped(self, e: ev.ProbeDropped) -> None:
@@ -257,6 +259,10 @@ class StepReducer:
         kept for callers; every answer is the sketch's. Depends on the values only: a replay, or
         a reader that started from a checkpoint, gives the same numbers."""
         return self.steady_times.quantile(q)
+
+    @property
+    def world(self) -> int:
+        return self._procs.world
 
     @property
     def steady_samples_per_s(self) -> float | None:

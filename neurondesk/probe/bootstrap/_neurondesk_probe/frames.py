@@ -51,21 +51,42 @@ def user_location() -> str | None:
     return found
 
 
+def _named(f, pkg: str | None = None) -> str:
+    code = f.f_code
+    where = getattr(code, "co_qualname", code.co_name)
+    return f"{pkg + ' ' if pkg else ''}{where} at {os.path.basename(code.co_filename)}:{f.f_lineno}"
+
+
 def library_location() -> str | None:
     """The innermost frame of a framework that runs the user's loop (Trainer, Lightning ...):
-    'transformers Trainer.evaluation_loop at trainer.py:4675'. Only at a compile, never per step."""
+    'transformers Trainer.evaluation_loop at trainer.py:4675'. Only at a compile or a graph run
+    inside the step, never per step."""
+    return library_frames()[0]
+
+
+def library_frames() -> tuple[str | None, str | None]:
+    """The innermost framework frame, and its caller in the library: the first frame of another
+    framework ('transformers Trainer._get_num_items_in_batch at trainer.py:5626' for accelerate's
+    gather), else of another file ('GPT2Model.forward at modeling_gpt2.py:873' for a read in
+    masking_utils.py): where the cause is, and what of the library the user's arguments reach."""
     try:
         f = sys._getframe(1)
-        while f is not None:
-            pkg = framework_of(f)
-            if pkg is not None:
-                code = f.f_code
-                where = getattr(code, "co_qualname", code.co_name)
-                return f"{pkg} {where} at {os.path.basename(code.co_filename)}:{f.f_lineno}"
+        while f is not None and framework_of(f) is None:
             f = f.f_back
+        if f is None:
+            return None, None
+        pkg, file = framework_of(f), f.f_code.co_filename
+        inner, other_file, f = _named(f, pkg), None, f.f_back
+        while f is not None and not _is_users(f, f.f_code.co_filename):
+            other = framework_of(f)
+            if other is not None and other != pkg:
+                return inner, _named(f, other)
+            if other is not None and other_file is None and f.f_code.co_filename != file:
+                other_file = _named(f)
+            f = f.f_back
+        return inner, other_file
     except Exception:  # noqa: BLE001 - a nicety
-        return None
-    return None
+        return None, None
 
 
 def sync_point() -> str:

@@ -99,6 +99,17 @@ class LoaderHooks:
         next.__doc__, next.__wrapped__, next._neurondesk = real_next.__doc__, real_next, True
         cls.next = next
         cls.__next__ = next
+        real_init = cls.__init__
+
+        def __init__(loader, *args, **kwargs):
+            # MpDeviceLoader's iter() makes one per pass, on the training thread (the DataLoader
+            # itself is iterated on the loader's own thread): a new pass, as with a DataLoader
+            real_init(loader, *args, **kwargs)
+            if probe.phase.in_eval and not probe.disabled and threading.get_ident() == probe.train_thread:
+                probe.guarded(probe.phase.new_pass, hook="parallel-loader")
+
+        __init__.__doc__, __init__.__wrapped__, __init__._neurondesk = real_init.__doc__, real_init, True
+        cls.__init__ = __init__
 
     def note_loader_wait(self, t0: float) -> None:
         phase, clock = self.probe.phase, self.probe.clock

@@ -93,6 +93,7 @@ class XlaHooks:
         self.sync_started = time.perf_counter()
 
     def sync_begin(self):
+        self.probe.values.settle()  # a value read whose bound method is still held ends here
         clock = self.probe.clock
         clock.note_activity()
         clock.mark_presync()
@@ -138,8 +139,10 @@ class XlaHooks:
             if execs or clock.opt_stepped:
                 clock.end_step()
         elif execs:
+            library, called_from = frames.library_frames()
             probe.send({"kind": "graph_executed", "step": clock.step, "trigger": trigger,
-                        "location": frames.user_location(), "executions": execs, "compiles": compiles})
+                        "location": frames.user_location(), "executions": execs, "compiles": compiles,
+                        "library": library, "called_from": called_from})
 
     def report_compiles(self, n: int, trigger: str, located: bool = True) -> None:
         probe, phase = self.probe, self.probe.phase
