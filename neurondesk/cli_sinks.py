@@ -48,6 +48,8 @@ def cmd_export_sink(args) -> int:
     """A recorded run into one sink, synchronously: a failure is one line and exit 1."""
     from neurondesk.cli_reports import resolve_run
     from neurondesk.core.state import RunState
+    from neurondesk.core.summary import build_summary
+    from neurondesk.reports.summary_writer import to_json, to_markdown
     from neurondesk.sinks.base import SinkError, why
     from neurondesk.sinks.choose import make_sinks
     from neurondesk.sinks.frames import FrameTaker, replayed_frames, run_info
@@ -62,7 +64,8 @@ def cmd_export_sink(args) -> int:
         _die(str(exc).replace(f"--{args.format}", f"--format {args.format}"))
     state, taker, problems = RunState(), FrameTaker(), []
     frames = list(replayed_frames(iter_journal(Path(folder) / EVENTS_FILE, problems), state, taker))
-    artifacts = {name: (folder / name).read_text() for name in (SUMMARY_JSON, SUMMARY_MD) if (folder / name).is_file()}
+    summary = build_summary(state)  # the journal's: the same figures the frames carry
+    artifacts = {SUMMARY_JSON: to_json(summary), SUMMARY_MD: to_markdown(summary)}
     try:
         from neurondesk.recorder.sink_desk import report_html
 

@@ -222,3 +222,41 @@ def test_a_three_rank_job_with_a_slow_rank_is_priced_at_its_pace_everywhere() ->
     assert words in console_text(state, events[-1].t)["cost-text"].replace("\n", " ")
     assert f.budget.reach_at_step == f.steps + int(f.budget.reach_in_s / 0.15)  # at the job's pace
     assert build_summary(state, events[-1].t)["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)
+
+
+# ------------------------------------------------------------------ the sinks (TensorBoard, MLflow, W&B)
+
+@pytest.mark.parametrize("name", sorted(p.name for p in JOURNALS.iterdir() if p.is_dir()))
+def test_the_sinks_show_summary_jsons_figures(name: str, tmp_path, monkeypatch) -> None:
+    """Each recorded journal replayed into frames (as `export --format ...` does), written by the three
+    sinks, read back by each tool's own reader: the last value of every figure is summary.json's."""
+    from sink_readers import mlflow_run, tensorboard_run, wandb_offline_run
+
+    from neurondesk.sinks.frames import FIGURE_SCALARS, PREFIX, FrameTaker, replayed_frames, run_info
+    from neurondesk.sinks.mlflow_sink import HTTP_BOUNDS, MlflowSink
+    from neurondesk.sinks.tensorboard_sink import TensorBoardSink
+    from neurondesk.sinks.wandb_sink import WandbSink
+    from neurondesk.store.journal import iter_journal
+
+    for key, value in HTTP_BOUNDS.items():  # what the sink would set in the recorder's process
+        monkeypatch.setenv(key, value)
+    state, taker = RunState(), FrameTaker()
+    frames = list(replayed_frames(iter_journal(JOURNALS / name / "events.jsonl", []), state, taker))
+    end = taker.end(state, state.last_t, {"summary.json": "{}"})
+    figures = build_summary(state, state.last_t)["figures"]
+    want = {PREFIX + n: figures[field] for n, field in FIGURE_SCALARS if figures[field] is not None}
+    assert want[PREFIX + "steps"] == state.steps_done and len(want) >= 8
+    sinks = [TensorBoardSink(tmp_path / "tb"), MlflowSink(str(tmp_path / "mlflow"), {}), WandbSink("nd", {}, tmp_path)]
+    for sink in sinks:
+        sink.open(run_info(state))
+        sink.write(frames)
+        sink.write([end.frame])
+        sink.close(end)
+    shown = {"tensorboard": {tag: points[-1][1] for tag, points in tensorboard_run(tmp_path / "tb")["scalars"].items()},
+             "mlflow": mlflow_run(sinks[1].uri)["metrics"],
+             "wandb": wandb_offline_run(tmp_path / "wandb")["summary"]}
+    for tool, last in shown.items():
+        for key, value in want.items():
+            assert last.get(key) == value, (tool, key)
+        for key in set(PREFIX + n for n, _ in FIGURE_SCALARS) - set(want):  # unknown: never a made-up number
+            assert key not in last, (tool, key)

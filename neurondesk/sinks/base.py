@@ -53,6 +53,7 @@ class SinkRunner:
         self.offered = 0  # frames taken for this sink
         self.sent = 0
         self.dropped = 0  # of them, found the queue full
+        self.failed = 0  # of them, the tool refused or never answered
         self._info: RunInfo | None = None
         self._opened = False
         self._open_at = 0.0
@@ -141,10 +142,12 @@ class SinkRunner:
 
     def _write(self, batch: list[Frame]) -> None:
         if not self._ready():
+            self.failed += len(batch)
             return
         try:
             self.sink.write(batch)
         except Exception as exc:  # noqa: BLE001
+            self.failed += len(batch)
             self._failed(why(exc))
             return
         self.sent += len(batch)
