@@ -81,6 +81,9 @@ def _add_metrics_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--job", metavar="ID", help="the job id (default: the launcher's: torchrun's --rdzv-id "
                    "(TORCHELASTIC_RUN_ID), else SLURM_JOB_ID; see docs/fleet.md)")
     g.add_argument("--node", metavar="NAME", help="the node's name (default: SLURMD_NODENAME, else this host's name)")
+    if not p.prog.endswith(" replay"):
+        g.add_argument("--prometheus", metavar="URL", help="the console shows the whole job's state as this Prometheus "
+                       "has it (the slow node, compile skew, the failed node: docs/fleet.md)")
     if p.prog.endswith(" run"):
         g.add_argument("--metrics-grace", type=_number(0, 86400), default=60.0, metavar="SECONDS",
                        help="after the run, serve its final figures this long (default 60: two scrapes at 30 s)")
@@ -280,7 +283,7 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
         sys.stdout.write(f"{launched.paths.dir}\n")
         return 0
     source = FollowSource(launched.paths.dir, recorder=launched.process)
-    code = _watch(source, headless=args.headless, notify=args.notify)
+    code = _watch(source, headless=args.headless, notify=args.notify, job_lines=_job_lines(args, source))
     if start_failed(source.state):
         source.finish()
         for note in source.state.notices:  # the workload never started: say why, as one line
@@ -289,7 +292,28 @@ def _run_session(command: list[str], args, env: dict[str, str] | None = None) ->
     return _gate(source, source.summary_path.exists(), thresholds, code)
 
 
-def _watch(source, headless: bool, notify: bool = False) -> int:
+def _job_lines(args, source):
+    """`--prometheus URL`: (read, URL) for the console's job lines, the job being this run's (--job, else
+    its identity as the workers said it); None without the option."""
+    url = getattr(args, "prometheus", None)
+    if not url:
+        return None
+    from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI, PrometheusError
+    from neurondesk.views.fleet import read_job_lines
+
+    try:
+        reader = FleetReader(PrometheusAPI(url, timeout_s=3.0))
+    except PrometheusError as exc:
+        _die(str(exc))
+
+    def read() -> list[str]:
+        job = getattr(args, "job", None) or source.state.parts.job.identity().job_id or None
+        return read_job_lines(reader.read(), job)
+
+    return read, url
+
+
+def _watch(source, headless: bool, notify: bool = False, job_lines=None) -> int:
     """``notify``: ring the terminal on each alert the recorder journals (views/terminal_notify.py)."""
     if headless or not sys.stdout.isatty():
         from neurondesk.views.headless import HeadlessPrinter
@@ -297,7 +321,7 @@ def _watch(source, headless: bool, notify: bool = False) -> int:
         return HeadlessPrinter(source, notify=notify).run()
     from neurondesk.views.console.app import run_console
 
-    return run_console(source, notify=notify)
+    return run_console(source, notify=notify, job_lines=job_lines)
 
 
 def cmd_run(args) -> int:
@@ -417,12 +441,12 @@ def cmd_attach(args) -> int:
         sys.stderr.write(f"neurondesk: {note}\n")
     exporter = _exporter(args)
     if exporter is None:
-        return _watch(source, headless=args.headless, notify=args.notify)
+        return _watch(source, headless=args.headless, notify=args.notify, job_lines=_job_lines(args, source))
     from neurondesk.recorder.metrics_serve import publish_on_poll
 
     publish_on_poll(source, exporter)
     try:
-        return _watch(source, headless=args.headless, notify=args.notify)
+        return _watch(source, headless=args.headless, notify=args.notify, job_lines=_job_lines(args, source))
     finally:
         exporter.close()
 

@@ -146,3 +146,18 @@ def test_a_node_that_stops_reporting_is_stale_with_its_last_values(fleet):
                            capture_output=True, text=True, cwd=REPO, timeout=60)
     line = next(x for x in table.stdout.splitlines() if "node-b" in x)
     assert "STALE" in line and "stale: 1" in table.stdout
+
+
+def test_a_finished_run_is_scraped_finished_after_its_end_not_stale(fleet):
+    """The recorder serves the run's final figures for --metrics-grace (60 s) after the workload exits."""
+    prom, procs = fleet
+    release = next(a for a in procs["node-live"].args if a.endswith("release"))
+    open(release, "w").close()  # paced_steps ends a few steps later; `neurondesk run` returns
+    procs["node-live"].wait(timeout=120)
+    out = wait_for(lambda: (o := fleet_json(prom)) and rows_by_node(o)["node-live"]["finished"] and o, 30,
+                   "node-live scraped as finished")
+    live = rows_by_node(out)["node-live"]
+    assert live["phase"] == "finished" and live["exit_code"] == 0 and not live["stale"]
+    assert "node-live" not in out["job"]["stale_nodes"] and out["job"]["failed_node"] is None
+    up = {s["metric"]["node_hint"]: s["value"][1] for s in prom.query('up{job="neurondesk"}')}
+    assert up["node-live"] == "1"  # `neurondesk run` has returned, its recorder still answers the scrapes

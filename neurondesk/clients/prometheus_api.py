@@ -17,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from neurondesk.core.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
+from neurondesk.core.node_health import SERIES, words_from_series
 
 KEY = ("job_id", "node", "run_id")
 _LABEL_VALUE = re.compile(r'^[^"\\\n]*$')
@@ -113,6 +114,16 @@ def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]
     }
 
 
+def _health(job: str | None) -> dict[str, str]:
+    """Each node-health counter (core/node_health.py): its increase over the last minute and its total."""
+    sel = "" if job is None else f'{{job_id="{job}"}}'
+    out = {}
+    for counter, series in SERIES.items():
+        out[f"health_inc_{counter}"] = f"sum by (job_id, node, run_id) (increase({series}{sel}[1m]))"
+        out[f"health_tot_{counter}"] = f"sum by (job_id, node, run_id) ({series}{sel})"
+    return out
+
+
 def _foreign_query(job: str) -> str:
     """Recorders of other job ids, fresh, with their scrape job and address (bad input: a stale --job)."""
     return f'max by (job_id, node, run_id, instance, job) (neurondesk_job_info{{job_id!="{job}"}})'
@@ -143,7 +154,7 @@ class FleetReader:
         if job is not None and not _LABEL_VALUE.match(job):
             raise PrometheusError(f"--job {job!r}: quotes, backslashes and newlines cannot be in a job id")
         self.api = api
-        self.queries = _figures(job, lookback, rate_window)
+        self.queries = _figures(job, lookback, rate_window) | _health(job)
         if job is not None:
             self.queries["foreign"] = _foreign_query(job)
         tagged = [f'label_replace({expr}, "nd_figure", "{name}", "", "")' for name, expr in self.queries.items()]
@@ -186,6 +197,8 @@ class FleetReader:
         skew = last - scraped if last is not None and scraped is not None and key in got["fresh"] else None
         labels = info.labels if info is not None else {}
         graph = value("compile_graph")
+        health = words_from_series(key[1], {SERIES[c]: v for c in SERIES if (v := value(f"health_inc_{c}")) is not None},
+                                   {SERIES[c]: v for c in SERIES if (v := value(f"health_tot_{c}")) is not None})
         return FleetRow(*key, phase=None if phase is None else phase.labels.get("phase"),
                         compiling_for_s=max(0.0, now - since) if compiling else None,
                         stale=key not in got["fresh"], instance=labels.get("instance", ""),
@@ -194,7 +207,7 @@ class FleetReader:
                         compile_graph=None if graph is None or not compiling else int(graph),
                         cache_hits=cache.get("hit"), cache_misses=cache.get("miss"),
                         finished=value("finished") == 1, failure=_failure(one("failure"), value("failure_t")),
-                        clock_skew_s=skew, **figures, **ints)
+                        clock_skew_s=skew, health=health, **figures, **ints)
 
     @staticmethod
     def _ranks(got: dict[str, dict[Key, list[Sample]]]) -> list[RankRow]:

@@ -73,6 +73,21 @@ class ProcessFailed(Event):
 
 
 @dataclass(frozen=True)
+class RankExited(Event):
+    """torchrun said a rank exited with an error (its failure report: collectors/logparse/torchelastic.py),
+    the only word of a rank killed by a signal (SIGKILL of the OOM killer, a segfault)."""
+
+    kind: ClassVar[str] = "rank_exited"
+    rank: int
+    local_rank: int | None = None
+    exit_code: int | None = None
+    pid: int | None = None
+    signal: str | None = None  # "SIGKILL"
+    host: str = ""
+    root_cause: bool = False  # torchrun's "first observed failure"
+
+
+@dataclass(frozen=True)
 class DeviceSeen(Event):
     """The probe saw which device the training runs on (at the first optimizer step)."""
 
@@ -99,6 +114,12 @@ class StepEnded(Event):
     input_shapes: list[list[int]] | None = None
     eval_s: float = 0.0  # evaluation inside this step: not in duration_s (see EvalPhase)
     presync_s: float | None = None  # from the step's start to its first sync point (backward / optimizer / XLA sync)
+    # the step's phases, host seconds (core/reduce/phases.py): h2d (batch to forward), forward, backward,
+    # optimizer, sync (XLA: the wait at the device), collective (torch.distributed calls); None: not timed
+    phases_s: list[float] | None = None
+
+
+PHASES_PER_STEP = 6  # h2d, forward, backward, optimizer, sync, collective
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,7 @@ class StepBatch(Event):
     executions: list[int] | None = None
     presync_s: list[float] | None = None
     input_shapes: list[list[int]] | None = None  # every step's (the same for all of them)
+    phases_s: list[float] | None = None  # PHASES_PER_STEP a step, flat, in StepEnded.phases_s's order
 
     def __len__(self) -> int:
         return len(self.duration_s)
@@ -132,13 +154,19 @@ class StepBatch(Event):
         """Every column as long as ``duration_s`` (the decoder refuses a batch where not)."""
         n = len(self.duration_s)
         return all(c is None or len(c) == n for c in (self.ts, self.data_wait_s, self.samples, self.tokens,
-                                                      self.executions, self.presync_s))
+                                                      self.executions, self.presync_s)) and (
+            self.phases_s is None or len(self.phases_s) == PHASES_PER_STEP * n)
+
+    def phases_of(self, i: int) -> list[float] | None:
+        """Step ``step + i``'s phases (StepEnded.phases_s), or None."""
+        p = self.phases_s
+        return None if p is None else p[PHASES_PER_STEP * i:PHASES_PER_STEP * (i + 1)]
 
     def steps(self) -> list[StepEnded]:
         """The batch as the StepEnded events it stands for."""
         n, none = len(self.duration_s), [None] * len(self.duration_s)
         return [StepEnded(t=t, pid=self.pid, step=self.step + i, duration_s=d, data_wait_s=w,
-                          samples=sa, tokens=to, executions=x, presync_s=pr,
+                          samples=sa, tokens=to, executions=x, presync_s=pr, phases_s=self.phases_of(i),
                           input_shapes=[list(s) for s in self.input_shapes] if self.input_shapes is not None else None)
                 for i, t, d, w, sa, to, x, pr in zip(range(n), self.ts, self.duration_s, self.data_wait_s,
                                                      self.samples or none, self.tokens or none,
@@ -216,6 +244,19 @@ class EvalPhase(Event):
     data_wait_s: float = 0.0
     compiles: int = 0
     executions: int = 0
+
+
+@dataclass(frozen=True)
+class EvalProgress(Event):
+    """An evaluation phase still open makes progress: the probe says so at most once a second while
+    its forwards go on (``batches`` so far), so that a long evaluation is not taken for a hang.
+    Counted nowhere else: the phase's EvalPhase at its end holds its figures."""
+
+    kind: ClassVar[str] = "eval_progress"
+    pid: int
+    step: int  # the training step it runs in (or before)
+    batches: int = 0  # forwards of the phase so far
+    duration_s: float = 0.0  # since the phase began
 
 
 @dataclass(frozen=True)

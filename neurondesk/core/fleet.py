@@ -89,6 +89,7 @@ class FleetRow:
     exit_code: int | None = None
     failure: NodeFailure | None = None
     clock_skew_s: float | None = None  # the node's clock minus Prometheus's, at the last scrape
+    health: str | None = None  # core/node_health.py's words (EFA, NeuronLink, ECC, throttling); None: healthy
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -18,6 +18,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.RunStarted,
     ev.ProcessAttached,
     ev.ProcessFailed,
+    ev.RankExited,
     ev.DeviceSeen,
     ev.WorkloadConfig,
     ev.RunFinished,

@@ -11,7 +11,7 @@ import ipaddress
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -232,3 +232,13 @@ class MetricsExporter:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def linger_metrics(exporter: MetricsExporter, grace_s: float, stop: Callable[[], bool]) -> None:
+    """After the run: the final figures stay served ``grace_s`` more (the default 60 s: two scrapes
+    at a 30 s interval), so the job view sees the node finished or failed, not stale; a SIGTERM
+    (``stop``) ends it early. The run folder is complete and unlocked by then."""
+    deadline = time.monotonic() + max(0.0, grace_s)
+    while time.monotonic() < deadline and not stop():
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    exporter.close()

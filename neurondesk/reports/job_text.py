@@ -81,8 +81,9 @@ def job_lines(v: JobView) -> list[str]:
     elif v.collective_wait is not None and v.collective_wait >= 0.5 and not v.compiling:
         lines.append(f"no rank is slower than the others, yet ranks wait {pct(v.collective_wait, 0)} of each step in "
                      "the collective: the network (EFA) or a node's link is slow — see each node's health")
+    lines += [r.health for r in v.nodes if r.health and not r.stale]  # beside the slowness: a cause
     lines += [f"problem: {p}" for p in v.problems]
-    if v.healthy and not v.compiling and slow is None:
+    if v.healthy and not v.compiling and slow is None and not any(r.health for r in v.nodes):
         lines.append("healthy: every node reporting, no slow rank, nothing failed")
     return lines
 
@@ -109,5 +110,6 @@ def job_json(v: JobView) -> dict[str, Any]:
         "collective_wait_share": v.collective_wait,
         "figures": msgspec.to_builtins(v.figures),
         "problems": list(v.problems),
+        "node_health": {r.node: r.health for r in v.nodes if r.health},
         "lines": job_lines(v),
     }

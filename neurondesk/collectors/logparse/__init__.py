@@ -18,6 +18,7 @@ from .neuron_cc import NeuronCCParser, runtime_code
 from .progress import ProgressParser, parse_loss
 from .pt_xla_debug import Block, PtXlaDebugParser, cause_category, parse_debug_block_text
 from .torch_logs import TorchLogsParser
+from .torchelastic import TorchElasticParser
 from .traceback import TracebackParser
 
 __all__ = [
@@ -62,6 +63,7 @@ class OutputParser:
         self._dynamo = TorchLogsParser()
         self._tb = TracebackParser()
         self._progress = ProgressParser()
+        self._elastic = TorchElasticParser()
         self.lines = 0
         self.problems = 0
 
@@ -82,7 +84,7 @@ class OutputParser:
 
     def flush(self, t: float) -> list[Event]:
         out: list[Event] = []
-        for parser in (self._xla, self._neuron, self._dynamo, self._tb):
+        for parser in (self._xla, self._neuron, self._dynamo, self._tb, self._elastic):
             try:
                 out.extend(parser.flush(t))
             except Exception as exc:  # noqa: BLE001
@@ -123,6 +125,8 @@ class OutputParser:
                 tag = _higher(tag, stage.feed(s, t, found))
             stage = self._tb
             tag = _higher(tag, stage.feed(s, t, key, found))
+            stage = self._elastic
+            tag = _higher(tag, stage.feed(s, t, found))
             if tag is None:
                 stage = self._progress
                 stage.feed(s, t, found)

@@ -133,7 +133,8 @@ class RankReducer:
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"process_attached": self.on_process_attached, "step": self.on_step, "steps": self.on_steps,
-                "compile": self.on_compile, "process_failed": self.on_process_failed}
+                "compile": self.on_compile, "process_failed": self.on_process_failed,
+                "rank_exited": self.on_rank_exited}
 
     # ------------------------------------------------------------------ reduce
     def on_process_attached(self, e: ev.ProcessAttached) -> None:
@@ -236,6 +237,17 @@ class RankReducer:
         if r is not None and step is not None:
             r.compiled_steps.add(step)
             r.recent_compile_step = step
+
+    def on_rank_exited(self, e: ev.RankExited) -> None:
+        """torchrun's root cause: a rank that died without a Python exception (a signal) is a failure too;
+        one that raised was already reported by its probe, with its traceback."""
+        if not e.root_cause or any(f.rank == e.rank for f in self.failures):
+            return
+        stats = next((r for r in self.ranks.values() if r.rank == e.rank), None)
+        what = e.signal or f"exit code {e.exit_code}"
+        self.failures.append(FailedRank(e.rank, e.pid or (stats.pid if stats else 0), e.t,
+                                        f"{what} (torchrun: exitcode {e.exit_code})",
+                                        stats.steps if stats else None, []))
 
     def on_process_failed(self, e: ev.ProcessFailed) -> None:
         rank = self.ranks[e.pid].rank if e.pid in self.ranks else self.declared.get(e.pid, (None, None))[0]

@@ -23,6 +23,7 @@ from neurondesk.views.console.cost import CostPanel
 from neurondesk.views.console.devices import DevicesPanel
 from neurondesk.views.console.header import HeaderBar
 from neurondesk.views.console.inputs import InputPanel
+from neurondesk.views.console.job_line import JobLine
 from neurondesk.views.console.log import LogPanel, LogView
 from neurondesk.views.console.on_demand import read_stacks, ring_alerts
 from neurondesk.views.console.overview import OverviewPanel
@@ -68,9 +69,10 @@ class ConsoleApp(App[int]):
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = KEYS
 
-    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S) -> None:
+    def __init__(self, source, *, frozen: bool = False, poll_s: float = POLL_S, job_lines=None) -> None:
+        """``job_lines``: (read, Prometheus URL) of `--prometheus`: the job's lines under the header."""
         super().__init__()
-        self.source = source
+        self.source, self.job_lines = source, job_lines
         self.frozen = frozen  # snapshots: no cursor blink; the replay's clock is already fixed
         self.poll_s = poll_s
         self.tabbed = False
@@ -87,6 +89,8 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield HeaderBar(getattr(self.source, "label", ""), id="header")
+        if self.job_lines is not None:
+            yield JobLine(*self.job_lines, id="job-line")
         yield Tabs(*(Tab(cls.NAME, id=f"tab-{name}") for name, cls in PANELS.items()), id="tabs")
         with Container(id="panels"):
             for name, cls in PANELS.items():
@@ -300,7 +304,7 @@ class ConsoleApp(App[int]):
         yield from (c for c in super().get_system_commands(screen) if c.title not in ("Quit the application",))
 
 
-def run_console(source, notify: bool = False) -> int:
+def run_console(source, notify: bool = False, job_lines=None) -> int:
     """Open the console on a live run's source (the recorder already owns the run). On the way
     out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
     the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
@@ -310,7 +314,7 @@ def run_console(source, notify: bool = False) -> int:
 
     again = f"`neurondesk attach {source.run_dir.name}` to watch it again"
     try:
-        app = ConsoleApp(source)
+        app = ConsoleApp(source, job_lines=job_lines)
         app.alert_bell = AlertBell() if notify else None
         app.run()
     except Exception as exc:  # noqa: BLE001 - the console's failure is not the run's

@@ -1,0 +1,113 @@
+"""A real job of two nodes, seen as one: two torchrun launches on loopback (`--nnodes 2 --node-rank 0|1`,
+c10d rendezvous, DDP over gloo, 2 ranks a node), each under its own `neurondesk run --metrics-addr`, the
+nodes named and the job identified by SLURM-style variables (SLURM_JOB_ID, SLURMD_NODENAME, SLURM_NODEID)
+with torchrun's own (GROUP_RANK, RANK, WORLD_SIZE) from the workers, and a real Prometheus scraping both.
+
+Node 1 compiles a torch.compile'd function (Inductor, real) before its first step while node 0 waits at
+the first all-reduce; then node 1 computes 3x as long before each sync; then one of its ranks is killed
+with SIGKILL. `fleet --once --format json` names, in turn: the compiling node, the slow node and rank,
+the failed node and rank (from torchrun's failure report) and the state of the other node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import DATA, REPO, base_env
+from prometheus_harness import Prometheus, free_port, require_prometheus, stop, wait_for
+
+JOB = "7001"
+WORKLOAD = DATA / "workloads" / "ddp_nodes.py"
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    require_prometheus()
+    tmp = tmp_path_factory.mktemp("multinode")
+    control = tmp / "control"
+    control.mkdir()
+    prom = Prometheus(tmp / "prom")
+    rdzv, ports = free_port(), [free_port(), free_port()]
+    procs = []
+    try:
+        for n in (0, 1):
+            env = base_env(tmp / f"home{n}") | {
+                "SLURM_JOB_ID": JOB, "SLURM_NNODES": "2", "SLURM_NTASKS": "2", "SLURM_NODEID": str(n),
+                "SLURM_PROCID": str(n), "SLURMD_NODENAME": f"trn-{n:02d}", "ND_CONTROL": str(control),
+                "ND_SLOW_NODE": "1", "ND_COMPILE_NODE": "1", "ND_STEP_S": "0.04", "OMP_NUM_THREADS": "1",
+                "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor{n}")}  # a cold compile cache on node 1: a real wall
+            cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(tmp / f"run{n}"),
+                   "--metrics-addr", str(ports[n]), "--price-per-hour", "21.50", "--warmup-steps", "2", "--",
+                   TORCHRUN, "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(n), "--rdzv-backend",
+                   "c10d", "--rdzv-endpoint", f"127.0.0.1:{rdzv}", str(WORKLOAD)]
+            log = open(tmp / f"node{n}.log", "wb")  # noqa: SIM115 - the child holds it
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO))
+        prom.set_targets({f"127.0.0.1:{p}": f"node{n}" for n, p in enumerate(ports)})
+        yield prom, control, procs, tmp
+    finally:
+        (control / "stop").touch()
+        for p in procs:
+            stop(p)
+        prom.stop()
+
+
+def job_json(prom: Prometheus) -> dict:
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "fleet", "--prometheus", prom.url, "--job", JOB,
+                        "--once", "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_the_node_still_compiling_is_named_while_the_other_waits(job):
+    prom = job[0]
+    def both_said_hello(o: dict) -> bool:  # node 0's workers speak once they have made their optimizer
+        return len(o["rows"]) == 2 and all(r["launcher"] == "torchrun" for r in o["rows"])
+
+    out = wait_for(lambda: (o := job_json(prom)) and o["job"]["compiling_nodes"] and both_said_hello(o) and o,
+                   240, "node trn-01 named as compiling, with both nodes' workers known")
+    compiling = out["job"]["compiling_nodes"]
+    assert [c["node"] for c in compiling] == ["trn-01"] and compiling[0]["graph"] == 1
+    assert any(line.startswith("trn-01 compiling graph #1 for ") for line in out["job"]["lines"])
+    rows = {r["node"]: r for r in out["rows"]}
+    # the job identity: SLURM's job id and node names, torchrun's node ranks and sizes (from the workers)
+    assert set(rows) == {"trn-00", "trn-01"} and {r["job_id"] for r in rows.values()} == {JOB}
+    # c10d's rendezvous numbers the nodes in the order they joined: GROUP_RANK, not --node-rank
+    assert {r["node_rank"] for r in rows.values()} == {0, 1}
+    assert all(r["nodes"] == 2 and r["world_size"] == 4 and r["launcher"] == "torchrun" for r in rows.values())
+
+
+def test_the_slow_node_and_its_rank_are_named_and_the_others_wait_for_it(job):
+    prom = job[0]
+    out = wait_for(lambda: (o := job_json(prom)) and o["job"]["slowest_node"] and o["job"]["ranks"] == 4 and o,
+                   240, "a slowest node named across the 4 ranks")
+    j = out["job"]
+    node_of = {r["rank"]: r["node"] for r in out["ranks"]}
+    assert j["slowest_node"] == "trn-01" and node_of[j["slowest_rank"]] == "trn-01"
+    assert j["slowest_vs_median"] > 1.0  # 3x the compute before the sync: well over +100%
+    assert any("node trn-01 (rank" in line and "the other 3 rank(s) wait for it" in line for line in j["lines"])
+    fast = [r for r in out["ranks"] if r["node"] == "trn-00"]  # short pre-sync, long wait in the all-reduce
+    assert len(fast) == 2 and all(r["wait_s"] > r["presync_s"] for r in fast), out["ranks"]
+    assert j["usd_per_hour"] == pytest.approx(43.0)
+    assert j["failed_node"] is None and j["stale_nodes"] == []
+
+
+def test_a_killed_rank_is_the_first_failure_and_the_other_node_is_not_healthy(job):
+    prom, control = job[0], job[1]
+    victim = min(r["rank"] for r in job_json(prom)["ranks"] if r["node"] == "trn-01")
+    (control / f"die-{victim}").touch()  # a rank of node trn-01 SIGKILLs itself at its next step
+    out = wait_for(lambda: (o := job_json(prom)) and o["job"]["failed_node"] and o, 240,
+                   "the failed node named")
+    j = out["job"]
+    assert j["failed_node"] == "trn-01" and j["failed_rank"] == victim, j
+    assert "SIGKILL" in j["failure"]["what"] and not j["healthy"]
+    first = next(line for line in j["lines"] if line.startswith("failed first:"))
+    assert f"rank {victim} on node trn-01" in first
+    # node 0's ranks waited in the collective for their dead peer: blocked there, or failed after it
+    later = wait_for(lambda: (o := job_json(prom)) and (o["job"]["blocked_ranks"] or
+                                                       {r["node"]: r for r in o["rows"]}["trn-00"]["failure"]) and o,
+                     120, "node trn-00 blocked or failed after node trn-01")
+    assert later["job"]["failed_node"] == "trn-01"  # still the first, whatever node 0 did next
