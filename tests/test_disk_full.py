@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, base_env
 
 from neurondesk.core import events as ev
@@ -23,6 +24,7 @@ from neurondesk.sources.replay import summary_from_run_dir
 from neurondesk.store.fallback import (
     REMAINDER_FILE,
     FallbackInfo,
+    make_fallback_dir,
     open_whole_journal,
     read_fallback_info,
     write_fallback_info,
@@ -50,7 +52,7 @@ def _full_disk_at_limit() -> None:
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = base_env(tmp_path / "home")
-    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user data folder, where the fallback goes
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user data folder: no fallback there, NEURONDESK_HOME is set
     return env
 
 
@@ -61,7 +63,7 @@ def test_disk_full_run_loses_nothing_and_summary_of_the_fallback_rebuilds_it(tmp
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env(tmp_path), cwd=REPO,
                        preexec_fn=_full_disk_at_limit)
     assert p.returncode == 5, p.stderr  # the workload's own exit status
-    fallback = tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
+    fallback = tmp_path / "home" / "fallback" / "run"  # $NEURONDESK_HOME/fallback/<run id>
     assert f"rebuild the whole run with `neurondesk summary {fallback}`" in p.stderr
     assert f"steps                          {STEPS}" in p.stdout  # the summary printed at the end is complete
 
@@ -79,7 +81,7 @@ def test_disk_full_run_loses_nothing_and_summary_of_the_fallback_rebuilds_it(tmp
     whole = json.loads(rebuilt.stdout)
     assert (whole["steps"], whole["exit_code"], whole["finished"]) == (STEPS, 5, True)
     # the run folder itself, summed up, finds its fallback too
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("NEURONDESK_HOME", str(tmp_path / "home"))
     assert summary_from_run_dir(run_dir)[0]["steps"] == STEPS
 
 
@@ -152,5 +154,60 @@ def test_a_run_whose_journal_fills_its_fallback_too_ends_with_the_workloads_stat
     assert "before the workload ended" not in p.stderr
     assert "the journal could not be written to its end" in p.stderr, p.stderr
     assert f"steps                          {STEPS}" in p.stdout  # the recorder's summary, whole
-    fallback = tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
+    fallback = tmp_path / "home" / "fallback" / "run"  # $NEURONDESK_HOME/fallback/<run id>
     assert (fallback / REMAINDER_FILE).stat().st_size == limit  # it did fill
+
+
+def test_two_runs_whose_folders_share_a_name_on_full_disks_get_a_fallback_each(tmp_path):
+    """Issue 34 item 1: `--run-dir A/run`, then `--run-dir B/run`, each on a real disk that fills
+    (a 1 MiB tmpfs mounted for the test): each run goes on in a fallback folder of its own, named
+    by its unique run id ($NEURONDESK_HOME/fallback/<id>); each rebuilds its own run alone. Before,
+    both continued `fallback/run`, and its summary mixed them."""
+    disks = [tmp_path / "a", tmp_path / "b"]
+    mounted = []
+    try:
+        for d in disks:
+            d.mkdir(mode=0o700)
+            m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(d)],
+                               capture_output=True, text=True)
+            if m.returncode != 0:
+                pytest.skip(f"a tmpfs cannot be mounted here ({m.stderr.strip()[:120]}): needs root")
+            mounted.append(d)
+        env = base_env(tmp_path / "home")
+        runs = []
+        for d, steps in zip(disks, (30, 45), strict=True):
+            cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(d / "run"),
+                   "--", sys.executable, str(LOUD_THEN_STEPS), "24", str(steps), "0"]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+            assert p.returncode == 0, p.stderr[-2000:]
+            runs.append(steps)
+        folders = sorted((tmp_path / "home" / "fallback").iterdir())
+        assert len(folders) == 2, folders
+        seen = {}
+        for folder in folders:
+            info = read_fallback_info(folder)
+            assert info.run_id == folder.name  # it names itself: the run's unique id
+            rebuilt = subprocess.run([sys.executable, "-m", "neurondesk.cli", "summary", str(folder), "--format", "json"],
+                                     capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+            assert rebuilt.returncode == 0, rebuilt.stderr
+            assert "not JSON" not in rebuilt.stderr, rebuilt.stderr
+            whole = json.loads(rebuilt.stdout)
+            assert whole["run_id"] == info.run_id
+            seen[info.run_dir] = whole["steps"]
+        assert seen == {str(disks[0] / "run"): 30, str(disks[1] / "run"): 45}
+    finally:
+        for d in mounted:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def test_a_fallback_folder_holding_another_runs_record_is_never_continued(tmp_path):
+    root = tmp_path / "fallback"
+    root.mkdir(mode=0o700)
+    theirs = root / "run"
+    theirs.mkdir(mode=0o700)
+    write_fallback_info(theirs, FallbackInfo("run", str(tmp_path / "elsewhere" / "run"), 10))
+    (tmp_path / "mine").mkdir()
+    folder = make_fallback_dir(tmp_path / "mine" / "run", roots=[root], run_id="run")
+    assert folder != theirs and read_fallback_info(theirs).run_dir == str(tmp_path / "elsewhere" / "run")
+    again = make_fallback_dir(tmp_path / "elsewhere" / "run", roots=[root], run_id="run")
+    assert again == theirs  # its own run, later in that run: continued

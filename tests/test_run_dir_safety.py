@@ -171,8 +171,8 @@ def test_a_real_run_diverted_to_a_fallback_avoids_the_folder_another_user_made(t
     as_other(other, "mkdir", "-m", "777", str(fixed))
     env = base_env(tmp_path)
     env["TMPDIR"] = str(shared)
-    data = Path(env["XDG_DATA_HOME"]) / "neurondesk"
-    data.mkdir(parents=True)
+    data = Path(env["NEURONDESK_HOME"])  # the first root is $NEURONDESK_HOME/fallback when that is set
+    data.mkdir(parents=True, exist_ok=True)
     (data / "fallback").write_text("not a folder\n")  # the first root unusable: the temporary one is tried
     run_dir = tmp_path / "r"
     events = run_dir / "events.jsonl"

@@ -40,7 +40,7 @@ class DiskFullFallback:
     def _make_folder(self) -> Path | None:
         if self.folder is None:
             try:
-                self.folder = make_fallback_dir(self.paths.dir)
+                self.folder = make_fallback_dir(self.paths.dir, run_id=self.run_id)
             except FallbackError as exc:
                 self.error = str(exc)
         return self.folder

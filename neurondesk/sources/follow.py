@@ -78,7 +78,7 @@ class FollowSource:
 
     def _follow_fallback(self) -> None:
         """The run folder's disk filled up and the journal went on elsewhere: follow it there."""
-        folder = find_fallback(self.run_dir)
+        folder = find_fallback(self.run_dir, self.state.run_id)
         if folder is None:
             return
         self.new_events += self._last_words()  # the run folder's part is complete once the record exists

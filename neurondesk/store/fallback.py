@@ -1,7 +1,9 @@
 """Where a run goes when its disk is full: a fallback folder on another filesystem.
 
 When the journal cannot be written, the recorder keeps the unwritten events in memory (bounded);
-when the run ends, or that memory runs out, it writes them to ``<fallback root>/<run id>/``:
+when the run ends, or that memory runs out, it writes them to ``<fallback root>/<run id>/``, a
+folder of that run alone, named by its unique id (store/run_ids.py: ``a/run`` and ``b/run`` never
+share one); a folder there that holds another run's record is never continued:
 
 - ``events.remainder.jsonl``: the journal's bytes that never reached the run folder, in order;
 - ``fallback.json``: the run folder and how many journal bytes were on disk there when it moved;
@@ -9,7 +11,8 @@ when the run ends, or that memory runs out, it writes them to ``<fallback root>/
 
 The whole journal is the run folder's first ``journal_bytes_in_run_dir`` bytes followed by the
 remainder (``open_whole_journal``), which is how ``neurondesk summary FALLBACK`` rebuilds the run.
-Fallback roots, in order: the user data folder, then the temporary folder; one on another
+Fallback roots, in order: ``$NEURONDESK_HOME/fallback`` when NEURONDESK_HOME is set (beside the
+runs it holds), else the user data folder's ``fallback``; then the temporary folder; one on another
 filesystem than the run folder is preferred (the full disk would refuse it too).
 """
 
@@ -26,7 +29,7 @@ from typing import BinaryIO
 import platformdirs
 
 from neurondesk.store.input_files import open_regular_stream, read_regular
-from neurondesk.store.rundir import EVENTS_FILE, private_dir_problem
+from neurondesk.store.rundir import EVENTS_FILE, HOME_ENV, private_dir_problem
 
 FALLBACK_INFO = "fallback.json"
 REMAINDER_FILE = "events.remainder.jsonl"
@@ -55,7 +58,9 @@ def fallback_roots() -> list[Path]:
             fresh = sorted((Path(e.path) for e in entries if e.name.startswith(prefix)), key=_mtime)
     except OSError:
         fresh = []
-    return [Path(platformdirs.user_data_dir("neurondesk")) / "fallback", fixed, *fresh]
+    home = os.environ.get(HOME_ENV, "").strip()
+    data = Path(home).expanduser() if home else Path(platformdirs.user_data_dir("neurondesk"))
+    return [data / "fallback", fixed, *fresh]
 
 
 def _mtime(p: Path) -> float:
@@ -78,18 +83,21 @@ def _private(folder: Path) -> str | None:
     return why
 
 
-def make_fallback_dir(run_dir: Path, roots: list[Path] | None = None) -> Path:
-    """A new private folder for ``run_dir``'s remainder: under the first root on another
+def make_fallback_dir(run_dir: Path, roots: list[Path] | None = None, run_id: str | None = None) -> Path:
+    """A new private folder for the remainder of run ``run_id`` (default: the folder's name), named
+    by it: under the first root on another
     filesystem than the run folder, else under the first root that can be made at all. A root or
     folder that is not this user's alone (made first by another user, a symlink, open to others)
     is refused; when every root is, a fresh unpredictable one is made in the temporary folder
-    (its name is in the notice that says where the journal went)."""
+    (its name is in the notice that says where the journal went). A folder of that name that holds
+    anything but this run's own record (another run's, unreadable, stray files) is never used."""
     roots = fallback_roots() if roots is None else roots
+    run_id = run_dir.name if run_id is None else run_id
     here = _device_of(run_dir)
     ordered = [r for r in roots if _device_of(r) != here] + [r for r in roots if _device_of(r) == here]
     reasons = []
     for root in ordered:
-        target = root / run_dir.name
+        target = root / run_id
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
             why = _private(root)
@@ -102,20 +110,36 @@ def make_fallback_dir(run_dir: Path, roots: list[Path] | None = None) -> Path:
             why = _private(target)
             if why is not None:
                 reasons.append(why)
-            elif (target / FALLBACK_INFO).exists() or not any(target.iterdir()):
-                return target  # ours from earlier in this run
             else:
-                reasons.append(f"{target}: exists and holds something else")
+                theirs = _other_run(target, run_id, run_dir)
+                if theirs is None:
+                    return target  # ours from earlier in this run (or empty)
+                reasons.append(theirs)
         except OSError as e:
             reasons.append(f"{target}: {e.strerror or e}")
     try:  # mkdtemp: O_EXCL-like, 0700, a name nobody can guess ahead
         fresh = Path(tempfile.mkdtemp(prefix=f"neurondesk-fallback-{os.getuid()}-"))
-        target = fresh / run_dir.name
+        target = fresh / run_id
         target.mkdir(mode=0o700)
         return target
     except OSError as e:
         reasons.append(f"a fresh folder in {tempfile.gettempdir()}: {e.strerror or e}")
     raise FallbackError("no fallback folder for the run's remaining events: " + "; ".join(reasons))
+
+
+def _other_run(target: Path, run_id: str, run_dir: Path) -> str | None:
+    """Why the existing folder ``target`` is not this run's fallback; None when it is (its record
+    names this run and its folder) or when it is empty."""
+    if not (target / FALLBACK_INFO).exists():
+        return None if not any(target.iterdir()) else f"{target}: exists and holds something else"
+    try:
+        info = read_fallback_info(target)
+    except FallbackError as e:
+        return str(e)
+    if info.run_id == run_id and Path(info.run_dir) == Path(run_dir):
+        return None
+    return (f"{target} holds the fallback of another run ({info.run_id}, {info.run_dir}): "
+            "never continued with this one's")
 
 
 def _device_of(path: Path) -> int | None:
@@ -148,17 +172,37 @@ def is_fallback_dir(folder: Path) -> bool:
     return (Path(folder) / FALLBACK_INFO).is_file()
 
 
-def find_fallback(run_dir: Path) -> Path | None:
-    """The fallback folder made for ``run_dir``, if its disk filled during the run."""
+def find_fallback(run_dir: Path, run_id: str | None = None) -> Path | None:
+    """The fallback folder made for the run recorded in ``run_dir``, if its disk filled during the
+    run. ``run_id``: that run's id (default: read from the journal's first event; None found there:
+    no fallback is looked for, none of another run in that folder is taken for it)."""
+    run_id = run_id or journal_run_id(run_dir)
+    if not run_id or "/" in run_id or run_id in (".", ".."):
+        return None
     for root in fallback_roots():
-        folder = root / Path(run_dir).name
+        folder = root / run_id
         if _private(root) is None and _private(folder) is None and is_fallback_dir(folder):
             try:
-                if Path(read_fallback_info(folder).run_dir) == Path(run_dir):
+                info = read_fallback_info(folder)
+                if info.run_id == run_id and Path(info.run_dir) == Path(run_dir):
                     return folder
             except FallbackError:
                 continue
     return None
+
+
+def journal_run_id(run_dir: Path) -> str | None:
+    """The run id of the journal's first event (its run_started), None when there is none to read."""
+    from neurondesk.core.events import RunStarted
+    from neurondesk.store.journal import JournalError, iter_journal
+
+    try:
+        events = iter_journal(Path(run_dir) / EVENTS_FILE, [])
+        first = next(events, None)
+        events.close()
+    except (JournalError, OSError):
+        return None
+    return first.run_id if isinstance(first, RunStarted) else None
 
 
 def open_whole_journal(folder: Path) -> tuple[BinaryIO, str | None]:
