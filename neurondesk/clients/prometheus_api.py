@@ -105,8 +105,12 @@ def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]
         "finished": last("neurondesk_run_finished"),
         "exit_code": last("neurondesk_exit_code"),
         "failure_t": last("neurondesk_failure_timestamp_seconds"),
-        "failure": last("neurondesk_failure_info", ", rank, what, last_line, step"),
-        "job_info": last("neurondesk_job_info", ", instance, job, node_rank, nodes, world_size, launcher"),
+        "failure": f"max by (job_id, node, run_id, rank, what, last_line, step) (neurondesk_failure_info{sel})",
+        "failure_last": last("neurondesk_failure_info", ", rank, what, last_line, step"),
+        # an info series changes its labels as the workers say who they are: the fresh one, else the last
+        "job_info": f"max by (job_id, node, run_id, instance, job, node_rank, nodes, world_size, launcher) "
+                    f"(neurondesk_job_info{sel})",
+        "job_info_last": last("neurondesk_job_info", ", instance, job, node_rank, nodes, world_size, launcher"),
         "rank_presync": last("neurondesk_rank_presync_seconds", ", rank"),
         "rank_step": last("neurondesk_rank_step_duration_seconds", ", rank"),
         "rank_steps": last("neurondesk_rank_steps_total", ", rank"),
@@ -191,7 +195,7 @@ class FleetReader:
         ints = {name: (None if (v := value(name)) is None else int(v)) for name in INTS}
         since = value("compile_since")
         compiling = value("compiling") == 1 and since is not None
-        phase, info = one("phase"), one("job_info")
+        phase, info = one("phase"), one("job_info") or one("job_info_last")
         cache = {s.labels.get("result"): int(s.value) for s in got["cache"].get(key, []) if math.isfinite(s.value)}
         last, scraped = value("last_update_t"), value("scraped_t")
         skew = last - scraped if last is not None and scraped is not None and key in got["fresh"] else None
@@ -206,7 +210,7 @@ class FleetReader:
                         world_size=_int_label(labels, "world_size"), launcher=labels.get("launcher") or None,
                         compile_graph=None if graph is None or not compiling else int(graph),
                         cache_hits=cache.get("hit"), cache_misses=cache.get("miss"),
-                        finished=value("finished") == 1, failure=_failure(one("failure"), value("failure_t")),
+                        finished=value("finished") == 1, failure=_failure(one("failure") or one("failure_last"), value("failure_t")),
                         clock_skew_s=skew, health=health, **figures, **ints)
 
     @staticmethod
