@@ -26,7 +26,11 @@ def tensorboard_run(folder: Path) -> dict:
             else:
                 scalars.setdefault(tag, []).append((e.step, float(value)))
     hparams, status = {}, None
-    for content in acc.PluginTagToContent("hparams").values():
+    try:
+        hparams_content = acc.PluginTagToContent("hparams")
+    except KeyError:  # none written yet (the run goes on)
+        hparams_content = {}
+    for content in hparams_content.values():
         data = plugin_data_pb2.HParamsPluginData.FromString(content)
         if data.HasField("session_start_info"):
             hparams = {k: v.string_value for k, v in data.session_start_info.hparams.items()}
