@@ -70,9 +70,10 @@ def cmd_export_sink(args) -> int:
         from neurondesk.recorder.sink_desk import report_html
 
         artifacts["report.html"] = report_html(state, folder)
+        end = taker.end(state, state.last_t, artifacts)
         sink.open(run_info(state))
-        sink.write(frames)
-        look = sink.close(taker.end(state, state.last_t, artifacts))
+        sink.write([*frames, end.frame])  # the last: summary.json's figures
+        look = sink.close(end)
     except Exception as exc:  # noqa: BLE001 - the tool's own error, in one line
         _die(f"export to {args.format} {sink.where}: {why(exc)}", 1)
     skipped = f"; {len(problems)} journal line(s) skipped" if problems else ""

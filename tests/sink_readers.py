@@ -7,6 +7,13 @@ import json
 from pathlib import Path
 
 
+def as_tensorboard(value: float) -> float:
+    """A figure as TensorBoard keeps it: a float32 (its own writers round so, its fast loader reads no other)."""
+    import numpy as np
+
+    return float(np.float32(value))
+
+
 def tensorboard_run(folder: Path) -> dict:
     """{'scalars': {tag: [(step, value)]}, 'texts': {tag: [(step, text)]}, 'hparams': {name: value},
     'status': int | None}, as TensorBoard's own accumulator reads the folder."""

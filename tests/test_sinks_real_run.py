@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, TINY_MODEL, TRAIN, base_env, needs_xla, wait_until
-from sink_readers import mlflow_run, tensorboard_run, wandb_offline_run
+from sink_readers import as_tensorboard, mlflow_run, tensorboard_run, wandb_offline_run
 
 from neurondesk.sinks.frames import FIGURE_SCALARS, PREFIX
 
@@ -129,7 +129,7 @@ def test_tensorboard_shows_the_run_live_and_whole(live):
     run = tensorboard_run(live["tmp"] / "tb")
     last = {tag: points[-1][1] for tag, points in run["scalars"].items()}
     for key, value in _want(s).items():
-        assert last[key] == value, key
+        assert last[key] == as_tensorboard(value), key
     steps = [step for step, _ in run["scalars"][PREFIX + "steps"]]
     assert steps == sorted(steps) and steps[-1] == s["steps"]
     assert [v for step, v in run["scalars"][PREFIX + "steps"]] == [float(step) for step in steps]  # x axis = steps
@@ -364,3 +364,46 @@ def test_wandb_run_id_of_the_workload_is_refused_in_one_line(tmp_path):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.count("\n") == 1
     assert "WANDB_RUN_ID=abc123" in err and "no second run" in err
+
+
+def test_export_writes_a_recorded_run_into_tensorboard(tmp_path, capsys):
+    from neurondesk.cli import main
+    from neurondesk.sources.replay import summary_from_run_dir
+
+    assert main(["export", str(JOURNAL), "--format", "tensorboard", "-o", str(tmp_path / "tb")]) == 0
+    err = capsys.readouterr().err
+    assert f"written to tensorboard {tmp_path / 'tb'}" in err and f"tensorboard --logdir {tmp_path / 'tb'}" in err
+    run = tensorboard_run(tmp_path / "tb")
+    summary, _ = summary_from_run_dir(JOURNAL)
+    for key, value in _want(summary).items():
+        assert run["scalars"][key][-1][1] == as_tensorboard(value), key
+    assert len(run["texts"][PREFIX + "compiles"]) == summary["compile_count"]
+    _tensorboard_serves(tmp_path / "tb", summary)
+    with pytest.raises(SystemExit) as stop:  # not a run: one line
+        main(["export", str(tmp_path), "--format", "tensorboard", "-o", str(tmp_path / "tb2")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not found" in err
+
+
+def _tensorboard_serves(folder, summary: dict) -> None:
+    """`tensorboard --logdir` itself (its default fast loader) answers with the scalars, over its HTTP data API."""
+    import urllib.request
+
+    port = _free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "tensorboard"), "--logdir", str(folder), "--host",
+                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/data/plugin/scalars"
+
+    def tags() -> dict:
+        try:
+            return json.loads(urllib.request.urlopen(f"{base}/tags", timeout=5).read()).get(".", {})
+        except OSError:
+            return {}
+    try:
+        assert PREFIX + "samples_per_s" in wait_until(tags, 180, "tensorboard to list the scalars", every=1.0)
+        points = json.loads(urllib.request.urlopen(f"{base}/scalars?run=.&tag={PREFIX}steps", timeout=10).read())
+        assert points[-1][1:] == [summary["steps"], summary["steps"]]  # [wall time, step, value]
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -98,17 +98,18 @@ class FrameTaker:
     def __init__(self) -> None:
         self._compiles_seen = 0
 
-    def take(self, state: RunState, now: float) -> Frame:
+    def take(self, state: RunState, now: float, end: bool = False) -> Frame:
+        """``end``: the figures as summary.json has them (the run's own clock, not ``now``)."""
         compiles = state.compiles
         new = tuple(compile_row(c) for c in compiles[self._compiles_seen:])
         self._compiles_seen = len(compiles)
         history = state.history
-        return Frame(t=now, step=state.steps_done, figures=run_figures(state, now), loss=state.loss_last,
+        return Frame(t=now, step=state.steps_done, figures=run_figures(state, None if end else now), loss=state.loss_last,
                      compiling=state.open_compile_since() is not None,
                      last_step_s=history[-1].duration_s if history else None, compiles=new)
 
     def end(self, state: RunState, now: float, artifacts: dict[str, str] | None = None) -> RunEnd:
-        return RunEnd(frame=self.take(state, now), info=run_info(state), exit_code=state.exit_code,
+        return RunEnd(frame=self.take(state, now, end=True), info=run_info(state), exit_code=state.exit_code,
                       compiles=tuple(compile_row(c) for c in state.compiles), artifacts=artifacts or {})
 
 

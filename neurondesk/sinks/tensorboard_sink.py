@@ -6,7 +6,8 @@ cost so far, compile in progress ...), at the job's step; each compile as a line
 tags as hparams whose metrics are the final scalars. The file is ``events.out.tfevents.*.neurondesk`` in
 DIR itself: DIR may be the folder the script's own SummaryWriter writes to, and the curves are then
 one run's, side by side. Flushed after every batch: ``tensorboard --logdir DIR`` shows the run live.
-tensorboard's own writer and protos only (no TensorFlow, no torch in the recorder).
+tensorboard's own writer and protos only (no TensorFlow, no torch in the recorder). Scalars are float32, as
+TensorBoard's own writer makes them (its fast loader, the default ``tensorboard``, reads no other kind).
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
-from tensorboard.plugins.scalar import metadata as scalar_metadata
+from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 from tensorboard.plugins.text.summary_v2 import text_pb
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
-from tensorboard.util import tensor_util
 
 from neurondesk.sinks.frames import PREFIX, Frame, RunEnd, RunInfo, scalars
 
@@ -59,15 +58,6 @@ class TensorBoardSink:
 
     def _add(self, summary: summary_pb2.Summary, step: int, t: float) -> None:
         self._writer.add_event(event_pb2.Event(wall_time=t, step=step, summary=summary))
-
-
-def scalar_pb(tag: str, value: float) -> summary_pb2.Summary:
-    """The scalar plugin's summary, kept as a double (its own scalar_pb rounds to float32): the same
-    number every other output shows."""
-    summary = summary_pb2.Summary()
-    summary.value.add(tag=tag, metadata=scalar_metadata.create_summary_metadata(display_name=None, description=None),
-                      tensor=tensor_util.make_tensor_proto(np.float64(value)))
-    return summary
 
 
 def _summary(values: list[summary_pb2.Summary]) -> summary_pb2.Summary:
