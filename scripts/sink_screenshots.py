@@ -78,8 +78,8 @@ def main() -> int:
         client = MlflowClient(f"http://127.0.0.1:{port}")
         exp = client.get_experiment_by_name("neurondesk")
         run = client.search_runs([exp.experiment_id])[0]
-        shoot(f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs/{run.info.run_id}/model-metrics",
-              OUT / "sinks-mlflow.png")
+        shoot(f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs/{run.info.run_id}",  # its overview
+              OUT / "sinks-mlflow.png", "1500,1300")
     finally:
         os.killpg(ui.pid, 15)
     return 0
