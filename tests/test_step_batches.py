@@ -70,7 +70,7 @@ def step_streams(draw):
     t = 1.0
     next_step = {LEAD: 0, OTHER: 0}
     has = {"samples": draw(st.booleans()), "tokens": draw(st.booleans()), "executions": draw(st.booleans()),
-           "presync": draw(st.booleans())}
+           "presync": draw(st.booleans()), "phases": draw(st.booleans())}
     shapes = [[8, 32]]
     for _ in range(draw(st.integers(1, 60))):
         t += draw(st.floats(0.0, 0.5))
@@ -95,7 +95,8 @@ def step_streams(draw):
             samples=samples, tokens=samples * 32 if samples and has["tokens"] else None,
             executions=draw(st.integers(0, 3)) if has["executions"] else None,
             compiles=draw(st.sampled_from([0] * 6 + [1])), eval_s=draw(st.sampled_from([0.0] * 6 + [0.25])),
-            presync_s=d / 2 if has["presync"] else None, input_shapes=shapes if samples else None)))
+            presync_s=d / 2 if has["presync"] else None, input_shapes=shapes if samples else None,
+            phases_s=[draw(st.floats(0.0, 0.3)) for _ in range(ev.PHASES_PER_STEP)] if has["phases"] else None)))
         next_step[pid] += 1
     return out
 
@@ -106,7 +107,7 @@ def ordinary(s: ev.StepEnded) -> bool:
 
 def signature(s: ev.StepEnded) -> tuple:
     return (s.pid, s.samples is not None, s.tokens is not None, s.executions is not None, s.presync_s is not None,
-            s.input_shapes)
+            s.phases_s is not None, s.input_shapes)
 
 
 def coalesce(stream: list) -> list[ev.Event]:
@@ -121,7 +122,8 @@ def coalesce(stream: list) -> list[ev.Event]:
             out.append(ev.StepBatch(t=run[-1].t, pid=run[0].pid, step=run[0].step, ts=[s.t for s in run],
                                     duration_s=col("duration_s"), data_wait_s=col("data_wait_s"),
                                     samples=col("samples"), tokens=col("tokens"), executions=col("executions"),
-                                    presync_s=col("presync_s"), input_shapes=run[0].input_shapes))
+                                    presync_s=col("presync_s"), input_shapes=run[0].input_shapes,
+                                    phases_s=[x for s in run for x in s.phases_s] if run[0].phases_s else None))
             run.clear()
 
     for item in stream:
@@ -247,6 +249,7 @@ def test_a_batch_says_what_the_step_lines_said():
     for _ in range(6):
         clock.samples, clock.tokens, clock.shapes = 8, 512, [[8, 64]]
         clock.step_execs, clock.data_wait, clock.presync = 3, 0.25, 0.125
+        clock.fwd, clock.bwd, clock.opt, clock.sync, clock.phased = 0.01, 0.02, 0.003, 0.5, True
         clock.step_start = None
         clock.end_step()
     raw = [json.loads(line) for line in reader.close(probe)]
@@ -257,6 +260,7 @@ def test_a_batch_says_what_the_step_lines_said():
     for m in steps:
         assert (m["samples"], m["tokens"], m["executions"], m["input_shapes"]) == (8, 512, 3, [[8, 64]])
         assert m["data_wait_s"] == 0.25 and m["presync_s"] == 0.125 and m["compiles"] == 0
+        assert m["phases_s"] == [0.0, 0.01, 0.02, 0.003, 0.5, 0.0]  # h2d fwd bwd opt sync collective
         assert m["pid"] == os.getpid() and 0 <= m["duration_s"] < 60 and abs(m["t"] - batches[-1]["t"]) < 60
 
 
@@ -278,6 +282,8 @@ def _batch_line(**change) -> bytes:
     ({"samples": [8, -1]}, "samples -1..8"),
     ({"ts": [9.0, 1e12]}, "outside the run"),
     ({"ts": [], "duration_s": [], "data_wait_s": [], "samples": []}, "a batch of 0 steps"),
+    ({"phases_s": [0.1] * 11}, "columns of a batch of 2 steps differ"),
+    ({"phases_s": [0.1] * 11 + [-0.5]}, "phase duration"),
 ])
 def test_the_decoder_refuses_a_batch_that_cannot_be_true(change, words):
     decoder = ProbeDecoder(started_t=0.0)

@@ -88,6 +88,9 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
     for shape in value("input_shapes") or []:
         if any(not 0 <= d <= MAX_DIM for d in shape):
             return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    phases = value("phases_s")
+    if phases is not None and (len(phases) != ev.PHASES_PER_STEP or not _phases_ok(phases, wall)):
+        return f"phases_s {phases[:8]!r} is not {ev.PHASES_PER_STEP} durations in 0..{wall:,.1f} s"
     launch = value("launch_env") or {}
     if len(launch) > MAX_LAUNCH_VARS or any(len(k) > 64 or len(v) > 128 for k, v in launch.items()):
         return f"launch_env holds {len(launch)} variable(s), or a name or value too long (at most " \
@@ -123,7 +126,13 @@ def batch_out_of_range(b: ev.StepBatch, t_received: float, started_t: float | No
     for shape in b.input_shapes or []:
         if any(not 0 <= d <= MAX_DIM for d in shape):
             return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    if b.phases_s is not None and not _phases_ok(b.phases_s, wall):
+        return f"a phase duration in phases_s is outside 0..{wall:,.1f} s"
     return None
+
+
+def _phases_ok(col: list[float], wall: float) -> bool:
+    return not col or (all(map(math.isfinite, col)) and 0 <= min(col) and max(col) <= wall)
 
 
 def decode_probe_line(line: bytes, t_received: float) -> ev.Event:

@@ -213,6 +213,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         notices=_notices(state),
         disk=state.parts.disk.as_dict(),  # free space, growth, forecast; output not stored (core/disk.py)
         figures=f,
+        step_phases=f.step_phases,
     )
 
 

@@ -17,6 +17,7 @@ import msgspec
 from neurondesk.core.figures import RunFigures
 from neurondesk.core.job import JobIdentity
 from neurondesk.core.neuron_summary import NeuronSection
+from neurondesk.core.phases import StepPhases
 
 SUMMARY_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -224,6 +225,7 @@ class Summary(_S):
     disk: Obj | None = None  # core.disk's DiskState.as_dict()
     figures: RunFigures | None = None  # version 2 on; None in a version 1 summary
     job: JobIdentity | None = None  # the job, node and global ranks of this run (core/job.py); None before
+    step_phases: StepPhases | None = None  # the steady step by phase, with its verdict (core/phases.py); None before
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-shaped form (what summary.json holds), for readers that take one."""

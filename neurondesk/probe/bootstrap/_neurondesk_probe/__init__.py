@@ -17,6 +17,7 @@ with a module of theirs). Its parts, each a class the Probe below holds:
   xla.XlaHooks          torch_xla.sync -> XLA step boundaries, compiles, graph executions
   values.ValueReads     Tensor value reads under XLA -> value-access executions
   dynamo.DynamoHooks    torch._dynamo.callback, torch._logging -> torch.compile compiles, logs
+  collective.CollectiveHooks  torch.distributed's collectives -> the step's collective phase
   finder.PostImportFinder  applies each patch right after its module was imported by the user
   lifelines             files in the run's private folder that outlive the process: its step
                         count in shared memory, its threads' stacks on SIGUSR2
@@ -41,6 +42,7 @@ import sys
 import threading
 import time
 
+from .collective import CollectiveHooks
 from .devices import Devices
 from .dynamo import DynamoHooks
 from .finder import PostImportFinder
@@ -102,6 +104,7 @@ class Probe:
         self.xla = XlaHooks(self)
         self.values = ValueReads(self)
         self.dynamo = DynamoHooks(self)
+        self.collective = CollectiveHooks(self)
 
     def send(self, msg: dict) -> None:
         self.transport.send(msg)

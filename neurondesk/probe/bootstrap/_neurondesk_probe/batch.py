@@ -4,6 +4,7 @@ hundred steps in one go instead of one line each. Its wire form:
 
   {"kind":"steps","t":<last step's end>,"pid":P,"step":<first index>,"ts":[...],"duration_s":[...],
    "data_wait_s":[...](,"samples":[...])(,"tokens":[...])(,"executions":[...])(,"presync_s":[...])
+   (,"phases_s":[...])
    (,"input_shapes":[[...],...])(,"dropped_before":<messages dropped so far>)}
 
 Consecutive steps join a batch when they have the same fields and input shapes; a step that
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+PHASES_FMT = "%.6f,%.6f,%.6f,%.6f,%.6f,%.6f"
 MAX_STEPS = 4096  # a batch is closed (rendered into the send buffer) at this many steps
 
 
@@ -21,7 +23,7 @@ class StepColumns:
     def __init__(self) -> None:
         self.n = 0
         self.first = 0
-        self.shape_of: tuple = ()  # (samples?, tokens?, executions?, presync?) present
+        self.shape_of: tuple = ()  # (samples?, tokens?, executions?, presync?, phases?) present
         self.shapes: list | None = None
         self.ts: list[float] = []
         self.duration: list[float] = []
@@ -30,6 +32,7 @@ class StepColumns:
         self.tokens: list[int] = []
         self.execs: list[int] = []
         self.presync: list[float] = []
+        self.phases: list[tuple] = []  # per step: (h2d, forward, backward, optimizer, sync, collective)
 
     def fits(self, step: int, shape_of: tuple, shapes) -> bool:
         """Whether a step of these fields and shapes continues this batch."""
@@ -39,10 +42,10 @@ class StepColumns:
     def start(self, step: int, shape_of: tuple, shapes) -> None:
         self.n, self.first, self.shape_of, self.shapes = 0, step, shape_of, shapes
         self.ts, self.duration, self.wait = [], [], []
-        self.samples, self.tokens, self.execs, self.presync = [], [], [], []
+        self.samples, self.tokens, self.execs, self.presync, self.phases = [], [], [], [], []
 
     def add(self, t: float, duration: float, wait: float, samples: int, tokens: int, execs: int | None,
-            presync: float | None) -> None:
+            presync: float | None, phases: tuple | None = None) -> None:
         self.n += 1
         self.ts.append(t)
         self.duration.append(duration)
@@ -55,12 +58,14 @@ class StepColumns:
             self.execs.append(execs)
         if presync is not None:
             self.presync.append(presync)
+        if phases is not None:
+            self.phases.append(phases)
 
     def render(self, pid: int, dropped: int) -> bytes:
         """The batch as one line (``dropped``: messages dropped so far, said as a step line says
         it); the columns are then empty."""
         ts = self.ts
-        has_samples, has_tokens, has_execs, has_presync = self.shape_of
+        has_samples, has_tokens, has_execs, has_presync, has_phases = self.shape_of
         parts = [f'{{"kind":"steps","t":{ts[-1]:.6f},"pid":{pid},"step":{self.first},"ts":[',
                  ",".join([f"{x:.6f}" for x in ts]),
                  '],"duration_s":[', ",".join([f"{x:.9f}" for x in self.duration]),
@@ -73,6 +78,8 @@ class StepColumns:
             parts += [',"executions":[', ",".join(map(str, self.execs)), "]"]
         if has_presync:
             parts += [',"presync_s":[', ",".join([f"{x:.9f}" for x in self.presync]), "]"]
+        if has_phases:  # six a step, flat
+            parts += [',"phases_s":[', ",".join([PHASES_FMT % p for p in self.phases]), "]"]
         if self.shapes is not None:
             parts += [',"input_shapes":', json.dumps(self.shapes, separators=(",", ":"))]
         if dropped:

@@ -17,6 +17,7 @@ class PostImportFinder:
             "torch._dynamo.callback": (probe.dynamo.patch_dynamo, "dynamo"),
             "torch._logging._internal": (probe.dynamo.patch_torch_logging, "dynamo-logs"),
             "torch.autograd": (probe.optim.patch_autograd, "presync"),
+            "torch.distributed.distributed_c10d": (probe.collective.patch_c10d, "collective"),
         }
         self.busy: set[str] = set()
 

@@ -65,12 +65,17 @@ class OptimizerHooks:
             clock.lead_optimizer = id(optimizer)
         elif clock.is_xla and clock.opt_stepped and id(optimizer) == clock.lead_optimizer:
             clock.end_step()  # two steps with no sync in between: close the previous one here
+        clock.opt_t0, clock.opt_inner0 = time.perf_counter(), clock.inner  # the optimizer phase begins
 
     def post(self, optimizer, args, kwargs):
         probe = self.probe
         if _state.is_compiling() or probe.disabled or "optimizer" in probe.off:
             return None
         clock = probe.clock
+        t0 = clock.opt_t0
+        if t0 is not None:  # every optimizer's step is the optimizer phase (a GAN's two)
+            clock.opt += time.perf_counter() - t0 - (clock.inner - clock.opt_inner0)
+            clock.opt_t0, clock.phased = None, True
         if id(optimizer) == clock.lead_optimizer:
             if clock.is_xla:
                 clock.opt_stepped = True  # the next sync ends the step
@@ -88,9 +93,17 @@ class OptimizerHooks:
         probe = self.probe
 
         def backward(*args, **kwargs):
-            if not (_state.is_compiling() or probe.disabled or "presync" in probe.off):
-                probe.guarded(probe.clock.note_backward, hook="presync")
-            return real(*args, **kwargs)
+            if _state.is_compiling() or probe.disabled or "presync" in probe.off:
+                return real(*args, **kwargs)
+            probe.guarded(probe.clock.note_backward, hook="presync")
+            clock = probe.clock
+            t0, inner0 = time.perf_counter(), clock.inner
+            try:
+                return real(*args, **kwargs)
+            finally:
+                if not probe.phase.in_eval:  # the backward phase: host time until it returns, less syncs in it
+                    clock.bwd += time.perf_counter() - t0 - (clock.inner - inner0)
+                    clock.phased = True
 
         backward.__doc__, backward.__wrapped__, backward._neurondesk = real.__doc__, real, True
         module.backward = backward

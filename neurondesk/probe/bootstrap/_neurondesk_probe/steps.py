@@ -37,6 +37,15 @@ class StepClock:
         self.eval_s_in_step = 0.0  # evaluation time inside the current step, left out of its duration
         self.last_shapes: list | None = None  # the input shapes of the last step message, and their JSON
         self.last_shapes_json = ""
+        # The step's phases (phases.md): host seconds in the training forwards, the backwards, the
+        # optimizer steps, from a batch to the forward that takes it (h2d), in XLA syncs (the wait
+        # at the device), in torch.distributed calls. `inner` is sync + collective so far: a phase
+        # that holds one leaves it out of its own time (no second count).
+        self.h2d = self.fwd = self.bwd = self.opt = self.sync = self.coll = self.inner = 0.0
+        self.phased = False  # a phase was timed in this step: its step message carries phases_s
+        self.batch_at: float | None = None  # perf_counter when the last training batch came
+        self.opt_t0: float | None = None  # perf_counter at the optimizer step's pre-hook
+        self.opt_inner0 = 0.0
 
     def note_activity(self) -> None:
         if self.step_start is None:
@@ -64,7 +73,8 @@ class StepClock:
             transport.queue(self._step_line(duration, samples, tokens, shapes), True, False, now)
         else:
             transport.queue_step(self.step, time.time(), duration, self.data_wait, samples, tokens,
-                                 self.step_execs if self.is_xla else None, self.presync, shapes, now)
+                                 self.step_execs if self.is_xla else None, self.presync, shapes, now,
+                                 (self.h2d, self.fwd, self.bwd, self.opt, self.sync, self.coll) if self.phased else None)
         self.step += 1  # counts on through drops: the receiver can tell how many it missed
         self.step_start = now
         self.opt_stepped = False
@@ -79,6 +89,10 @@ class StepClock:
         self.backward_pending = False
         self.presync = None
         self.eval_s_in_step = 0.0
+        self.batch_at = None  # a batch of this step never tells the next one its h2d
+        if self.phased:
+            self.h2d = self.fwd = self.bwd = self.opt = self.sync = self.coll = self.inner = 0.0
+            self.phased = False
 
     def _step_line(self, duration: float, samples, tokens, shapes) -> bytes:
         # Formatted by hand rather than through json.dumps of a dict: the same keys in the same
@@ -94,6 +108,9 @@ class StepClock:
             line += f',"eval_s":{self.eval_s_in_step:.9f}'
         if self.presync is not None:
             line += f',"presync_s":{self.presync:.9f}'
+        if self.phased:
+            line += (f',"phases_s":[{self.h2d:.6f},{self.fwd:.6f},{self.bwd:.6f},{self.opt:.6f},{self.sync:.6f},'
+                     f'{self.coll:.6f}]')
         dropped = self.probe.transport.dropped
         if dropped:
             line += f',"dropped_before":{dropped}'

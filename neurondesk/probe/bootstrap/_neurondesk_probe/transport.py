@@ -111,7 +111,7 @@ class Transport:
                 self._flush(now)
 
     def queue_step(self, step: int, t: float, duration: float, wait: float, samples: int, tokens: int,
-                   execs: int | None, presync: float | None, shapes, now: float) -> None:
+                   execs: int | None, presync: float | None, shapes, now: float, phases=None) -> None:
         """One ordinary step into the columns (counted and dropped as a step message would be)."""
         with self.lock:
             if self.sock is None:
@@ -128,12 +128,12 @@ class Transport:
                 self.dropped_steps += 1
                 return
             cols = self.cols
-            shape_of = (samples > 0, tokens > 0, execs is not None, presync is not None)
+            shape_of = (samples > 0, tokens > 0, execs is not None, presync is not None, phases is not None)
             if not (cols.n and cols.fits(step, shape_of, shapes)):
                 if cols.n:
                     self._close_batch()
                 cols.start(step, shape_of, shapes)
-            cols.add(t, duration, wait, samples, tokens, execs, presync)
+            cols.add(t, duration, wait, samples, tokens, execs, presync, phases)
             self.batched += 1
             if now - self.last_flush >= FLUSH_S:
                 self._flush(now)

@@ -127,6 +127,10 @@ class XlaHooks:
         # neither a forward nor an optimizer step since the last (a setup broadcast) is not.
         boundary = clock.opt_stepped or (not clock.has_optimizer and clock.forwards_since_step > 0)
         trigger = "loader" if loader.in_loader else "sync"
+        if not phase.in_eval or clock.opt_stepped:  # the step's wait at the device (its sync phase)
+            clock.sync += elapsed
+            clock.inner += elapsed
+            clock.phased = True
         if phase.in_eval and not clock.opt_stepped:  # an evaluation batch: its graphs are not the step's
             phase.eval_execs += execs
             if compiles:

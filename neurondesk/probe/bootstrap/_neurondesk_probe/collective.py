@@ -1,0 +1,50 @@
+"""torch.distributed's collectives called from Python (all_reduce, barrier, broadcast ...): the
+time the training thread spends in them is the step's collective phase. DDP's gradient
+all-reduce runs in its C++ reducer, overlapped with the backward: it shows in the backward."""
+
+from __future__ import annotations
+
+import threading
+from time import perf_counter
+
+from . import _state
+
+NAMES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all",
+         "all_to_all_single", "barrier", "broadcast", "broadcast_object_list", "gather", "reduce",
+         "reduce_scatter", "reduce_scatter_tensor", "scatter", "monitored_barrier")
+
+
+class CollectiveHooks:
+    def __init__(self, probe) -> None:
+        self.probe = probe
+
+    def patch_c10d(self, module) -> None:
+        """Wraps each function in torch.distributed.distributed_c10d right after it ran, so that
+        torch.distributed's own star import takes the wrapped ones."""
+        for name in NAMES:
+            real = getattr(module, name, None)
+            if callable(real) and not getattr(real, "_neurondesk", False):
+                setattr(module, name, self._wrap(real))
+
+    def _wrap(self, real):
+        probe = self.probe
+
+        def collective(*args, **kwargs):
+            if (_state.is_compiling() or probe.disabled or "collective" in probe.off
+                    or threading.get_ident() != probe.train_thread):
+                return real(*args, **kwargs)
+            t0 = perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                clock = probe.clock
+                if not probe.phase.in_eval:
+                    took = perf_counter() - t0
+                    clock.coll += took
+                    clock.inner += took
+                    clock.phased = True
+
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(collective, attr, getattr(real, attr, None))
+        collective.__wrapped__, collective._neurondesk = real, True
+        return collective
