@@ -4,7 +4,6 @@ its Flight Recorder as JSON (torch's own _dump_fr_trace_json) into FR_DIR/rank<N
 hang lasts: torch 2.9 writes no dump on a gloo timeout itself, so the program takes it, as a
 watchdog of the user's would. Rank 0's collective then times out (gloo, 2 s) and both exit 0."""
 
-import json
 import os
 import sys
 import threading
