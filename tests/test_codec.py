@@ -27,6 +27,7 @@ SAMPLES: list[ev.Event] = [
     ev.RunStarted(t=1.0, run_id="r", command=["python", "t.py"], price_per_hour=1.34375, steps_requested=9),
     ev.ProcessAttached(t=1.1, pid=7, ppid=1, rank=0, argv=["t.py"], torch_version="2.9.0"),
     ev.ProcessFailed(t=1.15, pid=7, error="RuntimeError: boom", step=3, traceback=["Traceback ...", "RuntimeError: boom"]),
+    ev.RankExited(t=1.16, rank=2, local_rank=0, exit_code=-9, pid=8, signal="SIGKILL", host="trn-01", root_cause=True),
     ev.DeviceSeen(t=1.2, pid=7, device_kind="xla-cpu", device_name="xla:0", precision="bf16"),
     ev.WorkloadConfig(t=1.3, values={"batch_size": 8, "lr": 0.001, "name": "demo", "nested": {"a": [1, 2]}}),
     ev.StepEnded(t=2.0, pid=7, step=0, duration_s=0.5, samples=8, tokens=512, executions=1,
