@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .shapes import dims_of, holds_ids
+from .shapes import SHAPES_KEEP, dims_of, holds_ids
 
 
 class LoaderHooks:
@@ -54,9 +54,7 @@ class LoaderHooks:
             return
         if clock.step_start is None:
             clock.step_start, clock.step_start_wall = t0, time.time()
-        now = time.perf_counter()
-        clock.data_wait += now - t0
-        clock.batch_at = now  # the forward that takes it says how long it took to get there (h2d)
+        clock.data_wait += time.perf_counter() - t0
 
     def note_batch(self, batch) -> None:
         """Samples and tokens from a DataLoader batch: used for the steps in which the model's
@@ -77,7 +75,8 @@ class LoaderHooks:
         clock.loader_samples += dims[0]
         if len(dims) >= 2 and holds_ids(x):
             clock.loader_tokens += dims[0] * dims[1]
-        clock.loader_shapes.append(dims)
+        if len(clock.loader_shapes) < SHAPES_KEEP:
+            clock.loader_shapes.append(dims)
 
     def patch_parallel_loader(self, module) -> None:
         cls = module.PerDeviceLoader

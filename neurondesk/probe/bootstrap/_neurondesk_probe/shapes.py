@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import operator
 
+# The input shapes one step keeps (its forwards', its loader batches'): a step's message names them,
+# a few micro-batches at most. An eager inference or evaluation loop with no step boundary would
+# otherwise add one per forward for days (issue 34 item 5: benchmarks/probe_forward_memory.py).
+SHAPES_KEEP = 64
+
 
 def dims_of(x) -> list[int] | None:
     """The shape of a tensor-like object as a list of non-negative ints, or None for anything else
