@@ -4,6 +4,8 @@ object (see adopt_top_module)."""
 
 from __future__ import annotations
 
+from time import perf_counter
+
 from . import _state
 from .shapes import SHAPES_KEEP, dims_of, holds_ids
 
@@ -124,10 +126,15 @@ class ForwardWatch:
                 return real(m, *args, **kwargs)
             watch.top_forward(m, args, kwargs)
             watch.in_forward = True
+            clock = probe.clock
+            t0, inner0 = perf_counter(), clock.inner
             try:
                 return real(m, *args, **kwargs)
             finally:
                 watch.in_forward = False
+                if not probe.phase.in_eval:  # a training forward: its host time, less syncs and collectives in it
+                    clock.fwd += perf_counter() - t0 - (clock.inner - inner0)
+                    clock.phased = True
 
         _call_impl._neurondesk = True
         _call_impl.__wrapped__ = real
@@ -172,6 +179,9 @@ class ForwardWatch:
         phase.leave()
         if clock.backward_pending and clock.manual_steps():
             clock.end_manual_step(mod)  # no optimizer: a backward, then the next forward, is a step
+        if clock.batch_at is not None:  # from the batch to its forward: the copy to the device (h2d)
+            clock.h2d += max(0.0, perf_counter() - clock.batch_at)
+            clock.batch_at = None
         clock.forwards_since_step += 1
         if not dims:
             return

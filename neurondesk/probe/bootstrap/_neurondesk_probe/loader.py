@@ -54,7 +54,9 @@ class LoaderHooks:
             return
         if clock.step_start is None:
             clock.step_start, clock.step_start_wall = t0, time.time()
-        clock.data_wait += time.perf_counter() - t0
+        now = time.perf_counter()
+        clock.data_wait += now - t0
+        clock.batch_at = now  # the forward that takes it says how long it took to get there (h2d)
 
     def note_batch(self, batch) -> None:
         """Samples and tokens from a DataLoader batch: used for the steps in which the model's
