@@ -191,7 +191,7 @@ def test_a_run_folder_forced_read_only_mid_run_loses_output_not_the_training(tmp
     assert 0 < len(stored) <= 300 * 1024 + 65536  # what came before the failure (a little of the rest, maybe)
     # the journal could not be written either: it went on in the fallback folder, with the summary
     err = (tmp_path / "cli.err").read_text(errors="replace")
-    fallback = tmp_path / "home" / "user" / "data" / "neurondesk" / "fallback" / "run"
+    fallback = tmp_path / "home" / "fallback" / "run"  # $NEURONDESK_HOME/fallback/<run id> (store/fallback.py)
     assert str(fallback) in err, err[-3000:]
     summary = json.loads((fallback / "summary.json").read_text())
     out = summary["disk"]["output_not_stored"]
