@@ -191,7 +191,7 @@ class FleetReader:
         rows = keep_last(self.previous, rows)
         self.previous = {r.key: r for r in rows}
         return FleetRead(rows=rows, ranks=self._ranks(rank_samples), now=now,
-                         foreign=self._foreign(got, rows))
+                         foreign=self._foreign(got))
 
     @staticmethod
     def _row(key: Key, got: dict[str, dict[Key, list[Sample]]], now: float) -> FleetRow:
@@ -202,7 +202,7 @@ class FleetReader:
         def value(name: str) -> float | None:
             return _finite(one(name))
 
-        figures = {name: value(name) for name in FLOATS if name not in INTS}
+        figures = {name: value(name) for name in FLOATS}
         ints = {name: (None if (v := value(name)) is None else int(v)) for name in INTS}
         since = value("compile_since")
         compiling = value("compiling") == 1 and since is not None
@@ -236,7 +236,7 @@ class FleetReader:
         return [RankRow(*key, rank=rank, **figures) for (key, rank), figures in sorted(ranks.items())]
 
     @staticmethod
-    def _foreign(got: dict[str, dict[Key, list[Sample]]], rows: list[FleetRow]) -> list[ForeignNode]:
+    def _foreign(got: dict[str, dict[Key, list[Sample]]]) -> list[ForeignNode]:
         """Other jobs' recorders scraped in a Prometheus job that this job's nodes are scraped in."""
         mine = {s.labels.get("job", "") for found in got["job_info"].values() for s in found}
         return [ForeignNode(s.labels.get("instance", ""), s.labels.get("node", ""), s.labels.get("job_id", ""),

@@ -98,7 +98,7 @@ def job_view(read: FleetRead, job_id: str) -> JobView:
     failed = _first_failure(rows)
     live_ranks = [k for k in ranks if (k.node, k.run_id) in live_keys]
     return JobView(job_id=job_id, nodes=rows, ranks=ranks, figures=job_figures([_node_figures(r, now) for r in rows]),
-                   slowest=_slowest(live_ranks), compiling=_compiling(rows, now),
+                   slowest=_slowest(live_ranks), compiling=_compiling(rows),
                    failed=failed, blocked=_blocked(live_ranks, rows, now) if failed else None,
                    stale=[r for r in rows if r.stale and not r.finished], collective_wait=_wait_share(live_ranks),
                    problems=problems)
@@ -136,7 +136,7 @@ def _wait_share(ranks: list[RankRow]) -> float | None:
     return median(shares)
 
 
-def _compiling(rows: list[FleetRow], now: float) -> list[CompileSkew]:
+def _compiling(rows: list[FleetRow]) -> list[CompileSkew]:
     live = [r for r in rows if not r.stale and not r.finished]
     out = []
     for r in live:
