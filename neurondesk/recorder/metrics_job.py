@@ -9,27 +9,17 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
+from neurondesk.core.run_end import RunEnd, first_failure
 from neurondesk.core.state import RunState
 
 LABELS = ("job_id", "node", "run_id")
 
 
 @dataclass(frozen=True)
-class EndFigures:
-    """How the run ended, or its first failure while it goes on (None: neither)."""
-
-    failed_rank: int | None  # the rank that failed first, where known
-    failed_t: float | None  # live scale
-    what: str  # "RuntimeError: ...", "exit 1", "SIGKILL"
-    last_line: str  # its last stderr line ('' if none)
-    step: int | None
-
-
-@dataclass(frozen=True)
 class JobSeries:
     compile_graph: int | None  # the number of the graph being compiled (compiles done + 1); None: none
     cache: tuple[tuple[str, int], ...]  # ("hit" | "miss" | "failed", finished compiles)
-    failure: EndFigures | None
+    failure: RunEnd | None
     finished: bool
     exit_code: int | None
 
@@ -40,21 +30,8 @@ def job_series(state: RunState, offset: float, compiling: bool) -> JobSeries:
         if c.cache:
             counts[c.cache] = counts.get(c.cache, 0) + 1
     return JobSeries(compile_graph=len(state.compiles) + 1 if compiling else None,
-                     cache=tuple(sorted(counts.items())), failure=_failure(state, offset),
+                     cache=tuple(sorted(counts.items())), failure=first_failure(state, offset),
                      finished=state.finished, exit_code=state.exit_code)
-
-
-def _failure(state: RunState, offset: float) -> EndFigures | None:
-    tail = [line for line in state.stderr_tail if line.strip()]
-    last = tail[-1][:200] if tail else ""
-    first = state.parts.ranks.failed_first
-    if first is not None:
-        return EndFigures(first.rank, first.t + offset, first.error[:200], last, first.step)
-    if state.finished and (state.exit_code not in (0, None) or state.exit_signal):
-        what = state.exit_signal or f"exit {state.exit_code}"
-        end = state.parts.run.finished_t
-        return EndFigures(None, None if end is None else end + offset, what, last, state.steps_done)
-    return None
 
 
 def job_families(s, ids: list[str]) -> Iterator[Metric]:
