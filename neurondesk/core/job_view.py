@@ -98,9 +98,9 @@ def job_view(read: FleetRead, job_id: str) -> JobView:
     failed = _first_failure(rows)
     live_ranks = [k for k in ranks if (k.node, k.run_id) in live_keys]
     return JobView(job_id=job_id, nodes=rows, ranks=ranks, figures=job_figures([_node_figures(r, now) for r in rows]),
-                   slowest=_slowest(live_ranks), compiling=_compiling(rows),
+                   slowest=slowest_rank(live_ranks), compiling=_compiling(rows),
                    failed=failed, blocked=_blocked(live_ranks, rows, now) if failed else None,
-                   stale=[r for r in rows if r.stale and not r.finished], collective_wait=_wait_share(live_ranks),
+                   stale=[r for r in rows if r.stale and not r.finished], collective_wait=wait_share(live_ranks),
                    problems=problems)
 
 
@@ -117,7 +117,7 @@ def _node_figures(r: FleetRow, now: float) -> NodeFigures:
                        model_flops_per_s=r.model_flops_per_s, peak_flops_per_s=r.peak_flops_per_s)
 
 
-def _slowest(ranks: list[RankRow]) -> SlowRank | None:
+def slowest_rank(ranks: list[RankRow]) -> SlowRank | None:
     """The rank whose pre-sync median exceeds the other ranks' median by max(10%, 2 ms): the culprit."""
     known = [k for k in ranks if k.presync_s is not None]
     if len(known) < 2:
@@ -131,7 +131,7 @@ def _slowest(ranks: list[RankRow]) -> SlowRank | None:
     return SlowRank(worst.node, worst.rank, worst.presync_s, base, step, victims=len(ranks) - 1)
 
 
-def _wait_share(ranks: list[RankRow]) -> float | None:
+def wait_share(ranks: list[RankRow]) -> float | None:
     shares = [k.wait_s / k.step_time_s for k in ranks if k.wait_s is not None and k.step_time_s]
     return median(shares)
 
