@@ -150,14 +150,12 @@ def cmd_report(args) -> int:
 
 
 def cmd_stacks(args) -> int:
-    from neurondesk.core.stacks import verdict
     from neurondesk.sources.runs import RunNotFound, resolve_live_run
-    from neurondesk.sources.stacks import StacksUnavailable, gather_stacks, stacks_text
+    from neurondesk.sources.stacks import StacksUnavailable, stacks_report
 
-    try:
-        run_dir = resolve_live_run(args.run)
-        ranks = gather_stacks(run_dir, use_py_spy=not args.no_py_spy)
+    try:  # where Flight Recorder is on, the collective each rank is blocked in comes first
+        text, _ = stacks_report(resolve_live_run(args.run), use_py_spy=not args.no_py_spy)
     except (RunNotFound, StacksUnavailable) as exc:
         _die(str(exc))
-    sys.stdout.write(stacks_text(ranks) + f"neurondesk: {verdict(ranks)}\n")
+    sys.stdout.write(text)
     return 0

@@ -25,7 +25,10 @@ JOURNALS = Path(__file__).parent / "data" / "journals"
 
 SAMPLES: list[ev.Event] = [
     ev.RunStarted(t=1.0, run_id="r", command=["python", "t.py"], price_per_hour=1.34375, steps_requested=9),
-    ev.ProcessAttached(t=1.1, pid=7, ppid=1, rank=0, argv=["t.py"], torch_version="2.9.0"),
+    ev.ProcessAttached(t=1.1, pid=7, ppid=1, rank=0, argv=["t.py"], torch_version="2.9.0",
+                       flight_recorder={"TORCH_FR_BUFFER_SIZE": "2000"}),
+    ev.CollectiveBlocked(t=1.12, op="gloo:all_reduce", seq=412, group="default_pg", state="scheduled",
+                         shapes="Float [4]", ranks=[0, 2], never_entered=[1], last=[411], words="n: ..."),
     ev.ProcessFailed(t=1.15, pid=7, error="RuntimeError: boom", step=3, traceback=["Traceback ...", "RuntimeError: boom"]),
     ev.RankExited(t=1.16, rank=2, local_rank=0, exit_code=-9, pid=8, signal="SIGKILL", host="trn-01", root_cause=True),
     ev.DeviceSeen(t=1.2, pid=7, device_kind="xla-cpu", device_name="xla:0", precision="bf16"),

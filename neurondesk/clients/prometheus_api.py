@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from neurondesk.core.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
+from neurondesk.core.flight_recorder import BlockedCollective
 from neurondesk.core.node_health import SERIES, words_from_series
 
 KEY = ("job_id", "node", "run_id")
@@ -111,6 +112,9 @@ def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]
         # an info series changes its labels as the workers say who they are: the fresh one, else the last
         "job_info": f"max by (job_id, node, run_id, instance, job, node_rank, nodes, world_size, launcher) "
                     f"(neurondesk_job_info{sel})",
+        # present while the node's ranks are blocked in a collective (Flight Recorder): the fresh one only
+        "blocked": f"max by (job_id, node, run_id, op, seq, group, state, ranks, never_entered, last) "
+                   f"(neurondesk_blocked_collective_info{sel})",
         "job_info_last": last("neurondesk_job_info", ", instance, job, node_rank, nodes, world_size, launcher"),
     }
 
@@ -222,7 +226,8 @@ class FleetReader:
                         compile_graph=None if graph is None or not compiling else int(graph),
                         cache_hits=cache.get("hit"), cache_misses=cache.get("miss"),
                         finished=value("finished") == 1, failure=_failure(one("failure") or one("failure_last"), value("failure_t")),
-                        clock_skew_s=skew, health=health, **figures, **ints)
+                        clock_skew_s=skew, health=health, blocked_collective=_blocked(one("blocked")),
+                        **figures, **ints)
 
     @staticmethod
     def _ranks(samples: list[Sample]) -> list[RankRow]:
@@ -250,3 +255,16 @@ def _failure(info: Sample | None, t: float | None) -> NodeFailure | None:
     labels = info.labels
     return NodeFailure(t=t, rank=_int_label(labels, "rank"), what=labels.get("what", ""),
                        last_line=labels.get("last_line", ""), step=_int_label(labels, "step"))
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split(",") if n.isdigit() and len(n) <= 9)
+
+
+def _blocked(info: Sample | None) -> BlockedCollective | None:
+    if info is None or not info.labels.get("seq", "").isdigit():
+        return None
+    labels = info.labels
+    return BlockedCollective(op=labels.get("op", "?"), seq=int(labels["seq"][:12]), group=labels.get("group", ""),
+                             state=labels.get("state", ""), shapes="", ranks=_ints(labels.get("ranks", "")),
+                             never_entered=_ints(labels.get("never_entered", "")), last=_ints(labels.get("last", "")))

@@ -50,6 +50,7 @@ _RANKS = ("rank", "local_rank", "world_size")
 
 
 MAX_LAUNCH_VARS = 32  # the probe sends at most its LAUNCH_VARS
+MAX_FLIGHT_VARS = 8  # ... and its Flight Recorder variables (core/flight_recorder.ENV_VARS)
 MAX_BATCH = 100_000  # steps in one StepBatch (the probe sends a few thousand at most)
 
 
@@ -95,6 +96,10 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
     if len(launch) > MAX_LAUNCH_VARS or any(len(k) > 64 or len(v) > 128 for k, v in launch.items()):
         return f"launch_env holds {len(launch)} variable(s), or a name or value too long (at most " \
                f"{MAX_LAUNCH_VARS}, names of 64 and values of 128 characters)"
+    flight = value("flight_recorder") or {}
+    if len(flight) > MAX_FLIGHT_VARS or any(len(k) > 64 or len(v) > 256 for k, v in flight.items()):
+        return f"flight_recorder holds {len(flight)} variable(s), or a name or value too long (at most " \
+               f"{MAX_FLIGHT_VARS}, names of 64 and values of 256 characters)"
     return None
 
 

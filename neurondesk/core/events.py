@@ -59,6 +59,24 @@ class ProcessAttached(Event):
     local_rank: int | None = None
     world_size: int | None = None
     launch_env: dict[str, str] = field(default_factory=dict)  # the launcher's variables in this process
+    flight_recorder: dict[str, str] = field(default_factory=dict)  # its TORCH_FR_* / TORCH_NCCL_* variables
+
+
+@dataclass(frozen=True)
+class CollectiveBlocked(Event):
+    """The recorder read the node's Flight Recorder dumps when the run hung: the collective a
+    process group is blocked in (core/flight_recorder.py). Stands until a step ends after it."""
+
+    kind: ClassVar[str] = "collective_blocked"
+    op: str  # "gloo:all_reduce"
+    seq: int
+    group: str  # "default_pg"
+    state: str = ""
+    shapes: str = ""
+    ranks: list[int] = field(default_factory=list)  # blocked in it
+    never_entered: list[int] = field(default_factory=list)
+    last: list[int] = field(default_factory=list)  # the last collective each of never_entered entered
+    words: str = ""  # every group's words, as the hang notice says them
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from neurondesk.core.flight_recorder import BlockedCollective
+
 
 @dataclass(frozen=True)
 class NodeFailure:
@@ -90,6 +92,7 @@ class FleetRow:
     failure: NodeFailure | None = None
     clock_skew_s: float | None = None  # the node's clock minus Prometheus's, at the last scrape
     health: str | None = None  # core/node_health.py's words (EFA, NeuronLink, ECC, throttling); None: healthy
+    blocked_collective: BlockedCollective | None = None  # from its ranks' Flight Recorder dumps at a hang
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -69,7 +69,8 @@ class JobView:
 
     @property
     def healthy(self) -> bool:
-        return not (self.failed or self.stale or self.problems or self.blocked)
+        return not (self.failed or self.stale or self.problems or self.blocked
+                    or any(r.blocked_collective is not None and not r.stale for r in self.nodes))
 
 
 def _rows_of_job(read: FleetRead, job_id: str) -> list[FleetRow]:

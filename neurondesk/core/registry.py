@@ -19,6 +19,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.ProcessAttached,
     ev.ProcessFailed,
     ev.RankExited,
+    ev.CollectiveBlocked,
     ev.DeviceSeen,
     ev.WorkloadConfig,
     ev.RunFinished,

@@ -1,6 +1,8 @@
 """The series a job of many nodes is assembled from (core/job_view.py reads them back through
 Prometheus): who this node is in the job, each rank's steps and last step, the compile in progress
-(which graph, and what the cache said of the finished ones), and how the run ended."""
+(which graph, and what the cache said of the finished ones), how the run ended, and the collective
+its ranks are blocked in (Flight Recorder, read at a hang: recorder/flight_desk.py): one info series
+while blocked, none otherwise."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
+from neurondesk.core.flight_recorder import BlockedCollective, blocked_now
 from neurondesk.core.run_end import RunEnd, first_failure
 from neurondesk.core.state import RunState
 
@@ -22,6 +25,7 @@ class JobSeries:
     failure: RunEnd | None
     finished: bool
     exit_code: int | None
+    blocked: BlockedCollective | None = None
 
 
 def job_series(state: RunState, offset: float, compiling: bool) -> JobSeries:
@@ -31,7 +35,7 @@ def job_series(state: RunState, offset: float, compiling: bool) -> JobSeries:
             counts[c.cache] = counts.get(c.cache, 0) + 1
     return JobSeries(compile_graph=len(state.compiles) + 1 if compiling else None,
                      cache=tuple(sorted(counts.items())), failure=first_failure(state, offset),
-                     finished=state.finished, exit_code=state.exit_code)
+                     finished=state.finished, exit_code=state.exit_code, blocked=blocked_now(state))
 
 
 def job_families(s, ids: list[str]) -> Iterator[Metric]:
@@ -64,6 +68,20 @@ def job_families(s, ids: list[str]) -> Iterator[Metric]:
         cache.add_metric([*ids, result], n)
     yield cache
     yield from _end(j, ids)
+    yield _blocked(j.blocked, ids)
+
+
+def _blocked(b: BlockedCollective | None, ids: list[str]) -> Metric:
+    info = InfoMetricFamily("neurondesk_blocked_collective", "The collective this node's ranks are blocked in, "
+                            "from their Flight Recorder dumps at the hang (absent: none)", labels=LABELS)
+    if b is not None:
+        info.add_metric(ids, {"op": b.op[:64], "seq": str(b.seq), "group": b.group[:64], "state": b.state[:32],
+                              "ranks": _list(b.ranks), "never_entered": _list(b.never_entered), "last": _list(b.last)})
+    return info
+
+
+def _list(ns: tuple[int, ...]) -> str:
+    return ",".join(map(str, ns[:64]))
 
 
 def _end(j: JobSeries, ids: list[str]) -> Iterator[Metric]:

@@ -12,9 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import msgspec
+
 from neurondesk.core import events as ev
 from neurondesk.core.alert_rules import Alert, AlertRules, AlertSettings
 from neurondesk.core.checks import evaluate
+from neurondesk.recorder.flight_desk import Reading, say_hang_with_flight
 from neurondesk.recorder.notify_webhook import WebhookSender
 from neurondesk.recorder.options import RunOptions
 
@@ -25,7 +28,10 @@ CLOSE_WAIT_S = 6.0  # at the end of the run, queued alerts are tried this long a
 
 class AlertDesk:
     def __init__(self, options: RunOptions, run_id: str, record: Callable[[ev.Event], None],
-                 put: Callable[[ev.Event], None], stop_workload: Callable[[], None]) -> None:
+                 put: Callable[[ev.Event], None], stop_workload: Callable[[], None],
+                 flight: Callable[[object], Reading | None] | None = None) -> None:
+        """``flight(state)``: how to read the ranks' Flight Recorder dumps at a hang (flight_desk.py)."""
+        self.flight, self._put = flight, put
         self.rules = AlertRules(AlertSettings(compile_wall_s=options.notify_compile_s))
         self.every = bool(options.notify or options.notify_url)
         self.budget_stop = options.budget_stop
@@ -47,6 +53,11 @@ class AlertDesk:
         except Exception as exc:  # noqa: BLE001 - an alert rule never ends the recording
             return self._broken(now, exc)
         for alert in alerts:
+            read = self.flight(state) if alert.event == "hung" and self.flight is not None else None
+            if read is not None:  # the notice waits for the dumps, off this loop
+                say_hang_with_flight(alert.message, read, lambda words, blocked, a=alert: self._said_late(a, words,
+                                                                                                         blocked))
+                continue
             self._say(alert)
             if alert.event == "budget_reached" and self.budget_stop:
                 self._stop()
@@ -73,6 +84,14 @@ class AlertDesk:
     def close(self) -> None:
         if self.webhook is not None:
             self.webhook.close(CLOSE_WAIT_S)
+
+    def _said_late(self, alert: Alert, message: str, blocked: ev.CollectiveBlocked | None) -> None:
+        """From the Flight Recorder's thread: through the recorder's queue, never into its state."""
+        self._put(ev.Notice(t=alert.t, level=alert.level, source="alert", message=message))
+        if blocked is not None:
+            self._put(blocked)
+        if self.webhook is not None:
+            self.webhook.send(msgspec.structs.replace(alert, message=message))
 
     def _say(self, alert: Alert) -> None:
         if self.every or alert.event in ALWAYS:

@@ -33,6 +33,7 @@ from neurondesk.core.job import launch_env
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
+from neurondesk.recorder.flight_desk import flight_reading
 from neurondesk.recorder.intake import Intake
 from neurondesk.recorder.metrics_http import MetricsExporter, linger_metrics
 from neurondesk.recorder.notify import AlertDesk
@@ -87,7 +88,8 @@ class Recorder:
         self.metrics: MetricsExporter | None = None
         self.registration: Registration | None = None  # this run's entry among the live runs
         self.row_pending: tuple[Path, dict] | None = None  # (index, summary): the row a locked index refused
-        self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload)
+        self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload,
+                                flight=self._flight_reading)
         self.sinks = SinkDesk(options, self.queue.put)  # --tensorboard, --mlflow, --wandb: started by the loop
 
     # ------------------------------------------------------------------ start
@@ -214,6 +216,11 @@ class Recorder:
                                    stderr_tail=list(self.intake.stderr_tail),
                                    left_running=[ev.LeftProcess(p.pid, p.command) for p in item.left_running]))
         self.finish()
+
+    def _flight_reading(self, state):
+        """At a hang: how to read the ranks' Flight Recorder dumps (recorder/flight_desk.py)."""
+        env = os.environ if self.options.env is None else self.options.env
+        return flight_reading(state, self.workload.sock_dir if self.workload else None, dict(env))
 
     def _control(self, req: ControlRequest) -> None:
         if req.op == "export":

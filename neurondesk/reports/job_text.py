@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from neurondesk.core.fleet import FleetRow
 from neurondesk.core.job_view import JobView
 from neurondesk.reports.fmt import clock, num, pct, secs, usd
 
@@ -51,13 +52,35 @@ def failure_lines(v: JobView) -> list[str]:
         when = f" at {_at(f.t)}" if f.t is not None else ""
         last = f"; last stderr line: {f.last_line}" if f.last_line else ""
         out.append(f"failed first: {rank} on node {row.node}{when}{step}: {f.what}{last}")
+    stuck = [r for r in v.nodes if r.blocked_collective is not None and not r.stale]
+    which = "; ".join(_collective(r) for r in stuck)
     if v.blocked is not None:
-        out.append(f"{v.blocked.ranks} rank(s) blocked in a collective since {_at(v.blocked.since_t)} "
-                   "(no step since: waiting for the failed rank)")
+        why = f": {which}" if which else " (no step since: waiting for the failed rank)"
+        out.append(f"{v.blocked.ranks} rank(s) blocked in a collective since {_at(v.blocked.since_t)}{why}")
+    elif stuck:  # a hang with no failure: the ranks' Flight Recorder dumps say where
+        nodes = {r.node for r in stuck}
+        lasts = [k.last_step_t for k in v.ranks if k.node in nodes and k.last_step_t is not None]
+        since = f" since {_at(max(lasts))}" if lasts else ""
+        out.append(f"{sum(len(r.blocked_collective.ranks) for r in stuck)} rank(s) blocked in a collective{since}: "
+                   f"{which}")
     for r in v.stale:
         since = f" since {_at(r.last_update_t)}" if r.last_update_t is not None else ""
         out.append(f"node {r.node} stopped reporting{since} (STALE: its last values are shown)")
     return out
+
+
+def _ranks(ns: tuple[int, ...]) -> str:
+    return f"rank{'s' if len(ns) > 1 else ''} {', '.join(map(str, ns))}"
+
+
+def _collective(r: FleetRow) -> str:
+    """"gloo:all_reduce #412 of default_pg on trn-03 (ranks 0, 1); rank 5 never entered it (last: #411)"."""
+    b = r.blocked_collective
+    line = f"{b.op} #{b.seq} of {b.group} on {r.node}" + (f" ({_ranks(b.ranks)})" if b.ranks else "")
+    if b.never_entered:
+        lasts = ", ".join(f"#{n}" for n in sorted(set(b.last)))
+        line += f"; {_ranks(b.never_entered)} never entered it" + (f" (last: {lasts})" if lasts else "")
+    return line
 
 
 def figures_line(v: JobView) -> str:
@@ -104,6 +127,9 @@ def job_json(v: JobView) -> dict[str, Any]:
                                                 "step": failed[1].step, "t": failed[1].t},
         "blocked_ranks": v.blocked.ranks if v.blocked else 0,
         "blocked_since": v.blocked.since_t if v.blocked else None,
+        "blocked_collective": [{"node": r.node, "op": b.op, "seq": b.seq, "group": b.group, "state": b.state,
+                                "ranks": list(b.ranks), "never_entered": list(b.never_entered), "last": list(b.last)}
+                               for r in v.nodes if (b := r.blocked_collective) is not None and not r.stale],
         "stale_nodes": [r.node for r in v.stale],
         "usd_per_hour": v.figures.price_per_hour,
         "steady_samples_per_s": v.figures.samples_per_s,

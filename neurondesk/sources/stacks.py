@@ -5,6 +5,11 @@ ptrace: root, or kernel.yama.ptrace_scope 0, or CAP_SYS_PTRACE), else the dump t
 faulthandler writes on SIGUSR2 into the run's private folder (collectors/stacks.py). Nothing is
 ever written into the workload's streams. core/stacks.py reads the dumps and says which rank
 stands somewhere else than the others.
+
+Before them, where the ranks run with PyTorch's Flight Recorder on (their hellos say its variables, a
+probe serves its dump, or torch's watchdog left dump files): each rank's dump, read on request
+(collectors/flight_recorder.py), says which collective it is blocked in and which rank never
+entered it (core/flight_recorder.py); where it is off, a line says how to turn it on.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+from neurondesk.collectors.flight_recorder import NodeDumps, answers, node_dumps
 from neurondesk.collectors.stacks import request_stacks
+from neurondesk.core.flight_recorder import ENABLE_HINT, enabled, flight_env, rank_lines
 from neurondesk.core.stacks import RankStacks, parse_faulthandler, parse_py_spy
 from neurondesk.sources.replay import state_from_run_dir
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
@@ -60,24 +68,67 @@ def one_rank(pid: int, rank: int | None, private_dir: str | None, py_spy: str | 
     return RankStacks(rank, pid, "none", (), why)
 
 
-def gather_stacks(run_dir: Path, use_py_spy: bool = True) -> list[RankStacks]:
-    """Every live rank's stacks (a process that reports no step, when there is no rank)."""
-    run_dir = Path(run_dir)
+@dataclass(frozen=True)
+class FlightRead:
+    """The ranks' Flight Recorder dumps, as `stacks` read them."""
+
+    enabled: bool  # on in the ranks (their variables, a probe serving dumps, or dump files found)
+    dumps: NodeDumps
+    node: str
+
+
+def live_run(run_dir: Path):
+    """(the run's state, its private folder): a live run's, else StacksUnavailable."""
     if not recorder_alive(run_dir):
         raise StacksUnavailable(f"{run_dir} is not a live run (no recorder runs for it): stacks are read from "
                                 "the processes of a run that is still going")
     info = read_recorder_info(run_dir)
     private = os.path.dirname(info.control_socket) if info is not None else None
     state, _ = state_from_run_dir(run_dir)
+    return state, private
+
+
+def gather_flight(run_dir: Path, live=None) -> FlightRead:
+    """Every live rank's Flight Recorder dump (``live``: live_run's answer, when already read)."""
+    state, private = live or live_run(Path(run_dir))
+    targets = {pid: r.rank for pid, r in state.parts.ranks.ranks.items() if pid_running(pid)}
+    env = flight_env(state)
+    dumps = node_dumps(targets, private, env, since=state.started_t) if targets else NodeDumps()
+    on = enabled(env) or bool(private and answers(private)) or bool(dumps.records)
+    return FlightRead(on, dumps, state.parts.job.identity().node or "this node")
+
+
+def flight_text(fr: FlightRead) -> str:
+    """The Flight Recorder's lines, before the stacks; where it is off, how to turn it on."""
+    if not fr.enabled:
+        return f"neurondesk: {ENABLE_HINT}\n\n"
+    out = ["==== Flight Recorder (PyTorch's record of each rank's collectives) ===="]
+    out += rank_lines(fr.dumps.records)
+    out += [f"(skipped: {p})" for p in fr.dumps.problems]
+    words = fr.dumps.words(fr.node)
+    if words:
+        out.append(f"neurondesk: {words}")
+    elif fr.dumps.records:
+        out.append(f"neurondesk: Flight Recorder: no rank is blocked in a collective ({len(fr.dumps.records)} "
+                   "rank(s) read)")
+    else:
+        out.append("neurondesk: Flight Recorder is on, but no rank's dump could be read")
+    return "\n".join(out) + "\n\n"
+
+
+def gather_stacks(run_dir: Path, use_py_spy: bool = True, live=None) -> list[RankStacks]:
+    """Every live rank's stacks (a process that reports no step, when there is no rank)."""
+    state, private = live or live_run(Path(run_dir))
+    info = read_recorder_info(Path(run_dir))
     ranks = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
     if not ranks:
         ranks = {pid: None for pid in state.processes} or ({info.workload_pid: None} if info and info.workload_pid else {})
-    live = sorted((p for p in ranks if pid_running(p)), key=lambda p: (ranks[p] is None, ranks[p] or 0, p))
-    if not live:
+    alive = sorted((p for p in ranks if pid_running(p)), key=lambda p: (ranks[p] is None, ranks[p] or 0, p))
+    if not alive:
         raise StacksUnavailable(f"none of the run's processes is alive ({', '.join(map(str, ranks)) or 'none seen'})")
     py_spy = _find_py_spy() if use_py_spy else None
-    with ThreadPoolExecutor(max_workers=min(16, len(live))) as pool:
-        return list(pool.map(lambda p: one_rank(p, ranks[p], private, py_spy), live))
+    with ThreadPoolExecutor(max_workers=min(16, len(alive))) as pool:
+        return list(pool.map(lambda p: one_rank(p, ranks[p], private, py_spy), alive))
 
 
 def stacks_text(ranks: list[RankStacks]) -> str:
@@ -96,16 +147,26 @@ def stacks_text(ranks: list[RankStacks]) -> str:
     return "\n".join(out)
 
 
+def stacks_report(run_dir: Path, use_py_spy: bool = True) -> tuple[str, str]:
+    """(the Flight Recorder's lines, every rank's stacks and the verdict line; the verdict): what
+    `neurondesk stacks` prints and the console's `k` saves."""
+    from neurondesk.core.stacks import verdict
+
+    live = live_run(Path(run_dir))
+    flight = gather_flight(run_dir, live)  # first: the stacks' signals do not disturb the dumps
+    ranks = gather_stacks(run_dir, use_py_spy=use_py_spy, live=live)
+    words = verdict(ranks)
+    return flight_text(flight) + stacks_text(ranks) + f"neurondesk: {words}\n", words
+
+
 def save_stacks(run_dir: Path) -> tuple[str, Path]:
     """gather_stacks, written to stacks-YYYYmmdd-HHMMSS.txt in the run folder (0600, never through a
     link): (the verdict, the file)."""
     import time
 
-    from neurondesk.core.stacks import verdict
     from neurondesk.store.summary_files import write_atomic
 
-    ranks = gather_stacks(run_dir)
-    words = verdict(ranks)
+    text, words = stacks_report(run_dir)
     path = Path(run_dir) / time.strftime("stacks-%Y%m%d-%H%M%S.txt")
-    write_atomic(path, stacks_text(ranks) + f"neurondesk: {words}\n")
+    write_atomic(path, text)
     return words, path

@@ -16,12 +16,13 @@ class ProcessReducer:
         self.device_kind: str | None = None
         self.device_name: str | None = None
         self.precision: str | None = None
+        self.blocked: ev.CollectiveBlocked | None = None  # the latest; core/flight_recorder.blocked_now reads it
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         # "step" is also the StepReducer's; this one runs first, so a step knows its lead
         return {"process_attached": self.on_process_attached, "device_seen": self.on_device_seen,
                 "step": self.on_step, "steps": self.on_step,  # a StepBatch: only its pid is read here
-                "probe_dropped": self.on_probe_dropped}
+                "probe_dropped": self.on_probe_dropped, "collective_blocked": self.on_collective_blocked}
 
     @property
     def world(self) -> int:
@@ -29,6 +30,9 @@ class ProcessReducer:
 
     def on_process_attached(self, e: ev.ProcessAttached) -> None:
         self.processes[e.pid] = e
+
+    def on_collective_blocked(self, e: ev.CollectiveBlocked) -> None:
+        self.blocked = e
 
     def on_device_seen(self, e: ev.DeviceSeen) -> None:
         if self.device_kind is None or self.lead_pid is None or e.pid == self.lead_pid:

@@ -18,6 +18,7 @@ with a module of theirs). Its parts, each a class the Probe below holds:
   values.ValueReads     Tensor value reads under XLA -> value-access executions
   dynamo.DynamoHooks    torch._dynamo.callback, torch._logging -> torch.compile compiles, logs
   collective.CollectiveHooks  torch.distributed's collectives -> the step's collective phase
+  flight                Flight Recorder dumps on request, through a FIFO (where TORCH_FR_BUFFER_SIZE is set)
   finder.PostImportFinder  applies each patch right after its module was imported by the user
   lifelines             files in the run's private folder that outlive the process: its step
                         count in shared memory, its threads' stacks on SIGUSR2
@@ -46,6 +47,7 @@ from .collective import CollectiveHooks
 from .devices import Devices
 from .dynamo import DynamoHooks
 from .finder import PostImportFinder
+from .flight import flight_env
 from .forward import ForwardWatch
 from .lifelines import register_stack_dump
 from .loader import LoaderHooks
@@ -170,6 +172,7 @@ class Probe:
                 "rank": rank, "local_rank": int(local) if local.isdigit() else None,
                 "world_size": int(world) if world.isdigit() else None,
                 "launch_env": {k: os.environ[k][:128] for k in LAUNCH_VARS if k in os.environ},
+                "flight_recorder": flight_env(),
                 "python": sys.executable, "argv": list(sys.argv),
                 "torch_version": getattr(torch, "__version__", None),
                 "torch_xla_version": getattr(txla, "__version__", None)}

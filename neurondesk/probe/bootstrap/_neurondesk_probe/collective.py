@@ -1,6 +1,7 @@
 """torch.distributed's collectives called from Python (all_reduce, barrier, broadcast ...): the
 time the training thread spends in them is the step's collective phase. DDP's gradient
-all-reduce runs in its C++ reducer, overlapped with the backward: it shows in the backward."""
+all-reduce runs in its C++ reducer, overlapped with the backward: it shows in the backward. Where
+Flight Recorder is on, the module's import also starts its dump on request (flight.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 from time import perf_counter
 
 from . import _state
+from .flight import start_dump_server
 
 NAMES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all",
          "all_to_all_single", "barrier", "broadcast", "broadcast_object_list", "gather", "reduce",
@@ -17,6 +19,7 @@ NAMES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_objec
 class CollectiveHooks:
     def __init__(self, probe) -> None:
         self.probe = probe
+        self.dump_server = False
 
     def patch_c10d(self, module) -> None:
         """Wraps each function in torch.distributed.distributed_c10d right after it ran, so that
@@ -25,6 +28,8 @@ class CollectiveHooks:
             real = getattr(module, name, None)
             if callable(real) and not getattr(real, "_neurondesk", False):
                 setattr(module, name, self._wrap(real))
+        if not self.dump_server:  # where Flight Recorder is on: its dump on request (flight.py)
+            self.dump_server = start_dump_server(self.probe.private_dir, self.probe.pid)
 
     def _wrap(self, real):
         probe = self.probe
