@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from neurondesk.core.fleet import FleetRow
+from neurondesk.core.job_figures import JobFigures
 from neurondesk.core.job_view import JobView
 from neurondesk.reports.fmt import clock, num, pct, secs, usd
 
@@ -18,10 +19,11 @@ def _at(t: float) -> str:
 
 
 def slow_line(v: JobView) -> str | None:
-    s = v.slowest
-    if s is None:
-        return None
-    ranks = len(v.ranks)
+    return None if v.slowest is None else slow_words(v.slowest, len(v.ranks))
+
+
+def slow_words(s, ranks: int) -> str:
+    """``s``: a slow rank (core/job_view.SlowRank, or the job summary's): the culprit and its victims."""
     return (f"node {s.node} (rank {s.rank}) is {s.slower:.0%} slower than the job's median before the sync "
             f"({secs(s.presync_s, 2)} vs {secs(s.median_presync_s, 2)} of a {secs(s.step_time_s, 2)} step); "
             f"the other {ranks - 1} rank(s) wait for it")
@@ -84,9 +86,12 @@ def _collective(r: FleetRow) -> str:
 
 
 def figures_line(v: JobView) -> str:
-    f = v.figures
+    return figures_words(v.figures, len(v.ranks))
+
+
+def figures_words(f: JobFigures, ranks: int) -> str:
     priced = "" if f.priced_nodes == f.nodes else f" ({f.priced_nodes} of {f.nodes} nodes priced)"
-    return (f"{f.nodes} node(s), {len(v.ranks)} rank(s) · {usd(f.price_per_hour)}/hour{priced} · "
+    return (f"{f.nodes} node(s), {ranks} rank(s) · {usd(f.price_per_hour)}/hour{priced} · "
             f"cost so far {usd(f.total_usd)} · steady {num(f.samples_per_s, 1)} samples/s · "
             f"$/1k steps steady {usd(f.per_1k_steps_steady_usd)} · compile {pct(f.compile_share)} of the wall "
             f"({secs(f.compile_wall_s, 0)}, others waited {secs(f.compile_wait_s, 0)})")
