@@ -60,9 +60,10 @@ def e(x) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def render(runs: list[ReportRun], comparison: dict | None = None) -> str:
-    title = "neurondesk report: " + ", ".join(r.summary.run_id or "?" for r in runs)
-    body = [f"<header><h1>{e(title)}</h1></header><main>"]
+def render(runs: list[ReportRun], comparison: dict | None = None, title: str | None = None, lead: str = "") -> str:
+    """``title`` and ``lead`` (HTML, before the runs): a job's report (reports/job_html.py)."""
+    title = title or "neurondesk report: " + ", ".join(r.summary.run_id or "?" for r in runs)
+    body = [f"<header><h1>{e(title)}</h1></header><main>", lead]
     if comparison is not None:
         body.append(_compare(comparison))
     for i, run in enumerate(runs):
