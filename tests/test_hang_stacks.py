@@ -1,17 +1,22 @@
 """Stacks of a hung job: the dumps read and compared (tests/data/stacks: a real 2-rank gloo job's),
-and a real 2-rank torchrun job over gloo whose rank 1 sleeps before its step while rank 0 waits in
-the backward's all-reduce: the recorder says it hung, `neurondesk stacks` names rank 1 (through
-py-spy and through the probe's faulthandler dump), and its export is a valid trace of both ranks."""
+and a real 2-rank torchrun job over gloo, with PyTorch's Flight Recorder on, whose rank 1 sleeps
+before its step while rank 0 waits in the backward's all-reduce: the recorder says it hung and names
+the collective, `neurondesk stacks` says which collective rank 0 is blocked in and that rank 1 never
+entered it, then names rank 1 (through py-spy and through the probe's faulthandler dump); the node's
+series carries the collective while blocked (a real Prometheus, read back as the job's blocked
+line) and not after; its export is a valid trace of both ranks."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import REPO, base_env, wait_until
+from prometheus_harness import Prometheus, binaries, free_port, http_get, require_prometheus
 from test_ranks import TORCHRUN, WORKLOADS
 from test_trace_export import check_trace_format
 
@@ -86,10 +91,23 @@ def alerts(run_dir: Path) -> list[str]:
     return [e["message"] for e in map(json.loads, filter(None, lines)) if e["kind"] == "notice" and e.get("source") == "alert"]
 
 
+def blocked_series(port: int) -> list[str]:
+    return [line for line in http_get(f"http://127.0.0.1:{port}/metrics")[1].splitlines()
+            if line.startswith("neurondesk_blocked_collective_info{")]
+
+
 def test_a_real_two_rank_gloo_job_hung_on_rank_1(tmp_path):
-    env = base_env(tmp_path)
-    run_dir = tmp_path / "run"
+    from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI
+    from neurondesk.core.job_view import job_view
+    from neurondesk.reports.job_text import job_json
+
+    env = base_env(tmp_path) | {"TORCH_FR_BUFFER_SIZE": "64"}  # Flight Recorder on in the ranks
+    run_dir, port = tmp_path / "run", free_port()
+    prom = Prometheus(tmp_path / "prom") if binaries() else None
+    if prom is not None:
+        prom.set_targets({f"127.0.0.1:{port}": "trn-07"})
     start = subprocess.run([*ND, "run", "--detach", "--run-dir", str(run_dir), "--price-per-hour", "1", "--hang-after", "3",
+                            "--metrics-addr", str(port), "--job", "job-fr", "--node", "trn-07", "--metrics-grace", "10",
                             "--", *TORCHRUN, "--standalone", "--nproc_per_node", "2", str(WORKLOADS / "train.py"),
                             "--preset", "demo", "--device", "cpu", "--steps", "12", "--hang-at-step", "8",
                             "--hang-rank", "1", "--hang-s", "120"],
@@ -101,14 +119,38 @@ def test_a_real_two_rank_gloo_job_hung_on_rank_1(tmp_path):
     try:
         hung = wait_until(lambda: [m for m in alerts(run_dir) if m.startswith("hung at step")], 150, "the hang notice")
         assert hung[0].startswith("hung at step 7 for")
+        m = re.search(r"Flight Recorder: trn-07: rank 0 blocked in collective #(\d+) gloo:all_reduce \(Float \[\d+\]\) "
+                      r"of default_pg; rank 1 never reached it \(last: #(\d+)\)$", hung[0])
+        assert m and int(m.group(2)) == int(m.group(1)) - 1, hung[0]
+        seq = int(m.group(1))
         for flags, source in (([], "py-spy" if py_spy_may_attach() else "faulthandler"), (["--no-py-spy"], "faulthandler")):
             p = subprocess.run([*ND, "stacks", str(run_dir), *flags], capture_output=True, text=True, env=env,
                                cwd=REPO, timeout=120)
             assert p.returncode == 0, p.stderr
-            assert p.stdout.count(f"), from {source} ====") == 2, p.stdout[-3000:]
+            flight, stacks = p.stdout.split("\n==== rank 0 (pid", 1)  # the Flight Recorder comes first
+            assert re.search(rf"^rank 0: blocked in gloo:all_reduce #{seq} \(Float \[\d+\]\) of default_pg \(state "
+                             rf"scheduled, entered #{seq}, completed #{seq - 1}\)$", flight, re.M), flight
+            assert f"\nrank 1: never entered gloo:all_reduce #{seq} of default_pg (its last: #{seq - 1}, " in flight
+            assert f"rank 1 never reached it (last: #{seq - 1})" in flight.strip().splitlines()[-1]
+            assert stacks.count(f"), from {source} ====") == 2, p.stdout[-3000:]
             last = p.stdout.strip().splitlines()[-1]
             assert last.startswith(f"neurondesk: rank 1 stands at main at train.py:{SLEEP_LINE}, while the other "
                                    "rank waits at "), last
+        series = wait_until(lambda: blocked_series(port), 30, "the blocked collective's series")
+        assert len(series) == 1 and f'seq="{seq}"' in series[0] and 'op="gloo:all_reduce"' in series[0], series
+        assert 'never_entered="1"' in series[0] and 'ranks="0"' in series[0] and series[0].endswith(" 1.0"), series
+        if prom is not None:  # read back as the job view reads it
+            reader = FleetReader(PrometheusAPI(prom.url), job="job-fr")
+            read = wait_until(lambda: (r := reader.read()).rows and r.rows[0].blocked_collective and r, 60,
+                              "Prometheus to hold the blocked collective")
+            out = job_json(job_view(read, "job-fr"))
+            assert out["blocked_collective"][0] | {"state": "?"} == {
+                "node": "trn-07", "op": "gloo:all_reduce", "seq": seq, "group": "default_pg", "state": "?",
+                "ranks": [0], "never_entered": [1], "last": [seq - 1]}
+            assert any(line.startswith("1 rank(s) blocked in a collective since ") and line.endswith(
+                f": gloo:all_reduce #{seq} of default_pg on trn-07 (rank 0); rank 1 never entered it (last: #{seq - 1})")
+                for line in out["lines"]), out["lines"]
+            assert not out["healthy"]
     finally:
         from neurondesk.sources.control_client import ControlError, request
 
@@ -118,7 +160,16 @@ def test_a_real_two_rank_gloo_job_hung_on_rank_1(tmp_path):
             pass
         wait_until(lambda: (run_dir / "summary.json").exists(), 60, "the run to end")
         _, attached = viewer.communicate(timeout=60)
+        try:
+            after = blocked_series(port)  # the run has ended: no longer blocked (the grace period serves it)
+        except OSError:
+            after = None
+        if prom is not None:
+            prom.stop()
+    assert after == [], after
     assert f"neurondesk: alert: {hung[0]}" in attached
+    if prom is None:
+        require_prometheus()  # the job view's part needs the real Prometheus: skipped with the reason, or failed in CI
     doc = json.loads(subprocess.run([*ND, "export", str(run_dir), "-o", "-"], capture_output=True, text=True,
                                     cwd=REPO, env=env, timeout=120, check=True).stdout)
     events = check_trace_format(doc)

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from neurondesk.core.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow
+from neurondesk.core.flight_recorder import BlockedCollective
 from neurondesk.core.job_view import job_view, pick_job
 from neurondesk.reports.job_text import job_json, job_lines
 
@@ -93,6 +94,44 @@ def test_the_first_failure_is_told_across_clocks_and_the_rest_blocked_since():
     assert any(line.startswith("failed first: rank 5 on node trn-2") and "SIGKILL" in line and "Killed" in line
                for line in out["lines"])
     assert any("clock is 30 s behind Prometheus's" in p for p in out["problems"])
+
+
+def at(t: float) -> str:
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def test_a_hang_names_the_blocked_collective_per_node_and_the_rank_that_never_entered_it():
+    """No failure, a hang: the node's Flight Recorder series (FleetRow.blocked_collective) make the line."""
+    stuck = BlockedCollective(op="nccl:all_reduce", seq=412, group="default_pg", state="started", shapes="",
+                              ranks=(4,), never_entered=(5,), last=(411,))
+    rows = [*NODES[:2], dataclasses.replace(NODES[2], blocked_collective=stuck), NODES[3]]
+    ranks = [*[r for i in (0, 1, 3) for r in ranks_of(f"trn-{i}", 2 * i, 0.1, last_t=NOW - 300)],
+             *ranks_of("trn-2", 4, 0.1, last_t=NOW - 301)]
+    out = job(rows, ranks)
+    assert not out["healthy"] and out["failed_node"] is None
+    assert (f"1 rank(s) blocked in a collective since {at(NOW - 301)}: nccl:all_reduce #412 of default_pg on trn-2 "
+            "(rank 4); rank 5 never entered it (last: #411)") in out["lines"]
+    assert not any(line.startswith("healthy") for line in out["lines"])
+    assert out["blocked_collective"] == [{"node": "trn-2", "op": "nccl:all_reduce", "seq": 412, "group": "default_pg",
+                                          "state": "started", "ranks": [4], "never_entered": [5], "last": [411]}]
+    assert job(NODES, ranks)["blocked_collective"] == []  # no node reports one: none said
+
+
+def test_after_a_failure_the_blocked_ranks_line_names_their_collective():
+    killed = NodeFailure(t=NOW - 60, rank=5, what="SIGKILL", last_line="", step=480)
+    stuck = BlockedCollective(op="gloo:all_reduce", seq=9, group="default_pg", state="scheduled", shapes="",
+                              ranks=(0, 1), never_entered=(), last=())
+    rows = [dataclasses.replace(NODES[0], blocked_collective=stuck), NODES[1],
+            dataclasses.replace(NODES[2], failure=killed, finished=True, exit_code=1), NODES[3]]
+    ranks = [*ranks_of("trn-0", 0, 0.1, last_t=NOW - 62), *ranks_of("trn-1", 2, 0.1, last_t=NOW - 62),
+             *ranks_of("trn-2", 4, 0.1, last_t=NOW - 61), *ranks_of("trn-3", 6, 0.1, last_t=NOW - 62)]
+    lines = job(rows, ranks)["lines"]
+    assert (f"6 rank(s) blocked in a collective since {at(NOW - 62)}: gloo:all_reduce #9 of default_pg on trn-0 "
+            "(ranks 0, 1)") in lines
+    stale = [dataclasses.replace(r, stale=True, last_update_t=NOW - 120) if r.node == "trn-0" else r for r in rows]
+    assert not any("gloo:all_reduce" in line for line in job(stale, ranks)["lines"])  # a silent node's: not said
 
 
 def test_a_node_that_went_silent_is_stale_and_the_job_not_healthy():
