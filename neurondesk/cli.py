@@ -573,13 +573,16 @@ def build_parser() -> argparse.ArgumentParser:
     from neurondesk.cli_share import add_parsers as add_share_parsers
 
     add_share_parsers(sub)  # export, report, stacks
+    from neurondesk.cli_job import add_parsers as add_job_parsers
+
+    add_job_parsers(sub)  # job summary, job report, job export
     return p
 
 
 # Commands that print reports: all they write (stdout and stderr) goes through safe_text.CleanStream.
 # run, demo, attach and replay draw a console or a status line; they make their own text safe.
 REPORT_COMMANDS = frozenset({"summary", "advise", "compare", "history", "reindex", "prices", "ls", "devices",
-                             "doctor", "lint", "export", "report", "stacks"})
+                             "doctor", "lint", "export", "report", "stacks", "job"})
 
 
 def _reports_cleaned(args) -> bool:

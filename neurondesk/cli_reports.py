@@ -62,26 +62,55 @@ def resolve_run(text: str) -> Path:
 def cmd_compare(args) -> int:
     from neurondesk.core.compare import choose_target, compare
     from neurondesk.reports.compare_writer import WRITERS
-    from neurondesk.sources.replay import summary_from_run_dir
 
     if len(args.runs) < 2:
         _die("compare needs at least two runs: neurondesk compare RUN_A RUN_B [...]")
-    dirs = [resolve_run(r) for r in args.runs]
-    summaries = []
-    for d in dirs:
-        try:
-            s, problems = summary_from_run_dir(d)
-        except (OSError, ValueError) as exc:
-            _die(str(exc))
-        for p in problems[:3]:
-            sys.stderr.write(f"neurondesk: {d}/events.jsonl line {p.line}: {p.error} (skipped)\n")
-        summaries.append(s)
+    sources = [_compare_source(r) for r in args.runs]
+    summaries = [_compared_summary(kind, where, None) for kind, where in sources]
     target, _ = choose_target(summaries, args.target_loss)
     if target is not None:  # reduce every run again as if it had been started with this target
-        summaries = [s if s["loss"]["target"] == target else summary_from_run_dir(d, target)[0]
-                     for s, d in zip(summaries, dirs, strict=True)]
+        summaries = [s if s["loss"]["target"] == target or kind == "job file" else _compared_summary(kind, where, target)
+                     for s, (kind, where) in zip(summaries, sources, strict=True)]
     sys.stdout.write(WRITERS[args.format](compare(summaries, args.target_loss)))
     return 0
+
+
+def _compare_source(text: str) -> tuple[str, Path]:
+    """("run", its folder), ("job folder", a folder of a job's run folders) or ("job file", a job summary's JSON)."""
+    from neurondesk.store.rundir import EVENTS_FILE
+
+    path = Path(text)
+    if path.is_file():
+        return "job file", path
+    if path.is_dir() and not (path / EVENTS_FILE).exists() and any(
+            (d / EVENTS_FILE).is_file() for d in path.iterdir() if d.is_dir() and not d.is_symlink()):
+        return "job folder", path
+    return "run", resolve_run(text)
+
+
+def _compared_summary(kind: str, where: Path, target: float | None) -> dict:
+    """A run's summary, or a job's in the shape of one (core/job_summary.as_run_summary)."""
+    from neurondesk.core.job_summary import JobSummaryError, as_run_summary, job_summary, load_job_summary
+    from neurondesk.sources.job_runs import JobRunsError, gather
+    from neurondesk.sources.replay import summary_from_run_dir
+    from neurondesk.store.input_files import read_regular
+
+    try:
+        if kind == "job file":
+            return as_run_summary(load_job_summary(read_regular(where, "a job summary", 64 << 20)))
+        if kind == "job folder":
+            runs = gather([where], target_loss=target)
+            for note in runs.notes:
+                sys.stderr.write(f"neurondesk: {note}\n")
+            return as_run_summary(job_summary(runs.runs))
+        s, problems = summary_from_run_dir(where, target)
+    except JobSummaryError as exc:
+        _die(f"{where}: {exc}")
+    except (OSError, ValueError) as exc:  # JobRunsError is a ValueError: its message names the folder
+        _die(str(exc) if isinstance(exc, JobRunsError) else f"{where}: {exc}")
+    for p in problems[:3]:
+        sys.stderr.write(f"neurondesk: {where}/events.jsonl line {p.line}: {p.error} (skipped)\n")
+    return s
 
 
 # ---------------------------------------------------------------------- history / cost board
@@ -311,7 +340,9 @@ def cmd_prices(args) -> int:
 
 def add_parsers(sub) -> None:
     cmp_ = sub.add_parser("compare", help="runs side by side: throughput, compile, cost, MFU, verdict")
-    cmp_.add_argument("runs", nargs="+", metavar="RUN", help="run folders or run ids (two or more)")
+    cmp_.add_argument("runs", nargs="+", metavar="RUN",
+                      help="run folders or run ids (two or more); a job: a folder of its nodes' run folders, or "
+                           "its `neurondesk job summary --format json` file")
     cmp_.add_argument("--target-loss", type=float, help="compare steps, time and cost to this loss")
     cmp_.add_argument("--format", choices=("md", "json", "csv"), default="md")
     cmp_.set_defaults(fn=cmd_compare)

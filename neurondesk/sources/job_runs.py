@@ -1,0 +1,119 @@
+"""The run folders of one job, gathered and reduced for the job summary (core/job_summary.py).
+
+Each argument is a run folder (holding events.jsonl) or a folder of run folders (the nodes' folders
+copied to one place, or a job's folder on shared storage: its direct children are looked at). Every run
+is reduced from its journal, as `neurondesk summary` does. The runs must be one job's: runs of
+different job ids are refused unless ``job`` names the one to take (the others are then left out, and
+said), and one node given twice (two runs of the same node of the job) is refused: a job's data is never
+mixed with another run's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from neurondesk.core.job_summary import NodeRun
+from neurondesk.core.run_end import first_failure
+from neurondesk.core.summary import run_summary
+from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.store.rundir import EVENTS_FILE
+
+MAX_RUNS = 4096  # folders of one job: far more nodes than a job has
+
+
+class JobRunsError(ValueError):
+    """The folders given are not one job's runs; the message says what to give instead."""
+
+
+@dataclass
+class JobRuns:
+    job_id: str
+    runs: list[NodeRun]
+    states: list = field(default_factory=list)  # each run's reduced RunState, with keep_states
+    notes: list[str] = field(default_factory=list)  # what was skipped or left out, one line each
+
+
+def run_folders(args: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for a in args:
+        if (a / EVENTS_FILE).is_file():
+            out.append(a)
+        elif a.is_dir():
+            found = sorted(d for d in a.iterdir() if d.is_dir() and not d.is_symlink() and (d / EVENTS_FILE).is_file())
+            if not found:
+                raise JobRunsError(f"{a} holds no run folder (no events.jsonl in it nor in its folders): give each "
+                                   "node's run folder, or the folder they were copied to")
+            out += found
+        else:
+            raise JobRunsError(f"{a} is no folder: give each node's run folder, or the folder they were copied to")
+        if len(out) > MAX_RUNS:
+            raise JobRunsError(f"more than {MAX_RUNS} run folders given: give one job's folders")
+    seen, unique = set(), []
+    for d in out:  # a folder named twice (itself and its parent) is one run
+        key = d.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(d)
+    return unique
+
+
+def gather(args: list[Path], job: str | None = None, target_loss: float | None = None,
+           keep_states: bool = False) -> JobRuns:
+    """``keep_states``: keep each run's reduced state (the trace export draws from them)."""
+    folders = run_folders(args)
+    notes: list[str] = []
+    reduced = []
+    for d in folders:
+        try:
+            state, problems = state_from_run_dir(d, target_loss, notes=[])
+        except (OSError, ValueError) as exc:
+            raise JobRunsError(f"{d}: {exc}") from exc
+        if problems:
+            notes.append(f"{d}/events.jsonl: {len(problems)} unreadable line(s) skipped (first: line "
+                         f"{problems[0].line}: {problems[0].error})")
+        summary = run_summary(state)
+        reduced.append((d, state, summary))
+    by_job: dict[str, list] = {}
+    for item in reduced:
+        by_job.setdefault(item[2].job.job_id if item[2].job else "", []).append(item)
+    chosen = _choose(by_job, job, notes)
+    items = by_job[chosen]
+    _refuse_twice(items)
+    if chosen == "" and len(items) > 1:
+        notes.append("these runs name no job id (no --job, no torchrun --rdzv-id, no SLURM job): merged because "
+                     "they were given together; give `--job ID` to each node's `neurondesk run` next time")
+    runs = [NodeRun(run_dir=str(d), summary=s, end=first_failure(state), started_t=state.started_t)
+            for d, state, s in items]
+    return JobRuns(job_id=chosen, runs=runs, states=[state for _, state, _ in items] if keep_states else [], notes=notes)
+
+
+def _choose(by_job: dict[str, list], job: str | None, notes: list[str]) -> str:
+    if job is not None:
+        if job not in by_job:
+            have = ", ".join(repr(j) for j in sorted(by_job))
+            raise JobRunsError(f"no run of job {job!r} among the folders given (they are of: {have})")
+        for other, items in sorted(by_job.items()):
+            if other != job:
+                notes.append(f"left out {len(items)} run(s) of job {other!r}: "
+                             + ", ".join(str(d) for d, _, _ in items[:5]))
+        return job
+    if len(by_job) > 1:
+        groups = "; ".join(f"job {j!r}: " + ", ".join(str(d) for d, _, _ in items[:3])
+                           + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+                           for j, items in sorted(by_job.items()))
+        raise JobRunsError(f"these runs belong to {len(by_job)} jobs ({groups}): a job summary merges one job; "
+                           "give one job's folders, or --job ID")
+    return next(iter(by_job))
+
+
+def _refuse_twice(items: list) -> None:
+    by_node: dict[str, list] = {}
+    for d, _, s in items:
+        by_node.setdefault(s.job.node if s.job else (s.run_id or str(d)), []).append((d, s))
+    for node, same in sorted(by_node.items()):
+        if len(same) > 1:
+            where = ", ".join(f"{d} (run {s.run_id}, started {s.started_at or '?'})" for d, s in same)
+            raise JobRunsError(f"node {node!r} has {len(same)} runs among the folders given ({where}): a job summary "
+                               "takes one run a node; give the one you mean (a node restarted? each attempt is a run "
+                               "of its own)")
