@@ -21,9 +21,14 @@ def add_alert_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("alerts and budget (docs/export-report-alerts.md)")
     g.add_argument("--notify", action="store_true",
                    help="ring the terminal (bell, OSC 777 / OSC 9 desktop notification) on each alert")
+    g.add_argument("--notify-url-file", metavar="PATH", type=Path,
+                   help="POST each alert as JSON (with a Slack-compatible 'text') to the URL in this file (one "
+                        "line; a file of yours with mode 0600, never a link); the environment variable "
+                        "NEURONDESK_NOTIFY_URL works too. The URL is never written to any log or passed to the "
+                        "workload")
     g.add_argument("--notify-url", metavar="URL",
-                   help="POST each alert as JSON (with a Slack-compatible 'text') to this URL; its query string "
-                        "is never written to any log")
+                   help="the same with the URL on the command line, where every user of the machine reads it "
+                        "(ps) for the whole run: use --notify-url-file or NEURONDESK_NOTIFY_URL instead")
     g.add_argument("--notify-compile-s", type=_number(0, MAX_SECONDS), default=60.0, metavar="S",
                    help="alert when a compile longer than S seconds ends (default 60)")
     g.add_argument("--budget-usd", type=_number(0.01, MAX_PRICE_PER_HOUR * 366 * 24), metavar="X",
@@ -35,15 +40,42 @@ def add_alert_options(p: argparse.ArgumentParser) -> None:
                         "(default: max(10 x the steady median step, 5 min))")
 
 
+def notify_url(args, env=None) -> str | None:
+    """The webhook URL: from --notify-url-file, else NEURONDESK_NOTIFY_URL, else --notify-url (said
+    once on stderr: a command line is everyone's to read). A refused file or a bad URL ends here."""
+    import os
+
+    from neurondesk.recorder.notify_webhook import check_url
+    from neurondesk.store.secret_inputs import NOTIFY_URL_ENV, SecretRefused, read_secret_file
+
+    env = os.environ if env is None else env
+    given, path = getattr(args, "notify_url", None), getattr(args, "notify_url_file", None)
+    if given and path is not None:
+        _die("give the webhook URL one way: --notify-url-file PATH (or NEURONDESK_NOTIFY_URL), not with --notify-url too")
+    if path is not None:
+        try:
+            url, what = read_secret_file(path), f"--notify-url-file {path}"
+        except SecretRefused as exc:
+            _die(str(exc))
+    elif given:
+        url, what = given, "--notify-url"
+        sys.stderr.write("neurondesk: warning: --notify-url puts the webhook URL (and the token in it) on the command "
+                         "line, where every user of this machine reads it (ps, /proc/PID/cmdline) for the whole run; "
+                         "put it in a file only you can read (chmod 600) and give --notify-url-file PATH, or set "
+                         f"{NOTIFY_URL_ENV}\n")
+    else:
+        url, what = env.get(NOTIFY_URL_ENV, "").strip(), NOTIFY_URL_ENV
+    if not url:
+        return None
+    why = check_url(url, what)
+    if why:
+        _die(why)
+    return url
+
+
 def alert_options(args) -> dict:
     """RunOptions fields from the alert options (a bad URL or --budget-stop alone ends here)."""
-    from neurondesk.recorder.notify_webhook import check_url
-
-    url = getattr(args, "notify_url", None)
-    if url:
-        why = check_url(url)
-        if why:
-            _die(why)
+    url = notify_url(args)
     if getattr(args, "budget_stop", False) and getattr(args, "budget_usd", None) is None:
         _die("--budget-stop needs --budget-usd X (the budget to stop at)")
     return {"notify": bool(getattr(args, "notify", False)), "notify_url": url or None,

@@ -82,7 +82,8 @@ def test_a_500_is_retried_with_backoff_then_said_once_without_the_query(said):
     assert len(hook.bodies) == 6  # each alert: the first try and 2 retries
     assert sender.failed == 2 and sender.sent == 0
     assert len(said) == 1 and "HTTP 500" in said[0]  # once, not per alert
-    assert SECRET not in said[0] and "s3cr3t" not in said[0] and "/hook" in said[0]  # ... but never written
+    assert SECRET not in said[0] and "s3cr3t" not in said[0] and "/hook" not in said[0]  # ... but never written
+    assert "http://127.0.0.1:" in said[0]  # the host is said: which webhook fails
 
 
 def test_a_4xx_is_not_retried(said):
@@ -115,6 +116,12 @@ def test_a_server_that_never_answers_times_out_and_send_never_waits(said):
 
 def test_urls_redacted_and_checked():
     assert redact("https://user:pw@hooks.example.com:8443/services/T/B?token=x#f") == \
-        "https://hooks.example.com:8443/services/T/B"
+        "https://hooks.example.com:8443/…"
+    # Slack and Discord put the token in the path: it is never written either (issue 34 item 3)
+    assert redact("https://hooks.slack.com/services/T000/B000/XXXXsecret") == "https://hooks.slack.com/…"
+    assert "secret" not in redact("hooks.slack.com/services/T/B/secret")  # no scheme: all of it is a path
+    assert redact("https://hooks.example.com") == "https://hooks.example.com"
+    assert "secret" not in (check_url("hooks.slack.com/services/T/B/secret", "NEURONDESK_NOTIFY_URL") or "")
+    assert check_url("x", "NEURONDESK_NOTIFY_URL").startswith("NEURONDESK_NOTIFY_URL: ")
     assert check_url("ftp://x/y") is not None and check_url("https://hooks.example.com/x?y=1") is None
     assert "y=1" not in (check_url("file:///etc?y=1") or "")

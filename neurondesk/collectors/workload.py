@@ -37,6 +37,7 @@ from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice, ParseProblem
 from neurondesk.store.input_files import bounded_lines
 from neurondesk.store.liveness import pid_running
+from neurondesk.store.secret_inputs import without_secrets
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
 RELAY_END_WAIT_S = 5.0  # after the exit, for the relay to store the last output and end ...
@@ -91,8 +92,8 @@ def user_debug_notice(base: dict[str, str]) -> str | None:
 
 
 def probe_environment(base: dict[str, str], socket_path: str, tag: str | None = None) -> dict[str, str]:
-    """The workload's environment: the user's, plus what the probe needs."""
-    env = dict(base)
+    """The workload's environment: the user's (less neurondesk's own secrets), plus what the probe needs."""
+    env = without_secrets(base)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOTSTRAP_DIR), base.get("PYTHONPATH", "")) if p)
     env["NEURONDESK_SOCKET"] = socket_path
     env.setdefault("PYTHONUNBUFFERED", "1")  # progress lines arrive when printed, not at exit

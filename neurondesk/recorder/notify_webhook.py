@@ -4,8 +4,8 @@ The body: ``run_id``, ``event``, ``level``, ``message``, ``figures``, ``t`` and 
 ``text`` (an incoming-webhook URL of Slack, Mattermost or Discord's /slack endpoint shows it as is).
 Each POST has a timeout; a refused connection, a timeout or a 5xx answer is retried a few times with
 backoff, a 4xx answer is not. The queue is bounded: an alert that finds it full is dropped and
-counted, so the recorder never waits on the network. The URL's query string (where webhook
-services put their secret) is never written anywhere: every word about the URL uses ``redact``.
+counted, so the recorder never waits on the network. The URL's path and query string (where webhook
+services put their secret) are never written anywhere: every word about the URL uses ``redact``.
 """
 
 from __future__ import annotations
@@ -30,25 +30,27 @@ QUEUE_MAX = 64
 
 
 def redact(url: str) -> str:
-    """The URL without its query string, fragment or user info: what may be written in a log."""
+    """The URL's scheme and host only, what may be written in a log: its path (Slack and Discord put
+    their token there), query string (most others), fragment and user info become ``/…``."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         if parts.port:
             host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+        hidden = "/…" if parts.path.strip("/") or parts.query or parts.fragment else parts.path
+        return urlunsplit((parts.scheme, host, hidden, "", ""))
     except ValueError:
-        return "the --notify-url"
+        return "the webhook URL"
 
 
-def check_url(url: str) -> str | None:
-    """Why ``url`` cannot be a webhook (one line), or None."""
+def check_url(url: str, what: str = "--notify-url") -> str | None:
+    """Why ``url`` cannot be a webhook (one line, ``what`` naming where it came from), or None."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return "--notify-url: not a URL"
+        return f"{what}: not a URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"--notify-url {redact(url)}: give an http:// or https:// URL"
+        return f"{what}: {redact(url)} is no http:// or https:// URL; give one"
     return None
 
 

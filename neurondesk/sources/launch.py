@@ -28,6 +28,7 @@ from neurondesk.store.rundir import (
     move_run_aside,
     planted_file_problem,
 )
+from neurondesk.store.secret_inputs import without_secrets
 
 READY_TIMEOUT_S = 60.0
 
@@ -69,13 +70,15 @@ def make_run_paths(options: RunOptions) -> RunPaths:
 
 def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
     paths = make_run_paths(options)
+    # the webhook URL (NEURONDESK_NOTIFY_URL) travels in the options on the recorder's stdin only:
+    # neither the workload nor the recorder's own environment holds it
     spec = {"command": command, "options": json.loads(options.to_json()), "run_dir": str(paths.dir),
-            "env": options.env if options.env is not None else dict(os.environ)}
+            "env": without_secrets(options.env if options.env is not None else os.environ)}
     log_fd = os.open(paths.recorder_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "neurondesk.recorder"], stdin=subprocess.PIPE,
                                 stdout=log_fd, stderr=log_fd, start_new_session=True,
-                                cwd=options.cwd or os.getcwd())
+                                cwd=options.cwd or os.getcwd(), env=without_secrets(os.environ))
     finally:
         os.close(log_fd)
     try:
