@@ -32,6 +32,7 @@ from neurondesk.collectors.devices.graph_stats import (
 )
 from neurondesk.collectors.neuron_profile import profile_setup
 from neurondesk.collectors.output_tail import OutputTail
+from neurondesk.collectors.probe_listener import ProbeListener
 from neurondesk.collectors.relay_link import RawRelayStatus, RelayLink, open_output
 from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice, ParseProblem
@@ -156,9 +157,8 @@ class WorkloadProcess:
         self.proc: subprocess.Popen | None = None
         self.sock_dir = tempfile.mkdtemp(prefix="nd-")  # short: Unix socket paths max ~107 bytes
         self.socket_path = os.path.join(self.sock_dir, "probe.sock")
-        self.server: socket.socket | None = None
+        self.listener: ProbeListener | None = None  # the probes' socket (collectors/probe_listener.py)
         self.threads: list[threading.Thread] = []
-        self.probe_threads: list[threading.Thread] = []
         self.stopping = threading.Event()
         self.exited = threading.Event()
         self.output_done = threading.Event()  # the exit and the grace for processes left running are over
@@ -175,10 +175,7 @@ class WorkloadProcess:
             raise WorkloadStartError(
                 f"cannot start the workload: {self.command[0] if self.command else '(empty command)'!r} "
                 "is not an executable on PATH; check the command after `--`")
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(self.socket_path)
-        self.server.listen(64)
-        self._spawn(self._accept_loop, "nd-accept")
+        self.listener = ProbeListener(self.socket_path, self._read_probe, self._spawn)
         env = probe_environment(self.base_env, self.socket_path, self.tag)
         extra, self.graph_stats_dir = metrics_environment(self.base_env, self.output_paths["stdout"].parent)
         env.update(extra)  # TorchNeuron's graph_stats tables, read at exit (_read_graph_stats)
@@ -219,14 +216,6 @@ class WorkloadProcess:
         th.start()
         self.threads.append(th)
         return th
-
-    def _accept_loop(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            self.probe_threads.append(self._spawn(lambda c=conn: self._read_probe(c), "nd-probe"))
 
     def _read_probe(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as f:
@@ -275,9 +264,8 @@ class WorkloadProcess:
         for th in list(self.threads):
             if th.name == "nd-output":
                 th.join(timeout=5)  # the last output lines arrive before the exit
-        end = time.monotonic() + 1.0  # the probe's last messages; one bound for all connections
-        for th in list(self.probe_threads):
-            th.join(timeout=max(0.0, end - time.monotonic()))
+        # the probes' last messages, those still in the socket's backlog too; one bound for all connections
+        self.listener.drain(time.monotonic() + 1.0)
         self._read_graph_stats()
         self.out.put(RawExit(exit_t, code, tuple(left)))
 
@@ -339,8 +327,8 @@ class WorkloadProcess:
 
     def cleanup(self) -> None:
         self.stopping.set()
-        if self.server is not None:
-            self.server.close()
+        if self.listener is not None:
+            self.listener.close()
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
