@@ -89,7 +89,9 @@ class Recorder:
         self.registration: Registration | None = None  # this run's entry among the live runs
         self.row_pending: tuple[Path, dict] | None = None  # (index, summary): the row a locked index refused
         self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload,
-                                flight=self._flight_reading)
+                                flight=lambda state: flight_reading(  # at a hang: the ranks' Flight Recorder dumps
+                                    state, self.workload.sock_dir if self.workload else None,
+                                    dict(os.environ if self.options.env is None else self.options.env)))
         self.sinks = SinkDesk(options, self.queue.put)  # --tensorboard, --mlflow, --wandb: started by the loop
 
     # ------------------------------------------------------------------ start
@@ -216,11 +218,6 @@ class Recorder:
                                    stderr_tail=list(self.intake.stderr_tail),
                                    left_running=[ev.LeftProcess(p.pid, p.command) for p in item.left_running]))
         self.finish()
-
-    def _flight_reading(self, state):
-        """At a hang: how to read the ranks' Flight Recorder dumps (recorder/flight_desk.py)."""
-        env = os.environ if self.options.env is None else self.options.env
-        return flight_reading(state, self.workload.sock_dir if self.workload else None, dict(env))
 
     def _control(self, req: ControlRequest) -> None:
         if req.op == "export":
