@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import msgspec
 
-from neurondesk.core.reduce.phases import PhaseSums
+from neurondesk.core.phase_verdict import LoaderFacts, verdict
+from neurondesk.core.reduce.phases import PhaseStep, PhaseSums
 from neurondesk.core.state import RunState
 
 NAMES = ("input_wait", "h2d", "forward", "backward", "optimizer", "collective", "host_tracing", "device_wait",
          "other")
+IN_STEP_ORDER = ("input_wait", "h2d", "forward", "backward", "host_tracing", "optimizer", "collective", "device_wait",
+                 "other")  # where each usually falls in a step (the Perfetto export lays them out so)
 LABELS = {"input_wait": "input wait", "h2d": "h2d", "forward": "forward", "backward": "backward",
           "optimizer": "optimizer", "collective": "collective", "host_tracing": "host tracing",
           "device_wait": "device wait", "other": "other"}
-INPUT_BOUND, COLLECTIVE_BOUND, OPTIMIZER_BOUND, HOST_BOUND, OTHER_BOUND = 0.20, 0.25, 0.35, 0.50, 0.35
 
 
 class PhaseShare(msgspec.Struct, frozen=True):
@@ -62,20 +64,29 @@ class StepPhases(msgspec.Struct, frozen=True, kw_only=True):
     verdict: str | None = None  # "input-bound" | "collective-bound" | "host-bound" | "device-bound" |
     # "optimizer-bound" | "other-bound" | "compute-bound"
     words: str | None = None  # the verdict in words, with the next step to try
+    num_workers: int | None = None  # DataLoader workers per rank seen in steady state (None: not sampled)
+    try_num_workers: int | None = None  # input-bound: the workers the words say to try
 
 
-def _backend(sums: PhaseSums, device_kind: str | None) -> str:
-    if sums.xla or (device_kind or "").startswith("xla"):
+class StepBar(msgspec.Struct, frozen=True):
+    """One recent step of the lead, split as the steady means are (the console's stacked bars)."""
+
+    step: int
+    duration_s: float
+    steady: bool  # past the warm-up, nothing compiled in it
+    parts: list[PhaseShare]  # the known phases in step order (IN_STEP_ORDER); none: the step was not timed
+
+
+def _backend(xla: bool, device_kind: str | None) -> str:
+    if xla or (device_kind or "").startswith("xla"):
         return "xla"
     return "eager-cpu" if device_kind in (None, "cpu") else "eager-device"
 
 
-def phases_of(sums: PhaseSums, device_kind: str | None, rank: int | None = None) -> StepPhases | None:
-    if not sums.steps or sums.step_s <= 0:
-        return None
-    n, backend = sums.steps, _backend(sums, device_kind)
-    h2d, fwd, bwd, opt, sync, coll = (x / n for x in sums.phases)
-    step, wait = sums.step_s / n, sums.wait_s / n
+def _values(backend: str, step: float, wait: float, raw: list[float] | tuple[float, ...]) -> dict[str, float | None]:
+    """The phases of one step (or of the mean step) by name: what the backend can tell, ``other``
+    the rest (never below 0)."""
+    h2d, fwd, bwd, opt, sync, coll = raw
     values: dict[str, float | None] = dict.fromkeys(NAMES)
     values.update(input_wait=wait, collective=coll)
     if backend == "xla":
@@ -84,57 +95,57 @@ def phases_of(sums: PhaseSums, device_kind: str | None, rank: int | None = None)
         values.update(h2d=None if backend == "eager-cpu" else h2d, forward=fwd, backward=bwd, optimizer=opt)
     known = sum(v for v in values.values() if v is not None)
     values["other"] = max(0.0, step - known)
+    return values
+
+
+def phases_of(sums: PhaseSums, device_kind: str | None, rank: int | None = None,
+              loader: LoaderFacts | None = None) -> StepPhases | None:
+    if not sums.steps or sums.step_s <= 0:
+        return None
+    n, backend = sums.steps, _backend(sums.xla, device_kind)
+    step = sums.step_s / n
+    values = _values(backend, step, sums.wait_s / n, [x / n for x in sums.phases])
     split = sorted((PhaseShare(k, round(v, 9), round(v / step, 4)) for k, v in values.items() if v is not None),
                    key=lambda p: -p.seconds)
-    shares = {p.name: p.share for p in split}
-    verdict, words = _verdict(backend, shares)
+    v = verdict(backend, {p.name: p.share for p in split}, step, loader)
     return StepPhases(rank=rank, pid=sums.pid, backend=backend, steps=n, step_s=round(step, 9),
-                      **{k: None if v is None else round(v, 9) for k, v in values.items()},
-                      split=split, verdict=verdict, words=words)
+                      **{k: None if x is None else round(x, 9) for k, x in values.items()},
+                      split=split, verdict=v.name, words=v.words,
+                      num_workers=loader.workers if loader is not None else None, try_num_workers=v.try_num_workers)
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.0f}%"
+def step_bar(s: PhaseStep, device_kind: str | None) -> StepBar:
+    if not s.phases or s.duration_s <= 0:
+        return StepBar(s.step, s.duration_s, s.steady, [])
+    values = _values(_backend(s.xla, device_kind), s.duration_s, s.data_wait_s, s.phases)
+    return StepBar(s.step, s.duration_s, s.steady, [PhaseShare(k, values[k], values[k] / s.duration_s)
+                                                    for k in IN_STEP_ORDER if values[k] is not None])
 
 
-def _verdict(backend: str, s: dict[str, float]) -> tuple[str, str]:
-    """The phase that bounds the step, in words a user acts on (input advice with its worker
-    counts is core/diagnostics.py's input_advice)."""
-    if s.get("input_wait", 0) >= INPUT_BOUND:
-        return "input-bound", (f"input-bound: {_pct(s['input_wait'])} of each step waits for the DataLoader; "
-                               "try more DataLoader workers (num_workers), pin_memory and prefetch_factor, or a "
-                               "cheaper __getitem__ (decode and augment offline)")
-    if s.get("collective", 0) >= COLLECTIVE_BOUND:
-        return "collective-bound", (f"collective-bound: {_pct(s['collective'])} of each step is in "
-                                    "torch.distributed calls; fewer or larger ones (one all_reduce of a flat "
-                                    "buffer), gradient accumulation with no_sync, a larger batch per rank")
-    if backend == "xla":
-        if s.get("host_tracing", 0) >= HOST_BOUND:
-            return "host-bound", (f"host-bound: tracing takes {_pct(s['host_tracing'])} of the step on XLA: fewer "
-                                  "Python ops per step, or torch_xla.compile (the traced graph is cached)")
-        if s.get("device_wait", 0) >= HOST_BOUND:
-            return "device-bound", (f"device-bound: {_pct(s['device_wait'])} of the step waits for the device at "
-                                    "the sync: the graph's compute itself; bf16, a larger batch, or a model "
-                                    "change move it (see MFU)")
-    if s.get("optimizer", 0) >= OPTIMIZER_BOUND:
-        return "optimizer-bound", (f"optimizer-bound: the optimizer takes {_pct(s['optimizer'])} of each step; "
-                                   "try foreach=True or fused=True, or fewer, larger parameter tensors")
-    if s.get("other", 0) >= OTHER_BOUND:
-        return "other-bound", (f"{_pct(s['other'])} of each step is outside the data, forward, backward and "
-                               "optimizer: logging, .item() reads, checkpoints, the loss outside the model; "
-                               "do them every N steps")
-    compute = s.get("forward", 0) + s.get("backward", 0) + s.get("device_wait", 0) + s.get("host_tracing", 0)
-    return "compute-bound", (f"compute-bound: forward and backward take {_pct(compute)} of each step: the "
-                             "model's own work; mixed precision, torch.compile or a larger batch move it")
+def recent_step_bars(state: RunState, n: int = 60) -> list[StepBar]:
+    """The lead's latest ``n`` steps (at most core/reduce/phases.RECENT), each split into its phases."""
+    recent = list(state.parts.phases.recent)[-n:] if n > 0 else []
+    return [step_bar(s, state.device_kind) for s in recent]
+
+
+def loader_facts(state: RunState) -> LoaderFacts:
+    """The DataLoader and the host as the steady samples saw them (core/phase_verdict.py's input)."""
+    tele = state.parts.telemetry
+    steady = tele.steady_processes
+    here = max(1, len(state.parts.ranks.ranks))
+    cpus = tele.inventory.cpu.logical_cores if tele.inventory is not None else None
+    workers = steady.dataloader_workers // here if steady.samples else None
+    return LoaderFacts(workers=workers, host_cpu_percent=steady.host_cpu_percent, cpus=cpus, ranks_here=here)
 
 
 def step_phases_by_rank(state: RunState) -> list[StepPhases]:
     """Every process that reported phased steady steps, by rank."""
     ranks = state.parts.ranks.ranks
+    loader = loader_facts(state)
     out = []
     for pid, sums in state.parts.phases.by_pid.items():
         r = ranks.get(pid)
-        p = phases_of(sums, state.device_kind, r.rank if r is not None else None)
+        p = phases_of(sums, state.device_kind, r.rank if r is not None else None, loader)
         if p is not None:
             out.append(p)
     return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid or 0))

@@ -42,6 +42,7 @@ class PhaseStep:
     data_wait_s: float
     phases: tuple[float, ...] | None
     steady: bool
+    xla: bool = False  # its steps count graph executions: lazy tensors
 
 
 class PhaseReducer:
@@ -75,7 +76,7 @@ class PhaseReducer:
                     or (lead and step in self._steps.steps_with_compile))
         steady = step >= self._run.warmup_steps and not compiled
         if lead:
-            self.recent.append(PhaseStep(step, duration, wait, tuple(phases) if phases else None, steady))
+            self.recent.append(PhaseStep(step, duration, wait, tuple(phases) if phases else None, steady, xla))
         if not steady or not phases:
             return
         sums = self.by_pid.get(pid)
@@ -114,4 +115,4 @@ class PhaseReducer:
         if b.pid == self._steps._procs.lead_pid:
             k = max(0, n - RECENT)
             self.recent.extend(PhaseStep(b.step + i, b.duration_s[i], b.data_wait_s[i],
-                                         tuple(cols[per * i:per * (i + 1)]), True) for i in range(k, n))
+                                         tuple(cols[per * i:per * (i + 1)]), True, xla) for i in range(k, n))

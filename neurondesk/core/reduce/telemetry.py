@@ -37,6 +37,8 @@ class SteadyProcesses:
     cpu_percent_sum: float = 0.0
     dataloader_cpu_percent_sum: float = 0.0
     dataloader_workers: int = 0  # the most seen in one steady sample
+    host_cpu_percent_sum: float = 0.0  # the whole machine's CPU (psutil), over the host samples taken steady
+    host_samples: int = 0
 
     def add(self, e: dev.ProcessTreeSample) -> None:
         self.samples += 1
@@ -51,6 +53,10 @@ class SteadyProcesses:
     @property
     def dataloader_cpu_percent(self) -> float | None:
         return self.dataloader_cpu_percent_sum / self.samples if self.samples else None
+
+    @property
+    def host_cpu_percent(self) -> float | None:
+        return self.host_cpu_percent_sum / self.host_samples if self.host_samples else None
 
 
 def _worker_like(p: dev.ProcessInfo, parent: dev.ProcessInfo) -> bool:
@@ -158,6 +164,9 @@ class TelemetryReducer:
 
     def on_host_sample(self, e: dev.HostSample) -> None:
         self.host = e
+        if e.cpu_percent is not None and self.sampling_steady():
+            self.steady_processes.host_cpu_percent_sum += e.cpu_percent
+            self.steady_processes.host_samples += 1
 
     def on_process_tree(self, e: dev.ProcessTreeSample) -> None:
         e = with_step_roles(e, self._step_pids)
