@@ -65,6 +65,10 @@ def test_a_busy_host_or_no_core_left_is_told_more_workers_will_not_help():
     # 4 ranks on an 8-core host: 1 core each, its training process's: no worker to add
     full = run_figures(run(0.05, workers=2, host_cpu=50.0, cpus=8, ranks=4)).step_phases
     assert full.num_workers == 2 and full.try_num_workers is None and "more workers will not help" in full.words
+    # none at all: one worker overlaps the loading with the step however busy the host (a 2-core box at 100%)
+    none = run_figures(run(0.09, workers=0, host_cpu=100.0, cpus=2)).step_phases
+    assert none.try_num_workers == 1 and "try num_workers=1 (0 now: batches are loaded in the training process, " \
+                                          "host CPU 100%)" in none.words
 
 
 def test_workers_unknown_without_a_process_sample_gives_the_general_advice():

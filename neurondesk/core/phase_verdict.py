@@ -6,7 +6,8 @@ Input-bound advice names a number of DataLoader workers when the run says how ma
 keeps up when ``workers / (1 - input share)`` workers produce a batch while the step computes,
 with 10% to spare (4 workers and 41% of the step waiting: 8), at most the host's logical cores per
 rank less one (the training process's own). Where no more cores are left, or the host's CPU is
-already nearly all busy, more workers cannot help and the words say what can.
+already nearly all busy while workers load, more workers cannot help and the words say what can
+(with no worker at all, one still overlaps the loading with the step, however busy the host).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _input_words(share: float, loader: LoaderFacts) -> tuple[str, int | None]:
     if loader.workers is None:
         return head + ("try more DataLoader workers (num_workers), pin_memory and prefetch_factor, or a cheaper "
                        "__getitem__ (decode and augment offline)"), None
-    busy = host is not None and host >= HOST_BUSY
+    busy = host is not None and host >= HOST_BUSY and loader.workers > 0  # with none, a worker still overlaps
     if want is None or busy:
         cores = f", {loader.cpus} cores" if loader.cpus else ""
         return head + (f"more workers will not help ({loader.workers} now{host_words}{cores}): a cheaper "
