@@ -7,12 +7,14 @@ from textual.app import ComposeResult
 from textual.widgets import Sparkline
 
 from neurondesk.core.diagnostics import diagnostics
+from neurondesk.core.phases import LABELS
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import device_units, figures, split_text
 from neurondesk.views.console.inputs import VERDICT_STYLE
 from neurondesk.views.console.panel import Line, Panel
+from neurondesk.views.console.phases_view import VERDICT_STYLE as PHASE_VERDICT_STYLE
 
 RANKS_EVERY = 4  # frames between two straggler searches (as the Ranks panel)
 
@@ -91,6 +93,12 @@ class OverviewPanel(Panel):
             inp.append(f" · workload CPU {state.process_tree.total_cpu_percent:.0f}% · "
                        f"{state.process_tree.dataloader_workers} loader workers")
         row("Input", inp)
+        if c.step_phases is not None:  # the steady split (core/phases.py), its three largest phases
+            ph = c.step_phases
+            phases = Text()
+            phases.append(f"{ph.verdict}", style=PHASE_VERDICT_STYLE.get(ph.verdict or "", "bold yellow"))
+            phases.append(" " + " · ".join(f"{LABELS.get(x.name, x.name)} {fmt.pct(x.share)}" for x in ph.split[:3]))
+            row("Phases", phases)
         row("Cost", f"{fmt.usd(c.price_per_hour)}/h · {fmt.usd(c.total_usd)} so far · "
                     f"{fmt.usd(c.per_1k_steps_steady_usd)}/1k steps · projected {fmt.usd(c.projected_usd)}")
         kind, units, _ = device_units(state)

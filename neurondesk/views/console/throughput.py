@@ -1,7 +1,8 @@
 """Throughput: the step time against step as a line (rolling median over the steps that compiled
 nothing, its p90 band, the compile steps marked; core.series), the loss against step beside it
 (with the target line), the steady value and the rule that decided it, tokens/s, and the script's
-own throughput figure beside it."""
+own throughput figure beside it; under them the step split into its phases (views/console/phases_view.py)
+once the probe times them."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
 from neurondesk.core.figures import FIGURES
+from neurondesk.core.phases import recent_step_bars
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
 from neurondesk.views.console.derived import binned, figures
 from neurondesk.views.console.panel import Line, Panel, kv
+from neurondesk.views.console.phases_view import columns_text, split_text
 
 REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 6 s (the figures: every 2nd, 2 s)
 
@@ -38,6 +41,9 @@ class ThroughputPanel(Panel):
             yield PlotextPlot(id="throughput-plot")
             yield PlotextPlot(id="loss-plot")
         yield Line(id="throughput-text")
+        phases = Line(id="step-phases")
+        phases.display = False  # until the probe times a step's phases: the screen as before
+        yield phases
 
     def invalidate(self) -> None:
         super().invalidate()
@@ -50,6 +56,7 @@ class ThroughputPanel(Panel):
     def render_state(self, state: RunState, now: float) -> None:
         self._figures = figures(state, now)
         self._text(state)
+        self._phases(state)
         due = self._frame % REPLOT_FRAMES == 0 or self._plotted_steps < 0 or state.finished
         if state.steps_done != self._plotted_steps and due:
             self._plot(state)
@@ -77,6 +84,22 @@ class ThroughputPanel(Panel):
         if state.steps_lost:  # the step count is right (the probe's own counter); these steps are not charted
             t.append("\n" + state.steps_lost_text, style="yellow")
         self.query_one("#throughput-text", Line).show(t)
+
+    def _phases(self, state: RunState) -> None:
+        """The steady split with its verdict, and the recent steps' stacked columns; nothing before
+        the probe has timed a step's phases."""
+        line = self.query_one("#step-phases", Line)
+        width = max(20, self.content_size.width)
+        split = self._figures.step_phases
+        bars = recent_step_bars(state, width - 12)
+        line.display = split is not None or any(b.parts for b in bars)
+        if not line.display:
+            return
+        t = split_text(split, width) if split is not None else Text("step phases: no steady step yet", style="dim")
+        if any(b.parts for b in bars):
+            t.append("\n")
+            t.append_text(columns_text(bars, width))
+        line.show(t)
 
     @staticmethod
     def _script_rate(t: Text, state: RunState) -> None:
