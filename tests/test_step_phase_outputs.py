@@ -1,0 +1,66 @@
+"""The step phases in the outputs beside the console (issue 36 item 1): the Prometheus exposition's
+per-phase gauges and verdict, the Perfetto export's slices per phase inside each step, summary.md's
+and the HTML report's "Step phases" section. One reduced run (core's figures), each output read back."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from neurondesk.core import events as ev
+from neurondesk.core.figures import run_figures
+from neurondesk.core.state import RunState
+from neurondesk.recorder.metrics import Snapshotter
+from neurondesk.recorder.metrics_http import RunCollector
+
+PID, T0 = 77, 1_790_000_000.0
+PHASES = [0.0, 0.02, 0.015, 0.01, 0.0, 0.0]  # h2d, forward, backward, optimizer, sync, collective
+XLA_PHASES = [0.001, 0.01, 0.01, 0.005, 0.05, 0.0]
+
+
+def events(phases=PHASES, wait=0.041, xla=False, n=12) -> list[ev.Event]:
+    out: list[ev.Event] = [ev.RunStarted(t=T0, run_id="phases", command=["python", "train.py"], warmup_steps=5)]
+    out += [ev.StepEnded(t=T0 + 1 + 0.1 * i, pid=PID, step=i, duration_s=0.1, data_wait_s=wait, samples=8,
+                         phases_s=phases, executions=1 if xla else None) for i in range(n)]
+    return out
+
+
+def reduced(evs: list[ev.Event]) -> RunState:
+    st = RunState()
+    for e in evs:
+        st.apply(e)
+    return st
+
+
+def exposition(state: RunState) -> dict[str, list]:
+    collector = RunCollector()
+    collector.snapshot = Snapshotter("job", "node").take(state, state.last_t)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def test_prometheus_has_a_gauge_per_known_phase_and_the_verdict():
+    state = reduced(events())
+    p = run_figures(state).step_phases
+    series = exposition(state)
+    got = {s.labels["phase"]: s.value for s in series["neurondesk_step_phase_seconds"]}
+    assert got == {"input_wait": pytest.approx(0.041), "forward": pytest.approx(0.02), "backward": pytest.approx(0.015),
+                   "optimizer": pytest.approx(0.01), "collective": 0.0, "other": pytest.approx(0.014)}
+    assert got == {s.name: s.seconds for s in p.split}  # core's figures, as they are
+    assert all(s.labels["job_id"] == "job" and s.labels["node"] == "node" for s in series["neurondesk_step_phase_seconds"])
+    (verdict,) = series["neurondesk_step_verdict_info"]
+    assert verdict.labels["verdict"] == "input-bound" and verdict.labels["backend"] == "eager-cpu"
+
+
+def test_prometheus_leaves_out_what_the_backend_cannot_tell_and_is_silent_before_phases():
+    xla = {s.labels["phase"] for s in exposition(reduced(events(XLA_PHASES, 0.0, xla=True)))
+           ["neurondesk_step_phase_seconds"]}
+    assert xla == {"input_wait", "h2d", "collective", "host_tracing", "device_wait", "other"}  # no forward on XLA
+    before = exposition(reduced(events(n=3)))  # all in the warm-up: no steady split yet
+    assert "neurondesk_step_phase_seconds" not in before and "neurondesk_step_verdict_info" not in before
