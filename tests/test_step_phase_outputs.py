@@ -4,6 +4,9 @@ and the HTML report's "Step phases" section. One reduced run (core's figures), e
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,6 +16,7 @@ from neurondesk.core.figures import run_figures
 from neurondesk.core.state import RunState
 from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.reports.trace_export import write_trace
 
 PID, T0 = 77, 1_790_000_000.0
 PHASES = [0.0, 0.02, 0.015, 0.01, 0.0, 0.0]  # h2d, forward, backward, optimizer, sync, collective
@@ -64,3 +68,32 @@ def test_prometheus_leaves_out_what_the_backend_cannot_tell_and_is_silent_before
     assert xla == {"input_wait", "h2d", "collective", "host_tracing", "device_wait", "other"}  # no forward on XLA
     before = exposition(reduced(events(n=3)))  # all in the warm-up: no steady split yet
     assert "neurondesk_step_phase_seconds" not in before and "neurondesk_step_verdict_info" not in before
+
+
+def trace(evs: list[ev.Event]) -> list[dict]:
+    out = io.StringIO()
+    write_trace(reduced(evs), evs, out)
+    return json.loads(out.getvalue())["traceEvents"]
+
+
+def test_perfetto_has_a_slice_per_phase_inside_each_step():
+    run = events()
+    drawn = trace(run)
+    steps = [e for e in drawn if e.get("cat") == "step"]
+    assert len(steps) == len([e for e in run if e.kind == "step"])
+    for step in steps:
+        inside = sorted((e for e in drawn if e.get("cat") in ("phase", "data_wait") and e["tid"] == step["tid"]
+                         and step["ts"] - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + 0.01
+                         and e["dur"] > 0), key=lambda e: e["ts"])
+        assert [e["name"] for e in inside] == ["data wait", "forward", "backward", "optimizer"]  # other: the gap
+        assert [e["dur"] for e in inside] == pytest.approx([41_000, 20_000, 15_000, 10_000], abs=1)
+        for a, b in zip(inside, inside[1:], strict=False):  # one after the other, inside the step
+            assert b["ts"] == pytest.approx(a["ts"] + a["dur"], abs=0.01)
+        assert inside[-1]["ts"] + inside[-1]["dur"] <= step["ts"] + step["dur"] + 0.01
+
+
+def test_perfetto_on_xla_draws_tracing_and_the_device_wait_not_a_forward():
+    names = {e["name"] for e in trace(events(XLA_PHASES, 0.0, xla=True)) if e.get("cat") == "phase"}
+    assert names == {"h2d", "host tracing", "device wait"}
+    plain = trace(events(None, 0.02))  # a journal without phases: the data wait alone, as before
+    assert not any(e.get("cat") == "phase" for e in plain) and any(e.get("cat") == "data_wait" for e in plain)

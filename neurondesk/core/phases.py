@@ -114,12 +114,18 @@ def phases_of(sums: PhaseSums, device_kind: str | None, rank: int | None = None,
                       num_workers=loader.workers if loader is not None else None, try_num_workers=v.try_num_workers)
 
 
+def step_parts(duration_s: float, data_wait_s: float, phases: list[float] | tuple[float, ...] | None, xla: bool,
+               device_kind: str | None) -> list[PhaseShare]:
+    """One step's phases (StepEnded.phases_s) by name, in step order (IN_STEP_ORDER), with their
+    share of the step; none when the step was not split."""
+    if not phases or duration_s <= 0:
+        return []
+    values = _values(_backend(xla, device_kind), duration_s, data_wait_s, phases)
+    return [PhaseShare(k, values[k], values[k] / duration_s) for k in IN_STEP_ORDER if values[k] is not None]
+
+
 def step_bar(s: PhaseStep, device_kind: str | None) -> StepBar:
-    if not s.phases or s.duration_s <= 0:
-        return StepBar(s.step, s.duration_s, s.steady, [])
-    values = _values(_backend(s.xla, device_kind), s.duration_s, s.data_wait_s, s.phases)
-    return StepBar(s.step, s.duration_s, s.steady, [PhaseShare(k, values[k], values[k] / s.duration_s)
-                                                    for k in IN_STEP_ORDER if values[k] is not None])
+    return StepBar(s.step, s.duration_s, s.steady, step_parts(s.duration_s, s.data_wait_s, s.phases, s.xla, device_kind))
 
 
 def recent_step_bars(state: RunState, n: int = 60) -> list[StepBar]:

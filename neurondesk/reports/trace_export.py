@@ -2,7 +2,9 @@
 
 Layout: one process per rank (``pid``: the rank's OS pid, named "rank N"), with threads "steps"
 (one complete event per step; args step, samples, data wait, presync; the data wait nested in it
-as a child span), "compiles" (cause, location, graph hash, cache) and "evaluation"; one process
+as a child span, and where the probe timed the step's phases a slice per phase after it: h2d, forward,
+backward, optimizer, collective, host tracing, device wait; their durations exact, their order a step's
+usual one, what none of them took left as gaps), "compiles" (cause, location, graph hash, cache) and "evaluation"; one process
 "job" (pid 0) for the counters (cost so far, NeuronCore utilisation, host CPU), compiles that name
 no process, and the notices (global instant events). Each rank has a "samples/s" counter.
 
@@ -29,6 +31,7 @@ from typing import TextIO
 from neurondesk.core import events as ev
 from neurondesk.core.cost import cost_so_far
 from neurondesk.core.device_events import HostSample, NeuronSample
+from neurondesk.core.phases import LABELS, step_parts
 from neurondesk.reports.trace_parts import CLAMP_S, ExportRange, ExportStats, Lanes, StepBucket, finite
 
 __all__ = ["CLAMP_S", "MAX_COUNTER_POINTS", "MAX_STEP_EVENTS", "ExportRange", "ExportStats", "TraceWriter", "write_trace"]
@@ -37,6 +40,7 @@ MAX_STEP_EVENTS = 100_000  # per rank; more steps than that are drawn in buckets
 MAX_COUNTER_POINTS = 2_000  # per counter track, over the whole run
 JOB_PID = 0
 TID_STEPS, TID_COMPILES, TID_EVAL = 1, 10, 20  # compiles 10, 11 ...: lanes for overlapping ones
+PHASE_NAMES = {**LABELS, "input_wait": "data wait"}  # a step's phase slices (the input wait: "data wait", as ever)
 
 
 class TraceWriter:
@@ -77,17 +81,22 @@ class TraceWriter:
         return round((t - self.t0) * 1e6, 3)
 
     def _span(self, pid: int, first_tid: int, name: str, start: float, end: float, cat: str, args: dict,
-              child: tuple[str, float] | None = None) -> None:
-        """A complete event on a lane where it nests; ``child``: (name, seconds) of a span that
-        opens it, drawn inside it on the same thread."""
+              children: list[tuple[str, float]] = ()) -> None:
+        """A complete event on a lane where it nests; ``children``: (name, seconds) of spans drawn
+        inside it one after the other from its start, on the same thread (cut at its end)."""
         tid, start = self._lanes.setdefault(pid, Lanes()).pick(first_tid, start, end)
         ts = self._us(start)
         dur = max(0.0, round(self._us(end) - ts, 3))  # ts + dur is the end's own timestamp: spans butt, never overlap
         self._emit({"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args})
-        if child is not None:
-            inner = min(round(child[1] * 1e6, 3), dur)
-            self._emit({"name": child[0], "cat": child[0].replace(" ", "_"), "ph": "X", "ts": ts,
-                        "dur": inner, "pid": pid, "tid": tid, "args": {}})
+        at = ts
+        for child, seconds in children:
+            inner = min(round(seconds * 1e6, 3), round(ts + dur - at, 3))
+            if inner <= 0:
+                continue
+            kind = "data_wait" if child == "data wait" else "phase"
+            self._emit({"name": child, "cat": kind, "ph": "X", "ts": at, "dur": inner, "pid": pid, "tid": tid,
+                        "args": {"ms": round(seconds * 1e3, 3)} if kind == "phase" else {}})
+            at = round(at + inner, 3)
 
     def _counter(self, pid: int, name: str, t: float, values: dict, force: bool = False) -> None:
         key = f"{pid}:{name}"
@@ -175,9 +184,13 @@ class TraceWriter:
         args = {"step": e.step, "duration_ms": round(e.duration_s * 1e3, 6), "samples": e.samples, "data_wait_ms": round(e.data_wait_s * 1e3, 3),
                 "presync_ms": None if e.presync_s is None else round(e.presync_s * 1e3, 3),
                 "compiles": e.compiles, "executions": e.executions}
-        # the wait for the batch opens the step: a child span
-        self._span(pid, TID_STEPS, f"step {e.step}", start, end, "step", args,
-                   child=("data wait", e.data_wait_s) if e.data_wait_s > 0 else None)
+        # the wait for the batch opens the step: a child span; then the step's phases where the probe
+        # timed them (core/phases.py: their seconds exact, laid out in a step's usual order; other: the gaps)
+        parts = step_parts(e.duration_s, e.data_wait_s, e.phases_s, e.executions is not None, self.state.device_kind)
+        children = [(PHASE_NAMES.get(p.name, p.name), p.seconds) for p in parts if p.name != "other" and p.seconds > 0]
+        if not parts and e.data_wait_s > 0:
+            children = [("data wait", e.data_wait_s)]
+        self._span(pid, TID_STEPS, f"step {e.step}", start, end, "step", args, children)
 
     def _rate_counter(self, e: ev.StepEnded) -> None:
         acc = self._rate.setdefault(e.pid, [0.0, 0.0])
