@@ -4,6 +4,7 @@ and the HTML report's "Step phases" section. One reduced run (core's figures), e
 
 from __future__ import annotations
 
+import html
 import io
 import json
 
@@ -13,9 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from neurondesk.core import events as ev
 from neurondesk.core.figures import run_figures
+from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
+from neurondesk.core.summary import build_summary, run_summary
 from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.reports.html_report import ReportRun, render
+from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.reports.trace_export import write_trace
 
 PID, T0 = 77, 1_790_000_000.0
@@ -97,3 +102,45 @@ def test_perfetto_on_xla_draws_tracing_and_the_device_wait_not_a_forward():
     assert names == {"h2d", "host tracing", "device wait"}
     plain = trace(events(None, 0.02))  # a journal without phases: the data wait alone, as before
     assert not any(e.get("cat") == "phase" for e in plain) and any(e.get("cat") == "data_wait" for e in plain)
+
+
+def ranks(n: int = 3) -> list[ev.Event]:
+    """``n`` ranks of 0.1 s steps, rank 2's 0.12 s of which it waits 60 ms for data (the others 5 ms)."""
+    out: list[ev.Event] = [ev.RunStarted(t=T0, run_id="ranks", command=["torchrun", "train.py"], warmup_steps=5)]
+    out += [ev.ProcessAttached(t=T0 + 0.5, pid=PID + r, ppid=1, rank=r, local_rank=r, world_size=n) for r in range(n)]
+    out += [ev.StepEnded(t=T0 + 1 + 0.1 * i, pid=PID + r, step=i, duration_s=0.12 if r == 2 else 0.1,
+                         data_wait_s=0.06 if r == 2 else 0.005,
+                         samples=8, phases_s=[0.0, 0.03, 0.03, 0.01, 0.0, 0.0]) for i in range(12) for r in range(n)]
+    return out
+
+
+def test_summary_md_has_the_step_phases_section_with_the_split_and_the_verdict():
+    state = reduced(events())
+    s = build_summary(state, state.last_t)
+    md = to_markdown(s)
+    section = md.split("## Step phases", 1)[1].split("\n## ", 1)[0]
+    assert f"**input-bound** — {s['step_phases']['words']}" in section
+    assert "mean of 7 steady steps of 100.0 ms (rank 0, eager-cpu" in section
+    for row in ("| input wait | 41.0 ms | 41.0% |", "| forward | 20.0 ms | 20.0% |", "| other | 14.0 ms | 14.0% |",
+                "| h2d | — | — |", "| host tracing | — | — |"):  # null: the backend cannot tell (a CPU run)
+        assert row in section, section
+    assert "## Step phases" not in to_markdown(build_summary(reduced(events(n=3)), T0 + 2))  # none before steady
+
+
+def test_summary_md_names_each_ranks_verdict_and_the_slowest_ranks_split_on_top():
+    state = reduced(ranks())
+    section = to_markdown(build_summary(state, state.last_t)).split("## Step phases", 1)[1]
+    assert "**input-bound**" in section and "(rank 2, eager-cpu" in section  # the slowest rank's split on top
+    assert "- rank 2: input-bound, 120.0 ms/step, largest input wait 50.0%" in section
+    assert "- rank 0: compute-bound, 100.0 ms/step" in section
+
+
+def test_the_html_report_has_the_step_phases_section():
+    state = reduced(events())
+    s = run_summary(state)
+    page = render([ReportRun(s, chart_line(state.parts.steps)[0], [], "/runs/x")])
+    section = page.split("<h3>Step phases</h3>", 1)[1].split("<h3>", 1)[0]
+    assert f'<p id="step-verdict"><b>input-bound</b> — {html.escape(s.step_phases.words)}</p>' in section
+    assert "<td>input wait</td><td class=num>41.0 ms</td><td class=num>41.0%</td>" in section
+    assert "<td>h2d</td><td class=num>—</td>" in section
+    assert 'aria-label="time breakdown"' in section and "input wait: 41.0 ms · 41.0%" in section  # its bar

@@ -19,6 +19,7 @@ from neurondesk.core.summary_types import Summary
 from neurondesk.reports import fmt
 from neurondesk.reports.compare_writer import cell_text
 from neurondesk.reports.html_svg import COLORS, Chart, Line, line_chart, stacked_bar
+from neurondesk.reports.phases_text import phases_html
 from neurondesk.reports.summary_writer import report_rows
 
 CSS = """
@@ -102,6 +103,7 @@ def _run(i: int, run: ReportRun) -> str:
         out.append("<h3>Where the time and the money went</h3>")
         out.append(stacked_bar([(x.name, x.share or 0.0, f"{fmt.secs(x.seconds)} · {fmt.pct(x.share)} · {fmt.usd(x.usd)}")
                                 for x in s.time_breakdown]))
+    out.append(phases_html(s.as_dict()))  # the steady step by phase and its verdict (reports/phases_text.py)
     out.append(_charts(run))
     out.append("<h3>Summary</h3>" + _table(["", ""], [[k, v] for k, v in report_rows(s.as_dict())], sortable=False))
     out.append(_compiles(s))

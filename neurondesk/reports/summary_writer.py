@@ -15,6 +15,7 @@ from neurondesk.core.budget import BudgetFigures
 from neurondesk.core.figures import FIGURES
 from neurondesk.reports import fmt
 from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
+from neurondesk.reports.phases_text import phases_markdown
 from neurondesk.reports.safe_text import clean
 
 
@@ -240,6 +241,7 @@ def to_markdown(s: dict) -> str:
         lines += ["", "## Where the time went", "", "| | seconds | share | cost |", "|---|---|---|---|"]
         lines += [f"| {x['name']} | {x['seconds']:,.1f} | {fmt.pct(x['share'])} | {fmt.usd(x['usd'])} |"
                   for x in s["time_breakdown"]]
+    lines += phases_markdown(s)  # the steady step by phase and its verdict (reports/phases_text.py)
     if s.get("advice"):
         lines += ["", "## What to do", ""]
         lines += [f"- {a['message']}" for a in s["advice"]]
