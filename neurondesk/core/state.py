@@ -28,6 +28,7 @@ from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.job import JobReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
 from neurondesk.core.reduce.loss import LossReducer, ScriptRate
+from neurondesk.core.reduce.memory import MemoryReducer
 from neurondesk.core.reduce.phases import PhaseReducer
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.ranks import RankReducer
@@ -63,6 +64,7 @@ class Parts(NamedTuple):
     disk: DiskReducer  # free space, growth, output not stored (core/disk.py)
     job: JobReducer  # which job, node and ranks (core/job.py)
     phases: PhaseReducer  # steady sums of the step phases per process (core/phases.py reads them)
+    memory: MemoryReducer  # memory series over the steady steps, limits (core/memory_creep.py reads them)
 
 
 def _via(part: str, name: str) -> Any:
@@ -81,7 +83,8 @@ class RunState:
         self.parts = Parts(run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
                            telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
                            evaluation=evaluation, ranks=ranks, disk=DiskReducer(), job=JobReducer(),
-                           phases=PhaseReducer(run, steps, ranks))
+                           phases=PhaseReducer(run, steps, ranks),
+                           memory=MemoryReducer(run, steps, compiles, ranks))
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()

@@ -16,6 +16,7 @@ import msgspec
 
 from neurondesk.core.figures import RunFigures
 from neurondesk.core.job import JobIdentity
+from neurondesk.core.memory_creep import MemoryCreep
 from neurondesk.core.neuron_summary import NeuronSection
 from neurondesk.core.phases import StepPhases
 
@@ -226,6 +227,7 @@ class Summary(_S):
     figures: RunFigures | None = None  # version 2 on; None in a version 1 summary
     job: JobIdentity | None = None  # the job, node and global ranks of this run (core/job.py); None before
     step_phases: StepPhases | None = None  # the steady step by phase, with its verdict (core/phases.py); None before
+    memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/memory_creep.py); None: none
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-shaped form (what summary.json holds), for readers that take one."""
