@@ -53,6 +53,8 @@ SAMPLES: list[ev.Event] = [
     ev.ParseProblem(t=3.0, source="neuron-monitor", raw="{", error="not JSON"),
     ev.Notice(t=3.1, level="warn", message="probe fell behind"),
     ev.RunFinished(t=3.2, exit_code=1, signal="SIGINT", stderr_tail=["Traceback"]),
+    dev.CgroupMemory(t=4.45, pid=9, path="/job-7", version=2, limit_bytes=64 << 20, limit_path="/job-7",
+                     usage_bytes=1 << 20, peak_bytes=64 << 20, oom_kills=1, limit_hits=12, host_oom_kills=1, final=True),
     dev.DiskSample(t=4.6, filesystems=[dev.FsReading(holds=["run folder", "compile cache"], path="/runs/r",
                                                      free_bytes=5 << 30, total_bytes=100 << 30, device=2049)],
                    errors=["compile cache /x: Permission denied"]),

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from neurondesk.collectors.cgroup_memory import CgroupWatch, watch
 from neurondesk.collectors.devices.graph_stats import (
     GraphStatsFolder,
     metrics_environment,
@@ -166,6 +167,7 @@ class WorkloadProcess:
         self.link = RelayLink(self.output_paths, out, self._spawn)  # the output relay, from this side
         self.graph_stats_dir: Path | None = None  # where torch-neuronx writes its graph_stats tables at exit
         self.neuron_profile = neuron_profile  # --neuron-profile: a Neuron Explorer capture into the run folder
+        self.cgroup: CgroupWatch | None = None  # its memory cgroup: limit and OOM kills (collectors/cgroup_memory.py)
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -199,6 +201,8 @@ class WorkloadProcess:
         finally:
             for fd in files.values():
                 os.close(fd)  # the relay ends when the workload and its children have closed theirs
+        self.cgroup = CgroupWatch(self.proc.pid)
+        self._spawn(lambda: watch(self.cgroup, self.out.put, self.exited), "nd-cgroup")
         self._spawn(self._tail_output, "nd-output")
         self._spawn(self._wait_exit, "nd-wait")
 
@@ -250,6 +254,7 @@ class WorkloadProcess:
         code = self.proc.wait()
         exit_t = time.time()
         self.exited.set()
+        self.out.put(self.cgroup.final(exit_t))  # its limit and OOM kills, for the account of its end (core/crash.py)
         left = left_running(self.proc.pid)
         deadline = time.monotonic() + (EXIT_GRACE_S if left else 0.0)
         while left and time.monotonic() < deadline:

@@ -310,6 +310,27 @@ class ProcessTreeSample(Event):
     compilers: list[CompilerProcess] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class CgroupMemory(Event):
+    """The memory cgroup of the workload's main process (collectors/cgroup_memory.py): read when the
+    process is first seen in it or moves to another, and once more at the workload's exit (``final``).
+    Counts are the cgroup's since neurondesk first read it (a cgroup's older events are not the run's)."""
+
+    kind: ClassVar[str] = "cgroup_memory"
+    pid: int = 0
+    path: str = ""  # as /proc/PID/cgroup names it ("/user.slice/job-7"); "" when not read
+    version: int = 0  # 1 or 2; 0: not read (``error`` says why)
+    limit_bytes: int | None = None  # the tightest memory limit of it and its parents; None: no limit
+    limit_path: str = ""  # the cgroup that holds that limit
+    usage_bytes: int | None = None
+    peak_bytes: int | None = None  # v2 memory.peak (kernel 5.19+), v1 memory.max_usage_in_bytes
+    oom_kills: int | None = None  # processes the OOM killer killed in it (v2 memory.events, v1 memory.oom_control)
+    limit_hits: int | None = None  # v2 memory.events "max", v1 memory.failcnt: the limit reached
+    host_oom_kills: int | None = None  # /proc/vmstat oom_kill: the whole host's, since the first reading
+    final: bool = False
+    error: str | None = None
+
+
 # ---------------------------------------------------------------- Neuron compile cache
 
 

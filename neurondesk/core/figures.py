@@ -18,6 +18,7 @@ import msgspec
 
 from neurondesk.core.budget import BudgetFigures, budget_figures
 from neurondesk.core.cost import cost_figures, cost_so_far
+from neurondesk.core.crash import Crash, crash_of
 from neurondesk.core.memory_creep import MemoryCreep, memory_creep
 from neurondesk.core.mfu import mfu_for_state
 from neurondesk.core.phases import StepPhases, step_phases_by_rank
@@ -60,6 +61,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     budget: BudgetFigures | None = None  # --budget-usd: spent, share, when it is reached
     step_phases: StepPhases | None = None  # the steady step split into its phases, with a verdict (core/phases.py)
     step_phases_by_rank: list[StepPhases] = []  # every rank's (one row with one rank)
+    crash: Crash | None = None  # how the run died, when it did: kind, finding, what to try (core/crash.py)
     memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/memory_creep.py); None: none
 
 
@@ -161,6 +163,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         budget=_budget(state, elapsed, step_time),
         step_phases=max(phases, key=lambda p: p.step_s) if phases else None,
         step_phases_by_rank=phases,
+        crash=crash_of(state),
         memory_creep=memory_creep(state),
     )
 

@@ -47,6 +47,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     dev.GpuSample,
     dev.HostSample,
     dev.ProcessTreeSample,
+    dev.CgroupMemory,
     dev.CacheScan,
     dev.NeuronGraphStat,
     dev.NeuronFault,

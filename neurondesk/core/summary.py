@@ -214,6 +214,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         disk=state.parts.disk.as_dict(),  # free space, growth, forecast; output not stored (core/disk.py)
         figures=f,
         step_phases=f.step_phases,
+        crash=f.crash,
         memory_creep=f.memory_creep,
     )
 

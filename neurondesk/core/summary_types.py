@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from neurondesk.core.crash import Crash
 from neurondesk.core.figures import RunFigures
 from neurondesk.core.job import JobIdentity
 from neurondesk.core.memory_creep import MemoryCreep
@@ -227,6 +228,7 @@ class Summary(_S):
     figures: RunFigures | None = None  # version 2 on; None in a version 1 summary
     job: JobIdentity | None = None  # the job, node and global ranks of this run (core/job.py); None before
     step_phases: StepPhases | None = None  # the steady step by phase, with its verdict (core/phases.py); None before
+    crash: Crash | None = None  # how the run died: kind, finding, what to try, memory at the end (core/crash.py)
     memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/memory_creep.py); None: none
 
     def as_dict(self) -> dict[str, Any]:

@@ -92,10 +92,22 @@ def _kpis(i: int, s: Summary) -> str:
                                           for k, v, label in items) + "</div>"
 
 
+def _crash(i: int, s: Summary) -> str:
+    """How the run died (core/crash.py): the finding, what to try, the memory at the end, the line that told."""
+    c = s.crash
+    if c is None:
+        return ""
+    memory = "".join(f"<br>{e(m.words)}" for m in (c.host_memory, c.device_memory) if m is not None and m.words)
+    told = f"<br>told by: <code>{e(c.evidence)}</code>" if c.evidence else ""
+    return (f'<div class="warn loud" id="r{i}-crash" data-kind="{e(c.kind)}"><b>died ({e(c.kind)})</b>: '
+            f"{e(c.finding)}<br>try: {e(c.try_next)}{memory}{told}</div>")
+
+
 def _run(i: int, run: ReportRun) -> str:
     s = run.summary
     out = [f'<section id="run-{i}"><h2>Run {e(s.run_id)}</h2>',
-           f'<p><code>{e(" ".join(s.command))}</code><br>{e(s.started_at)} · {e(run.folder)}</p>', _kpis(i, s)]
+           f'<p><code>{e(" ".join(s.command))}</code><br>{e(s.started_at)} · {e(run.folder)}</p>', _kpis(i, s),
+           _crash(i, s)]
     out += [f'<div class="warn">{e(d.get("message"))}</div>' for d in s.diagnostics]
     if s.advice:
         out.append("<h3>What to do</h3><ul>" + "".join(f"<li>{e(a.get('message'))}</li>" for a in s.advice) + "</ul>")

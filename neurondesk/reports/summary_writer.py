@@ -66,9 +66,11 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         # rounding twice could show $0.0595 where every other output shows $0.0596
         return figures[name] if name in figures else cost[name]
 
+    crash = s.get("crash")  # how it died (core/crash.py): a row only for a run that died
     return [
         ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
+        *([("died", f"{crash['kind']}: {crash['finding']}")] if crash else []),
         ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
         ("precision", _fmt(s["precision"])),
         ("steps", _fmt(s["steps"])),
@@ -205,9 +207,21 @@ def _ranks_markdown(s: dict) -> list[str]:
     return lines
 
 
+def crash_markdown(crash: dict | None) -> list[str]:
+    """summary.md's account of a death (core/crash.py): the finding, what to try, the memory, the evidence."""
+    if not crash:
+        return []
+    lines = ["", "## How it died", "", f"**{crash['kind']}**: {crash['finding']}", "", f"- try: {crash['try_next']}"]
+    lines += [f"- {m['words']}" for m in (crash.get("host_memory"), crash.get("device_memory")) if m and m.get("words")]
+    if crash.get("evidence"):
+        lines.append(f"- told by: `{crash['evidence'].replace('`', 'ˋ')}`")
+    return lines
+
+
 def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
+    lines += crash_markdown(s.get("crash"))
     if s["compiles"]:
         lines += ["", "## Compiles", "",
                   "| # | step | cause | location | shapes (before → after) | reason | duration | cache | status | graph |",

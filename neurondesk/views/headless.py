@@ -55,6 +55,8 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
     f = run_figures(state, now)
     step = f"step {f.steps}" + (f"/{f.steps_requested}" if f.steps_requested else "")
     parts = [f"neurondesk: {words}", step]
+    if f.crash is not None:  # how it died (core/crash.py); the finding whole is among the final lines
+        parts.insert(1, f"died: {f.crash.kind}" + (f" (rank {f.crash.rank})" if f.crash.rank is not None else ""))
     sps = f.samples_per_s
     parts.append(f"{sps:,.1f} samples/s steady" if sps is not None else "steady: not yet")
     parts += [f"{fmt.value_text(getattr(f, info.name), info.kind)} {info.label}" for info in FIGURES
@@ -193,6 +195,8 @@ class HeadlessPrinter:
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
         said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
+        crash = summary.get("crash")  # how it died (core/crash.py): first, before the details
+        said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
         said += rank_lines(summary) + list(summary["notices"])
         if self.source.recorder_lost:
             said.append(recorder_lost_message(self.source))

@@ -121,13 +121,15 @@ class TelemetryReducer:
         self.faults = NeuronFaults()  # Neuron failures the output told: out of memory, version skew
         self.neuron_profile: dev.NeuronProfileCapture | None = None  # a Neuron Explorer capture of the run
         self.health = NodeHealthReducer()  # EFA, NeuronLink, ECC, throttling counters (core/node_health.py)
+        self.cgroup: dev.CgroupMemory | None = None  # the workload's memory cgroup, latest reading (core/crash.py)
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
                 "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
                 "gpu_sample": self.on_gpu_sample, "cache_scan": self.on_cache_scan, "step": self.on_step, "steps": self.on_steps,
                 "neuron_graph_stat": self.graph_stats.on_row, "neuron_fault": self.faults.on_fault,
-                "neuron_profile": self.on_neuron_profile, "node_health_sample": self.health.on_health_sample}
+                "neuron_profile": self.on_neuron_profile, "node_health_sample": self.health.on_health_sample,
+                "cgroup_memory": self.on_cgroup_memory}
 
     def sampling_steady(self) -> bool:
         """A sample counts toward steady-state figures when the last step was steady and no
@@ -158,6 +160,10 @@ class TelemetryReducer:
     def hbm_headroom(self) -> HbmHeadroom | None:
         """What was left of the tightest NeuronCore's HBM at its peak (None without a capacity)."""
         return self.neuron_memory.headroom(self.core_capacity)
+
+    def on_cgroup_memory(self, e: dev.CgroupMemory) -> None:
+        if self.cgroup is None or not self.cgroup.final or e.final:  # a late poll never hides the exit's reading
+            self.cgroup = e
 
     def on_neuron_profile(self, e: dev.NeuronProfileCapture) -> None:
         self.neuron_profile = e

@@ -107,6 +107,8 @@ class OverviewPanel(Panel):
             row("Devices", f"{kind} {utils}" + (" …" if len(units) > 8 else ""))
         else:
             row("Devices", Text("no samples yet", style="dim"))
+        if c.crash is not None:  # how it died (core/crash.py): the kind, the finding, what to try
+            row("Died", Text(clean(f"{c.crash.kind}: {c.crash.finding}; try: {c.crash.try_next}"), style="bold red"))
         for d in diagnostics(state):
             if d.kind == "graph-grows" or state.finished:
                 row("Diagnosis", Text(clean(d.message), style="bold red" if d.kind == "graph-grows" else "yellow"))

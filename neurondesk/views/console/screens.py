@@ -102,6 +102,10 @@ class SummaryScreen(Screen):
             title.append(f"  stopped with {s['exit_signal']}", style="yellow")
         title.append(f"  {fmt.clock(s['elapsed_s'])} · {s['steps']:,} steps · "
                      f"{s['compile_count']} compiles", style="bold")
+        crash = s.get("crash")  # how it died (core/crash.py)
+        if crash:
+            title.append(clean(f"\ndied ({crash['kind']}): {crash['finding']}"), style="bold red")
+            title.append(clean(f"\ntry: {crash['try_next']}"), style="yellow")
         if self.note:
             title.append(f"\n{self.note}", style="dim")
         left, right = summary_renderables(s, self.where)
