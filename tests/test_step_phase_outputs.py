@@ -7,10 +7,12 @@ from __future__ import annotations
 import html
 import io
 import json
+import subprocess
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_harness import require_prometheus
 
 from neurondesk.core import events as ev
 from neurondesk.core.figures import run_figures
@@ -42,13 +44,17 @@ def reduced(evs: list[ev.Event]) -> RunState:
     return st
 
 
-def exposition(state: RunState) -> dict[str, list]:
+def exposition_text(state: RunState) -> str:
     collector = RunCollector()
     collector.snapshot = Snapshotter("job", "node").take(state, state.last_t)
     registry = CollectorRegistry()
     registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def exposition(state: RunState) -> dict[str, list]:
     out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+    for fam in text_string_to_metric_families(exposition_text(state)):
         for s in fam.samples:
             out.setdefault(s.name, []).append(s)
     return out
@@ -65,6 +71,13 @@ def test_prometheus_has_a_gauge_per_known_phase_and_the_verdict():
     assert all(s.labels["job_id"] == "job" and s.labels["node"] == "node" for s in series["neurondesk_step_phase_seconds"])
     (verdict,) = series["neurondesk_step_verdict_info"]
     assert verdict.labels["verdict"] == "input-bound" and verdict.labels["backend"] == "eager-cpu"
+
+
+def test_promtool_accepts_the_phase_series():
+    _, promtool = require_prometheus()
+    check = subprocess.run([promtool, "check", "metrics"], input=exposition_text(reduced(events())),
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_prometheus_leaves_out_what_the_backend_cannot_tell_and_is_silent_before_phases():
