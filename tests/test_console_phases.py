@@ -50,9 +50,9 @@ def shown(run, size, keys=()):
     return asyncio.run(go())
 
 
-def test_the_throughput_panel_shows_the_steady_split_its_bar_and_the_verdict(tmp_path):
+def test_the_throughput_panel_in_its_tab_shows_the_split_the_verdict_and_the_recent_steps(tmp_path):
     journal(tmp_path / "run")
-    text, display, _, state = shown(tmp_path / "run", (160, 48), keys=("escape",))
+    text, display, _, state = shown(tmp_path / "run", (80, 24), keys=("t",))
     p = run_figures(state).step_phases
     assert display and p is not None and p.verdict == "input-bound"
     plain = text.plain
@@ -76,6 +76,21 @@ def test_the_throughput_panel_shows_the_steady_split_its_bar_and_the_verdict(tmp
     for row, style in zip(rows, ("grey50", "cyan", "dark_orange3"), strict=True):
         cols = [s for s in row.spans if s.start >= 12]
         assert cols and str(cols[-1].style) == style, (row.plain, row.spans)
+
+
+def test_beside_the_charts_the_split_is_compact_four_lines_at_most_no_columns(tmp_path):
+    journal(tmp_path / "run")
+    text, display, _, state = shown(tmp_path / "run", (160, 48), keys=("escape",))
+    lines = text.split("\n")
+    assert display and len(lines) <= 4 and "last steps" not in text.plain
+    head = lines[0]
+    assert head.plain.startswith("phases ") and head.plain.rstrip().endswith("input-bound")
+    cells = [s for s in head.spans if head.plain[s.start:s.end].strip("█") == ""]
+    drawn = sum(s.end - s.start for s in cells)
+    orange = sum(s.end - s.start for s in cells if str(s.style) == "dark_orange3")
+    assert drawn > 40 and abs(orange - 0.41 * drawn) <= 1
+    assert lines[1].plain.startswith("■ input wait 41.0%  ■ forward 20.0%")
+    assert "try num_workers=8" in text.plain
 
 
 def test_the_overview_tab_says_the_verdict_and_the_largest_phases(tmp_path):

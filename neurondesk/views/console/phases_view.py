@@ -5,6 +5,8 @@ here: the seconds, shares and words are core's."""
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 
 from neurondesk.core.phases import LABELS, PhaseShare, StepBar, StepPhases
@@ -16,6 +18,7 @@ COLORS = {"input_wait": "dark_orange3", "h2d": "magenta", "forward": "cyan", "ba
 VERDICT_STYLE = {"compute-bound": "bold green", "input-bound": "bold white on dark_orange3"}
 BLOCKS = " ▁▂▃▄▅▆▇█"
 COLUMN_ROWS = 3  # the recent steps' columns: 3 rows of 8 levels
+FULL_FROM_ROWS = 24  # a panel this tall (or alone, in a tab) shows the whole split and the recent steps' columns
 
 
 def cells(parts: list[PhaseShare], width: int) -> list[str]:
@@ -29,23 +32,43 @@ def cells(parts: list[PhaseShare], width: int) -> list[str]:
     return [name for name, _ in exact for _ in range(counts[name])]
 
 
-def split_text(p: StepPhases, width: int) -> Text:
+def split_text(p: StepPhases, width: int, compact: bool = False, legend: bool = True) -> Text:
+    """The split: a title, the bar, the legend, the verdict's words. ``compact`` (a panel in the
+    grid, beside the charts): the bar and the verdict on one line, the legend's shares on one (none
+    without ``legend``: a panel too short for it), the words on at most two."""
     t = Text()
-    t.append("step phases ", style="bold")
-    t.append(f" {p.verdict} ", style=VERDICT_STYLE.get(p.verdict or "", "bold yellow"))
-    who = f"rank {p.rank}, " if p.rank is not None else ""
-    t.append(f" {fmt.ms(p.step_s)}/step: mean of {p.steps:,} steady steps ({who}{p.backend})", style="dim")
-    t.append("\n")
-    for name in cells(p.split, max(10, width)):
+    tag = f" {p.verdict} "
+    if compact:
+        t.append("phases ", style="bold")
+        bar_width = max(10, width - len("phases ") - len(tag) - 1)
+    else:
+        t.append("step phases ", style="bold")
+        t.append(tag, style=VERDICT_STYLE.get(p.verdict or "", "bold yellow"))
+        who = f"rank {p.rank}, " if p.rank is not None else ""
+        t.append(f" {fmt.ms(p.step_s)}/step: mean of {p.steps:,} steady steps ({who}{p.backend})\n", style="dim")
+        bar_width = max(10, width)
+    for name in cells(p.split, bar_width):
         t.append("█", style=COLORS.get(name, ""))
-    t.append("\n")
+    if compact:
+        t.append(" ")
+        t.append(tag, style=VERDICT_STYLE.get(p.verdict or "", "bold yellow"))
+    key = Text()
     for i, s in enumerate(x for x in p.split if x.seconds > 0):  # a phase measured at 0 (no collective): left out
         if i:
-            t.append("  ")
-        t.append("■ ", style=COLORS.get(s.name, ""))
-        t.append(f"{LABELS.get(s.name, s.name)} {fmt.pct(s.share)} {fmt.ms(s.seconds)}")
+            key.append("  ")
+        key.append("■ ", style=COLORS.get(s.name, ""))
+        key.append(f"{LABELS.get(s.name, s.name)} {fmt.pct(s.share)}" + ("" if compact else f" {fmt.ms(s.seconds)}"))
+    if compact:
+        key.truncate(width, overflow="ellipsis")
+    if legend:
+        t.append("\n")
+        t.append_text(key)
     if p.words:
-        t.append("\n" + p.words, style="green" if p.verdict == "compute-bound" else "yellow")
+        words = p.words
+        if compact:  # two lines at most
+            lines = textwrap.wrap(words, max(10, width))
+            words = "\n".join(lines[:2]) if len(lines) <= 2 else lines[0] + "\n" + lines[1][:max(1, width - 1)] + "…"
+        t.append("\n" + words, style="green" if p.verdict == "compute-bound" else "yellow")
     return t
 
 

@@ -21,8 +21,9 @@ from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
 from neurondesk.views.console.derived import binned, figures
 from neurondesk.views.console.panel import Line, Panel, kv
-from neurondesk.views.console.phases_view import columns_text, split_text
+from neurondesk.views.console.phases_view import FULL_FROM_ROWS, columns_text, split_text
 
+LEGEND_FROM_ROWS = 12  # a shorter panel in the grid: the phases' bar and verdict without their legend
 REPLOT_FRAMES = 6  # the chart is the costly part: redrawn every 6th frame, 6 s (the figures: every 2nd, 2 s)
 
 
@@ -95,8 +96,11 @@ class ThroughputPanel(Panel):
         line.display = split is not None or any(b.parts for b in bars)
         if not line.display:
             return
-        t = split_text(split, width) if split is not None else Text("step phases: no steady step yet", style="dim")
-        if any(b.parts for b in bars):
+        full = self.app.tabbed or self.size.height >= FULL_FROM_ROWS  # beside the charts: compact, no columns
+        t = (split_text(split, width, compact=not full, legend=full or self.size.height >= LEGEND_FROM_ROWS)
+             if split is not None
+             else Text("step phases: no steady step yet", style="dim"))
+        if full and any(b.parts for b in bars):
             t.append("\n")
             t.append_text(columns_text(bars, width))
         line.show(t)
