@@ -96,7 +96,8 @@ def cgroup(oom_kills: int, limit: int | None = 64 << 20) -> dev.CgroupMemory:
 def test_sigkill_with_an_oom_kill_counted_is_the_oom_killer_with_the_limit():
     tree = dev.ProcessTreeSample(t=19.0, root_pid=7, processes=[dev.ProcessInfo(pid=7, role="main", rss=60 << 20)],
                                  total_rss=60 << 20)
-    c = crash_of(died([], -9, tree, cgroup(1)))
+    after = dev.ProcessTreeSample(t=19.95, root_pid=7, root_alive=False)  # the sample after its death: empty
+    c = crash_of(died([], -9, tree, after, cgroup(1)))
     assert c.kind == "oom-killer" and c.signal == "SIGKILL"
     assert c.host_memory.limit_bytes == 64 << 20 and c.host_memory.what == "cgroup /job-7"
     assert "64.0 MiB of its 64.0 MiB limit" in c.finding and "RSS was 60.0 MiB" in c.finding

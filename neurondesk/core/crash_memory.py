@@ -43,7 +43,7 @@ def _bytes(m: re.Match | None) -> int | None:
 
 def host_memory(state: RunState, pid: int | None) -> CrashMemory | None:
     """The cgroup's peak against its limit (or the host's memory), with the RSS the last sample saw."""
-    tree, host, cg = state.process_tree, state.host, state.parts.telemetry.cgroup
+    tree, host, cg = state.parts.telemetry.live_tree, state.host, state.parts.telemetry.cgroup
     proc = next((p for p in tree.processes if p.pid == pid), None) if tree is not None and pid is not None else None
     rss = proc.rss if proc is not None else (tree.total_rss if tree is not None and tree.total_rss else None)
     whose = "its" if proc is not None else "the workload's"
