@@ -112,9 +112,13 @@ def test_sigkill_without_an_oom_kill_is_killed_by_someone():
 
 def test_a_rank_killed_by_the_oom_killer_under_torchrun_while_the_other_timed_out():
     """torchrun's report names the rank SIGKILLed first; the survivor's gloo timeout is a consequence."""
+    def tree(t: float, rss: int) -> dev.ProcessTreeSample:  # rank 1's RSS as it dies: 0 in the last sample
+        return dev.ProcessTreeSample(t=t, root_pid=6, processes=[dev.ProcessInfo(pid=6, role="main", rss=1 << 20),
+                                                                dev.ProcessInfo(pid=8, role="rank", rss=rss)])
     report = ev.RankExited(t=15.0, rank=1, exit_code=-9, pid=8, signal="SIGKILL", root_cause=True)
-    c = crash_of(died(lines("gloo-timeout-rank0.stderr"), 1, report, cgroup(1)))
-    assert (c.kind, c.rank) == ("oom-killer", 1)
+    c = crash_of(died(lines("gloo-timeout-rank0.stderr"), 1, tree(13.0, 2 << 30), tree(14.0, 0), report, cgroup(1)))
+    assert (c.kind, c.rank, c.pid) == ("oom-killer", 1, 8)
+    assert "rank 1 was killed by the kernel's OOM killer" in c.finding and "its RSS was 2.0 GiB" in c.finding
 
 
 def test_a_shell_wrappers_137_is_a_sigkill():

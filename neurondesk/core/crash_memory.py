@@ -43,8 +43,9 @@ def _bytes(m: re.Match | None) -> int | None:
 
 def host_memory(state: RunState, pid: int | None) -> CrashMemory | None:
     """The cgroup's peak against its limit (or the host's memory), with the RSS the last sample saw."""
-    tree, host, cg = state.parts.telemetry.live_tree, state.host, state.parts.telemetry.cgroup
-    proc = next((p for p in tree.processes if p.pid == pid), None) if tree is not None and pid is not None else None
+    trees, host, cg = state.parts.telemetry.live_trees, state.host, state.parts.telemetry.cgroup
+    tree = trees[-1] if trees else None
+    proc = next((p for t in reversed(trees) for p in t.processes if p.pid == pid and p.rss), None)
     rss = proc.rss if proc is not None else (tree.total_rss if tree is not None and tree.total_rss else None)
     whose = "its" if proc is not None else "the workload's"
     rss_words = f"{whose} RSS was {size_text(rss)} at the last sample" if rss else None

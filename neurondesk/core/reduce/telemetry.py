@@ -122,7 +122,7 @@ class TelemetryReducer:
         self.neuron_profile: dev.NeuronProfileCapture | None = None  # a Neuron Explorer capture of the run
         self.health = NodeHealthReducer()  # EFA, NeuronLink, ECC, throttling counters (core/node_health.py)
         self.cgroup: dev.CgroupMemory | None = None  # the workload's memory cgroup, latest reading (core/crash.py)
-        self.live_tree: dev.ProcessTreeSample | None = None  # the last process-tree sample with a process in it
+        self.live_trees: tuple[dev.ProcessTreeSample, ...] = ()  # the last two process-tree samples with a process
 
     def handlers(self) -> dict[str, Callable]:
         return {"device_inventory": self.on_device_inventory, "host_sample": self.on_host_sample,
@@ -178,8 +178,8 @@ class TelemetryReducer:
     def on_process_tree(self, e: dev.ProcessTreeSample) -> None:
         e = with_step_roles(e, self._step_pids)
         self.process_tree = e
-        if e.processes:
-            self.live_tree = e  # the last that saw the workload alive (the one after its death is empty)
+        if e.processes:  # the last two that saw the workload alive (the one after its death is empty; in the
+            self.live_trees = (self.live_trees[-1:] + (e,))  # last, a dying process's RSS is 0)
         self.workload_cpu_history.append((e.t, e.total_cpu_percent))
         if self.sampling_steady():
             self._pending_trees.append(e)
