@@ -101,3 +101,14 @@ def test_a_bind_mounted_subtree_and_escaped_mount_points():
     assert cgroup_folder(m[0], "/docker/abc/train") == "/sys/fs/cgroup x/train"
     assert cgroup_folder(m[0], "/docker/abc") == "/sys/fs/cgroup x"
     assert cgroup_folder(m[0], "/docker/abcd") is None  # another container's
+
+
+def test_the_final_reading_never_raises(tmp_path, monkeypatch):
+    w = fake(tmp_path, f"41 31 0:38 / {v2_tree(tmp_path)} rw - cgroup2 cgroup2 rw\n", "0::/job/leaf\n")
+    assert w.poll(1.0) is not None
+
+    def broken(*args):
+        raise RuntimeError("a kernel that says something odd")
+    monkeypatch.setattr("neurondesk.collectors.cgroup_memory.read_folder", broken)
+    end = w.final(2.0)
+    assert end.final and end.error == "RuntimeError: a kernel that says something odd"

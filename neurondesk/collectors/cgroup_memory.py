@@ -221,7 +221,14 @@ class CgroupWatch:
         return self.last if moved else None
 
     def final(self, t: float) -> CgroupMemory:
-        """The reading at the workload's exit (counts since the first reading)."""
+        """The reading at the workload's exit (counts since the first reading); never raises: the run's end
+        is queued after it (collectors/workload.py)."""
+        try:
+            return self._final(t)
+        except Exception as exc:  # noqa: BLE001 - a reading that fails says why, it never stops the run's end
+            return CgroupMemory(t=t, pid=self.pid, final=True, error=f"{type(exc).__name__}: {exc}"[:300])
+
+    def _final(self, t: float) -> CgroupMemory:
         if self.where is None:
             host = self._host_oom_kills()
             return CgroupMemory(t=t, pid=self.pid, final=True, error=self.why or "the workload's cgroup was never read",
