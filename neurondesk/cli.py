@@ -372,11 +372,12 @@ def _rebuilt_summary(run_dir) -> dict:
 
 
 def cmd_summary(args) -> int:
-    from neurondesk.lint.locate import annotate
+    from neurondesk.lint.locate import annotate, annotate_memory
     from neurondesk.reports.summary_writer import WRITERS
 
     summary = _rebuilt_summary(args.run_dir)
     annotate(summary.get("advice") or [])  # does lint find each value read / shape change at its line
+    annotate_memory(summary.get("memory_creep"))  # and the list a creeping rank appends its tensors to
     sys.stdout.write(WRITERS[args.format](summary))
     return 0
 

@@ -150,11 +150,13 @@ def export_run(run_dir: Path, out, rng):
 
 
 def cmd_report(args) -> int:
+    import msgspec
+
     from neurondesk.cli_reports import resolve_run
     from neurondesk.core.compare import compare
     from neurondesk.core.series import chart_line
     from neurondesk.core.summary import run_summary
-    from neurondesk.lint.locate import annotate
+    from neurondesk.lint.locate import annotate, annotate_memory
     from neurondesk.reports.html_report import ReportRun, render
     from neurondesk.sources.replay import state_from_run_dir
     from neurondesk.store.summary_files import write_atomic
@@ -170,6 +172,9 @@ def cmd_report(args) -> int:
             sys.stderr.write(f"neurondesk: {folder}/events.jsonl line {p.line}: {p.error} (skipped)\n")
         summary = run_summary(state)
         annotate(summary.advice)  # as `neurondesk summary` says it: does lint find each line
+        if summary.memory_creep is not None:
+            summary.memory_creep = msgspec.convert(annotate_memory(msgspec.to_builtins(summary.memory_creep)),
+                                                   type(summary.memory_creep))
         runs.append(ReportRun(summary, chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
                               str(folder)))
     comparison = compare([r.summary.as_dict() for r in runs]) if len(runs) > 1 else None

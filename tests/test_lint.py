@@ -68,6 +68,32 @@ def test_host_values_and_closures_are_not_findings(line: str) -> None:
     assert found(XLA_LOOP.format(line=line)) == []
 
 
+EAGER_LOOP = """\
+import torch
+import torch.nn.functional as F
+for x, y in loader:
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    {line}
+"""
+
+
+@pytest.mark.parametrize("line, want", [
+    ("losses.append(loss)", [(8, "append-tensor", "warning")]),  # the classic: each step's graph kept
+    ("outs.append(model(x))", [(8, "append-tensor", "warning")]),
+    ("held.append(F.mse_loss(model(x), y))", [(8, "append-tensor", "warning")]),
+    ("losses.append(loss.detach())", []),
+    ("losses.append(loss.data)", []),
+    ("losses.append(float(loss))", [(8, "tensor-cast", "warning")]),
+    ("losses.append(step)", []),
+    ("with torch.no_grad():\n        outs.append(model(x))", []),
+])
+def test_a_tensor_appended_to_a_list_every_step_keeps_its_graph(line: str, want: list) -> None:
+    assert found(EAGER_LOOP.format(line=line)) == want
+
+
 def test_a_step_frequency_guard_lowers_the_severity_and_names_the_period() -> None:
     src = XLA_LOOP.format(line="if step % 100 == 0:\n        v = loss.item()\n    else:\n        w = loss.item()")
     fs = lint_source(src)

@@ -135,6 +135,8 @@ def test_the_leaking_rank_is_named_with_its_rate_step_and_the_hosts_memory():
     assert leak.script == "/work/job/train.py" and ".item()" in leak.likely
     assert leak.words.startswith("rank 1 host RSS +11 GiB an hour since step 3, 3.0 MiB a step: at this pace "
                                  "the host's available memory (21 GiB) is used up in about 2.")
+    assert creep_.short.startswith("memory creeps: rank 1 host RSS +11 GiB an hour since step 3, host memory used "
+                                   "up in about 2")
     summary = build_summary(st_)
     assert summary["memory_creep"] == summary["figures"]["memory_creep"]  # one truth
     assert summary["memory_creep"]["leaks"][0]["rank"] == 1
@@ -149,7 +151,7 @@ def test_the_forecast_is_against_the_cgroups_limit_when_it_has_one():
     assert leak.limit == "cgroup memory limit" and leak.limit_bytes == 4 << 30
     # left: 4 GiB less what the processes hold now (~1 GiB + ~1.35 GiB), at 10.5 GiB an hour
     assert 0.1 < leak.hours_to_limit < 0.2
-    assert "the cgroup's memory limit (4.0 GiB, 1.7 GiB left) is used up in about 10 min" in leak.words
+    assert "the cgroup's memory limit (4.0 GiB, 1.7 GiB left) is reached in about 10 min" in leak.words
 
 
 def test_flat_ranks_name_no_creep_and_the_summary_says_null():

@@ -178,6 +178,8 @@ class CgroupWatch:
         self.host_base = self._host_oom_kills()
         self.last: CgroupMemory | None = None
         self.why: str | None = None
+        self.mounts: list[Mount] | None = None
+        self.misses = 0  # polls in a row that found no memory cgroup
 
     def _host_oom_kills(self) -> int | None:
         return _keyed(_read(self.proc, "vmstat"), "oom_kill")
@@ -199,6 +201,12 @@ class CgroupWatch:
             limit_hits=since("limit_hits"), final=final,
             host_oom_kills=None if host is None or self.host_base is None else host - self.host_base)
 
+    def _mounts(self, fresh: bool) -> list[Mount]:
+        """The cgroup mounts, read once (a big node has thousands of mounts: not at every poll)."""
+        if fresh or self.mounts is None:
+            self.mounts = parse_mountinfo(_read(os.path.join(self.proc, "self"), "mountinfo") or "")
+        return self.mounts
+
     def poll(self, t: float) -> CgroupMemory | None:
         """A reading when the process is first seen in its cgroup or has moved to another; None otherwise."""
         folder = os.path.join(self.proc, str(self.pid))
@@ -206,8 +214,10 @@ class CgroupWatch:
         if text is None or _exiting(_read(folder, "stat") or ""):  # stat read after: what the cgroup was read in
             return None  # exiting (its cgroup is the root's from then on) or gone: the last reading stands
         try:
-            mounts = parse_mountinfo(_read(os.path.join(self.proc, "self"), "mountinfo") or "")
-            where = locate(text, mounts)
+            where = locate(text, self._mounts(fresh=False))
+            self.misses = self.misses + 1 if isinstance(where, str) else 0
+            if self.misses % 20 == 1:  # none where it was looked for: mounted since? (read again now and then)
+                where = locate(text, self._mounts(fresh=True))
         except (OSError, ValueError) as exc:
             where = f"{type(exc).__name__}: {exc}"
         if isinstance(where, str):

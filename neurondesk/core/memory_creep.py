@@ -56,12 +56,14 @@ class MemoryLeak(msgspec.Struct, frozen=True, kw_only=True):
     likely: str  # the likely cause, in words
     script: str | None = None  # the rank's script: `neurondesk lint` may find the line
     location: str | None = None  # "path:line" of a list append of a tensor, where lint finds one (the CLI adds it)
-    words: str
+    headline: str  # "rank 3 host RSS +180 MiB an hour since step 2,000, its limit in about 9 h"
+    words: str  # the headline with the limit and the likely kind
 
 
 class MemoryCreep(msgspec.Struct, frozen=True, kw_only=True):
     leaks: list[MemoryLeak]  # the fastest first
     series: int  # memory series tested
+    short: str  # one line: the fastest leak's headline (and how many more)
     words: str  # the fastest leak's words (and how many more)
 
 
@@ -138,7 +140,7 @@ def _leak(state: RunState, s: MemorySeries, c: Creep) -> MemoryLeak:
         samples=c.samples, start_bytes=int(c.first), now_bytes=int(c.last), z=round(c.z, 2),
         limit=limit, limit_bytes=limit_bytes, left_bytes=left, kind=kind or KIND_TIME,
         likely=LIKELY[s.what] if kind else "it grows while no step ends: a thread, a background cache or a queue",
-        script=_script(state, s.pid), words="")
+        script=_script(state, s.pid), headline="", words="")
 
 
 def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
@@ -147,17 +149,21 @@ def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
     cat = f" ({x.category})" if x.category else ""
     since = f"since step {x.since_step:,}" if x.since_step is not None else f"over the last {hours_text(x.window_s / 3600)}"
     per = f", {size_text(x.bytes_per_step)} a step" if x.bytes_per_step else ""
-    words = f"{who}{cat} +{size_text(x.bytes_per_hour)} an hour {since}{per}"
+    words = headline = f"{who}{cat} +{size_text(x.bytes_per_hour)} an hour {since}"
+    words += per
     rate = host_rate if x.memory == "host_rss" else x.bytes_per_hour
     hours = x.left_bytes / rate if x.left_bytes is not None and rate > 0 else None
     if hours is not None and x.limit is not None:
+        host = x.limit == "host memory available"
         room = (f"the cgroup's memory limit ({size_text(x.limit_bytes or 0)}, {size_text(x.left_bytes or 0)} left)"
                 if x.limit == "cgroup memory limit" else
-                f"the host's available memory ({size_text(x.left_bytes or 0)})" if x.limit == "host memory available"
+                f"the host's available memory ({size_text(x.left_bytes or 0)})" if host
                 else f"{x.device}'s {x.limit} ({size_text(x.left_bytes or 0)} left)")
-        words += f": at this pace {room} is used up in about {hours_text(hours)}"
+        words += f": at this pace {room} is {'used up' if host else 'reached'} in about {hours_text(hours)}"
+        headline += f", {'host memory used up' if host else 'its limit reached'} in about {hours_text(hours)}"
     words += f"; likely {x.likely}"
-    return msgspec.structs.replace(x, words=words, hours_to_limit=None if hours is None else round(hours, 3))
+    return msgspec.structs.replace(x, words=words, headline=headline,
+                                   hours_to_limit=None if hours is None else round(hours, 3))
 
 
 def memory_creep(state: RunState) -> MemoryCreep | None:
@@ -169,4 +175,5 @@ def memory_creep(state: RunState) -> MemoryCreep | None:
     host_rate = sum(x.bytes_per_hour for x in found if x.memory == "host_rss")
     leaks = sorted((_with_words(x, host_rate) for x in found), key=lambda x: -x.bytes_per_hour)
     more = f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""
-    return MemoryCreep(leaks=leaks, series=len(series), words=f"memory creeps: {leaks[0].words}{more}")
+    return MemoryCreep(leaks=leaks, series=len(series), short=f"memory creeps: {leaks[0].headline}{more}",
+                       words=f"memory creeps: {leaks[0].words}{more}")

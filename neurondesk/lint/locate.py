@@ -43,3 +43,29 @@ def annotate(advice: list[dict]) -> list[dict]:
             a["lint"] = note
             a["message"] = f"{a['message']} (lint: {note.removeprefix('lint ')})"
     return advice
+
+
+def annotate_memory(creep: dict | None) -> dict | None:
+    """Each leak of a summary's ``memory_creep`` whose kind is a tensor kept per step, with the line where
+    lint finds a list append of a tensor in the rank's script: ``location`` ("path:line"), and said at
+    the end of its words (so every writer shows it)."""
+    if not creep:
+        return creep
+    cache: dict = {}
+    for leak in creep.get("leaks") or []:
+        script = leak.get("script")
+        if leak.get("kind") != "kept-per-step" or not script or leak.get("location"):
+            continue
+        if script not in cache:
+            cache[script] = lint_paths([script])
+        lines = sorted({f.line for f in cache[script].findings if f.rule == "append-tensor"})
+        if lines:
+            leak["location"] = f"{script}:{lines[0]}"
+            more = f" (and line{'s' if len(lines) > 2 else ''} {', '.join(map(str, lines[1:5]))})" if len(lines) > 1 else ""
+            leak["words"] = f"{leak['words']} (lint: a tensor appended to a list every step at {leak['location']}{more})"
+    first = (creep.get("leaks") or [{}])[0]
+    if first.get("location"):
+        for key in ("short", "words"):
+            if key in creep:
+                creep[key] = f"{creep[key]} (lint: {first['location']})"
+    return creep

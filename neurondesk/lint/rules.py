@@ -53,6 +53,8 @@ RULES: dict[str, tuple[str, str]] = {
     "no-sync": ("error", "cut the graph once per step: torch_xla.sync() (xm.mark_step()) after optimizer.step(), "
                          "or iterate an MpDeviceLoader"),
     "dynamic-neuron": ("error", "the neuron backend refuses dynamic=True: pad to fixed shapes and drop dynamic=True"),
+    "append-tensor": ("warning", "append loss.item() (a float), or loss.detach() to keep it on the device: a list of "
+                                 "tensors that require grad keeps every step's autograd graph, and memory creeps"),
     "data-dependent": ("warning", "its output shape depends on the data (a recompile per new shape): use a fixed-"
                                   "shape form (torch.where(mask, x, 0), masked sums, a mask multiplied in)"),
 }
@@ -156,6 +158,10 @@ class _Linter(FileStructure):
                 self.add(call, "host-copy", guard, f"`{self.src(call)}` copies a tensor to the host mid-step")
             elif f.attr == "tolist" and sc.is_tensor(f.value):
                 self.add(call, "host-copy", guard, f"`{self.src(call)}` copies a tensor to the host mid-step")
+        if (isinstance(f, ast.Attribute) and f.attr == "append" and len(call.args) == 1 and not call.keywords
+                and self._keeps_graph(call.args[0], sc, call)):
+            self.add(call, "append-tensor", guard, f"`{self.src(call)}` keeps a tensor, and the autograd graph "
+                     "behind it")
         if isinstance(f, ast.Name) and f.id in ("float", "int", "bool") and len(call.args) == 1 and sc.is_tensor(
                 call.args[0]):
             self.add(call, "tensor-cast", guard, f"`{self.src(call)}` reads the tensor on the host")
@@ -172,6 +178,29 @@ class _Linter(FileStructure):
                     f.value if isinstance(f, ast.Attribute) else None):
                 self.add(call, "data-dependent", guard, f"`{self.src(call.func)}()` has a data-dependent "
                          "output shape")
+
+    def _keeps_graph(self, arg: ast.expr, sc: _Scope, at: ast.AST) -> bool:
+        """A tensor that may require grad: not detached (``.detach()``, ``.data``), not read to the host,
+        not made under ``torch.no_grad()`` / ``inference_mode()`` around ``at``."""
+        if not sc.is_tensor(arg):
+            return False
+        for n in ast.walk(arg):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("detach", "detach_"):
+                return False
+            if isinstance(n, ast.Attribute) and n.attr == "data":
+                return False
+        node = self.parent.get(id(at))
+        while node is not None:
+            if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                    _func_name(i.context_expr) in ("no_grad", "inference_mode") for i in node.items
+                    if isinstance(i.context_expr, ast.Call)):
+                return False
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    (_func_name(d) if isinstance(d, ast.Call) else _chain(d)[-1:] and _chain(d)[-1])
+                    in ("no_grad", "inference_mode") for d in node.decorator_list):
+                return False
+            node = self.parent.get(id(node))
+        return True
 
     def _subscript(self, node: ast.Subscript, sc: _Scope, guard: str | None) -> None:
         sl = node.slice

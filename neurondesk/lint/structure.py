@@ -103,7 +103,7 @@ class _Scope:
             for names, value, n in assigns:
                 if value is None:
                     continue
-                if isinstance(value, ast.Call) and (
+                if isinstance(value, ast.Call) and _chain(value.func)[:3] != ["torch", "nn", "functional"] and (
                     _chain(value.func)[:2] in (["torch", "compile"],) or _chain(value.func)[:2] == ["torch", "nn"]
                     or _chain(value.func)[:1] == ["nn"]
                 ):

@@ -103,11 +103,20 @@ def _crash(i: int, s: Summary) -> str:
             f"{e(c.finding)}<br>try: {e(c.try_next)}{memory}{told}</div>")
 
 
+def _creep(i: int, s: Summary) -> str:
+    """Memory that creeps (core/memory_creep.py): each leak in words, with the line lint found."""
+    c = s.memory_creep
+    if c is None:
+        return ""
+    leaks = "".join(f"<br>{e(x.words)}" for x in c.leaks)  # with the line lint found, where the CLI asked it
+    return f'<div class="warn" id="r{i}-memory-creep"><b>memory creeps</b>{leaks}</div>'
+
+
 def _run(i: int, run: ReportRun) -> str:
     s = run.summary
     out = [f'<section id="run-{i}"><h2>Run {e(s.run_id)}</h2>',
            f'<p><code>{e(" ".join(s.command))}</code><br>{e(s.started_at)} · {e(run.folder)}</p>', _kpis(i, s),
-           _crash(i, s)]
+           _crash(i, s), _creep(i, s)]
     out += [f'<div class="warn">{e(d.get("message"))}</div>' for d in s.diagnostics]
     if s.advice:
         out.append("<h3>What to do</h3><ul>" + "".join(f"<li>{e(a.get('message'))}</li>" for a in s.advice) + "</ul>")

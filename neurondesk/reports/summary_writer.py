@@ -67,10 +67,12 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         return figures[name] if name in figures else cost[name]
 
     crash = s.get("crash")  # how it died (core/crash.py): a row only for a run that died
+    creep = s.get("memory_creep")  # memory that creeps (core/memory_creep.py): a row only when some does
     return [
         ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
         *([("died", f"{crash['kind']}: {crash['finding']}")] if crash else []),
+        *([("memory creeps", creep["short"].removeprefix("memory creeps: "))] if creep else []),
         ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
         ("precision", _fmt(s["precision"])),
         ("steps", _fmt(s["steps"])),
@@ -218,10 +220,19 @@ def crash_markdown(crash: dict | None) -> list[str]:
     return lines
 
 
+def creep_markdown(creep: dict | None) -> list[str]:
+    """summary.md's memory that creeps (core/memory_creep.py): each leak in words (with the line lint
+    found, where `neurondesk summary` asked it)."""
+    if not creep:
+        return []
+    return ["", "## Memory that creeps", "", *(f"- {x['words']}" for x in creep["leaks"])]
+
+
 def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
     lines += crash_markdown(s.get("crash"))
+    lines += creep_markdown(s.get("memory_creep"))
     if s["compiles"]:
         lines += ["", "## Compiles", "",
                   "| # | step | cause | location | shapes (before → after) | reason | duration | cache | status | graph |",

@@ -12,6 +12,7 @@ import time
 from neurondesk.core.figures import FIGURES, run_figures
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
+from neurondesk.lint.locate import annotate_memory
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean, clean_lines
 from neurondesk.reports.summary_writer import to_text_table
@@ -69,6 +70,8 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
         found = state.parts.ranks.stragglers() if stragglers is None else stragglers
         if found:
             parts.append(f"straggler: {found[0].words()}")
+    if f.memory_creep is not None:  # a trend over the steady steps (core/memory_creep.py)
+        parts.append(f.memory_creep.short)
     parts += state.parts.disk.status_words()  # a disk that fills soon, output not stored
     parts.append(fmt.clock(f.elapsed_s))
     return " | ".join(parts)
@@ -197,7 +200,8 @@ class HeadlessPrinter:
         said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
         crash = summary.get("crash")  # how it died (core/crash.py): first, before the details
         said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
-        said += rank_lines(summary) + list(summary["notices"])
+        creep = annotate_memory(summary.get("memory_creep"))  # with the line where lint finds the list, if it can
+        said += ([creep["words"]] if creep else []) + rank_lines(summary) + list(summary["notices"])
         if self.source.recorder_lost:
             said.append(recorder_lost_message(self.source))
         if getattr(self.source, "fallback", None):

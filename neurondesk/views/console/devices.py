@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from neurondesk.core.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
-from neurondesk.views.console.derived import device_units, memory_sum
+from neurondesk.views.console.derived import device_units, figures, memory_sum
 from neurondesk.views.console.device_memory import memory_by_category, profile_line
 from neurondesk.views.console.panel import Line, Panel
 
@@ -151,6 +151,9 @@ class DevicesPanel(Panel):
                 t.append(f"   cpu {host.cpu_percent:.0f}% overall", style="dim")
             if host.swap_used:
                 t.append(f"   swap {fmt.gib(host.swap_used)}", style="yellow")
+        creep = figures(state, now).memory_creep  # a trend over the steady steps (core/memory_creep.py)
+        if creep is not None:
+            t.append("\n  " + fmt.ellipsize(clean(creep.short), width - 2), style="bold yellow")
         if state.process_tree is not None and state.process_tree.compilers:
             c = state.process_tree.compilers
             t.append(f"\n  {len(c)} compiler process{'es' if len(c) > 1 else ''} running", style="yellow")

@@ -109,6 +109,9 @@ class OverviewPanel(Panel):
             row("Devices", Text("no samples yet", style="dim"))
         if c.crash is not None:  # how it died (core/crash.py): the kind, the finding, what to try
             row("Died", Text(clean(f"{c.crash.kind}: {c.crash.finding}; try: {c.crash.try_next}"), style="bold red"))
+        if c.memory_creep is not None:  # a trend over the steady steps (core/memory_creep.py)
+            row("Memory", Text(fmt.ellipsize(clean(c.memory_creep.short), max(10, self.size.width - 16)),
+                               style="bold yellow"))
         for d in diagnostics(state):
             if d.kind == "graph-grows" or state.finished:
                 row("Diagnosis", Text(clean(d.message), style="bold red" if d.kind == "graph-grows" else "yellow"))
