@@ -160,3 +160,20 @@ def test_every_output_says_it():
     html = _crash(0, load_summary(summary))
     assert 'data-kind="oom-killer"' in html and "64.0 MiB" in html
     assert "died: oom-killer" in status_line(s, 21.0)
+
+
+def test_an_exit_0_on_a_nan_loss_or_lightnings_early_stop_on_one_is_a_nan_stop():
+    c = crash_of(died([], 0, ev.LossReported(t=6.0, value=float("inf"), step=2)))
+    assert c.kind == "nan" and c.finding.startswith("at step 3, the workload stopped on a NaN or infinite loss")
+    assert "exited 0" in c.finding
+    lightning = ["Monitored metric val_loss = nan is not finite. Previous best value was 0.412. "
+                 "Signaling Trainer to stop."]
+    assert crash_of(died(lightning, 0)).kind == "nan"
+    assert crash_of(died(["all good"], 0, ev.LossReported(t=6.0, value=0.5, step=2))) is None
+
+
+def test_a_dataloader_worker_killed_by_the_oom_killer():
+    stderr = ["Traceback (most recent call last):", '  File "train.py", line 30, in <module>',
+              "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. "]
+    c = crash_of(died(stderr, 1, cgroup(1)))
+    assert c.kind == "oom-killer" and "lost a DataLoader worker to the kernel's OOM killer" in c.finding

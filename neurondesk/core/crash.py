@@ -36,6 +36,7 @@ _CUDA_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of 
 _NAN = re.compile(r"\b(?:nan|inf|infinite|non-finite|not finite)\b.{0,80}\bloss\b|\bloss\b.{0,80}"
                   r"\b(?:nan|inf|infinite|non-finite|not finite)\b|returned nan values|"
                   r"Monitored metric \S+ = (?:nan|inf|-inf) is not finite", re.IGNORECASE)
+_LIGHTNING_NAN = re.compile(r"Monitored metric \S+ = (?:nan|inf|-inf) is not finite")
 _TIMEOUT = re.compile(r"Timed out waiting \d+ ?ms for \w+ operation|Watchdog caught collective operation timeout|"
                       r"collective operation timeout|ProcessGroup\w+.{0,80}time(?:d ?)?out|Socket Timeout|"
                       r"DistStoreError: Timed out|Timed out after \d+ seconds waiting for clients|"
@@ -141,21 +142,32 @@ def _first_nonfinite_step(state: RunState) -> int | None:
 def crash_of(state: RunState) -> Crash | None:
     """The run's death explained, or None for a run going well or ended well (core/run_end.py's rule)."""
     end = first_failure(state)
-    if end is None:
+    if end is None and not _ended_on_nan(state):
         return None
     texts = _texts(state)
     sig, sig_said = _signal(state, texts)
     kind, what, evidence = _classify(state, texts, sig, sig_said)
+    if end is None:  # exit 0, but the loss it ended with is not a number: stopped on it, or trained on garbage
+        what += f" and exited {state.exit_code}"
     first = state.parts.ranks.failed_first
     step = first.step if first is not None and first.step is not None else state.current_step
-    who = f"rank {end.failed_rank}" if end.failed_rank is not None else "the workload"
+    who = f"rank {end.failed_rank}" if end is not None and end.failed_rank is not None else "the workload"
     host, device = host_memory(state, first.pid if first is not None else None), device_memory(state, texts)
     memory = "; ".join(m.words for m in (host, device) if m is not None)
     finding = f"at step {step}, {who} {what}" + (f"; {memory}" if memory else "")
-    return Crash(kind=kind, finding=finding, try_next=_try(kind, texts), rank=end.failed_rank,
+    return Crash(kind=kind, finding=finding, try_next=_try(kind, texts), rank=end.failed_rank if end else None,
                  pid=first.pid if first is not None else None, step=step, signal=sig,
                  exit_code=state.exit_code if state.finished else None, evidence=evidence,
                  host_memory=host, device_memory=device)
+
+
+def _ended_on_nan(state: RunState) -> bool:
+    """A run that exited 0 after a NaN or infinite last loss, or after Lightning's EarlyStopping stopped it on
+    one ("Monitored metric val_loss = nan is not finite")."""
+    if not state.finished or state.exit_code != 0:
+        return False
+    last = state.loss_last
+    return (last is not None and not math.isfinite(last)) or _find(state.stderr_tail[-20:], _LIGHTNING_NAN) is not None
 
 
 def _try(kind: str, texts: list[str]) -> str:
@@ -181,7 +193,8 @@ def _classify(state: RunState, texts: list[str], sig: str | None, sig_said: str)
     if (sig == "SIGKILL" or kills) and ((kills or 0) > 0 or (host_kills or 0) > 0):
         where = (f"its cgroup {cg.path}" if kills else "the host") if cg is not None else "the host"
         count = kills if kills else host_kills
-        return "oom-killer", (f"was killed by the kernel's OOM killer ({where}: {count} OOM kill"
+        victim = "lost a DataLoader worker to" if "DataLoader worker" in sig_said else "was killed by"
+        return "oom-killer", (f"{victim} the kernel's OOM killer ({where}: {count} OOM kill"
                               f"{'s' if count != 1 else ''} during the run)"), sig_said or "oom_kill count"
     if sig == "SIGSEGV":
         return "segfault", "died of a segmentation fault (SIGSEGV)", sig_said
