@@ -177,3 +177,14 @@ def test_a_dataloader_worker_killed_by_the_oom_killer():
               "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. "]
     c = crash_of(died(stderr, 1, cgroup(1)))
     assert c.kind == "oom-killer" and "lost a DataLoader worker to the kernel's OOM killer" in c.finding
+
+
+def test_the_rss_at_the_end_says_who_held_it():
+    P = dev.ProcessInfo
+    tree = dev.ProcessTreeSample(t=19.0, root_pid=6, total_rss=6 << 30, processes=[
+        P(pid=6, role="main", rss=512 << 20), P(pid=8, role="rank", rss=2 << 30), P(pid=9, role="rank", rss=2 << 30),
+        P(pid=10, role="dataloader", rss=768 << 20), P(pid=11, role="dataloader", rss=768 << 20),
+        P(pid=12, role="compiler", rss=0)])
+    c = crash_of(died([], -9, tree, cgroup(1)))
+    assert ("the workload's RSS was 6.0 GiB at the last sample (the main process 512.0 MiB, 2 ranks 4.0 GiB, "
+            "2 DataLoader workers 1.5 GiB, 1 compiler 0 B)") in c.finding
