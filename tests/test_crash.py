@@ -188,3 +188,12 @@ def test_the_rss_at_the_end_says_who_held_it():
     c = crash_of(died([], -9, tree, cgroup(1)))
     assert ("the workload's RSS was 6.0 GiB at the last sample (the main process 512.0 MiB, 2 ranks 4.0 GiB, "
             "2 DataLoader workers 1.5 GiB, 1 compiler 0 B)") in c.finding
+
+
+def test_a_kill_elsewhere_on_the_host_is_not_this_runs_when_its_cgroup_counted_none():
+    c = crash_of(died([], -9, dev.CgroupMemory(t=19.9, pid=7, path="/job-7", version=1, oom_kills=0,
+                                               host_oom_kills=3, final=True)))
+    assert c.kind == "killed"
+    unread = dev.CgroupMemory(t=19.9, pid=7, final=True, host_oom_kills=1, error="no memory cgroup controller ...")
+    assert crash_of(died([], -9, unread)).kind == "oom-killer"  # the host's count is all there is
+    assert "its cgroup's memory events were not recorded" in crash_of(died([], -9)).finding  # an older journal

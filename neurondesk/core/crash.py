@@ -190,9 +190,11 @@ def _classify(state: RunState, texts: list[str], sig: str | None, sig_said: str)
     cg = state.parts.telemetry.cgroup
     kills = cg.oom_kills if cg is not None else None
     host_kills = cg.host_oom_kills if cg is not None else None
-    if (sig == "SIGKILL" or kills) and ((kills or 0) > 0 or (host_kills or 0) > 0):
-        where = (f"its cgroup {cg.path}" if kills else "the host") if cg is not None else "the host"
-        count = kills if kills else host_kills
+    # an OOM kill is counted in the victim's cgroup whichever limit was hit (its own, a parent's, the host's):
+    # the host's count tells only where the cgroup could not be read (a kill elsewhere is not this run's)
+    count = kills if kills is not None else host_kills
+    if sig == "SIGKILL" and count:
+        where = f"its cgroup {cg.path}" if kills else "the host"
         victim = "lost a DataLoader worker to" if "DataLoader worker" in sig_said else "was killed by"
         return "oom-killer", (f"{victim} the kernel's OOM killer ({where}: {count} OOM kill"
                               f"{'s' if count != 1 else ''} during the run)"), sig_said or "oom_kill count"
@@ -209,8 +211,9 @@ def _classify(state: RunState, texts: list[str], sig: str | None, sig_said: str)
     if timeout is not None:
         return "collective-timeout", "timed out in a collective", timeout
     if sig == "SIGKILL":
-        why = (cg.error if cg is not None and cg.error else "its cgroup's memory events could not be read") if (
-            kills is None) else f"no OOM kill counted in its cgroup {cg.path}"
+        why = (f"no OOM kill counted in its cgroup {cg.path}" if kills is not None
+               else f"its cgroup not read: {cg.error}" if cg is not None and cg.error
+               else "its cgroup's memory events were not recorded")
         return "killed", f"was killed by SIGKILL ({why})", sig_said
     if sig in ("SIGINT", "SIGTERM", "SIGHUP") or _find(texts, re.compile(r"^KeyboardInterrupt")):
         return "stopped", f"was stopped ({sig or 'KeyboardInterrupt'})", sig_said
