@@ -176,3 +176,20 @@ def test_a_neuroncore_whose_tensors_grow_is_named_with_its_category_and_hbm_shar
     assert [(x.memory, x.device, x.category, x.rank) for x in leaks] == [("neuron", "NeuronCore 0", "tensors", 0)]
     assert leaks[0].limit == "HBM share" and leaks[0].limit_bytes == 16 << 30
     assert "NeuronCore 0's HBM share" in leaks[0].words
+
+
+def test_a_process_whose_gpu_memory_grows_is_named_against_the_gpus_memory():
+    s = RunState()
+    s.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "t.py"], warmup_steps=1))
+    s.apply(ev.ProcessAttached(t=0.1, pid=7, rank=2))
+    for i in range(60):
+        s.apply(ev.StepEnded(t=1.0 + i, pid=7, step=i, duration_s=1.0, data_wait_s=0.0))
+        used = 20 * 1024 * MiB + 16 * MiB * i  # the caching allocator's pool, as NVML sees it
+        s.apply(dev.GpuSample(t=1.5 + i, gpus=[dev.GpuReading(index=0, memory_total=80 << 30, memory_used=used + MiB)],
+                              processes=[dev.GpuProcess(pid=7, gpu=0, used_memory=used)]))
+    (leak,) = run_figures(s).memory_creep.leaks
+    assert (leak.memory, leak.device, leak.rank, leak.limit, leak.limit_bytes) == ("cuda", "GPU 0", 2, "GPU memory",
+                                                                                  80 << 30)
+    assert abs(leak.bytes_per_hour - 16 * MiB * 3600) < 1 * MiB * 3600
+    assert leak.words.startswith("rank 2 GPU 0 memory +56 GiB an hour since step 2, 16 MiB a step: at this pace "
+                                 "GPU 0's memory (59 GiB left) is reached in about 1.1 h; likely device tensors")

@@ -19,7 +19,7 @@ from neurondesk.core.state import RunState
 KIND_PER_STEP = "kept-per-step"  # grows with the steps: something keeps a little of every step
 KIND_TIME = "grows-with-time"  # grows while no step ends (a thread, a cache filled in the background)
 PER_STEP_MIN_STEPS = 5
-MEMORY_NAMES = {"host_rss": "host RSS", "neuron": "device memory", "cuda": "GPU memory"}
+MEMORY_NAMES = {"host_rss": "host RSS", "neuron": "memory", "cuda": "memory"}  # after "NeuronCore 3", "GPU 0"
 LIKELY = {
     "host_rss": ("tensors kept across steps: the classic is the loss appended to a list without .item() or "
                  ".detach(), which keeps each step's autograd graph alive; or a history, cache or metrics list "
@@ -158,7 +158,7 @@ def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
         room = (f"the cgroup's memory limit ({size_text(x.limit_bytes or 0)}, {size_text(x.left_bytes or 0)} left)"
                 if x.limit == "cgroup memory limit" else
                 f"the host's available memory ({size_text(x.left_bytes or 0)})" if host
-                else f"{x.device}'s {x.limit} ({size_text(x.left_bytes or 0)} left)")
+                else f"{x.device}'s {'memory' if x.memory == 'cuda' else x.limit} ({size_text(x.left_bytes or 0)} left)")
         words += f": at this pace {room} is {'used up' if host else 'reached'} in about {hours_text(hours)}"
         headline += f", {'host memory used up' if host else 'its limit reached'} in about {hours_text(hours)}"
     words += f"; likely {x.likely}"
