@@ -29,6 +29,7 @@ from neurondesk.core.state import RunState
 from neurondesk.recorder.metrics import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
 from neurondesk.recorder.metrics_health import health_families
 from neurondesk.recorder.metrics_job import job_families
+from neurondesk.recorder.metrics_memory import memory_families
 from neurondesk.recorder.metrics_phases import phase_families
 
 PUBLISH_EVERY_S = 0.25
@@ -120,6 +121,7 @@ class RunCollector(Collector):
             yield from job_families(s, ids)
         yield from health_families(s, ids)
         yield from phase_families(s, ids)
+        yield from memory_families(s, ids)
 
     @staticmethod
     def _rates(s: Snapshot, ids: list[str], one) -> Iterator[Metric]:
