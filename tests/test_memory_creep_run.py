@@ -1,16 +1,18 @@
 """Memory that creeps (issue 36 item 3) on real runs on this CPU, under `neurondesk run --headless`:
-an eager loop that keeps every step's held-out loss tensor in a list (its autograd graph with it: the
-host RSS really grows, about a MiB a step) is named, with its rank, its pace and the line lint finds;
-the same loop keeping ``loss.item()`` names nothing. Lint's rule on small scripts: tests/test_lint.py."""
+two ranks under torchrun, rank 1 keeping every step's held-out loss tensor in a list (its autograd
+graph with it: its host RSS really grows, about a MiB a step), rank 0 keeping floats: rank 1 is named,
+with its pace and the line lint finds, and rank 0 is not; one process keeping ``loss.item()`` names
+nothing. Lint's rule on small scripts: tests/test_lint.py."""
 
 from __future__ import annotations
 
 import importlib.util
+import socket
 import subprocess
 import sys
 
 import pytest
-from conftest import DATA, REPO, base_env, neurondesk_run
+from conftest import DATA, REAL_RUN_TIMEOUT_S, REPO, Run, base_env, neurondesk_run
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 WORKLOAD = DATA / "workloads" / "leaky_losses.py"
@@ -18,18 +20,26 @@ WORKLOAD = DATA / "workloads" / "leaky_losses.py"
 SECONDS = "32"
 
 
-def _run(tmp, keep: str):
-    return neurondesk_run(tmp, ["--keep", keep, "--seconds", SECONDS], ["--warmup-steps", "3"], workload=WORKLOAD)
-
-
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("leaky"), "tensor")
+    """torchrun, 2 ranks on the CPU (they train apart: no collective); rank 1 keeps its loss tensors."""
+    tmp = tmp_path_factory.mktemp("leaky")
+    run_dir = tmp / "run"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--instance-type", "trn1.2xlarge",
+           "--run-dir", str(run_dir), "--warmup-steps", "3", "--", sys.executable, "-m", "torch.distributed.run",
+           "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port), str(WORKLOAD),
+           "--keep", "tensor", "--leak-rank", "1", "--seconds", SECONDS]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp), cwd=REPO)
+    return Run(p.returncode, p.stdout, p.stderr, run_dir)
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("clean"), "item")
+    return neurondesk_run(tmp_path_factory.mktemp("clean"), ["--keep", "item", "--seconds", SECONDS],
+                          ["--warmup-steps", "3"], workload=WORKLOAD)
 
 
 def _append_line() -> int:
@@ -44,17 +54,18 @@ def test_a_list_of_loss_tensors_is_named_as_memory_that_creeps_with_its_rank_and
     s = run.summary
     creep = s["memory_creep"]
     assert creep is not None and creep == s["figures"]["memory_creep"], s.get("notices")  # one truth
-    leak = creep["leaks"][0]
-    pid = next(e["pid"] for e in run.events if e["kind"] == "process_attached")
-    assert leak["memory"] == "host_rss" and leak["rank"] == 0 and leak["pid"] == pid
+    assert s["world_size"] == 2 and creep["series"] == 2  # both ranks' RSS tested
+    (leak,) = creep["leaks"]  # rank 1 only: rank 0 keeps floats
+    pid = next(e["pid"] for e in run.events if e["kind"] == "process_attached" and e.get("rank") == 1)
+    assert leak["memory"] == "host_rss" and leak["rank"] == 1 and leak["pid"] == pid
     assert leak["kind"] == "kept-per-step" and leak["bytes_per_step"] > 256 << 10  # ~1 MiB of activations a step
     assert leak["since_step"] >= 3 and leak["samples"] >= 20 and leak["z"] >= 4
     assert leak["script"] == str(WORKLOAD) and ".item()" in leak["likely"]
     assert leak["hours_to_limit"] is not None and leak["limit"] in ("cgroup memory limit", "host memory available")
     # said live on the status line, and at the end with the line lint finds
-    assert "memory creeps: rank 0 host RSS +" in run.stderr
+    assert "memory creeps: rank 1 host RSS +" in run.stderr
     where = f"{WORKLOAD}:{_append_line()}"
-    assert f"(lint: {where})" in run.stderr.splitlines()[-1] or any(f"(lint: {where})" in x for x in run.stderr.splitlines())
+    assert f"(lint: {where})" in run.stderr
     assert "## Memory that creeps" in (run.run_dir / "summary.md").read_text()
     # `neurondesk summary` of the folder says the same, with the line
     out = subprocess.run([sys.executable, "-m", "neurondesk.cli", "summary", str(run.run_dir)], capture_output=True,

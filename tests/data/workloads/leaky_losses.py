@@ -2,12 +2,14 @@
 ``--keep tensor`` appends that loss tensor itself to a list: computed with autograd on and never
 backpropagated, it keeps its whole graph (the activations its forward saved), so the host RSS grows
 step after step (the classic leak: the loss kept without .item() / .detach()). ``--keep item``
-appends ``loss.item()``, a float: nothing grows.
+appends ``loss.item()``, a float: nothing grows. Under torchrun, ``--leak-rank N`` keeps tensors on
+rank N only (the ranks train apart: no collective), the others keep floats.
 
-    python leaky_losses.py --keep tensor|item [--seconds 32]
+    python leaky_losses.py --keep tensor|item [--seconds 32] [--leak-rank N]
 """
 
 import argparse
+import os
 import time
 
 import torch
@@ -15,7 +17,9 @@ import torch
 parser = argparse.ArgumentParser()
 parser.add_argument("--keep", choices=("tensor", "item"), required=True)
 parser.add_argument("--seconds", type=float, default=32.0)
+parser.add_argument("--leak-rank", type=int, default=None)
 args = parser.parse_args()
+keep_tensor = args.keep == "tensor" and args.leak_rank in (None, int(os.environ.get("RANK", "0")))
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
@@ -32,7 +36,7 @@ while time.monotonic() < end:
     loss.backward()
     opt.step()
     held_out_loss = torch.nn.functional.mse_loss(model(x_held), y_held)
-    if args.keep == "tensor":
+    if keep_tensor:
         held_out.append(held_out_loss)
     else:
         held_out.append(held_out_loss.item())
