@@ -6,10 +6,13 @@ nothing. Lint's rule on small scripts: tests/test_lint.py."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import DATA, REAL_RUN_TIMEOUT_S, REPO, Run, base_env, neurondesk_run
@@ -20,20 +23,59 @@ WORKLOAD = DATA / "workloads" / "leaky_losses.py"
 SECONDS = "32"
 
 
+LIMIT = 6 << 30  # two ranks' torch (~0.8 GiB each) and half a GiB of leak fit well under it
+
+
+def _memory_cgroup(name: str) -> str | None:
+    """A fresh memory cgroup limited to LIMIT in a hierarchy already mounted whole (v2 with the memory
+    controller, or v1's memory one), or None (not root, none mounted, the kernel refused)."""
+    if os.geteuid() != 0:
+        return None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3 or fields[3] != "/":
+            continue
+        point, v2 = fields[4], tail[0] == "cgroup2"
+        if not (v2 or (tail[0] == "cgroup" and "memory" in tail[2].split(","))):
+            continue
+        folder = Path(point, name)
+        try:
+            if v2 and "memory" not in Path(point, "cgroup.subtree_control").read_text().split():
+                continue
+            folder.mkdir()
+            (folder / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(LIMIT))
+            return str(folder)
+        except OSError:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return None
+
+
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory):
-    """torchrun, 2 ranks on the CPU (they train apart: no collective); rank 1 keeps its loss tensors."""
+    """torchrun, 2 ranks on the CPU (they train apart: no collective); rank 1 keeps its loss tensors. In a
+    memory cgroup limited to LIMIT where one can be made (the forecast is then against it)."""
     tmp = tmp_path_factory.mktemp("leaky")
     run_dir = tmp / "run"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    cgroup = _memory_cgroup(f"neurondesk-creep-{os.getpid()}")
+    # the wrapper puts itself into the cgroup, then becomes the workload (as systemd-run --scope does)
+    wrapper = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup] if cgroup else []
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--instance-type", "trn1.2xlarge",
-           "--run-dir", str(run_dir), "--warmup-steps", "3", "--", sys.executable, "-m", "torch.distributed.run",
-           "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port), str(WORKLOAD),
-           "--keep", "tensor", "--leak-rank", "1", "--seconds", SECONDS]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp), cwd=REPO)
-    return Run(p.returncode, p.stdout, p.stderr, run_dir)
+           "--run-dir", str(run_dir), "--warmup-steps", "3", "--", *wrapper, sys.executable, "-m",
+           "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+           str(WORKLOAD), "--keep", "tensor", "--leak-rank", "1", "--seconds", SECONDS]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp),
+                           cwd=REPO)
+    finally:
+        if cgroup:
+            with contextlib.suppress(OSError):
+                os.rmdir(cgroup)
+    return Run(p.returncode, p.stdout, p.stderr, run_dir), cgroup
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +91,7 @@ def _append_line() -> int:
 
 @needs_torch
 def test_a_list_of_loss_tensors_is_named_as_memory_that_creeps_with_its_rank_and_line(leaky, tmp_path):
-    run = leaky
+    run, cgroup = leaky
     assert run.returncode == 0, run.stderr[-2000:]
     s = run.summary
     creep = s["memory_creep"]
@@ -61,7 +103,13 @@ def test_a_list_of_loss_tensors_is_named_as_memory_that_creeps_with_its_rank_and
     assert leak["kind"] == "kept-per-step" and leak["bytes_per_step"] > 256 << 10  # ~1 MiB of activations a step
     assert leak["since_step"] >= 3 and leak["samples"] >= 20 and leak["z"] >= 4
     assert leak["script"] == str(WORKLOAD) and ".item()" in leak["likely"]
-    assert leak["hours_to_limit"] is not None and leak["limit"] in ("cgroup memory limit", "host memory available")
+    assert leak["hours_to_limit"] is not None
+    if cgroup:  # the forecast is against the cgroup's limit, less what the ranks hold
+        assert leak["limit"] == "cgroup memory limit" and leak["limit_bytes"] == LIMIT
+        assert 0 < leak["left_bytes"] < LIMIT - (1 << 30)
+        assert "the cgroup's memory limit (6.0 GiB," in leak["words"] and "the cgroup's limit reached in" in leak["headline"]
+    else:
+        assert leak["limit"] == "host memory available"
     # said live on the status line, and at the end with the line lint finds
     assert "memory creeps: rank 1 host RSS +" in run.stderr
     where = f"{WORKLOAD}:{_append_line()}"

@@ -193,3 +193,13 @@ def test_a_process_whose_gpu_memory_grows_is_named_against_the_gpus_memory():
     assert abs(leak.bytes_per_hour - 16 * MiB * 3600) < 1 * MiB * 3600
     assert leak.words.startswith("rank 2 GPU 0 memory +56 GiB an hour since step 2, 16 MiB a step: at this pace "
                                  "GPU 0's memory (59 GiB left) is reached in about 1.1 h; likely device tensors")
+
+
+def test_a_tree_sampled_at_the_teardown_is_not_what_the_workload_holds():
+    r = random.Random(3)
+    st_ = _run(lambda rank, i: 1000 * MiB + (3 * MiB * i if rank == 1 else 0) + r.gauss(0, MiB), world=2)
+    held = st_.parts.memory.tree_rss
+    assert held > 2300 * MiB  # both ranks, at the last steady sample a step followed
+    st_.apply(dev.ProcessTreeSample(t=500.0, root_pid=100, processes=[dev.ProcessInfo(pid=100, role="main", rss=MiB)],
+                                    total_rss=MiB))  # rank 1 gone: no step follows
+    assert st_.parts.memory.tree_rss == held

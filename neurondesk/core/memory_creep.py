@@ -160,7 +160,9 @@ def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
                 f"the host's available memory ({size_text(x.left_bytes or 0)})" if host
                 else f"{x.device}'s {'memory' if x.memory == 'cuda' else x.limit} ({size_text(x.left_bytes or 0)} left)")
         words += f": at this pace {room} is {'used up' if host else 'reached'} in about {hours_text(hours)}"
-        headline += f", {'host memory used up' if host else 'its limit reached'} in about {hours_text(hours)}"
+        reached = ("host memory used up" if host else "the cgroup's limit reached" if x.limit == "cgroup memory limit"
+                   else "its limit reached")
+        headline += f", {reached} in about {hours_text(hours)}"
     words += f"; likely {x.likely}"
     return msgspec.structs.replace(x, words=words, headline=headline,
                                    hours_to_limit=None if hours is None else round(hours, 3))

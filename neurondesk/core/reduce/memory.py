@@ -79,11 +79,14 @@ class MemoryLimit:
 
 
 class MemoryReducer:
+    _pending_rss: int | None = None  # a class default: a checkpoint written before it existed still loads
+
     def __init__(self, run: RunReducer, steps: StepReducer, compiles: CompileReducer, ranks: RankReducer) -> None:
         self._run, self._steps, self._compiles, self._ranks = run, steps, compiles, ranks
         self.series: dict[tuple[str, int | None, int | str | None], MemorySeries] = {}
         self.limit: MemoryLimit | None = None
-        self.tree_rss: int | None = None  # the workload's processes' RSS summed, last sample
+        self.tree_rss: int | None = None  # the workload's processes' RSS summed, last steady sample a step followed
+        self._pending_rss: int | None = None
         self.host_available: int | None = None  # the machine's available memory, last sample
         self.gpu_room: dict[int, tuple[int, int]] = {}  # GPU index -> (total, used), last sample
         self.cwd = ""
@@ -92,7 +95,8 @@ class MemoryReducer:
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         out = {"run_started": self.on_run_started, "process_attached": self.on_process_attached,
                "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
-               "gpu_sample": self.on_gpu_sample, "host_sample": self.on_host_sample}
+               "gpu_sample": self.on_gpu_sample, "host_sample": self.on_host_sample, "step": self.on_step,
+               "steps": self.on_step}
         if CGROUP_KIND in EVENT_TYPES:  # the workload's cgroup (collectors/cgroup_memory.py), where it is recorded
             out[CGROUP_KIND] = self.on_cgroup_memory
         return out
@@ -117,6 +121,10 @@ class MemoryReducer:
             return r.rank
         return self._ranks.declared.get(pid, (None, None))[0] if pid is not None else None
 
+    def on_step(self, e: ev.Event) -> None:
+        if self._pending_rss is not None:
+            self.tree_rss, self._pending_rss = self._pending_rss, None
+
     def on_run_started(self, e: ev.RunStarted) -> None:
         self.cwd = e.cwd
 
@@ -135,10 +143,10 @@ class MemoryReducer:
                                      str(getattr(e, "limit_path", "") or getattr(e, "path", "")))
 
     def on_process_tree(self, e: dev.ProcessTreeSample) -> None:
-        if e.processes:
-            self.tree_rss = e.total_rss
         if not self._steady():
             return
+        if e.processes:  # taken once a step ends after it: a tree sampled at the teardown holds less
+            self._pending_rss = e.total_rss
         ranks = self._ranks.ranks
         for p in e.processes:
             if p.pid in ranks and p.rss > 0 and (s := self._series("host_rss", p.pid, None)) is not None:
