@@ -16,6 +16,7 @@ from neurondesk.core import device_events as dev
 from neurondesk.core import events as ev
 from neurondesk.core.figures import run_figures
 from neurondesk.core.memory_trend import MIN_SAMPLES, creep, mann_kendall_z, theil_sen
+from neurondesk.core.reduce.memory import MAX_POINTS, RECHECK, MemorySeries
 from neurondesk.core.registry import EVENT_TYPES
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
@@ -203,3 +204,18 @@ def test_a_tree_sampled_at_the_teardown_is_not_what_the_workload_holds():
     st_.apply(dev.ProcessTreeSample(t=500.0, root_pid=100, processes=[dev.ProcessInfo(pid=100, role="main", rss=MiB)],
                                     total_rss=MiB))  # rank 1 gone: no step follows
     assert st_.parts.memory.tree_rss == held
+
+
+def test_a_series_is_tested_again_every_few_samples_and_at_the_end_on_all_of_them():
+    s = MemorySeries("host_rss", pid=1)
+    for i in range(MIN_SAMPLES - 1):  # too few samples yet: no verdict
+        s.add(float(i), 900 * MiB + 4 * MiB * i, i)
+    assert s.creep() is None
+    for i in range(MIN_SAMPLES - 1, MIN_SAMPLES - 1 + RECHECK - 1):
+        s.add(float(i), 900 * MiB + 4 * MiB * i, i)
+    assert s.creep() is None  # not tested again yet
+    assert s.creep(exact=True) is not None  # the run is over: every sample counts
+    t = MemorySeries("host_rss", pid=1)
+    for i in range(2 * MAX_POINTS + 1):  # halved when full: bounded, the whole span kept
+        t.add(float(i), float(i), i)
+    assert len(t.ts) <= MAX_POINTS and t.ts[0] == 0.0 and t.ts[-1] >= 2 * MAX_POINTS - 4 and t.stride == 4

@@ -171,7 +171,7 @@ def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
 def memory_creep(state: RunState) -> MemoryCreep | None:
     """The leaks found, the fastest first; None when no series creeps."""
     series = list(state.parts.memory.series.values())
-    found = [_leak(state, s, c) for s in series if (c := s.creep()) is not None]
+    found = [_leak(state, s, c) for s in series if (c := s.creep(exact=state.finished)) is not None]
     if not found:
         return None
     host_rate = sum(x.bytes_per_hour for x in found if x.memory == "host_rss")
