@@ -215,6 +215,10 @@ def test_a_series_is_tested_again_every_few_samples_and_at_the_end_on_all_of_the
         s.add(float(i), 900 * MiB + 4 * MiB * i, i)
     assert s.creep() is None  # not tested again yet
     assert s.creep(exact=True) is not None  # the run is over: every sample counts
+    before = (list(s.ts), s.version)
+    for t, y in ((float("nan"), 1.0), (5.0, 1.0), (99.0, float("inf"))):  # not a number, back in time
+        s.add(t, y, 0)
+    assert (s.ts, s.version) == before
     t = MemorySeries("host_rss", pid=1)
     for i in range(2 * MAX_POINTS + 1):  # halved when full: bounded, the whole span kept
         t.add(float(i), float(i), i)

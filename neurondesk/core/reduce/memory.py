@@ -12,6 +12,7 @@ is kept (then one in four ...), so a run of days keeps its shape in bounded memo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,6 +49,8 @@ class MemorySeries:
     _creep: Creep | None = None
 
     def add(self, t: float, value: float, step: int | None, categories: dict[str, int] | None = None) -> None:
+        if not (math.isfinite(t) and math.isfinite(value)) or (self.ts and t <= self.ts[-1]):
+            return  # a sample out of time order (a replayed clock step back) or not a number: left out
         self.seen += 1
         if (self.seen - 1) % self.stride:
             return
