@@ -1,5 +1,5 @@
 """Memory that creeps in the outputs that are not the console (issue 36 item 3): the Prometheus
-exporter's series (promtool accepts them), summary.md and the HTML report, all from core's
+exporter's series (promtool accepts them), summary.md, the HTML report and the alert, all from core's
 RunFigures.memory_creep of a reduced 2-rank run whose rank 1 keeps 3 MiB a second."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from prometheus_harness import require_prometheus
 from test_memory_trend import MiB, _run
 
 from neurondesk.core import device_events as dev
+from neurondesk.core.alert_rules import AlertRules
 from neurondesk.core.figures import run_figures
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
@@ -81,3 +82,13 @@ def test_summary_md_the_text_table_and_the_html_report_say_it():
     flat = leaky(leak=0)
     assert "Memory that creeps" not in to_markdown(build_summary(flat))
     assert "memory-creep" not in render([ReportRun(run_summary(flat), chart_line(flat.parts.steps, points=50)[0], [], "run")])
+
+
+def test_an_alert_names_each_creep_once():
+    state, rules = leaky(), AlertRules()
+    (alert,) = [a for a in rules.check(state, 300.0) if a.event == "memory_creep"]
+    (leak,) = run_figures(state).memory_creep.leaks
+    assert alert.level == "warn" and alert.message == f"memory creeps: {leak.words}"
+    assert alert.figures["rank"] == 1 and alert.figures["bytes_per_hour"] == leak.bytes_per_hour
+    assert [a for a in rules.check(state, 301.0) if a.event == "memory_creep"] == []  # said once
+    assert [a for a in AlertRules().check(leaky(leak=0), 300.0) if a.event == "memory_creep"] == []

@@ -7,6 +7,7 @@ Each alert is said once per episode:
 - ``input_bound``: the phase has been input-bound for ``input_bound_s`` (5 min) without a break;
 - ``hung`` / ``resumed``: core/hang.py's rule;
 - ``budget_warn`` at 80% of ``--budget-usd``, ``budget_reached`` at 100% (core/budget.py);
+- ``memory_creep``: a memory series that creeps is named (core/memory_creep.py), once per series;
 - ``finished`` / ``failed`` (exit code, the rank that failed first) and ``check_failed``: at the end.
 """
 
@@ -17,6 +18,7 @@ import msgspec
 from neurondesk.core.diagnostics import graph_grows
 from neurondesk.core.figures import budget_for_state
 from neurondesk.core.hang import HangWatch, seconds_words
+from neurondesk.core.memory_creep import memory_creep
 
 COMPILE_WALL_S = 60.0
 INPUT_BOUND_S = 300.0
@@ -48,6 +50,7 @@ class AlertRules:
         self._input_said = False
         self._budget_said = "ok"
         self._hang = HangWatch()
+        self._creeps_said: set[tuple] = set()  # (memory, pid, device) of each creep said
 
     def check(self, state, now: float) -> list[Alert]:
         """The alerts due at ``now`` (each said once)."""
@@ -56,6 +59,7 @@ class AlertRules:
         out += self._input_bound(state, now)
         out += self._hung(state, now)
         out += self._budget(state, now)
+        out += self._memory_creep(state, now)
         return out
 
     # ---------------------------------------------------------------- during the run
@@ -129,6 +133,19 @@ class AlertRules:
                           figures=figures)]
         return [Alert(event="budget_reached", level="error", t=now, message=f"budget reached: {b.words()}",
                       figures=figures)]
+
+    def _memory_creep(self, state, now: float) -> list[Alert]:
+        creep = memory_creep(state)
+        out = []
+        for x in creep.leaks if creep is not None else []:
+            key = (x.memory, x.pid, x.device)
+            if key in self._creeps_said:
+                continue
+            self._creeps_said.add(key)
+            out.append(Alert(event="memory_creep", level="warn", t=now, message=f"memory creeps: {x.words}", figures={
+                "rank": x.rank, "memory": x.memory, "device": x.device, "bytes_per_hour": x.bytes_per_hour,
+                "since_step": x.since_step, "hours_to_limit": x.hours_to_limit, "limit": x.limit}))
+        return out
 
     # ---------------------------------------------------------------- at the end
     def at_end(self, state, now: float, failed_checks: list[str]) -> list[Alert]:
