@@ -120,6 +120,13 @@ def test_a_list_of_loss_tensors_is_named_as_memory_that_creeps_with_its_rank_and
                          text=True, timeout=300, env=base_env(tmp_path), cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "memory creeps" in out.stdout and where in out.stdout
+    # and `neurondesk report`: the HTML report's creep, with the line
+    page = tmp_path / "report.html"
+    out = subprocess.run([sys.executable, "-m", "neurondesk.cli", "report", str(run.run_dir), "-o", str(page)],
+                         capture_output=True, text=True, timeout=300, env=base_env(tmp_path), cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    creep_div = page.read_text().split('id="r0-memory-creep"', 1)[1].split("</div>", 1)[0]
+    assert "rank 1 host RSS +" in creep_div and where in creep_div
 
 
 @needs_torch
