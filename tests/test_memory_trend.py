@@ -223,3 +223,14 @@ def test_a_series_is_tested_again_every_few_samples_and_at_the_end_on_all_of_the
     for i in range(2 * MAX_POINTS + 1):  # halved when full: bounded, the whole span kept
         t.add(float(i), float(i), i)
     assert len(t.ts) <= MAX_POINTS and t.ts[0] == 0.0 and t.ts[-1] >= 2 * MAX_POINTS - 4 and t.stride == 4
+
+
+def test_a_neuroncore_no_process_owns_is_named_by_its_core_alone():
+    s = RunState()
+    s.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "t.py"], warmup_steps=1))
+    for i in range(40):
+        s.apply(ev.StepEnded(t=1.0 + i, pid=7, step=i, duration_s=1.0, data_wait_s=0.0))
+        s.apply(dev.NeuronSample(t=1.5 + i, cores=[dev.NeuronCoreSample(core=5, memory={"tensors": 100 * MiB + 4 * MiB * i})]))
+    (leak,) = run_figures(s).memory_creep.leaks
+    assert leak.rank is None and leak.pid is None and leak.words.startswith("NeuronCore 5 memory (tensors) +14 GiB an hour")
+    assert leak.limit is None and leak.hours_to_limit is None  # no capacity known: no forecast

@@ -144,8 +144,8 @@ def _leak(state: RunState, s: MemorySeries, c: Creep) -> MemoryLeak:
 
 
 def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
-    who = " ".join(p for p in (f"rank {x.rank}" if x.rank is not None else f"pid {x.pid}", x.device,
-                               MEMORY_NAMES[x.memory]) if p)
+    owner = f"rank {x.rank}" if x.rank is not None else f"pid {x.pid}" if x.pid is not None else None
+    who = " ".join(p for p in (owner, x.device, MEMORY_NAMES[x.memory]) if p)
     cat = f" ({x.category})" if x.category else ""
     since = f"since step {x.since_step:,}" if x.since_step is not None else f"over the last {hours_text(x.window_s / 3600)}"
     per = f", {size_text(x.bytes_per_step)} a step" if x.bytes_per_step else ""
