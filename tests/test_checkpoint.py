@@ -26,6 +26,7 @@ from neurondesk.sources.resume import resume
 from neurondesk.store import checkpoint as ck
 from neurondesk.store.journal import JournalWriter, iter_journal, read_journal
 from neurondesk.store.journal_tail import JournalTail
+from neurondesk.store.own_files import FileId
 
 JOURNALS = Path(__file__).parent / "data" / "journals"
 RECORDED = sorted(p.name for p in JOURNALS.iterdir())
@@ -313,7 +314,8 @@ def test_a_full_disk_while_writing_a_checkpoint_keeps_the_old_one(tmp_path):
         for i in range(3000):  # a state whose checkpoint cannot fit in what is left
             big.apply(ev.OutputLine(t=float(i), stream="stdout", text=os.urandom(64).hex()))
         cp = Checkpointer(run, every_events=1)
-        writer = JournalWriter(run / "events.jsonl", segment_bytes=None)
+        writer = JournalWriter(run / "events.jsonl", segment_bytes=None,  # the run's journal, continued
+                               continues=FileId.of((run / "events.jsonl").stat()))
         words = cp.after_flush(big, writer)
         assert words is not None and "checkpoint not written" in words and "No space left" in words
         big.apply(ev.Notice(t=1.0, level="info", message="one more"))

@@ -8,6 +8,7 @@ ignored, writes past the limit fail with EFBIG, as they fail with ENOSPC on a fu
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from neurondesk.store.fallback import (
     write_fallback_info,
 )
 from neurondesk.store.journal import JournalWriter, iter_journal_stream
+from neurondesk.store.own_files import FileId
 from neurondesk.store.rundir import RunPaths
 
 LOUD_THEN_STEPS = REPO / "tests" / "data" / "workloads" / "loud_then_steps.py"
@@ -90,7 +92,8 @@ def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_pa
     paths = RunPaths(tmp_path / "run")
     paths.dir.mkdir()
     rec = Recorder(["train"], RunOptions(run_root=tmp_path / "home"), paths)
-    rec.run_journal.writer = JournalWriter("/dev/full", flush_interval_s=0.0)  # every write: ENOSPC
+    rec.run_journal.writer = JournalWriter("/dev/full", flush_interval_s=0.0,  # every write: ENOSPC
+                                           continues=FileId.of(os.stat("/dev/full")))
     rec.run_journal.disk.max_pending_bytes = 4096
     rec.record(ev.RunStarted(t=1.0, run_id="run", command=["train"], cwd="/", host="h"))
     for i in range(100):

@@ -7,6 +7,7 @@ import pytest
 
 from neurondesk.core.events import CompileFinished, OutputLine, RunFinished, RunStarted, StepEnded
 from neurondesk.store.journal import JournalError, JournalWriter, read_journal
+from neurondesk.store.own_files import FileId
 
 EVENTS = [
     RunStarted(t=1.0, run_id="20260101-120000-ab12", command=["python", "train.py"], price_per_hour=1.34375),
@@ -57,7 +58,7 @@ def test_flushes_when_a_write_finds_the_last_flush_over_a_second_old(tmp_path):
 
 
 def test_full_disk_raises_a_clear_error_and_keeps_the_events(tmp_path):
-    w = JournalWriter("/dev/full")
+    w = JournalWriter("/dev/full", continues=FileId.of(os.stat("/dev/full")))  # a file to continue, not made
     w.write(EVENTS[0])
     pending = w.pending_bytes
     with pytest.raises(JournalError) as info:
@@ -149,7 +150,7 @@ def test_lines_are_compact_json_with_the_kind_first(tmp_path):
 def test_appending_after_a_torn_line_keeps_the_new_events_readable(tmp_path):
     path = tmp_path / "events.jsonl"
     path.write_text(json.dumps({"kind": "loss", "t": 1.0, "value": 2.5}) + '\n{"kind": "lo')
-    with JournalWriter(path) as w:
+    with JournalWriter(path, continues=FileId.of(path.stat())) as w:  # the journal it goes on with
         w.write(EVENTS[4])
     events, problems = read_journal(path)
     assert events[-1] == EVENTS[4]

@@ -17,7 +17,7 @@ are gone. SIGKILL still ends it.
 Standard library only, and run as a script (``python -I -S output_relay.py``): it imports nothing
 of neurondesk and nothing of the workload's environment.
 
-    output_relay.py --status-fd FD [--final-wait S] --stream NAME FD PATH [--stream NAME FD PATH ...]
+    output_relay.py --status-fd FD [--final-wait S] --stream NAME FD PATH [--file-id DEV:INO] [--stream ...]
 """
 
 from __future__ import annotations
@@ -53,10 +53,12 @@ def reason_of(exc: OSError) -> str:
 class Stream:
     """One output stream: its pipe, its file, what is held and what was lost."""
 
-    def __init__(self, name: str, fd: int, path: str) -> None:
+    def __init__(self, name: str, fd: int, path: str, file_id: tuple[int, int] | None = None) -> None:
         self.name = name
         self.fd = fd
         self.path = path
+        self.file_id = file_id  # (st_dev, st_ino) of the file made for this stream: the only one written
+        self.refusals: list[str] = []  # files found at the path that were not that one, said once each
         # the run folder, held open (for reading: no writer that keeps a read-only remount away), so
         # that the file is found in it when the folder is moved while the run goes on
         try:
@@ -95,7 +97,8 @@ class Stream:
         return {"stream": self.name, "t": now, "lost_bytes": self.lost,
                 "pending_bytes": len(self.backlog) if self.reason else 0, "stored_bytes": self.stored,
                 "reason": self.reason or self.last_reason, "first_t": self.first_t,
-                "storing": self.reason is None, "final": final}
+                "storing": self.reason is None, "final": final,
+                "file": list(self.file_id) if self.file_id else None}
 
 
 class Relay:
@@ -127,6 +130,11 @@ class Relay:
         change of state at once)."""
         with self.lock:
             states = [(s, s.state(), s.status(now, final)) for s in self.streams]
+            refusals = [(s.name, words) for s in self.streams for words in s.refusals]
+            for s in self.streams:
+                s.refusals.clear()
+        for name, words in refusals:
+            self.send({"refused": True, "stream": name, "message": words})
         sent = False
         for s, state, message in states:
             before = self.reported.get(s.name, (0, 0, None))
@@ -169,12 +177,8 @@ class Relay:
         open file keeps a read-only remount away."""
         written = 0
         error: OSError | None = None
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            if s.dir_fd is not None:
-                fd = os.open(os.path.basename(s.path), flags, 0o600, dir_fd=s.dir_fd)
-            else:
-                fd = os.open(s.path, flags, 0o600)
+            fd = self._open_own(s)
             try:
                 while written < len(data):
                     written += os.write(fd, data[written:])
@@ -198,6 +202,43 @@ class Relay:
                 if self.ending:  # the last try failed: what is left is lost
                     s.lost += len(s.backlog)
                     s.backlog.clear()
+
+    def _open_own(self, s: Stream) -> int:
+        """The stream's file, only when it is the one made for it (``file_id``); a file that is gone is
+        made again (O_EXCL); anything else at the path (a file or symlink planted there, a FIFO) is
+        never written through: it is moved aside, said once, and a new file made in its place."""
+        name, where = (os.path.basename(s.path), {"dir_fd": s.dir_fd}) if s.dir_fd is not None else (s.path, {})
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags | os.O_NONBLOCK, **where)  # a FIFO never blocks the open
+        except FileNotFoundError:
+            return self._make(s, name, where, flags)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO or socket with no reader
+                raise
+            kind = "a symbolic link" if exc.errno == errno.ELOOP else "not a regular file"
+        else:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == s.file_id:
+                os.set_blocking(fd, True)  # ours: written as any file is (O_NONBLOCK was for the open only)
+                return fd
+            os.close(fd)
+            kind = "another file" if s.file_id else "a file neurondesk did not make"
+        aside = f"{name}.not-neurondesk-{os.getpid()}-{time.time_ns()}"
+        os.rename(name, aside, src_dir_fd=where.get("dir_fd"), dst_dir_fd=where.get("dir_fd"))
+        s.file_id = None
+        s.refusals.append(
+            f"refusing {s.path}: it was {kind}, not the file neurondesk made for the workload's {s.name}, and was "
+            f"never written through; moved aside to {os.path.basename(aside)} (look at it, then remove it); the "
+            f"output goes on in a new {name}")
+        return self._make(s, name, where, flags)
+
+    @staticmethod
+    def _make(s: Stream, name: str, where: dict, flags: int) -> int:
+        fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o600, **where)  # ours: made by this open
+        st = os.fstat(fd)
+        s.file_id = (st.st_dev, st.st_ino)
+        return fd
 
     # ------------------------------------------------------------------ the reader (main thread)
     def run(self) -> None:
@@ -255,6 +296,10 @@ def parse_args(argv: list[str]) -> tuple[int | None, list[Stream], float]:
         elif argv[i] == "--stream":
             streams.append(Stream(argv[i + 1], int(argv[i + 2]), argv[i + 3]))
             i += 4
+        elif argv[i] == "--file-id" and streams:  # DEV:INO of the file made for the stream before it
+            dev, _, ino = argv[i + 1].partition(":")
+            streams[-1].file_id = (int(dev), int(ino))
+            i += 2
         else:
             raise SystemExit(f"output_relay: unknown argument {argv[i]!r}")
     return status_fd, streams, final_wait

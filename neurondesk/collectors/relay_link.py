@@ -19,6 +19,7 @@ from pathlib import Path
 
 from neurondesk.collectors.output_relay import Relay, Stream
 from neurondesk.collectors.probe_lifelines import death_signal
+from neurondesk.store.own_files import FileId, NotOurFile, create_new, reopen_same
 
 RELAY_SCRIPT = Path(__file__).resolve().parent / "output_relay.py"
 RELAY_READY_S = 15.0  # for the relay to say it is up; past this the output goes to the files directly
@@ -33,9 +34,15 @@ class RawRelayStatus:
     fields: dict
 
 
-def open_output(path: Path) -> int:
-    """The workload's own output file: appended to, private to the user, never through a symlink."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+OUTPUT_WHAT = "the workload's output file"
+
+
+def open_output(path: Path, file_id: FileId | None) -> int:
+    """The workload's own output file (no relay): the one made for it (``file_id``), else one made now
+    (appended to, private to the user, never through a symlink, never a file planted there)."""
+    if file_id is not None:
+        return reopen_same(path, os.O_WRONLY | os.O_APPEND, file_id, OUTPUT_WHAT)
+    return create_new(path, os.O_WRONLY | os.O_APPEND, OUTPUT_WHAT)[0]
 
 
 class RelayLink:
@@ -51,20 +58,25 @@ class RelayLink:
         self.problem: str | None = None
         self._rest = b""
         self._spare_pipes: dict[str, int] = {}
+        self.file_ids: dict[str, FileId] = {}  # the output files made for the run (the relay reports new ones)
 
     def start(self) -> dict[str, int] | None:
         """Start the output relay; returns the write ends of the pipes it drains (for the workload),
         or None when it could not start (``relay_problem`` says why)."""
-        for path in self.output_paths.values():  # there from the start, as viewers expect (empty)
-            try:
-                os.close(open_output(path))
+        for name, path in self.output_paths.items():  # there from the start, as viewers expect (empty)
+            try:  # made by this open: one planted there (NotOurFile) is refused, the workload not started
+                fd, self.file_ids[name] = create_new(path, os.O_WRONLY | os.O_APPEND, OUTPUT_WHAT)
+                os.close(fd)
+            except NotOurFile:
+                raise
             except OSError:
-                pass  # a disk that refuses: the relay says so when the workload writes
+                pass  # a disk that refuses: the relay makes it (O_EXCL) at its first write, or says why
         pipes = {name: os.pipe() for name in self.output_paths}
         status_r, status_w = os.pipe()
         args = [sys.executable, "-I", "-S", str(RELAY_SCRIPT), "--status-fd", str(status_w)]
         for name, path in self.output_paths.items():
-            args += ["--stream", name, str(pipes[name][0]), str(path)]
+            fid = self.file_ids.get(name)
+            args += ["--stream", name, str(pipes[name][0]), str(path)] + (["--file-id", f"{fid.dev}:{fid.ino}"] if fid else [])
             try:
                 fcntl.fcntl(pipes[name][1], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
             except OSError:
@@ -151,6 +163,9 @@ class RelayLink:
                     continue
                 if isinstance(fields, dict):
                     ended = ended or bool(fields.get("end"))
+                    made = fields.get("file")  # the file the relay writes now (made again when removed)
+                    if fields.get("stream") in self.output_paths and isinstance(made, list) and len(made) == 2:
+                        self.file_ids[fields["stream"]] = FileId(int(made[0]), int(made[1]))
                     self.out.put(RawRelayStatus(time.time(), fields))
         return ended
 
@@ -167,7 +182,9 @@ class RelayLink:
             "the workload's next write to stdout or stderr fails)")}))
         status_r, status_w = os.pipe()
         os.set_blocking(status_w, False)
-        streams = [Stream(name, fd, str(self.output_paths[name])) for name, fd in self._spare_pipes.items()]
+        streams = [Stream(name, fd, str(self.output_paths[name]),
+                          (self.file_ids[name].dev, self.file_ids[name].ino) if name in self.file_ids else None)
+                   for name, fd in self._spare_pipes.items()]
         self._spare_pipes = {}  # the relay object owns (and closes) them now
         relay = Relay(streams, status_w)
 

@@ -39,6 +39,7 @@ from neurondesk.core.disk import OutputNotStored
 from neurondesk.core.events import Notice, ParseProblem
 from neurondesk.store.input_files import bounded_lines
 from neurondesk.store.liveness import pid_running
+from neurondesk.store.own_files import NotOurFile
 from neurondesk.store.secret_inputs import without_secrets
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "probe" / "bootstrap"
@@ -186,9 +187,13 @@ class WorkloadProcess:
         if note:
             self.out.put(Notice(t=time.time(), level="warn" if "not read" in note else "info", source="graph_stats",
                                 message=note))
-        files = self.link.start()
-        if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
-            files = {name: open_output(path) for name, path in self.output_paths.items()}
+        try:
+            files = self.link.start()
+            if files is None:  # no relay: the files themselves, as before it existed (said in relay_problem)
+                files = {name: open_output(path, self.link.file_ids.get(name)) for name, path in self.output_paths.items()}
+        except NotOurFile as exc:  # planted after the folder check: refused before the workload starts
+            self.cleanup()
+            raise WorkloadStartError(str(exc)) from exc
         try:
             self.proc = subprocess.Popen(
                 self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
@@ -342,6 +347,8 @@ def relay_event(raw: RawRelayStatus):
     error of its own); None for what is not news (its ready line) or not valid (counted nowhere:
     the next line carries the same totals)."""
     f = raw.fields
+    if f.get("refused"):  # a file at the output's path that neurondesk did not make: moved aside, never written
+        return Notice(t=raw.t, level="error", source="output", message=str(f.get("message", ""))[:1000])
     if f.get("taken_over"):
         return Notice(t=raw.t, level="error", source="output", message=str(f.get("message", ""))[:500])
     if "error" in f:

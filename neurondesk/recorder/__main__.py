@@ -9,6 +9,7 @@ from pathlib import Path
 
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.recorder import serve
+from neurondesk.store.own_files import FileId
 from neurondesk.store.rundir import RunPaths
 
 
@@ -17,7 +18,9 @@ def main() -> int:
     sys.stdin.close()
     options = RunOptions.from_json(json.dumps(spec["options"]))
     options.env = spec.get("env")
-    return serve(list(spec["command"]), options, RunPaths(Path(spec["run_dir"])))
+    lock = spec.get("lock")  # the lock file the launcher made or checked: (st_dev, st_ino)
+    lock_id = FileId(int(lock[0]), int(lock[1])) if isinstance(lock, list) and len(lock) == 2 else None
+    return serve(list(spec["command"]), options, RunPaths(Path(spec["run_dir"])), lock_id)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from neurondesk.store.fallback import (
     write_fallback_info,
 )
 from neurondesk.store.journal import JournalError, JournalWriter
+from neurondesk.store.own_files import FileId, NotOurFile, create_new
 from neurondesk.store.rundir import RunPaths
 from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import is_disk_full
@@ -33,6 +34,7 @@ class DiskFullFallback:
         self.folder: Path | None = None  # made at the first need
         self.error: str | None = None  # why the last attempt failed
         self.cause: int | None = None  # the errno of a failed write that is not a full disk (EACCES ...)
+        self.remainder: FileId | None = None  # the remainder file this run made in the folder
 
     def over_bound(self, journal: JournalWriter) -> bool:
         return journal.pending_bytes > self.max_pending_bytes and not journal.diverted
@@ -48,20 +50,29 @@ class DiskFullFallback:
     def divert(self, journal: JournalWriter, why: str) -> str | None:
         """The journal goes on in the fallback folder, starting with what is still in memory.
         Returns the notice to journal when it did; None (and ``error``) when it could not."""
-        folder = self._make_folder()
-        if folder is None:
-            return None
-        try:
-            kept = journal.divert(folder / REMAINDER_FILE)
-            write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
-        except (JournalError, OSError) as exc:
-            self.error = str(exc)
+        refused = ""
+        for _ in range(2):  # a remainder file planted in the folder: refused, and a new folder made once
+            folder = self._make_folder()
+            if folder is None:
+                return None
+            try:
+                kept = journal.divert(folder / REMAINDER_FILE, continues=self.remainder)
+                self.remainder = journal.file_id
+                write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
+                break
+            except (JournalError, OSError) as exc:
+                self.error = str(exc)
+                if not isinstance(exc.__cause__, NotOurFile):
+                    return None
+                refused = f"{exc}. "
+                self.folder = None  # that folder now holds something else: make_fallback_dir passes it by
+        else:
             return None
         if self.cause is not None and not is_disk_full(self.cause):
             trouble = f"{self.paths.dir} cannot be written ({os.strerror(self.cause)}; {why})"
         else:
             trouble = f"the disk holding {self.paths.dir} is full ({why})"
-        return (f"{trouble}: the journal goes on in {folder}, "
+        return (f"{refused}{trouble}: the journal goes on in {folder}, "
                 f"with a copy of the summary at the end; rebuild the whole run with `neurondesk summary {folder}`")
 
     def save_summary(self, journal: JournalWriter | None, json_text: str, md_text: str) -> None:
@@ -73,7 +84,9 @@ class DiskFullFallback:
         try:
             if journal is None or not journal.diverted:
                 kept = self.paths.events.stat().st_size if self.paths.events.exists() else 0
-                (folder / REMAINDER_FILE).touch(mode=0o600)
+                if self.remainder is None:  # made by this open, never a planted one
+                    fd, self.remainder = create_new(folder / REMAINDER_FILE, os.O_WRONLY, "the fallback journal")
+                    os.close(fd)
                 write_fallback_info(folder, FallbackInfo(self.run_id, str(self.paths.dir), kept))
             write_summary_files(RunPaths(folder), json_text, md_text)
         except OSError as exc:

@@ -44,6 +44,7 @@ from neurondesk.recorder.run_journal import RunJournal
 from neurondesk.recorder.sink_desk import SinkDesk
 from neurondesk.recorder.starters import start_exporter, start_telemetry
 from neurondesk.reports.summary_writer import to_json, to_markdown  # text only
+from neurondesk.store.journal import JournalError
 from neurondesk.store.live_registry import Registration
 from neurondesk.store.liveness import (
     LOCK_TAKEN_EXIT,
@@ -52,6 +53,7 @@ from neurondesk.store.liveness import (
     RecorderLock,
     write_recorder_info,
 )
+from neurondesk.store.own_files import FileId, NotOurFile
 from neurondesk.store.run_ids import run_id_for
 from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
 from neurondesk.store.summary_files import write_summary_files
@@ -67,9 +69,21 @@ class Stopped(Exception):
     """The recorder was told to go down (SIGTERM to itself); the workload runs on."""
 
 
+def run_started(t: float, run_id: str, command: list[str], o: RunOptions) -> ev.RunStarted:
+    """The journal's first event: what was run, where, and the options that price and judge it."""
+    return ev.RunStarted(
+        t=t, run_id=run_id, command=command, cwd=o.cwd or os.getcwd(), host=socket.gethostname(),
+        instance_type=o.instance_type, price_per_hour=o.price_per_hour, price_source=o.price_source,
+        warmup_steps=o.warmup_steps, target_loss=o.target_loss, samples_per_step=o.samples_per_step,
+        tokens_per_step=o.tokens_per_step, steps_requested=o.steps_requested, budget_usd=o.budget_usd,
+        hang_after_s=o.hang_after_s, job_flag=o.job_id, node_flag=o.node,
+        launch_env=launch_env(os.environ if o.env is None else o.env))
+
+
 class Recorder:
-    def __init__(self, command: list[str], options: RunOptions, paths: RunPaths) -> None:
+    def __init__(self, command: list[str], options: RunOptions, paths: RunPaths, lock_id: FileId | None = None) -> None:
         self.command = list(command)
+        self.lock_id = lock_id  # the lock file the launcher made or checked (None: made or checked here)
         self.options = options
         self.paths = paths
         self.run_id = run_id_for(paths.dir, options.run_root or default_run_root())  # unique, whatever the folder's name
@@ -96,18 +110,13 @@ class Recorder:
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
-        self.lock = RecorderLock(self.paths.dir)
+        self.lock = RecorderLock(self.paths.dir, self.lock_id, stamp=False)
         unregistered = self._register()  # before the journal: a run `run --detach` printed is listed
         self.run_journal.open()
+        self.lock.stamp()  # our pid there says to the launcher: the journal is this recorder's (made by it)
         o = self.options
         self.intake.probe_decoder.started_t = time.time()  # probe durations and times are bounded by the run's wall time
-        self.record(ev.RunStarted(
-            t=self.intake.probe_decoder.started_t, run_id=self.run_id, command=self.command, cwd=o.cwd or os.getcwd(),
-            host=socket.gethostname(), instance_type=o.instance_type, price_per_hour=o.price_per_hour,
-            price_source=o.price_source, warmup_steps=o.warmup_steps, target_loss=o.target_loss,
-            samples_per_step=o.samples_per_step, tokens_per_step=o.tokens_per_step,
-            steps_requested=o.steps_requested, budget_usd=o.budget_usd, hang_after_s=o.hang_after_s,
-            job_flag=o.job_id, node_flag=o.node, launch_env=launch_env(os.environ if o.env is None else o.env)))
+        self.record(run_started(self.intake.probe_decoder.started_t, self.run_id, self.command, o))
         if unregistered:
             self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=unregistered))
         debug = user_debug_notice(dict(os.environ if o.env is None else o.env))
@@ -321,10 +330,10 @@ class Recorder:
         return self.run_journal.fallback
 
 
-def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
+def serve(command: list[str], options: RunOptions, paths: RunPaths, lock_id: FileId | None = None) -> int:
     """The recorder process's life: signals first (it is in a session of its own, away from the
     terminal; SIGTERM or SIGINT ends the recording but never the workload), then record."""
-    recorder = Recorder(command, options, paths)
+    recorder = Recorder(command, options, paths, lock_id)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, f: recorder.request_stop(signal.Signals(s).name))
@@ -333,6 +342,10 @@ def serve(command: list[str], options: RunOptions, paths: RunPaths) -> int:
     except FolderTaken as exc:  # nothing journaled: the folder is the other recorder's
         sys.stderr.write(f"neurondesk recorder (pid {os.getpid()}): {exc}\n")
         return LOCK_TAKEN_EXIT
+    except (NotOurFile, JournalError) as exc:  # a planted lock or journal: refused before the workload runs
+        recorder.unregister()
+        sys.stderr.write(f"neurondesk recorder (pid {os.getpid()}): {exc}\n")  # the launcher's words
+        return 127
     except Exception:  # noqa: BLE001 - journaled by start(): notice + exit 127
         recorder.unregister()
         return 127

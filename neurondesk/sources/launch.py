@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from neurondesk.recorder.options import RunOptions
-from neurondesk.store.liveness import LOCK_TAKEN_EXIT, live_owner, lock_holder_pid, recorder_alive
+from neurondesk.store.liveness import (
+    LOCK_TAKEN_EXIT,
+    claim_lock_file,
+    live_owner,
+    lock_holder_pid,
+    recorder_alive,
+)
+from neurondesk.store.own_files import NotOurFile
 from neurondesk.store.rundir import (
+    STDERR_LOG,
+    STDOUT_LOG,
     RunDirRefused,
     RunPaths,
     create_run_dir,
@@ -63,6 +72,8 @@ def make_run_paths(options: RunOptions) -> RunPaths:
                 if not options.force:
                     raise RunDirRefused(why)
                 move_run_aside(d, datetime.now())  # theirs, moved aside: never written to
+            elif any(os.path.lexists(d / name) for name in (STDOUT_LOG, STDERR_LOG)):
+                move_run_aside(d, datetime.now())  # ours, but the run makes its output files itself (O_EXCL)
         return RunPaths(d)
     root = options.run_root or default_run_root()
     return create_run_dir(root, make_run_id(datetime.now()))
@@ -72,8 +83,13 @@ def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
     paths = make_run_paths(options)
     # the webhook URL (NEURONDESK_NOTIFY_URL) travels in the options on the recorder's stdin only:
     # neither the workload nor the recorder's own environment holds it
+    try:
+        lock_id = claim_lock_file(paths.dir)
+    except NotOurFile as exc:  # planted after the folder check: refused, nothing runs
+        raise RunDirRefused(str(exc)) from exc
     spec = {"command": command, "options": json.loads(options.to_json()), "run_dir": str(paths.dir),
-            "env": without_secrets(options.env if options.env is not None else os.environ)}
+            "env": without_secrets(options.env if options.env is not None else os.environ),
+            "lock": lock_id.as_list()}  # the recorder opens this lock file, no other
     log_fd = os.open(paths.recorder_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "neurondesk.recorder"], stdin=subprocess.PIPE,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from neurondesk.core.codec import decode_event_line, encode_event
 from neurondesk.core.events import Event
 from neurondesk.store import journal_segments as seg
 from neurondesk.store.input_files import bounded_lines, open_regular_stream
+from neurondesk.store.own_files import FileId, NotOurFile, create_new, reopen_same
 
 __all__ = ["JournalError", "JournalProblem", "JournalWriter", "encode_event", "iter_journal", "iter_journal_stream",
            "read_journal"]
@@ -63,7 +63,11 @@ class JournalWriter:
         flush_interval_s: float = FLUSH_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
         segment_bytes: int | None = SEGMENT_BYTES,
+        continues: FileId | None = None,
     ) -> None:
+        """A new journal at ``path``, made by this open (a file or symlink already there is refused:
+        JournalError); ``continues``: go on appending to the journal file that is there, which must
+        be that very file (one the caller made, or opened and checked itself)."""
         self.path = Path(path)
         self._interval = flush_interval_s
         self._clock = clock
@@ -78,26 +82,21 @@ class JournalWriter:
         self.rotation_problem: str | None = None  # the last rotation or compression that failed, in words
         self.rotations = 0
         try:
-            # Private to its owner, and never through a symlink planted in the run folder (ELOOP).
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            # Private to its owner, and never through a symlink or a file planted in the run folder
+            self._fd, self.file_id = _open_journal(self.path, continues, "the event journal")
             self.size = os.fstat(self._fd).st_size
             if self.size:
-                rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-                try:
-                    self.segment = seg.segment_of_file(rfd) or 0
-                finally:
-                    os.close(rfd)
+                self.segment = seg.segment_of_file(self._fd) or 0
+                if os.pread(self._fd, 1, self.size - 1) != b"\n":
+                    self._buf += b"\n"  # a torn last line from an earlier run must not swallow ours
             else:
                 closed = seg.closed_segments(self.path)
                 if closed:  # a live file lost after rotations: go on numbering after them
                     self.segment = max(closed) + 1
                     self._buf += seg.meta_line(self.segment, time.time())
-            if _ends_without_newline(self.path):
-                self._buf += b"\n"  # a torn last line from an earlier run must not swallow ours
+        except NotOurFile as e:
+            raise JournalError(str(e)) from e
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise JournalError(f"refusing the event journal {self.path}: it is a symbolic link; "
-                                   "remove it or choose another run folder") from e
             raise JournalError(
                 f"cannot open the event journal {self.path}: {e.strerror or e}; "
                 "check the directory exists and is writable, or set NEURONDESK_HOME"
@@ -108,17 +107,19 @@ class JournalWriter:
     def diverted(self) -> bool:
         return self._diverted
 
-    def divert(self, path: Path) -> int:
-        """From now on append to ``path`` (a fallback file on another disk), starting with what
-        could not be written here. Returns the journal's length left in the original file."""
+    def divert(self, path: Path, continues: FileId | None = None) -> int:
+        """From now on append to ``path`` (a fallback file on another disk, made now; ``continues``:
+        the one this run made there before, checked to be that file), starting with what could not
+        be written here. Returns the journal's length left in the original file."""
         with self._lock:
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                fd, file_id = _open_journal(Path(path), continues, "the fallback journal")
             except OSError as e:
-                raise JournalError(f"cannot open the fallback journal {path}: {e.strerror or e}") from e
+                raise JournalError(str(e) if isinstance(e, NotOurFile) else
+                                   f"cannot open the fallback journal {path}: {e.strerror or e}") from e
             kept = os.fstat(self._fd).st_size
             os.close(self._fd)
-            self._fd, self.path, self._diverted = fd, Path(path), True
+            self._fd, self.path, self._diverted, self.file_id = fd, Path(path), True, file_id
             self._flush_locked()
             return kept
 
@@ -199,6 +200,9 @@ class JournalWriter:
             if os.write(fd, meta) != len(meta):
                 raise OSError(errno.ENOSPC, "short write")
             os.fsync(self._fd)
+            if FileId.of(os.lstat(self.path)) != self.file_id:  # never close a planted file into a segment
+                raise NotOurFile(f"{self.path} is no longer the journal file this run writes (replaced?); "
+                                 "the events go on in the file it made")
             os.link(self.path, closed)
             try:
                 os.rename(tmp, self.path)
@@ -213,7 +217,7 @@ class JournalWriter:
                 pass
             return self._rotation_failed(f"cannot close journal segment {n} ({e.strerror or e})")
         os.close(self._fd)
-        self._fd, self.segment, self.size = fd, n + 1, len(meta)
+        self._fd, self.segment, self.size, self.file_id = fd, n + 1, len(meta), FileId.of_fd(fd)
         self._rotate_at = self._segment_bytes
         self.rotations += 1
         try:
@@ -233,15 +237,11 @@ class JournalWriter:
         )
 
 
-def _ends_without_newline(path: Path) -> bool:
-    try:
-        if not stat.S_ISREG(path.stat().st_mode) or path.stat().st_size == 0:
-            return False
-        with path.open("rb") as f:
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
+def _open_journal(path: Path, continues: FileId | None, what: str) -> tuple[int, FileId]:
+    """A journal file to append to: made now, or (``continues``) the very file made before."""
+    if continues is None:
+        return create_new(path, os.O_RDWR | os.O_APPEND, what)
+    return reopen_same(path, os.O_RDWR | os.O_APPEND, continues, what), continues
 
 
 def iter_journal(path: Path | str, problems: list[JournalProblem],

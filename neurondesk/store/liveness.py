@@ -15,6 +15,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from neurondesk.store.input_files import read_regular
+from neurondesk.store.own_files import (
+    FileId,
+    NotOurFile,
+    create_new,
+    planted_words,
+    private_file_problem,
+    reopen_same,
+)
 from neurondesk.store.rundir import RECORDER_INFO, RECORDER_LOCK
 from neurondesk.store.summary_files import write_atomic
 
@@ -38,9 +46,16 @@ class RecorderLock:
     The file holds the holder's pid, so that a launcher knows whether the recorder it started is
     the one that owns the folder."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, expect: FileId | None = None, stamp: bool = True) -> None:
+        """``expect``: the lock file the launcher made or checked (claim_lock_file), which this
+        must be; without it the file is made now, or must be a private file of this user's.
+        ``stamp=False``: the pid is written later (``stamp()``): the recorder does it once its journal
+        is open, so a launcher that reads its pid there knows the journal is that recorder's."""
         self.path = Path(run_dir) / RECORDER_LOCK
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        if expect is not None:
+            self.fd = reopen_same(self.path, os.O_RDWR | os.O_NONBLOCK, expect, LOCK_WHAT)
+        else:
+            self.fd = _open_lock(self.path)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -49,6 +64,10 @@ class RecorderLock:
                 raise
             raise FolderTaken(live_owner(run_dir) or f"another recorder owns {run_dir}; each run folder "
                               "has one recorder: give another --run-dir") from exc
+        if stamp:
+            self.stamp()
+
+    def stamp(self) -> None:
         try:
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
@@ -59,6 +78,45 @@ class RecorderLock:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+LOCK_WHAT = "the run folder's lock file"
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, made now; or the one there, if it is a private regular file of this user's
+    with one name (a previous run's: the lock is never moved aside). Checked on the open file."""
+    try:
+        return create_new(path, os.O_RDWR | os.O_NONBLOCK, LOCK_WHAT)[0]
+    except NotOurFile:
+        pass
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a symlink, a socket, a folder
+            raise NotOurFile(planted_words(path, LOCK_WHAT, "a symbolic link" if exc.errno == errno.ELOOP
+                                           else "no regular file")) from exc
+        raise
+    why = private_file_problem(os.fstat(fd))
+    if why is not None:
+        os.close(fd)
+        raise NotOurFile(planted_words(path, LOCK_WHAT, f"a file that is no private file of yours ({why})"))
+    return fd
+
+
+def claim_lock_file(run_dir: Path | str) -> FileId:
+    """The launcher's side: the folder's lock file made (or the private one there checked), and
+    which file it is, for the recorder to open that one and no other (RecorderLock's ``expect``)."""
+    fd = _open_lock(Path(run_dir) / RECORDER_LOCK)
+    try:
+        if os.fstat(fd).st_size == 0:
+            try:  # no recorder's pid yet: a launcher waits until its own recorder's is there
+                os.pwrite(fd, b"0\n", 0)
+            except OSError:
+                pass
+        return FileId.of_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def recorder_alive(run_dir: Path | str) -> bool:
