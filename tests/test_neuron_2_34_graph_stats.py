@@ -99,10 +99,12 @@ def test_rows_join_the_dynamo_compile_of_their_rank_nearest_in_time() -> None:
     assert split.words() == "FX passes 0.10 s · lowering 0.20 s · Neuron compile 3.00 s (graph g0, 10 nodes, rank 0)"
 
 
-def test_a_row_without_a_compile_is_kept_apart_never_a_compile_of_its_own() -> None:
+def test_a_row_without_a_dynamo_compile_is_a_compile_of_its_own() -> None:
+    """(issue 34 item 2; what it is and when it counts: tests/test_graph_stats_own_compiles.py)"""
     state = RunState()
     state.apply(_rows("r.csv", 0, [50.0])[0])
-    assert state.compiles == [] and len(state.parts.telemetry.graph_stats.unjoined) == 1
+    assert [(c.source, c.name) for c in state.compiles] == [("graph_stats", "n0")]
+    assert len(state.parts.telemetry.graph_stats.unjoined) == 1
 
 
 def test_metrics_environment_private_folder_or_the_users_own(tmp_path: Path) -> None:

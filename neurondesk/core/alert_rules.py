@@ -68,7 +68,7 @@ class AlertRules:
         new, self._compiles_seen = compiles[self._compiles_seen:], len(compiles)
         out = []
         for c in new:
-            if c.duration_s is None or c.duration_s < self.settings.compile_wall_s:
+            if c.duration_s is None or c.duration_s < self.settings.compile_wall_s or not c.counted:
                 continue
             where = f" at {c.location}" if c.location else ""
             out.append(Alert(event="compile_wall", level="info", t=now, message=(

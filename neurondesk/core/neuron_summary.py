@@ -63,7 +63,7 @@ class NeuronSection(_S):
     memory_logs: list[str] = []  # /tmp/nrt_mem_log_device_*.csv the runtime wrote on an allocation failure
     profile: NeuronProfileSection | None = None
     compile_splits: list[CompileSplitSection] = []
-    graph_stats_unjoined: int = 0  # graph_stats rows no dynamo compile took
+    graph_stats_unjoined: int = 0  # graph_stats rows no dynamo compile took (each a compile of its own in "compiles")
     node_health: NodeHealthSection | None = None
 
 
@@ -85,7 +85,7 @@ def neuron_section(state: RunState) -> NeuronSection | None:
             folder=profile.folder, open_command=profile.open_command, requested=profile.requested,
             torch_profiler_at=profile.torch_profiler_at),
         compile_splits=splits,
-        graph_stats_unjoined=len(tel.graph_stats.unjoined),
+        graph_stats_unjoined=tel.graph_stats.unjoined_rows,
         node_health=_health(state),
     )
     return None if section == NeuronSection() else section

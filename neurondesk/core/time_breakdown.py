@@ -33,7 +33,7 @@ class TimeSlice:
 def _lead_train_compile_s(state: RunState) -> float:
     lead = state.lead_pid
     return sum(c.duration_s or 0.0 for c in state.compiles
-               if c.phase != "eval" and (c.pid is None or lead is None or c.pid == lead))
+               if c.counted and c.phase != "eval" and (c.pid is None or lead is None or c.pid == lead))
 
 
 def time_breakdown(state: RunState, now: float | None = None) -> list[TimeSlice]:

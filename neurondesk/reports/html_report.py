@@ -157,7 +157,8 @@ def _compiles(s: Summary) -> str:
     if not s.compiles:
         return "<h3>Compiles</h3><p class=\"empty\">none seen</p>"
     rows = [[str(i), fmt.value_text(c.get("step"), "int"), c.get("cause") or "—", c.get("location") or c.get("name") or "—",
-             fmt.value_text(c.get("duration_s"), "s"), c.get("cache") or "—", c.get("status") or "—",
+             fmt.value_text(c.get("duration_s"), "s") + ("" if c.get("counted", True) else " (not in the total)"),
+             c.get("cache") or "—", c.get("status") or "—",
              c.get("graph_hash") or "—"] for i, c in enumerate(s.compiles, 1)]
     return (f'<h3>Compiles ({s.compile_count:,}, {fmt.secs(s.compile_total_s)})</h3>'
             + _table(["#", "step", "cause", "location", "duration", "cache", "status", "graph"], rows, num=(0, 1, 4)))

@@ -172,7 +172,8 @@ def _compile_row(i: int, c: dict, world: int = 1) -> str:
         where = f"in {c['library']}, called from {where}"
     cause = c["cause"] + (f" ({_rank_count(c, world)})" if world > 1 and c.get("ranks") else "")
     return (f"| {i} | {_fmt(c['step'])} | {_cell(cause)} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
-            f"{_cell(c.get('reason') or '—')} | {_fmt(c['duration_s'], ' s', 2)} | {c['cache'] or '—'} | "
+            f"{_cell(c.get('reason') or '—')} | {_fmt(c['duration_s'], ' s', 2)}"
+            f"{'' if c.get('counted', True) else ' (not in the total)'} | {c['cache'] or '—'} | "
             f"{c.get('status') or '—'} | {c['graph_hash'] or '—'} |")
 
 

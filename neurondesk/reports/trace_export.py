@@ -232,10 +232,11 @@ class TraceWriter:
             if not self._in_window(c.t):
                 continue
             pid = c.pid if c.pid in self.ranks or (c.pid is not None and c.pid == self.lead) else JOB_PID
+            # a graph_stats compile of its own: its graph name, node count, whether it is in the totals
             self._span(pid, TID_COMPILES, f"compile #{c.index} {c.cause}", c.t - dur, c.t, "compile", {
                 "cause": c.cause, "location": c.location, "graph_hash": c.graph_hash, "cache": c.cache,
                 "step": c.step, "phase": c.phase, "source": c.source, "ok": c.ok, "duration_s": c.duration_s,
-                "ranks": list(c.ranks)})
+                "ranks": list(c.ranks), "name": c.name, "node_count": c.node_count, "counted": c.counted})
 
     def _evaluations(self) -> None:
         pid = self.lead if self.lead is not None else JOB_PID

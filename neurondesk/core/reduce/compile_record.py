@@ -35,6 +35,10 @@ class CompileRecord:
     ranks: list[int] = dataclasses.field(default_factory=list)  # every rank that compiled this graph
     rank_durations: list[float] = dataclasses.field(default_factory=list)
     hit_ranks: list[int] = dataclasses.field(default_factory=list)  # ranks the persistent cache served
+    node_count: int | None = None  # the graph's FX node count (a graph_stats compile: TorchNeuron's table)
+    # False: listed, but its time is not in the totals (count, seconds): a graph_stats row whose time
+    # another compile already holds (core/reduce/graph_stats.py says when)
+    counted: bool = True
 
     @property
     def status(self) -> str:
@@ -69,4 +73,6 @@ class CompileRecord:
             "duration_spread_s": ([round(min(self.rank_durations), 6), round(max(self.rank_durations), 6)]
                                   if len(self.rank_durations) > 1 else None),
             "cache_hit_ranks": self.hit_ranks,
+            "node_count": self.node_count,
+            "counted": self.counted,
         }

@@ -245,7 +245,18 @@ class CompileReducer:
     # ------------------------------------------------------------------ derived
     @property
     def compile_total_s(self) -> float:
-        return sum(c.duration_s or 0.0 for c in self.compiles)
+        return sum(c.duration_s or 0.0 for c in self.compiles if c.counted)
+
+    @property
+    def compile_count(self) -> int:
+        """Compiles counted (a graph_stats row another compile already holds is listed, not counted)."""
+        return sum(c.counted for c in self.compiles)
+
+    def add_own(self, record: CompileRecord) -> CompileRecord:
+        """A compile no event of the four sources reported (a graph_stats row of its own): appended, numbered."""
+        record.index = len(self.compiles) + 1
+        self.compiles.append(record)
+        return record
 
     @property
     def first_compile_s(self) -> float | None:

@@ -3,8 +3,19 @@
 A rank writes its table at exit, so every row arrives after the compiles it describes. Each row
 goes to one dynamo compile of its rank that no row of that rank has taken yet: the one that ended
 nearest the row's timestamp (when it has one within ``JOIN_WINDOW_S``), else the first in order.
-A row read twice (same file, same row) counts once; a row with no compile to join is kept apart
-(``unjoined``), never made a compile of its own (the probe already counted the compile)."""
+A row read twice (same file, same row) counts once.
+
+A row no dynamo compile takes (no probe saw torch.compile, a folder of the user's own, more
+graphs than dynamo compiles) becomes a compile of its own (source ``graph_stats``, cause
+``neuron-compile``: its graph name and id, node count and split), listed in every output. It is
+counted in the totals (compile count and seconds) only when no compile already recorded may hold
+its time: a dynamo compile runs the Neuron backend inside it (a dynamo compile that made two
+graphs holds the second row's seconds), the compiler's log line (neuron-log) or the probe may have
+recorded the same compile. "May hold": a counted compile of its rank whose span (widened by the
+row's own duration and HOLD_SLACK_S) contains the row's timestamp; for a row with no timestamp,
+any counted compile of its rank. Such a row is listed with ``counted`` false and says which
+compile holds it. The same graph (graph_id) on several ranks is one row with its ranks, its time
+counted once (the ranks compile in parallel), as for the other sources."""
 
 from __future__ import annotations
 
@@ -15,6 +26,9 @@ from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
 
 JOIN_WINDOW_S = 3600.0
 UNJOINED_KEEP = 200
+OWN_KEEP = 5000  # graph_stats rows made compiles of their own; past that, only counted (graph_stats_unjoined)
+OWN_CAUSE = "neuron-compile"  # a Neuron compile no dynamo compile took (docs/compile-causes.md)
+HOLD_SLACK_S = 5.0  # two clocks (TorchNeuron's timestamp, the recorder's), an undocumented timestamp meaning
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,17 @@ def split_times_words(fx_passes_s: float | None, lower_s: float | None, compile_
     return " · ".join(parts or ["no times"])
 
 
+def _own_reason(split: CompileSplit, holder: CompileRecord | None) -> str:
+    """What a graph_stats compile of its own is, and why it is (not) in the totals."""
+    nodes = f", {split.node_count:,} nodes" if split.node_count is not None else ""
+    head = (f"TorchNeuron graph_stats row that joined no dynamo compile: "
+            f"{split_times_words(split.fx_passes_s, split.lower_s, split.compile_s)}{nodes}")
+    if holder is None:
+        return head + "; counted in the compile totals"
+    return (f"{head}; not in the compile totals: compile #{holder.index} ({holder.source}) may already hold "
+            "its time")
+
+
 def _split(e: dev.NeuronGraphStat) -> CompileSplit:
     return CompileSplit(rank=e.rank, graph_id=e.graph_id, graph_name=e.graph_name, node_count=e.node_count,
                         has_collectives=e.has_collectives, fx_passes_s=e.fx_passes_s, lower_s=e.lower_s,
@@ -70,7 +95,9 @@ class GraphStatsJoin:
     def __init__(self, compiles: CompileReducer) -> None:
         self._compiles = compiles
         self.by_compile: dict[int, list[CompileSplit]] = {}  # CompileRecord.index -> one split per rank
-        self.unjoined: list[CompileSplit] = []
+        self.unjoined: list[CompileSplit] = []  # the first UNJOINED_KEEP rows no dynamo compile took
+        self.unjoined_rows = 0  # all of them
+        self._own: dict[str, CompileRecord] = {}  # graph id (else name) -> its compile of its own
         self._seen: set[tuple[str, int]] = set()
 
     @property
@@ -85,10 +112,42 @@ class GraphStatsJoin:
         self._seen.add(key)
         record = self._compile_for(e)
         if record is None:
+            self.unjoined_rows += 1
             if len(self.unjoined) < UNJOINED_KEEP:
                 self.unjoined.append(_split(e))
+            if self.unjoined_rows <= OWN_KEEP:
+                self._own_compile(e, _split(e))
             return
         self.by_compile.setdefault(record.index, []).append(_split(e))
+
+    def _own_compile(self, e: dev.NeuronGraphStat, split: CompileSplit) -> None:
+        total = split.total_s
+        key = e.graph_id or e.graph_name or ""
+        same = self._own.get(key)
+        if same is not None and e.rank is not None and e.rank not in same.ranks:  # another rank, the same graph
+            same.ranks.append(e.rank)
+            if total is not None:
+                same.rank_durations.append(total)
+            self.by_compile[same.index].append(split)
+            return
+        holder = self._holder(e, total)
+        record = self._compiles.add_own(CompileRecord(
+            index=0, t=e.timestamp if e.timestamp is not None else e.t, step=None, source="graph_stats",
+            cause=OWN_CAUSE, duration_s=total, location=None, graph_hash=e.graph_id, cache=None, trigger=None,
+            input_shapes=None, previous_shapes=None, reason=_own_reason(split, holder), frames=[], ok=True,
+            error=None, name=e.graph_name, node_count=e.node_count, counted=holder is None,
+            ranks=[e.rank] if e.rank is not None else [], rank_durations=[total] if total is not None else []))
+        self._own[key] = record
+        self.by_compile[record.index] = [split]
+
+    def _holder(self, e: dev.NeuronGraphStat, total: float | None) -> CompileRecord | None:
+        """A compile already counted that may hold this row's time (the module's docstring), or None."""
+        mine = [c for c in self._compiles.compiles if c.source != "graph_stats" and c.counted
+                and (e.rank is None or not c.ranks or e.rank in c.ranks)]
+        if e.timestamp is None:  # not placed in time: any compile of its rank may hold it
+            return mine[0] if mine else None
+        reach = (total or 0.0) + HOLD_SLACK_S
+        return next((c for c in mine if c.t - (c.duration_s or 0.0) - reach <= e.timestamp <= c.t + reach), None)
 
     def _compile_for(self, e: dev.NeuronGraphStat) -> CompileRecord | None:
         taken = {i for i, splits in self.by_compile.items() if any(s.rank == e.rank for s in splits)}

@@ -72,7 +72,7 @@ class OverviewPanel(Panel):
             t.append("\n")
 
         since = state.open_compile_since()
-        comp = Text(f"{len(state.compiles)} ({fmt.secs(state.compile_total_s)}, first "
+        comp = Text(f"{state.parts.compiles.compile_count} ({fmt.secs(state.compile_total_s)}, first "
                     f"{fmt.secs(state.first_compile_s)})")
         if state.recompiles_after_warmup:
             comp.append(f" · {state.recompiles_after_warmup} after warm-up", style="bold red")
