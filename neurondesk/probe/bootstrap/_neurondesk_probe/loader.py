@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+from .callthrough import CallThrough
 from .shapes import SHAPES_KEEP, dims_of, holds_ids
 
 
@@ -88,20 +89,9 @@ class LoaderHooks:
         if getattr(real_next, "_neurondesk", False):
             return
 
-        def next(loader):  # noqa: A001 - same name as the method it wraps
-            if probe.disabled or "parallel-loader" in probe.off:
-                return real_next(loader)
-            t0 = time.perf_counter()
-            hooks.in_loader, hooks.sync_time_in_loader = True, 0.0
-            try:
-                return real_next(loader)
-            finally:
-                hooks.in_loader = False
-                probe.guarded(hooks.note_loader_wait, t0, hook="parallel-loader")
-
-        next.__doc__, next.__wrapped__, next._neurondesk = real_next.__doc__, real_next, True
-        cls.next = next
-        cls.__next__ = next
+        # torch_xla's own __next__ (kept: its frame is in torch_xla's report) calls self.next():
+        # no frame of ours while it syncs (callthrough.py)
+        cls.next = CallThrough(real_next, hooks.begin_next, hooks.end_next)
         real_init = cls.__init__
 
         def __init__(loader, *args, **kwargs):
@@ -113,6 +103,18 @@ class LoaderHooks:
 
         __init__.__doc__, __init__.__wrapped__, __init__._neurondesk = real_init.__doc__, real_init, True
         cls.__init__ = __init__
+
+    def begin_next(self) -> float | None:
+        """PerDeviceLoader.next begins: its start, or None (not ours to time)."""
+        if self.probe.disabled or "parallel-loader" in self.probe.off:
+            return None
+        self.in_loader, self.sync_time_in_loader = True, 0.0
+        return time.perf_counter()
+
+    def end_next(self, t0: float | None) -> None:
+        if t0 is not None:
+            self.in_loader = False
+            self.probe.guarded(self.note_loader_wait, t0, hook="parallel-loader")
 
     def note_loader_wait(self, t0: float) -> None:
         phase, clock = self.probe.phase, self.probe.clock

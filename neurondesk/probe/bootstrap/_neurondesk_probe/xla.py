@@ -10,6 +10,7 @@ import threading
 import time
 
 from . import frames
+from .callthrough import CallThrough
 
 
 class XlaHooks:
@@ -45,8 +46,10 @@ class XlaHooks:
             return None
 
     def patch_torch_xla(self, module) -> None:
-        # Wrap torch_xla.sync *above* the real one, so torch_xla's own debug analysis still finds
-        # its `sync` frame on top of the stack and names the cause correctly.
+        # Hook torch_xla.sync *above* the real one, so torch_xla's own debug analysis still finds
+        # its `sync` frame on top of the stack and names the cause correctly; and with no frame of
+        # ours on the stack while it runs (callthrough.CallThrough): the user's torch_xla.sync(),
+        # MpDeviceLoader's and xm.mark_step's, torch_xla.compile's sync() by its global name.
         self.xlac = module._XLAC
         inner = sys.modules.get("torch_xla.torch_xla")
         real_sync = module.sync
@@ -55,24 +58,24 @@ class XlaHooks:
         self.xlac_seen = True
         if getattr(real_sync, "_neurondesk", False):
             return
-
-        def sync(*args, **kwargs):
-            if probe.disabled or hooks.sync_depth or "xla-sync" in probe.off:
-                return real_sync(*args, **kwargs)
-            before = probe.guarded(hooks.sync_begin, hook="xla-sync")
-            try:
-                return real_sync(*args, **kwargs)
-            finally:
-                if before is not None:
-                    probe.guarded(hooks.sync_end, before, hook="xla-sync")
-
-        sync.__doc__, sync.__wrapped__, sync._neurondesk = real_sync.__doc__, real_sync, True
+        sync = CallThrough(real_sync, hooks.begin_call, hooks.end_call)
         module.sync = sync
         if inner is not None and getattr(inner, "sync", None) is real_sync:
             inner.sync = sync
         probe.guarded(probe.values.patch_value_reads, hook="value-access")
         if first:
             threading.Thread(target=self._compile_watcher, name="neurondesk-probe", daemon=True).start()
+
+    def begin_call(self):
+        """A call of torch_xla.sync begins: the counts before it, or None (not ours to count)."""
+        probe = self.probe
+        if probe.disabled or self.sync_depth or "xla-sync" in probe.off:
+            return None
+        return probe.guarded(self.sync_begin, hook="xla-sync")
+
+    def end_call(self, before) -> None:
+        if before is not None:
+            self.probe.guarded(self.sync_end, before, hook="xla-sync")
 
     def counts(self) -> tuple[int, int]:
         cv = self.xlac._xla_counter_value
