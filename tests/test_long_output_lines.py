@@ -37,14 +37,27 @@ def test_a_24_mib_line_and_a_bar_without_newline_are_one_bounded_event_each(tmp_
                             "--", sys.executable, "-c", WORKLOAD], stdout=out, stderr=subprocess.PIPE,
                            env=base_env(tmp_path), cwd=REPO, timeout=REAL_RUN_TIMEOUT_S)
     assert p.returncode == 0, p.stderr[-2000:]
-    # the workload's bytes reach the terminal (and stdout.log) unchanged: the bound is neurondesk's reading only
-    assert (run_dir / "stdout.log").stat().st_size > BIG
-    assert (tmp_path / "passthrough").stat().st_size > BIG
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # the workload's bytes reach stdout.log (and the terminal) unchanged: the bound is neurondesk's reading only.
+    # A disk that does not keep up (a loaded CI machine) may cost bytes, never the workload's write: each is counted
+    stored = (run_dir / "stdout.log").stat().st_size
+    lost = 0
+    if summary["disk"]["output_not_stored"] is not None:
+        stream = summary["disk"]["output_not_stored"]["streams"].get("stdout")
+        lost = stream["lost_bytes"] + stream["pending_bytes"] if stream else 0
+        assert stream is None or stream["reason"] == "the disk did not keep up", stream
+    written = BIG + len("\nafter the long line\n") + sum(
+        len(f"\r{100 * i / BAR_STEPS:5.1f}%|##########| {i}/{BAR_STEPS} [00:10<00:00, 1999.9it/s]")
+        for i in range(1, BAR_STEPS + 1))
+    assert stored + lost == written, (stored, lost, written)
+    assert lost < BIG // 2  # on a quiet disk nothing at all (0 here; about 4 MiB in one loaded CI run)
+    assert (tmp_path / "passthrough").stat().st_size > stored  # what was stored, then the summary
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     outputs = [e["text"] for e in events if e["kind"] == "output" and e.get("stream") == "stdout"]
     assert len(outputs) == 3, [o[:80] for o in outputs]
     long_line, after, bar = outputs
-    assert long_line == "x" * MAX_LINE + cut_mark(BIG - MAX_LINE)
+    # the bytes dropped went from the middle of that line (the oldest held): they are never read as output
+    assert long_line in {"x" * MAX_LINE + cut_mark(BIG - lost_in_line - MAX_LINE) for lost_in_line in {0, lost}}
     assert after == "after the long line"
     last = f"100.0%|##########| {BAR_STEPS}/{BAR_STEPS} [00:10<00:00, 1999.9it/s]"
     assert bar.endswith(" more bytes of this line cut by neurondesk]\r" + last)  # the head, the mark, what a terminal shows
@@ -52,7 +65,6 @@ def test_a_24_mib_line_and_a_bar_without_newline_are_one_bounded_event_each(tmp_
     problems = [e for e in events if e["kind"] == "parse_problem"]
     assert len(problems) <= 1, problems  # the long line's "only the first 16384 characters parsed", once
     assert (run_dir / "events.jsonl").stat().st_size < 1 << 20
-    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["script_throughput"]["value"] == 1999.9  # read from the bar's last redraw
 
 
