@@ -1,6 +1,6 @@
 """Hooks around a call that leave no frame of ours on the stack while the call runs.
 
-A wrapper function of ours around torch_xla.sync, PerDeviceLoader.next or Module._call_impl sits
+A wrapper function of ours around torch_xla.sync or PerDeviceLoader.next sits
 on the stack for as long as the wrapped call runs, and torch_xla's own report (PT_XLA_DEBUG,
 "Python Frame Triggered Execution") prints it between torch_xla's frames and the user's; it even
 changes the cause it names (torch_xla looks at the caller of `sync`). Instead, what the call
@@ -12,15 +12,15 @@ released, which CPython does as soon as the call returns or raises (``Ending.__d
   Calling it makes CPython look up its ``__call__``, a descriptor (``_Begin``) whose lookup
   begins the hook and hands back the Ending, which CPython then calls with the call's
   arguments. Every way in is covered: a module attribute, a global name, a stored reference.
-- ``MethodThrough`` (Module._call_impl, whose hook reads the call's arguments): a descriptor whose
-  lookup from a known call site (`is_call(frame)`) hands back the Ending, the call's arguments
-  read from that frame; any other lookup (dynamo tracing, class access) gets the plain wrapper
-  function (``fallback``), which counts the same with its frame visible."""
+
+Module._call_impl is not hooked this way: a descriptor on a module's class breaks dynamo's guards
+on it (torch.compile of that module fails: "ClosureGuardAccessor: Not a function"), so its
+wrapper function stays (forward.py), and its frame shows in torch_xla's report below the user's
+line (docs/probe.md)."""
 
 from __future__ import annotations
 
 import functools
-import sys
 import types
 
 
@@ -78,28 +78,3 @@ class CallThrough:
 
     def __repr__(self) -> str:
         return f"<neurondesk call-through of {self.raw!r}>"
-
-
-class MethodThrough:
-    """A method of a class: a lookup from a known call site (`is_call(frame)`) begins the hook
-    (`begin(obj, frame)` -> a state, or None: torch's own bound method) and hands back the call;
-    `end(state)` after it. Any other lookup gets the wrapper function `fallback`."""
-
-    __slots__ = ("raw", "fallback", "begin", "end", "is_call")
-
-    def __init__(self, raw, fallback, begin, end, is_call) -> None:
-        self.raw, self.fallback, self.begin, self.end, self.is_call = raw, fallback, begin, end, is_call
-
-    def __get__(self, obj, cls=None):
-        if obj is None:
-            return self.fallback
-        return self.bind(obj, cls, sys._getframe(1))
-
-    def bind(self, obj, cls, frame):
-        try:
-            if not self.is_call(frame):
-                return self.fallback.__get__(obj, cls)
-            state = self.begin(obj, frame)
-        except Exception:  # noqa: BLE001 - never raise into the lookup: torch's own method
-            state = None
-        return self.raw.__get__(obj, cls) if state is None else _ending(self.raw, self.end, state, obj)

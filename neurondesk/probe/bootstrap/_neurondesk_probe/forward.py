@@ -7,20 +7,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from . import _state
-from .callthrough import MethodThrough
 from .shapes import SHAPES_KEEP, dims_of, holds_ids
-
-
-class _FirstCall(MethodThrough):
-    """Module._call_impl until the first module call: `begin` (the first call) hands back the call."""
-
-    __slots__ = ()
-
-    def bind(self, obj, cls, frame):
-        try:
-            return self.begin(obj, frame) if self.is_call(frame) else self.fallback.__get__(obj, cls)
-        except Exception:  # noqa: BLE001 - never raise into the lookup
-            return self.raw.__get__(obj, cls)
 
 
 class ForwardWatch:
@@ -30,7 +17,6 @@ class ForwardWatch:
         self.watched: dict = {}  # id -> weakref.ref of the watched modules (the outermost, its wrappers)
         self.in_forward = False  # a watched forward is running: modules it calls are not counted
         self.seq_first = False  # the model takes (sequence, batch) inputs
-        self.wrapped_code = None  # torch's Module.__call__ (_wrapped_call_impl), whose lookups we hook
 
     def patch_module(self, module) -> None:
         """The first module called is the outermost one: wrap Module._call_impl until that first
@@ -44,23 +30,9 @@ class ForwardWatch:
         if getattr(real_impl, "_neurondesk", False):
             return
         probe, watch = self.probe, self
-        self.wrapped_code = cls._wrapped_call_impl.__code__  # torch's Module.__call__
 
-        def first(mod, frame):
-            """The first call (Module.__call__'s): from now on torch's own; the module's class
-            watched, this call too."""
-            if cls.__dict__.get("_call_impl") is not first_call:
-                return real_impl.__get__(mod, type(mod))
-            cls._call_impl = real_impl
-            if not (probe.disabled or "forward" in probe.off or watch.top_module is not None):
-                probe.guarded(watch.adopt_top_module, mod, hook="forward")
-            through = next((k.__dict__["_call_impl"] for k in type(mod).__mro__ if "_call_impl" in k.__dict__), None)
-            if isinstance(through, MethodThrough):
-                return through.bind(mod, type(mod), frame)
-            return type(mod)._call_impl.__get__(mod, type(mod))
-
-        def _call_impl(mod, *args, **kwargs):  # the lookups that are not Module.__call__'s (see MethodThrough)
-            if _state.is_compiling() or cls.__dict__.get("_call_impl") is not first_call:
+        def _call_impl(mod, *args, **kwargs):
+            if _state.is_compiling() or cls.__dict__.get("_call_impl") is not _call_impl:
                 return real_impl(mod, *args, **kwargs)
             cls._call_impl = real_impl  # one call only: from now on torch's own, untouched
             if not (probe.disabled or "forward" in probe.off or watch.top_module is not None):
@@ -68,12 +40,7 @@ class ForwardWatch:
             return type(mod)._call_impl(mod, *args, **kwargs)  # the watch sees this first call too
 
         _call_impl._neurondesk = True
-        first_call = _FirstCall(real_impl, _call_impl, first, None, self.is_module_call)
-        cls._call_impl = first_call
-
-    def is_module_call(self, frame) -> bool:
-        """The lookup is `self._call_impl(*args, **kwargs)` in torch's Module.__call__."""
-        return frame.f_code is self.wrapped_code and not _state.is_compiling()
+        cls._call_impl = _call_impl
 
     def adopt_top_module(self, mod) -> None:
         """Watch the outermost module's calls from its class, never from the object: no hook,
@@ -144,48 +111,34 @@ class ForwardWatch:
         probe, watch = self.probe, self
         tracing = self._jit_tracing_state()
 
-        def ours(m) -> bool:
+        def _call_impl(m, *args, **kwargs):
             # _state.is_compiling() first: inside a compiled region dynamo folds it to True and
             # reads nothing else of ours (a read of watch.in_forward there would become a guard,
             # and each change of it a recompile)
             if _state.is_compiling() or watch.in_forward or probe.disabled or "forward" in probe.off:
-                return False
+                return real(m, *args, **kwargs)
             try:  # guarded inline: this runs at every call of a watched class's modules
-                return tracing() is None and watch.is_watched(m)
+                ours = tracing() is None and watch.is_watched(m)
             except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
                 probe.hook_failed("forward", exc)
-                return False
-
-        def start(m, args, kwargs):
+                ours = False
+            if not ours:
+                return real(m, *args, **kwargs)
             watch.top_forward(m, args, kwargs)
             watch.in_forward = True
-            return perf_counter(), probe.clock.inner
-
-        def end(state) -> None:
-            watch.in_forward = False
-            if not probe.phase.in_eval:  # a training forward: its host time, less syncs and collectives in it
-                clock = probe.clock
-                clock.fwd += perf_counter() - state[0] - (clock.inner - state[1])
-                clock.phased = True
-
-        def begin(m, frame):  # the call's arguments are Module.__call__'s own
-            if not ours(m):
-                return None
-            local = frame.f_locals
-            return start(m, local["args"], local["kwargs"])
-
-        def _call_impl(m, *args, **kwargs):  # the lookups that are not Module.__call__'s (see MethodThrough)
-            if not ours(m):
-                return real(m, *args, **kwargs)
-            state = start(m, args, kwargs)
+            clock = probe.clock
+            t0, inner0 = perf_counter(), clock.inner
             try:
                 return real(m, *args, **kwargs)
             finally:
-                end(state)
+                watch.in_forward = False
+                if not probe.phase.in_eval:  # a training forward: its host time, less syncs and collectives in it
+                    clock.fwd += perf_counter() - t0 - (clock.inner - inner0)
+                    clock.phased = True
 
         _call_impl._neurondesk = True
         _call_impl.__wrapped__ = real
-        cls._call_impl = MethodThrough(real, _call_impl, begin, end, self.is_module_call)
+        cls._call_impl = _call_impl
 
     @staticmethod
     def _jit_tracing_state():
