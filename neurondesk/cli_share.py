@@ -36,7 +36,8 @@ def add_alert_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--budget-stop", action="store_true",
                    help="with --budget-usd: at 100%% stop the workload (SIGINT, then SIGTERM, as the console's s)")
     g.add_argument("--hang-after", type=_number(1, MAX_SECONDS), metavar="S", dest="hang_after_s",
-                   help="a run with no step for S seconds while nothing compiles is hung "
+                   help="a run with no progress for S seconds (no step, no evaluation batch, no progress "
+                        "line it prints) while nothing compiles is hung "
                         "(default: max(10 x the steady median step, 5 min))")
 
 
