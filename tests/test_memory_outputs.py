@@ -8,8 +8,8 @@ import random
 import subprocess
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from exposition import exposition as series
+from exposition import exposition_text
 from prometheus_harness import require_prometheus
 from test_memory_trend import MiB, _run
 
@@ -19,8 +19,6 @@ from neurondesk.core.figures import run_figures
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary, run_summary
-from neurondesk.recorder.metrics import Snapshotter
-from neurondesk.recorder.metrics_http import RunCollector
 from neurondesk.reports.html_report import ReportRun, render
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
@@ -31,21 +29,6 @@ def leaky(leak: int = 3 * MiB) -> RunState:
     state.apply(dev.HostSample(t=200.0, memory_total=64 << 30, memory_available=21 << 30))
     return state
 
-
-def exposition_text(state: RunState) -> str:
-    collector = RunCollector()
-    collector.snapshot = Snapshotter("job", "node").take(state, state.last_t)
-    registry = CollectorRegistry()
-    registry.register(collector)
-    return generate_latest(registry).decode()
-
-
-def series(state: RunState) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(exposition_text(state)):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
 
 
 def test_prometheus_has_the_creeping_ranks_pace_and_hours_to_its_limit():

@@ -10,8 +10,7 @@ import json
 import subprocess
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from exposition import exposition, exposition_text
 from prometheus_harness import require_prometheus
 
 from neurondesk.core import events as ev
@@ -19,8 +18,6 @@ from neurondesk.core.figures import run_figures
 from neurondesk.core.series import chart_line
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary, run_summary
-from neurondesk.recorder.metrics import Snapshotter
-from neurondesk.recorder.metrics_http import RunCollector
 from neurondesk.reports.html_report import ReportRun, render
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.reports.trace_export import write_trace
@@ -43,21 +40,6 @@ def reduced(evs: list[ev.Event]) -> RunState:
         st.apply(e)
     return st
 
-
-def exposition_text(state: RunState) -> str:
-    collector = RunCollector()
-    collector.snapshot = Snapshotter("job", "node").take(state, state.last_t)
-    registry = CollectorRegistry()
-    registry.register(collector)
-    return generate_latest(registry).decode()
-
-
-def exposition(state: RunState) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(exposition_text(state)):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
 
 
 def test_prometheus_has_a_gauge_per_known_phase_and_the_verdict():
