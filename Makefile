@@ -20,8 +20,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo  # DESIGN.md's arrows: [tool.importlinter] in pyproject.toml
-	# two workers, one test file each (module fixtures are whole real runs): about 14 min here
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
+	# two workers, one test file each (module fixtures are whole real runs): 25.7 min here (2026-12-03); the 30 slowest are listed
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 
 screenshots: $(STAMP)
