@@ -255,6 +255,8 @@ def test_a_batch_says_what_the_step_lines_said():
     raw = [json.loads(line) for line in reader.close(probe)]
     batches = [m for m in raw if m["kind"] == "steps"]
     assert batches and list(batches[0])[:4] == ["kind", "t", "pid", "step"]
+    cols = batches[0]["phase_cols"]  # the phases as columns; h2d and collective, zero throughout, as 0
+    assert "phases_s" not in batches[0] and cols[0] == 0 and cols[5] == 0 and len(cols[2]) == len(cols[4]) >= 1
     steps = [m for m in expand_steps(raw) if m["kind"] == "step"]
     assert [m["step"] for m in steps] == list(range(6))
     for m in steps:
@@ -293,6 +295,25 @@ def test_the_decoder_refuses_a_batch_that_cannot_be_true(change, words):
         return
     assert isinstance(e, ev.ParseProblem) and e.error.startswith("out of range") and words in e.error, e.error
     assert decoder.refused == 1
+
+
+@pytest.mark.parametrize(("cols", "words"), [
+    ([0, [0.1, 0.2], 0, 0, 0, 0], None),
+    ([0.5, [0.1, 0.2], 0, 0, 0, 0], None),  # a column the same in every step: that number
+    ([0, 0, 0, 0, 0], "phase_cols has 5 columns, not 6"),
+    ([0, [0.1], 0, 0, 0, 0], "phase_cols column 1 has 1 values for a batch of 2 steps"),
+    ([0, "x", 0, 0, 0, 0], "phase_cols"),
+])
+def test_phase_columns_become_each_steps_phases_or_are_refused(cols, words):
+    decoder = ProbeDecoder(started_t=0.0)
+    (e,) = decoder.decode(_batch_line(phase_cols=cols), 20.0)
+    if words is None:
+        assert isinstance(e, ev.StepBatch) and e.phase_cols is None
+        const = cols[0] if not isinstance(cols[0], list) else None
+        assert e.phases_of(0) == [const, 0.1, 0.0, 0.0, 0.0, 0.0] and e.phases_of(1) == [const, 0.2, 0.0, 0.0, 0.0, 0.0]
+        assert decode_event_line(encode_event(e)) == e  # journaled flat, read back the same
+        return
+    assert isinstance(e, ev.ParseProblem) and words in e.error, e.error
 
 
 def test_a_ranks_window_keeps_its_last_steady_steps_in_any_order_they_come():

@@ -56,6 +56,10 @@ def test_an_input_bound_eager_loop_is_split_and_called_input_bound(eager_input_b
     assert abs(_adds_up(p) - 1) <= 0.05
     assert p["verdict"] == "input-bound" and "num_workers" in p["words"], p
     assert run.summary["figures"]["step_phases"] == p  # one truth: the summary's is the figures'
+    last_status = [line for line in run.stderr.splitlines() if " | step " in line][-1]
+    top = p["split"][0]
+    assert top["name"] == "input_wait" and f"| input-bound (input wait {top['share']:.0%}) |" in last_status
+    assert f"neurondesk: {p['words']}" in run.stderr.splitlines()  # the verdict whole among the final lines
 
 
 @needs_xla

@@ -140,6 +140,22 @@ class StepEnded(Event):
 PHASES_PER_STEP = 6  # h2d, forward, backward, optimizer, sync, collective
 
 
+def flat_phases(cols: list[list[float] | float], n: int) -> list[float]:
+    """StepBatch.phase_cols (PHASES_PER_STEP columns of ``n`` values, or one value for all ``n``)
+    as StepBatch.phases_s (a step's phases after another's)."""
+    if len(cols) != PHASES_PER_STEP:
+        raise ValueError(f"phase_cols has {len(cols)} columns, not {PHASES_PER_STEP}")
+    flat = [0.0] * (PHASES_PER_STEP * n)
+    for k, col in enumerate(cols):
+        if isinstance(col, list):
+            if len(col) != n:
+                raise ValueError(f"phase_cols column {k} has {len(col)} values for a batch of {n} steps")
+            flat[k::PHASES_PER_STEP] = col
+        elif col:
+            flat[k::PHASES_PER_STEP] = [float(col)] * n
+    return flat
+
+
 @dataclass(frozen=True)
 class StepBatch(Event):
     """Consecutive steps of one process, in columns: the probe coalesces its steps between two
@@ -164,6 +180,17 @@ class StepBatch(Event):
     presync_s: list[float] | None = None
     input_shapes: list[list[int]] | None = None  # every step's (the same for all of them)
     phases_s: list[float] | None = None  # PHASES_PER_STEP a step, flat, in StepEnded.phases_s's order
+    # How the probe sends the phases: PHASES_PER_STEP columns of a value a step, a column the same in
+    # every step (zero: no h2d on a CPU, no collective) as that one number: the training thread
+    # formats fewer numbers. Made flat into phases_s when decoded, then None (the journal holds phases_s).
+    phase_cols: list[list[float] | float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.phase_cols is not None:
+            if self.phases_s is not None:
+                raise ValueError("a batch has phases_s and phase_cols: one of them at most")
+            object.__setattr__(self, "phases_s", flat_phases(self.phase_cols, len(self.duration_s)))
+            object.__setattr__(self, "phase_cols", None)
 
     def __len__(self) -> int:
         return len(self.duration_s)

@@ -114,6 +114,14 @@ def phases_of(sums: PhaseSums, device_kind: str | None, rank: int | None = None,
                       num_workers=loader.workers if loader is not None else None, try_num_workers=v.try_num_workers)
 
 
+def short_verdict(p: StepPhases) -> str | None:
+    """The verdict and the largest phase, for a status line: 'input-bound (input wait 93%)'."""
+    if p.verdict is None or not p.split:
+        return None
+    top = p.split[0]
+    return f"{p.verdict} ({LABELS[top.name]} {top.share:.0%})"
+
+
 def step_parts(duration_s: float, data_wait_s: float, phases: list[float] | tuple[float, ...] | None, xla: bool,
                device_kind: str | None) -> list[PhaseShare]:
     """One step's phases (StepEnded.phases_s) by name, in step order (IN_STEP_ORDER), with their

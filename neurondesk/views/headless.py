@@ -10,6 +10,7 @@ import sys
 import time
 
 from neurondesk.core.figures import FIGURES, run_figures
+from neurondesk.core.phases import short_verdict
 from neurondesk.core.state import RunState
 from neurondesk.core.summary import build_summary
 from neurondesk.lint.locate import annotate_memory
@@ -70,6 +71,9 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
         found = state.parts.ranks.stragglers() if stragglers is None else stragglers
         if found:
             parts.append(f"straggler: {found[0].words()}")
+    verdict = short_verdict(f.step_phases) if f.step_phases is not None else None
+    if verdict:  # what bounds the steady step (core/phases.py); its words whole are among the final lines
+        parts.append(verdict)
     if f.memory_creep is not None:  # a trend over the steady steps (core/memory_creep.py)
         parts.append(f.memory_creep.short)
     parts += state.parts.disk.status_words()  # a disk that fills soon, output not stored
@@ -200,6 +204,8 @@ class HeadlessPrinter:
         said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
         crash = summary.get("crash")  # how it died (core/crash.py): first, before the details
         said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
+        phases = summary.get("step_phases") or {}
+        said += [phases["words"]] if phases.get("words") else []  # the verdict with its next step to try
         creep = annotate_memory(summary.get("memory_creep"))  # with the line where lint finds the list, if it can
         said += ([creep["words"]] if creep else []) + rank_lines(summary) + list(summary["notices"])
         if self.source.recorder_lost:

@@ -4,8 +4,12 @@ hundred steps in one go instead of one line each. Its wire form:
 
   {"kind":"steps","t":<last step's end>,"pid":P,"step":<first index>,"ts":[...],"duration_s":[...],
    "data_wait_s":[...](,"samples":[...])(,"tokens":[...])(,"executions":[...])(,"presync_s":[...])
-   (,"phases_s":[...])
+   (,"phase_cols":[<h2d>,<forward>,<backward>,<optimizer>,<sync>,<collective>])
    (,"input_shapes":[[...],...])(,"dropped_before":<messages dropped so far>)}
+
+A phase column is the phase's time in each step, or 0 when it is zero in every step of the batch
+(no h2d on a CPU, no sync off XLA, no collective in one process): the training thread formats only
+the phases that happened, each number costing it about 0.2 us.
 
 Consecutive steps join a batch when they have the same fields and input shapes; a step that
 compiled, ran an evaluation or carries a non-int count goes as a `step` message of its own.
@@ -15,7 +19,6 @@ from __future__ import annotations
 
 import json
 
-PHASES_FMT = "%.6f,%.6f,%.6f,%.6f,%.6f,%.6f"
 MAX_STEPS = 4096  # a batch is closed (rendered into the send buffer) at this many steps
 
 
@@ -78,8 +81,9 @@ class StepColumns:
             parts += [',"executions":[', ",".join(map(str, self.execs)), "]"]
         if has_presync:
             parts += [',"presync_s":[', ",".join([f"{x:.9f}" for x in self.presync]), "]"]
-        if has_phases:  # six a step, flat
-            parts += [',"phases_s":[', ",".join([PHASES_FMT % p for p in self.phases]), "]"]
+        if has_phases:  # six columns; one that is zero throughout as 0
+            parts += [',"phase_cols":[', ",".join(["[" + ",".join([f"{x:.6f}" for x in col]) + "]" if any(col) else "0"
+                                                   for col in zip(*self.phases)]), "]"]
         if self.shapes is not None:
             parts += [',"input_shapes":', json.dumps(self.shapes, separators=(",", ":"))]
         if dropped:
