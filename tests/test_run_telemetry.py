@@ -3,7 +3,7 @@ through the real collector (fixture: no Trainium here), and the data-loader verd
 
 from __future__ import annotations
 
-from conftest import FIXTURES, needs_xla, neurondesk_run
+from conftest import FIXTURES, TINY_MODEL, needs_xla, neurondesk_run
 
 from neurondesk.core import device_events as dev
 from neurondesk.core.diagnostics import device_utilization
@@ -15,7 +15,7 @@ MONITOR_FIXTURE = FIXTURES / "neuron-monitor-trn1.jsonl"
 
 @needs_xla
 def test_fixture_neuron_monitor_replay_is_journaled_raw_and_host_is_sampled(tmp_path):
-    run = neurondesk_run(tmp_path, ["--preset", "demo", "--steps", "40"],
+    run = neurondesk_run(tmp_path, ["--preset", "demo", *TINY_MODEL, "--steps", "40"],
                          nd_args=["--neuron-monitor-replay", str(MONITOR_FIXTURE)])
     assert run.returncode == 0, run.stderr[-2000:]
     kinds = [e["kind"] for e in run.events]
@@ -38,9 +38,9 @@ def test_fixture_neuron_monitor_replay_is_journaled_raw_and_host_is_sampled(tmp_
 
 @needs_xla
 def test_slow_loader_is_called_input_bound_with_advice(tmp_path):
-    # 300 ms of loader sleep per batch against a demo step of ~30 ms of compute: the wait dominates
+    # 300 ms of loader sleep per batch against a tiny model's step of a few ms of compute: the wait dominates
     # the step by construction, even with compute ten times slower on a busy machine
-    run = neurondesk_run(tmp_path, ["--preset", "demo", "--steps", "20", "--loader-delay-ms", "300"])
+    run = neurondesk_run(tmp_path, ["--preset", "demo", *TINY_MODEL, "--steps", "12", "--loader-delay-ms", "300"])
     assert run.returncode == 0, run.stderr[-2000:]
     s = run.summary
     assert s["data_wait_fraction"] >= 0.2
