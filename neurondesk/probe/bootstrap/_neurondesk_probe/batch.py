@@ -83,7 +83,7 @@ class StepColumns:
             parts += [',"presync_s":[', ",".join([f"{x:.9f}" for x in self.presync]), "]"]
         if has_phases:  # six columns; one that is zero throughout as 0
             parts += [',"phase_cols":[', ",".join(["[" + ",".join([f"{x:.6f}" for x in col]) + "]" if any(col) else "0"
-                                                   for col in zip(*self.phases)]), "]"]
+                                                   for col in zip(*self.phases)]), "]"]  # noqa: B905 - no strict= before Python 3.10, where the probe loads too
         if self.shapes is not None:
             parts += [',"input_shapes":', json.dumps(self.shapes, separators=(",", ":"))]
         if dropped:
