@@ -96,6 +96,12 @@ def test_fleet_once_lists_every_node_with_the_job_totals(fleet):
     assert out["totals"]["slowest_node"] in rows
     b = rows["node-b"]  # the `dynamic` run: a shape change every step, each one compiled
     assert b["compiles"] >= 1
+    # what bounds the live node's steady step, through Prometheus: its 20 ms sleep a step is in no phase
+    out = wait_for(lambda: (o := fleet_json(prom)) and rows_by_node(o)["node-live"].get("step_verdict") and o, 30,
+                   "the live node's step verdict")
+    assert rows_by_node(out)["node-live"]["step_verdict"] == "other-bound"
+    assert out["job"]["step_verdicts"]["node-live"] == "other-bound"
+    assert any(line.startswith("steady step: ") and "other-bound on node-live" in line for line in out["job"]["lines"])
 
 
 def test_fleet_screen_shows_the_rows(fleet):

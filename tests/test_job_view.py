@@ -188,3 +188,13 @@ def test_a_nodes_health_is_said_beside_its_slowness():
     assert out["lines"][slow + 1] == "trn-2: 412 EFA retransmits in the last minute"
     assert out["node_health"] == {"trn-2": "trn-2: 412 EFA retransmits in the last minute"}
     assert not any(x.startswith("healthy") for x in job(rows, even_ranks())["lines"])
+
+
+def test_what_bounds_each_nodes_step_is_said_with_the_nodes_of_one_verdict_together():
+    verdicts = ["collective-bound", "input-bound", "collective-bound", "compute-bound"]
+    rows = [dataclasses.replace(r, step_verdict=v) for r, v in zip(NODES, verdicts, strict=True)]
+    rows[3] = dataclasses.replace(rows[3], stale=True, last_update_t=NOW - 120)  # a silent node's is not said
+    out = job(rows, even_ranks())
+    assert out["step_verdicts"] == {"trn-0": "collective-bound", "trn-1": "input-bound", "trn-2": "collective-bound"}
+    assert "steady step: collective-bound on trn-0, trn-2; input-bound on trn-1" in out["lines"]
+    assert not any(line.startswith("steady step") for line in job(NODES, even_ranks())["lines"])  # none known: no line

@@ -116,6 +116,7 @@ def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]
         "blocked": f"max by (job_id, node, run_id, op, seq, group, state, ranks, never_entered, last) "
                    f"(neurondesk_blocked_collective_info{sel})",
         "job_info_last": last("neurondesk_job_info", ", instance, job, node_rank, nodes, world_size, launcher"),
+        "step_verdict": last("neurondesk_step_verdict_info", ", verdict"),  # what bounds the node's steady step
     }
 
 
@@ -215,7 +216,7 @@ class FleetReader:
         last, scraped = value("last_update_t"), value("scraped_t")
         skew = last - scraped if last is not None and scraped is not None and key in got["fresh"] else None
         labels = info.labels if info is not None else {}
-        graph = value("compile_graph")
+        graph, verdict = value("compile_graph"), one("step_verdict")
         health = words_from_series(key[1], {SERIES[c]: v for c in SERIES if (v := value(f"health_inc_{c}")) is not None},
                                    {SERIES[c]: v for c in SERIES if (v := value(f"health_tot_{c}")) is not None})
         return FleetRow(*key, phase=None if phase is None else phase.labels.get("phase"),
@@ -227,6 +228,7 @@ class FleetReader:
                         cache_hits=cache.get("hit"), cache_misses=cache.get("miss"),
                         finished=value("finished") == 1, failure=_failure(one("failure") or one("failure_last"), value("failure_t")),
                         clock_skew_s=skew, health=health, blocked_collective=_blocked(one("blocked")),
+                        step_verdict=None if verdict is None else verdict.labels.get("verdict") or None,
                         **figures, **ints)
 
     @staticmethod

@@ -93,6 +93,7 @@ class FleetRow:
     clock_skew_s: float | None = None  # the node's clock minus Prometheus's, at the last scrape
     health: str | None = None  # core/node_health.py's words (EFA, NeuronLink, ECC, throttling); None: healthy
     blocked_collective: BlockedCollective | None = None  # from its ranks' Flight Recorder dumps at a hang
+    step_verdict: str | None = None  # what bounds its steady step (core/phases.py: "input-bound" ...); None: not yet
 
     @property
     def key(self) -> tuple[str, str, str]:

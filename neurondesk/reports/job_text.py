@@ -97,6 +97,19 @@ def figures_words(f: JobFigures, ranks: int) -> str:
             f"({secs(f.compile_wall_s, 0)}, others waited {secs(f.compile_wait_s, 0)})")
 
 
+def bound_line(v: JobView) -> str | None:
+    """What bounds each node's steady step (core/phases.py's verdict), the nodes of one verdict
+    together, the most common first: "steady step: collective-bound on trn-01, trn-02; input-bound on trn-03"."""
+    by: dict[str, list[str]] = {}
+    for r in v.nodes:
+        if r.step_verdict and not r.stale:
+            by.setdefault(r.step_verdict, []).append(r.node)
+    if not by:
+        return None
+    groups = sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return "steady step: " + "; ".join(f"{verdict} on {', '.join(sorted(nodes))}" for verdict, nodes in groups)
+
+
 def job_lines(v: JobView) -> list[str]:
     """The job's state, worst first; a healthy job says so."""
     name = v.job_id or "(no job id)"
@@ -110,6 +123,9 @@ def job_lines(v: JobView) -> list[str]:
         lines.append(f"no rank is slower than the others, yet ranks wait {pct(v.collective_wait, 0)} of each step in "
                      "the collective: the network (EFA) or a node's link is slow — see each node's health")
     lines += [r.health for r in v.nodes if r.health and not r.stale]  # beside the slowness: a cause
+    bound = bound_line(v)
+    if bound:
+        lines.append(bound)
     lines += [f"problem: {p}" for p in v.problems]
     if v.healthy and not v.compiling and slow is None and not any(r.health for r in v.nodes):
         lines.append("healthy: every node reporting, no slow rank, nothing failed")
@@ -136,6 +152,7 @@ def job_json(v: JobView) -> dict[str, Any]:
                                 "ranks": list(b.ranks), "never_entered": list(b.never_entered), "last": list(b.last)}
                                for r in v.nodes if (b := r.blocked_collective) is not None and not r.stale],
         "stale_nodes": [r.node for r in v.stale],
+        "step_verdicts": {r.node: r.step_verdict for r in v.nodes if r.step_verdict and not r.stale},
         "usd_per_hour": v.figures.price_per_hour,
         "steady_samples_per_s": v.figures.samples_per_s,
         "collective_wait_share": v.collective_wait,
