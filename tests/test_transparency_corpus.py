@@ -29,17 +29,10 @@ def test_the_corpus_prints_the_same_alone_and_under_neurondesk(tmp_path, mode):
     if mode == "xla" and not HAS_XLA:
         pytest.skip("torch-xla is not installed in this interpreter; `make test` installs it")
     env = base_env(tmp_path)
-    # The run alone goes on beside the run under neurondesk (the corpus keeps its files in temporary
-    # folders of its own): the two take about the time of one on two cores.
-    with subprocess.Popen([sys.executable, str(CORPUS), "--mode", mode], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=env, cwd=tmp_path) as proc:
-        try:
-            run = neurondesk_run(tmp_path, ["--mode", mode], workload=CORPUS, timeout=REAL_RUN_TIMEOUT_S, env=env)
-            out, err = proc.communicate(timeout=REAL_RUN_TIMEOUT_S)
-        finally:
-            proc.kill()
-    alone = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    alone = subprocess.run([sys.executable, str(CORPUS), "--mode", mode], capture_output=True, timeout=REAL_RUN_TIMEOUT_S,
+                           env=env, cwd=tmp_path)
     assert alone.returncode == 0, alone.stdout.decode()[-3000:]  # the corpus itself works: every operation ran
+    run = neurondesk_run(tmp_path, ["--mode", mode], workload=CORPUS, timeout=REAL_RUN_TIMEOUT_S, env=env)
     stdout = (run.run_dir / "stdout.log").read_bytes()
     stderr = (run.run_dir / "stderr.log").read_bytes().decode()
     assert run.returncode == alone.returncode
