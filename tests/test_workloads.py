@@ -176,22 +176,10 @@ def test_traps_do_what_they_claim_in_xla_metrics(data_mod):
         "branch": [*base, "--graph-break", "branch"],
         "dynamic": [*base, "--dynamic-shape", "--seq-len", "16"],
     }
-    # Two processes, half of the configurations each, side by side (one compiles while the other runs).
-    names = list(configs)
-    halves = [{n: configs[n] for n in names[0::2]}, {n: configs[n] for n in names[1::2]}]
-    procs = [subprocess.Popen([sys.executable, "-c", TRAP_PROBE, str(WORKLOADS), json.dumps(h)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PJRT_DEVICE": "CPU"})
-             for h in halves]
-    res = {}
-    for proc in procs:
-        with proc:
-            try:
-                out, err = proc.communicate(timeout=600)
-            finally:
-                proc.kill()
-        assert proc.returncode == 0, err[-3000:]
-        res.update(json.loads(out.splitlines()[-1]))
-    assert set(res) == set(configs)
+    p = subprocess.run([sys.executable, "-c", TRAP_PROBE, str(WORKLOADS), json.dumps(configs)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads(p.stdout.splitlines()[-1])
     assert all(r["rc"] == 0 for r in res.values())
     for name in ("plain", "optimizer_step", "loader", "bf16"):
         assert res[name]["executions"] == steps, name  # one graph per step
