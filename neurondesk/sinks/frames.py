@@ -97,9 +97,15 @@ class FrameTaker:
 
     def __init__(self) -> None:
         self._compiles_seen = 0
+        self._last_t = -math.inf  # the latest frame's time
 
     def take(self, state: RunState, now: float, end: bool = False) -> Frame:
-        """``end``: the figures as summary.json has them (the run's own clock, not ``now``)."""
+        """``end``: the figures as summary.json has them (the run's own clock, not ``now``). The end
+        frame is stamped after every frame before it (the run's last event may be older than the
+        last periodic frame): a sink's latest value (MLflow's, by timestamp at the last step) is the summary's."""
+        if end and now <= self._last_t:
+            now = self._last_t + 0.001  # MLflow keeps milliseconds
+        self._last_t = max(self._last_t, now)
         compiles = state.compiles
         new = tuple(compile_row(c) for c in compiles[self._compiles_seen:])
         self._compiles_seen = len(compiles)
