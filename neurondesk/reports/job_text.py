@@ -97,13 +97,17 @@ def figures_words(f: JobFigures, ranks: int) -> str:
             f"({secs(f.compile_wall_s, 0)}, others waited {secs(f.compile_wait_s, 0)})")
 
 
+def step_verdicts(v: JobView) -> dict[str, str]:
+    """What bounds each reporting node's steady step (core/phases.py's verdict), by node."""
+    return {r.node: r.step_verdict for r in v.nodes if r.step_verdict and not r.stale}
+
+
 def bound_line(v: JobView) -> str | None:
-    """What bounds each node's steady step (core/phases.py's verdict), the nodes of one verdict
-    together, the most common first: "steady step: collective-bound on trn-01, trn-02; input-bound on trn-03"."""
+    """The nodes of one verdict together, the most common first:
+    "steady step: collective-bound on trn-01, trn-02; input-bound on trn-03"."""
     by: dict[str, list[str]] = {}
-    for r in v.nodes:
-        if r.step_verdict and not r.stale:
-            by.setdefault(r.step_verdict, []).append(r.node)
+    for node, verdict in step_verdicts(v).items():
+        by.setdefault(verdict, []).append(node)
     if not by:
         return None
     groups = sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
@@ -152,7 +156,7 @@ def job_json(v: JobView) -> dict[str, Any]:
                                 "ranks": list(b.ranks), "never_entered": list(b.never_entered), "last": list(b.last)}
                                for r in v.nodes if (b := r.blocked_collective) is not None and not r.stale],
         "stale_nodes": [r.node for r in v.stale],
-        "step_verdicts": {r.node: r.step_verdict for r in v.nodes if r.step_verdict and not r.stale},
+        "step_verdicts": step_verdicts(v),
         "usd_per_hour": v.figures.price_per_hour,
         "steady_samples_per_s": v.figures.samples_per_s,
         "collective_wait_share": v.collective_wait,

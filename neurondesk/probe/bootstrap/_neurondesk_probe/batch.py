@@ -22,6 +22,11 @@ import json
 MAX_STEPS = 4096  # a batch is closed (rendered into the send buffer) at this many steps
 
 
+def _phase_col(col: tuple) -> str:
+    """One phase's column: its time in each step, or 0 when it is zero in every one."""
+    return "[" + ",".join([f"{x:.6f}" for x in col]) + "]" if any(col) else "0"
+
+
 class StepColumns:
     def __init__(self) -> None:
         self.n = 0
@@ -81,9 +86,8 @@ class StepColumns:
             parts += [',"executions":[', ",".join(map(str, self.execs)), "]"]
         if has_presync:
             parts += [',"presync_s":[', ",".join([f"{x:.9f}" for x in self.presync]), "]"]
-        if has_phases:  # six columns; one that is zero throughout as 0
-            parts += [',"phase_cols":[', ",".join(["[" + ",".join([f"{x:.6f}" for x in col]) + "]" if any(col) else "0"
-                                                   for col in zip(*self.phases)]), "]"]  # noqa: B905 - no strict= before Python 3.10, where the probe loads too
+        if has_phases:
+            parts += [',"phase_cols":[', ",".join([_phase_col(col) for col in zip(*self.phases)]), "]"]  # noqa: B905 - no strict= before Python 3.10, where the probe loads too
         if self.shapes is not None:
             parts += [',"input_shapes":', json.dumps(self.shapes, separators=(",", ":"))]
         if dropped:
