@@ -165,6 +165,7 @@ class WorkloadProcess:
         self.exited = threading.Event()
         self.output_done = threading.Event()  # the exit and the grace for processes left running are over
         self.sent_signal: str | None = None
+        self.signal_sent_at = 0.0  # monotonic: when sent_signal was sent
         self.link = RelayLink(self.output_paths, out, self._spawn)  # the output relay, from this side
         self.graph_stats_dir: Path | None = None  # where torch-neuronx writes its graph_stats tables at exit
         self.neuron_profile = neuron_profile  # --neuron-profile: a Neuron Explorer capture into the run folder
@@ -313,11 +314,17 @@ class WorkloadProcess:
     def signal(self, sig: int) -> None:
         if not self.running():
             return
-        self.sent_signal = signal.Signals(sig).name
+        name = signal.Signals(sig).name
+        now = time.monotonic()
+        why = f" (still running {now - self.signal_sent_at:.0f} s after {self.sent_signal})" if self.sent_signal else ""
+        self.sent_signal, self.signal_sent_at = name, now
         try:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
-            pass
+            return
+        # journaled: which signal ended the run, and when each was sent, is part of its account
+        self.out.put(Notice(t=time.time(), level="info", source="stop",
+                            message=f"{name} sent to the workload{why}"))
 
     def stop(self, grace_s: float = 10.0, term_s: float = 5.0) -> None:
         """SIGINT (the workload may save and exit), then SIGTERM, then SIGKILL. Returns at once."""
