@@ -62,6 +62,9 @@ def wait_until(predicate, timeout: float, what: str, every: float = 0.1):
     return value
 
 
+XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
+
+
 def base_env(home: Path) -> dict[str, str]:
     """The environment of a CLI a test runs: nothing of the user's own (HOME, the XDG folders: no
     ~/.config/neurondesk/prices.json, no cached "not on EC2"), no Neuron/XLA debug switches."""
@@ -73,6 +76,9 @@ def base_env(home: Path) -> dict[str, str]:
         folder.mkdir(parents=True, exist_ok=True)
         env[var] = str(folder)
     env["PJRT_DEVICE"] = "CPU"
+    # XLA's CPU backend without LLVM's optimizations: every compile is still real (captured, lowered,
+    # code generated, timed), at a third of the wall; the tests' tiny graphs run as fast either way
+    env["XLA_FLAGS"] = XLA_TEST_FLAGS
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     env.pop("PT_XLA_DEBUG", None)
     env.pop("PT_XLA_DEBUG_LEVEL", None)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import XLA_TEST_FLAGS
 
 WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
 TRAIN, TRACE = WORKLOADS / "train.py", WORKLOADS / "trace.py"
@@ -29,7 +30,7 @@ TINY = [*DEMO, "--num-layers", "1", "--d-model", "32", "--nhead", "2", "--dim-fe
 
 
 def run(script: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PJRT_DEVICE": "CPU"}
+    env = {**os.environ, "PJRT_DEVICE": "CPU", "XLA_FLAGS": XLA_TEST_FLAGS}
     for noisy in ("PT_XLA_DEBUG", "PT_XLA_DEBUG_LEVEL", "TORCH_LOGS"):
         env.pop(noisy, None)
     return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
@@ -177,7 +178,7 @@ def test_traps_do_what_they_claim_in_xla_metrics(data_mod):
         "dynamic": [*base, "--dynamic-shape", "--seq-len", "16"],
     }
     p = subprocess.run([sys.executable, "-c", TRAP_PROBE, str(WORKLOADS), json.dumps(configs)],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"})
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU", "XLA_FLAGS": XLA_TEST_FLAGS})
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.splitlines()[-1])
     assert all(r["rc"] == 0 for r in res.values())

@@ -2,7 +2,7 @@
 all_reduces, then rank 1 stops taking part (it sleeps) while rank 0 enters a fourth. Each rank dumps
 its Flight Recorder as JSON (torch's own _dump_fr_trace_json) into FR_DIR/rank<N>.json while the
 hang lasts: torch 2.9 writes no dump on a gloo timeout itself, so the program takes it, as a
-watchdog of the user's would. Rank 0's collective then times out (gloo, 2 s) and both exit 0."""
+watchdog of the user's would. Rank 0's collective then times out (gloo, 4 s) and both exit 0."""
 
 import os
 import sys
@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _dump_fr_trace_json
 
-dist.init_process_group("gloo", timeout=timedelta(seconds=2))
+dist.init_process_group("gloo", timeout=timedelta(seconds=4))
 rank = dist.get_rank()
 x = torch.ones(4)
 for _ in range(3):
@@ -22,7 +22,7 @@ for _ in range(3):
 
 
 def dump() -> None:
-    time.sleep(1.0)
+    time.sleep(2.0)  # 1 s was once too soon on a loaded machine: rank 1's #3 not yet marked completed
     out = os.path.join(os.environ["FR_DIR"], f"rank{rank}.json")
     with open(out + ".tmp", "wb") as f:
         f.write(_dump_fr_trace_json(includeCollectives=True))
@@ -33,7 +33,7 @@ watch = threading.Thread(target=dump)
 watch.start()
 if rank == 1:
     watch.join()
-    time.sleep(2.5)  # rank 0 times out first
+    time.sleep(4.5)  # rank 0 times out first
     sys.exit(0)
 try:
     dist.all_reduce(x)
