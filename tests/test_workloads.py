@@ -29,12 +29,17 @@ DEMO = ["--preset", "demo"]
 TINY = [*DEMO, "--num-layers", "1", "--d-model", "32", "--nhead", "2", "--dim-feedforward", "64", "--vocab", "100"]
 
 
-def run(script: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def xla_cpu_env() -> dict[str, str]:
+    """This environment, on XLA's CPU backend as the tests run it, without XLA's debug switches."""
     env = {**os.environ, "PJRT_DEVICE": "CPU", "XLA_FLAGS": XLA_TEST_FLAGS}
     for noisy in ("PT_XLA_DEBUG", "PT_XLA_DEBUG_LEVEL", "TORCH_LOGS"):
         env.pop(noisy, None)
+    return env
+
+
+def run(script: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=WORKLOADS.parent)
+                          timeout=timeout, env=xla_cpu_env(), cwd=WORKLOADS.parent)
 
 
 def tagged(stdout: str, tag: str) -> dict:
@@ -178,7 +183,7 @@ def test_traps_do_what_they_claim_in_xla_metrics(data_mod):
         "dynamic": [*base, "--dynamic-shape", "--seq-len", "16"],
     }
     p = subprocess.run([sys.executable, "-c", TRAP_PROBE, str(WORKLOADS), json.dumps(configs)],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU", "XLA_FLAGS": XLA_TEST_FLAGS})
+                       capture_output=True, text=True, timeout=600, env=xla_cpu_env())
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.splitlines()[-1])
     assert all(r["rc"] == 0 for r in res.values())
