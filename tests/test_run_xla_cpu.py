@@ -231,7 +231,11 @@ def test_other_xla_loop_styles_count_one_step_per_optimizer_step(tmp_path, style
     assert s["steps"] == 20 and s["executions_per_step"] == 1
     assert s["recompiles_after_warmup"] == 0
     own = workload_timing(run.stdout)
-    assert s["steady"]["samples_per_s"] == pytest.approx(own["samples_per_s"], rel=0.05)
+    # 20 steps: each clock times about 14 of them, and the two windows can differ by a step at each
+    # end (the loader style ends a step at the next batch's sync), so one slow step on a loaded machine
+    # moves one mean and not the other by ~7% (CI once read 29.6 against 27.9). Step counting is what
+    # this test is for; the 60-step run holds the two clocks to 5%.
+    assert s["steady"]["samples_per_s"] == pytest.approx(own["samples_per_s"], rel=0.12)
 
 
 TORCH_XLA_COMPILE_SCRIPT = """
