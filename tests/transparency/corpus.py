@@ -18,6 +18,7 @@ import os
 import pickle
 import sys
 import tempfile
+import traceback
 
 import torch
 from torch import nn
@@ -38,7 +39,18 @@ class Net(nn.Module):
         self.fc2 = nn.Linear(16, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.jit.is_scripting():  # (TorchScript leaves this out)
+            record_stack()
         return self.fc2(self.act(self.fc1(x)))
+
+
+STACKS: list | None = None
+
+
+def record_stack() -> None:
+    """op_forward_stack: the frames the user's tools see (a debugger, py-spy, torch_xla's report)."""
+    if STACKS is not None:
+        STACKS.append(traceback.extract_stack()[:-1])
 
 
 def digest(data: bytes) -> str:
@@ -213,6 +225,42 @@ class Corpus:
             compiled(self.x)
         breaks = sum(counters["graph_break"].values())
         return f"graph_breaks={breaks} unique_graphs={counters['stats']['unique_graphs']}"
+
+    def op_forward_stack(self) -> str:
+        """The frames from this call to the model's forward, torch's own left out: nothing else."""
+        global STACKS
+        STACKS = []
+        try:
+            self.model(self.x)
+            self.sync()
+        finally:
+            stack, STACKS = STACKS[0], None
+        first = max(i for i, f in enumerate(stack) if f.name == "op_forward_stack")
+        return " > ".join(f"{f.name}@{os.path.basename(f.filename)}" for f in stack[first:]
+                          if f"{os.sep}torch{os.sep}" not in f.filename)
+
+    def op_global_module_hooks(self) -> str:
+        """torch's global module hooks, FlopCounterMode and ModuleTracker (built on them) see every call."""
+        import torch.nn.modules.module as tm
+        from torch.utils.flop_counter import FlopCounterMode
+        from torch.utils.module_tracker import ModuleTracker
+
+        seen: list[str] = []
+        pre = tm.register_module_forward_pre_hook(lambda m, a: seen.append(type(m).__name__))
+        post = tm.register_module_forward_hook(lambda m, a, o: seen.append("/" + type(m).__name__), always_call=True)
+        try:
+            self.model(self.x)
+        finally:
+            pre.remove()
+            post.remove()
+        self.model(self.x)  # removed: seen no more
+        with FlopCounterMode(display=False) as flops:
+            self.model(self.x)
+        with ModuleTracker() as tracker:
+            self.model(self.x)
+            parents = sorted(tracker.parents)
+        self.sync()
+        return f"{seen} flops={flops.get_total_flops()} parents={parents}"
 
     def op_lbfgs_closure(self) -> str:
         model = copy.deepcopy(self.model)

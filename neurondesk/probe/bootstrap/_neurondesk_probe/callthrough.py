@@ -13,15 +13,18 @@ released, which CPython does as soon as the call returns or raises (``Ending.__d
   begins the hook and hands back the Ending, which CPython then calls with the call's
   arguments. Every way in is covered: a module attribute, a global name, a stored reference.
 
-Module._call_impl is not hooked this way: a descriptor on a module's class breaks dynamo's guards
-on it (torch.compile of that module fails: "ClosureGuardAccessor: Not a function"), so its
-wrapper function stays (forward.py), and its frame shows in torch_xla's report below the user's
-line (docs/probe.md)."""
+- ``hooked_call_impl`` (Module._call_impl): a descriptor on a module's class breaks dynamo's guards
+  (torch.compile of that module fails: "ClosureGuardAccessor: Not a function"), so the class gets
+  torch's own function again, its code object unchanged, over a copy of its module's globals in
+  which the global forward-hook registries begin with our two hooks: torch calls them before and
+  after the forward as it calls any registered hook, and while the forward runs the frame on the
+  stack is torch's own `_call_impl` at torch's own line."""
 
 from __future__ import annotations
 
 import functools
 import types
+from collections import OrderedDict
 
 
 class Ending(functools.partial):
@@ -78,3 +81,45 @@ class CallThrough:
 
     def __repr__(self) -> str:
         return f"<neurondesk call-through of {self.raw!r}>"
+
+
+# The global forward-hook registries torch's _call_impl reads (torch/nn/modules/module.py).
+_HOOK_REGISTRIES = ("_global_forward_pre_hooks", "_global_forward_hooks",
+                    "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called")
+_PRE, _POST = -1, -2  # our hooks' ids: torch's RemovableHandle ids count up from 0
+
+
+class _Registry(OrderedDict):
+    """One of torch's global hook registries as the hooked _call_impl reads it: ours, then torch's
+    own read live, so a global hook the user (or FlopCounterMode) registers or removes at any time
+    runs as without neurondesk. Ours alone makes the registry true: torch takes its hooks path."""
+
+    def __init__(self, own: dict, module_globals: dict, name: str) -> None:
+        super().__init__(own)
+        self.torch_registry = module_globals[name]
+
+    def items(self):
+        return (*OrderedDict.items(self), *self.torch_registry.items())
+
+    def __contains__(self, key) -> bool:
+        return OrderedDict.__contains__(self, key) or key in self.torch_registry
+
+
+def hooked_call_impl(call_impl, module_globals: dict, pre, post):
+    """torch's `call_impl` (Module._call_impl), its own code, with `pre(module, args)` before each
+    forward and `post(module, args, kwargs, result)` after it, or `post(module, args, result)` when
+    the forward raised (torch's always-called hooks). The copy of its globals has no `__name__`, so
+    dynamo, inlining it in a compiled module, reads and guards these registries, not the module's."""
+    g = {k: v for k, v in module_globals.items() if k != "__name__"}
+    own = {"_global_forward_pre_hooks": {_PRE: pre}, "_global_forward_hooks": {_POST: post},
+           "_global_forward_hooks_with_kwargs": {_POST: True}, "_global_forward_hooks_always_called": {_POST: True}}
+    for name in _HOOK_REGISTRIES:
+        g[name] = _Registry(own[name], module_globals, name)
+    fn = types.FunctionType(call_impl.__code__, g, call_impl.__name__, call_impl.__defaults__, call_impl.__closure__)
+    fn.__qualname__, fn.__doc__, fn.__module__ = call_impl.__qualname__, call_impl.__doc__, call_impl.__module__
+    return fn
+
+
+def hooked_code() -> tuple:
+    """The code of ours a hooked _call_impl calls (torch.compile must not take them for frames to compile)."""
+    return (_Registry.items.__code__, _Registry.__contains__.__code__)

@@ -15,6 +15,7 @@ class PostImportFinder:
             "torch_xla": (probe.xla.patch_torch_xla, "xla-sync"),
             "torch_xla.distributed.parallel_loader": (probe.loader.patch_parallel_loader, "parallel-loader"),
             "torch._dynamo.callback": (probe.dynamo.patch_dynamo, "dynamo"),
+            "torch._dynamo.eval_frame": (probe.forward.patch_eval_frame, "forward"),
             "torch._logging._internal": (probe.dynamo.patch_torch_logging, "dynamo-logs"),
             "torch.autograd": (probe.optim.patch_autograd, "presync"),
             "torch.distributed.distributed_c10d": (probe.collective.patch_c10d, "collective"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from . import _state
+from .callthrough import hooked_call_impl, hooked_code
 from .shapes import SHAPES_KEEP, dims_of, holds_ids
 
 
@@ -17,30 +18,97 @@ class ForwardWatch:
         self.watched: dict = {}  # id -> weakref.ref of the watched modules (the outermost, its wrappers)
         self.in_forward = False  # a watched forward is running: modules it calls are not counted
         self.seq_first = False  # the model takes (sequence, batch) inputs
+        self.calls: list = []  # one entry per hooked module call in progress: its state, or None (not ours)
+        self.module_cls = self.torch_call_impl = None  # torch's Module and its own _call_impl
+        self.call_impl = None  # the same, rebuilt with our two hooks (callthrough.hooked_call_impl)
+        self._tracing = lambda: None  # torch.jit's tracing state, looked up at the first class watched
 
     def patch_module(self, module) -> None:
-        """The first module called is the outermost one: wrap Module._call_impl until that first
-        call, then watch that module from its class (see adopt_top_module). No global module
-        hook (torch.compile(module) warns about those: the script's output must stay its own), and
+        """The first module called is the outermost one: Module._call_impl is torch's own code with
+        our two hooks (callthrough.hooked_call_impl) until that first call, then torch's own again,
+        and that module is watched from its class (see adopt_top_module). No global module hook
+        (torch.compile(module) warns about those: the script's output must stay its own), and
         Module.__call__ stays torch's own (torch.compile(module) captures it before any call)."""
         if self.top_module is not None:
             return  # a reload after the outermost module was found: its class goes on being watched
         cls = module.Module
-        real_impl = cls._call_impl
-        if getattr(real_impl, "_neurondesk", False):
+        if getattr(cls._call_impl, "_neurondesk", False):
             return
-        probe, watch = self.probe, self
+        self.module_cls, self.torch_call_impl = cls, cls._call_impl
+        self.call_impl = hooked_call_impl(cls._call_impl, module.__dict__, self.pre, self.post)
+        self.call_impl._neurondesk = True
+        cls._call_impl = self.call_impl
 
-        def _call_impl(mod, *args, **kwargs):
-            if _state.is_compiling() or cls.__dict__.get("_call_impl") is not _call_impl:
-                return real_impl(mod, *args, **kwargs)
-            cls._call_impl = real_impl  # one call only: from now on torch's own, untouched
-            if not (probe.disabled or "forward" in probe.off or watch.top_module is not None):
-                probe.guarded(watch.adopt_top_module, mod, hook="forward")
-            return type(mod)._call_impl(mod, *args, **kwargs)  # the watch sees this first call too
+    def patch_eval_frame(self, module) -> None:
+        """torch.compile(model) runs the hooked _call_impl (torch's code, which dynamo skips) in
+        Python, and would compile our hooks as frames of their own (tiny graphs in the user's
+        TORCH_LOGS and compile counts). Dynamo is told to skip them there, so they run as in eager
+        and the compiled model's forwards are watched; it still inlines them, as no-ops, where it
+        traces a module call inside a compiled function."""
+        codes = hooked_code() + (ForwardWatch.pre.__code__, ForwardWatch.post.__code__)
+        try:  # skipped with all they call (torch 2.6+), as a torch._dynamo.disable would, without its frame
+            from torch._dynamo.types import FrameAction, FrameExecStrategy
 
-        _call_impl._neurondesk = True
-        cls._call_impl = _call_impl
+            skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+            for code in codes:
+                module.set_code_exec_strategy(code, skip)
+        except (ImportError, AttributeError):
+            for code in codes:
+                module.skip_code(code)
+
+    def pre(self, mod, args) -> None:
+        """Torch calls this before each forward of a hooked class's modules; never raises."""
+        if _state.is_compiling():  # dynamo folds this to True and traces the hook as a no-op
+            return None
+        state = None
+        try:
+            state = self._begin(mod)
+        except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
+            self.probe.hook_failed("forward", exc)
+        self.calls.append(state)
+        return None
+
+    def post(self, mod, args, *rest) -> None:
+        """Torch calls this after each forward of a hooked class's modules, with (kwargs, result),
+        or with (result,) when the forward raised; never raises."""
+        if _state.is_compiling() or not self.calls:
+            return None
+        state = self.calls.pop()
+        if state is None:
+            return None
+        self.in_forward = False
+        kwargs = rest[0] if len(rest) == 2 and isinstance(rest[0], dict) else {}
+        self.probe.guarded(self._end, mod, args, kwargs, state, hook="forward")
+        return None
+
+    def _begin(self, mod):
+        """A hooked call begins: None, or the state of a watched forward (its end needs it)."""
+        probe = self.probe
+        if self.top_module is None:  # the first module called: torch's own _call_impl from now on
+            if self.module_cls.__dict__.get("_call_impl") is self.call_impl:
+                self.module_cls._call_impl = self.torch_call_impl
+            if not (probe.disabled or "forward" in probe.off):
+                probe.guarded(self.adopt_top_module, mod, hook="forward")
+        if self.in_forward and self.calls and self.calls[0] is not None and self.calls[0][0] is mod:
+            # the outermost forward called again while it is "running": a KeyboardInterrupt (no
+            # Exception, so torch ran no end hook) left it so; a module never calls itself
+            self.calls.clear()
+            self.in_forward = False
+        if self.in_forward or probe.disabled or "forward" in probe.off:
+            return None
+        if self._tracing() is not None or not self.is_watched(mod):
+            return None
+        evaluating = self._forward_began(mod)
+        self.in_forward = True
+        return (mod, perf_counter(), probe.clock.inner, evaluating)
+
+    def _end(self, mod, args, kwargs, state) -> None:
+        _, t0, inner0, evaluating = state
+        self._count_inputs(args, kwargs, evaluating)
+        clock = self.probe.clock
+        if not evaluating:  # a training forward: its host time, less syncs and collectives in it
+            clock.fwd += perf_counter() - t0 - (clock.inner - inner0)
+            clock.phased = True
 
     def adopt_top_module(self, mod) -> None:
         """Watch the outermost module's calls from its class, never from the object: no hook,
@@ -105,36 +173,30 @@ class ForwardWatch:
         return True
 
     def _watch_class(self, cls) -> None:
-        real = cls._call_impl  # torch's own (the first-call wrapper is gone), or the class's override
+        """Every call of the class's modules goes through our two hooks. Where the class has torch's
+        own _call_impl, it gets the hooked copy of it: while the forward runs, the frame on the
+        stack is torch's own (no frame of ours in torch_xla's report, in a traceback, in py-spy).
+        A class whose _call_impl is not torch's (torch._dynamo.disable on the class) is wrapped."""
+        real = cls._call_impl  # torch's own (the first-call hook is gone), or the class's override
         if getattr(real, "_neurondesk", False):
             return  # this class is watched already
-        probe, watch = self.probe, self
-        tracing = self._jit_tracing_state()
+        self._tracing = self._jit_tracing_state()
+        if real is self.torch_call_impl:
+            cls._call_impl = self.call_impl
+            return
+        watch = self
 
         def _call_impl(m, *args, **kwargs):
-            # _state.is_compiling() first: inside a compiled region dynamo folds it to True and
-            # reads nothing else of ours (a read of watch.in_forward there would become a guard,
-            # and each change of it a recompile)
-            if _state.is_compiling() or watch.in_forward or probe.disabled or "forward" in probe.off:
+            if _state.is_compiling():
                 return real(m, *args, **kwargs)
-            try:  # guarded inline: this runs at every call of a watched class's modules
-                ours = tracing() is None and watch.is_watched(m)
-            except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
-                probe.hook_failed("forward", exc)
-                ours = False
-            if not ours:
-                return real(m, *args, **kwargs)
-            watch.top_forward(m, args, kwargs)
-            watch.in_forward = True
-            clock = probe.clock
-            t0, inner0 = perf_counter(), clock.inner
+            watch.pre(m, args)
             try:
-                return real(m, *args, **kwargs)
-            finally:
-                watch.in_forward = False
-                if not probe.phase.in_eval:  # a training forward: its host time, less syncs and collectives in it
-                    clock.fwd += perf_counter() - t0 - (clock.inner - inner0)
-                    clock.phased = True
+                result = real(m, *args, **kwargs)
+            except BaseException:
+                watch.post(m, args, None)
+                raise
+            watch.post(m, args, kwargs, result)
+            return result
 
         _call_impl._neurondesk = True
         _call_impl.__wrapped__ = real
@@ -149,16 +211,35 @@ class ForwardWatch:
         return state if callable(state) else (lambda: None)
 
     def top_forward(self, mod, args, kwargs):
-        """One forward of a watched module: the one entry of the class watch; never raises."""
+        """One whole forward of a watched module, its beginning and its end; never raises."""
         probe = self.probe
         if _state.is_compiling() or probe.disabled or "forward" in probe.off:
             return None
-        probe.guarded(self._on_forward, mod, args, kwargs, hook="forward")
+        evaluating = probe.guarded(self._forward_began, mod, hook="forward")
+        probe.guarded(self._count_inputs, args, kwargs, bool(evaluating), hook="forward")
         return None
 
-    def _on_forward(self, mod, args, kwargs) -> None:
-        probe, clock, phase = self.probe, self.probe.clock, self.probe.phase
+    def _forward_began(self, mod) -> bool:
+        """What a forward's start says: the phase it is in (evaluation or not, returned), the end
+        of a step of a loop with no optimizer, the time its batch took to reach it."""
+        clock, phase = self.probe.clock, self.probe.phase
         clock.note_activity()
+        if phase.is_eval_forward(mod):
+            phase.enter()
+            phase.eval_batches += 1
+            return True
+        phase.leave()
+        if clock.backward_pending and clock.manual_steps():
+            clock.end_manual_step(mod)  # no optimizer: a backward, then the next forward, is a step
+        if clock.batch_at is not None:  # from the batch to its forward: the copy to the device (h2d)
+            clock.h2d += max(0.0, perf_counter() - clock.batch_at)
+            clock.batch_at = None
+        clock.forwards_since_step += 1
+        return False
+
+    def _count_inputs(self, args, kwargs, evaluating: bool) -> None:
+        """The forward's samples, tokens and input shape: `input_ids=`, else its first tensor argument."""
+        clock, phase = self.probe.clock, self.probe.phase
         x = kwargs.get("input_ids") if kwargs else None
         dims = dims_of(x) if x is not None else None
         if dims is None:
@@ -168,21 +249,12 @@ class ForwardWatch:
                     x = a
                     break
         batch_dim = 1 if self.seq_first and dims and len(dims) >= 2 else 0
-        if phase.is_eval_forward(mod):
-            phase.enter()
-            phase.eval_batches += 1
+        if evaluating:
             if dims:
                 phase.eval_samples += dims[batch_dim]
                 phase.eval_tokens += dims[0] * dims[1] if len(dims) >= 2 and holds_ids(x) else 0
                 phase.eval_dims = dims
             return
-        phase.leave()
-        if clock.backward_pending and clock.manual_steps():
-            clock.end_manual_step(mod)  # no optimizer: a backward, then the next forward, is a step
-        if clock.batch_at is not None:  # from the batch to its forward: the copy to the device (h2d)
-            clock.h2d += max(0.0, perf_counter() - clock.batch_at)
-            clock.batch_at = None
-        clock.forwards_since_step += 1
         if not dims:
             return
         clock.samples += dims[batch_dim]
@@ -193,7 +265,7 @@ class ForwardWatch:
         if len(clock.shapes) < SHAPES_KEEP:  # bounded: a loop with no step boundary adds none past it
             clock.shapes.append(dims)
         clock.train_dims = dims
-        devices = probe.devices
+        devices = self.probe.devices
         if devices.autocast is None:
             try:
                 device_type = x.device.type
