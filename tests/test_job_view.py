@@ -83,7 +83,8 @@ def test_a_node_compiling_a_graph_the_others_are_past_is_named_and_its_wait_coun
 
 def test_the_first_failure_is_told_across_clocks_and_the_rest_blocked_since():
     killed = NodeFailure(t=NOW - 60, rank=5, what="SIGKILL (torchrun: exitcode -9)", last_line="Killed", step=480)
-    later = NodeFailure(t=NOW - 75, rank=1, what="RuntimeError: Connection closed by peer", last_line="", step=480)
+    later = NodeFailure(t=NOW - 75, rank=1, what="RuntimeError: CUDA error: an illegal memory access", last_line="",
+                        step=480)
     rows = [dataclasses.replace(NODES[0], failure=later, clock_skew_s=-30.0),  # its clock is 30 s behind
             NODES[1], dataclasses.replace(NODES[2], failure=killed, finished=True, exit_code=1), NODES[3]]
     ranks = [*ranks_of("trn-0", 0, 0.1, last_t=NOW - 105), *ranks_of("trn-1", 2, 0.1, last_t=NOW - 62),
@@ -94,6 +95,24 @@ def test_the_first_failure_is_told_across_clocks_and_the_rest_blocked_since():
     assert any(line.startswith("failed first: rank 5 on node trn-2") and "SIGKILL" in line and "Killed" in line
                for line in out["lines"])
     assert any("clock is 30 s behind Prometheus's" in p for p in out["problems"])
+
+
+def test_a_peers_death_on_another_node_reported_first_is_not_the_jobs_first_failure():
+    """The killed rank's node hears of it from torchrun's report (dated to the second); the other node's
+    ranks die of it a moment later (gloo: the peer closed) and can be heard first. The cause is named."""
+    killed = NodeFailure(t=NOW - 60, rank=2, what="SIGKILL (torchrun: exitcode -9)", last_line="", step=40)
+    gone = NodeFailure(t=NOW - 60.5, rank=0, what="RuntimeError: [pair.cc:534] Connection closed by peer "
+                       "[127.0.0.1]:1234", last_line="", step=40)
+    rows = [dataclasses.replace(NODES[0], failure=gone), dataclasses.replace(NODES[1], failure=killed), *NODES[2:]]
+    ranks = [*ranks_of("trn-0", 0, 0.1, last_t=NOW - 61), *ranks_of("trn-1", 2, 0.1, last_t=NOW - 61),
+             *ranks_of("trn-2", 4, 0.1, last_t=NOW - 61), *ranks_of("trn-3", 6, 0.1, last_t=NOW - 61)]
+    out = job(rows, ranks)
+    assert (out["failed_node"], out["failed_rank"]) == ("trn-1", 2)
+    # only consequences: the earliest of them
+    other = NodeFailure(t=NOW - 59, rank=2, what="RuntimeError: Socket Timeout", last_line="", step=40)
+    out = job([dataclasses.replace(NODES[0], failure=gone), dataclasses.replace(NODES[1], failure=other),
+               *NODES[2:]], ranks)
+    assert (out["failed_node"], out["failed_rank"]) == ("trn-0", 0)
 
 
 def at(t: float) -> str:

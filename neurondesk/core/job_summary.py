@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from neurondesk.core.failure_cause import first_cause
 from neurondesk.core.fleet import RankRow as FleetRank
 from neurondesk.core.job_figures import JobFigures, NodeFigures, job_figures
 from neurondesk.core.job_view import slowest_rank, wait_share
@@ -167,10 +168,12 @@ def _ranks(n: NodeRun, node: JobNode) -> list[FleetRank]:
 
 def _failure(runs: Sequence[NodeRun], nodes: list[JobNode]) -> JobFailure | None:
     failed = [(n, node) for n, node in zip(runs, nodes, strict=True) if n.end is not None]
-    if not failed:
+    # each node's time is its own clock's: a clock far off makes this order wrong (fleet measures the skew live);
+    # a failure that says its peer went away is a consequence, not the cause (core/failure_cause.py)
+    first = first_cause(failed, lambda x: x[0].end.failed_t, lambda x: x[0].end.what)
+    if first is None:
         return None
-    # each node's time is its own clock's: a clock far off makes this order wrong (fleet measures the skew live)
-    n, node = min(failed, key=lambda x: x[0].end.failed_t if x[0].end.failed_t is not None else float("inf"))
+    n, node = first
     end = n.end
     at = datetime.fromtimestamp(end.failed_t).astimezone().isoformat(timespec="seconds") if end.failed_t else None
     return JobFailure(node=node.node, rank=end.failed_rank, what=end.what, at=at, t=end.failed_t, step=end.step,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from neurondesk.core.failure_cause import first_cause
 from neurondesk.core.fleet import FleetRead, FleetRow, NodeFailure, RankRow
 from neurondesk.core.job_figures import JobFigures, NodeFigures, job_figures
 from neurondesk.core.reduce.ranks import STRAGGLER_ABS_S, STRAGGLER_REL, median
@@ -154,10 +155,10 @@ def _compiling(rows: list[FleetRow]) -> list[CompileSkew]:
 
 def _first_failure(rows: list[FleetRow]) -> tuple[FleetRow, NodeFailure] | None:
     failed = [(r, r.failure) for r in rows if r.failure is not None]
-    if not failed:
-        return None
-    # each node's time on its own clock, brought to Prometheus's by its measured skew
-    return min(failed, key=lambda rf: (rf[1].t - _skew(rf[0])) if rf[1].t is not None else float("inf"))
+    # each node's time on its own clock, brought to Prometheus's by its measured skew; a failure that
+    # says its peer went away is the dead rank's consequence, not the job's cause (core/failure_cause.py)
+    return first_cause(failed, lambda rf: (rf[1].t - _skew(rf[0])) if rf[1].t is not None else None,
+                       lambda rf: rf[1].what)
 
 
 def _blocked(live_ranks: list[RankRow], rows: list[FleetRow], now: float) -> Blocked | None:

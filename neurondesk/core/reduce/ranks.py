@@ -25,6 +25,7 @@ from itertools import islice
 from operator import add
 
 from neurondesk.core import events as ev
+from neurondesk.core.failure_cause import first_cause
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import COLUMNS_FROM
 
@@ -319,8 +320,8 @@ class RankReducer:
 
     @property
     def failed_first(self) -> FailedRank | None:
-        """The rank that failed first: the others died of the teardown that followed."""
-        return min(self.failures, key=lambda f: f.t) if self.failures else None
+        """The rank that failed first: the others died of the teardown that followed (core/failure_cause.py)."""
+        return first_cause(self.failures, lambda f: f.t, lambda f: f.error)
 
     def presync_levels(self, stragglers: list[Straggler] | None = None) -> list[RankLevel]:
         """Each rank's median pre-sync time against the median over all ranks, as a level the

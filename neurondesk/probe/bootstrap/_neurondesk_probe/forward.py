@@ -161,6 +161,7 @@ class ForwardWatch:
         self.watched[id(mod)] = weakref.ref(mod)
         self.top_module = self.top_module or self.watched[id(mod)]
         self._watch_class(type(mod))
+        self.probe.collective.ddp.watch(mod)  # a DDP module: its all-reduce's wait, at each backward
 
     def is_watched(self, mod) -> bool:
         ref = self.watched.get(id(mod))

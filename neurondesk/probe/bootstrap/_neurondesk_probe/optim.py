@@ -102,7 +102,10 @@ class OptimizerHooks:
                 return real(*args, **kwargs)
             finally:
                 if not probe.phase.in_eval:  # the backward phase: host time until it returns, less syncs in it
-                    clock.bwd += time.perf_counter() - t0 - (clock.inner - inner0)
+                    took = time.perf_counter() - t0 - (clock.inner - inner0)
+                    wait = probe.guarded(probe.collective.ddp.in_backward, took, hook="ddp-wait") or 0.0
+                    clock.bwd += took - wait
+                    clock.coll += wait  # DDP's all-reduce, waited for after the backward's compute
                     clock.phased = True
 
         backward.__doc__, backward.__wrapped__, backward._neurondesk = real.__doc__, real, True
