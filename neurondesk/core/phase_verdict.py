@@ -80,8 +80,10 @@ def verdict(backend: str, s: dict[str, float], step_s: float, loader: LoaderFact
         return Verdict("input-bound", words, want)
     if s.get("collective", 0) >= COLLECTIVE_BOUND:
         return Verdict("collective-bound", f"collective-bound: {_pct(s['collective'])} of each step is in "
-                       "torch.distributed calls; fewer or larger ones (one all_reduce of a flat buffer), gradient "
-                       "accumulation with no_sync, a larger batch per rank")
+                       "torch.distributed calls or waits for DDP's all-reduce; with many ranks, first see whether a "
+                       "slower rank or node holds the others back (the ranks table, fleet); else fewer or larger "
+                       "ones (one all_reduce of a flat buffer), gradient accumulation with no_sync, a larger batch "
+                       "per rank")
     if backend == "xla":
         if s.get("host_tracing", 0) >= HOST_BOUND:
             return Verdict("host-bound", f"host-bound: tracing takes {_pct(s['host_tracing'])} of the step on XLA: "
