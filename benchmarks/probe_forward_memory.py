@@ -1,4 +1,4 @@
-"""The probe's memory in an eager inference loop with no step boundary (issue 34 item 5).
+"""The probe's memory and time in an eager inference loop with no step boundary (issue 34 item 5).
 
 A model's forwards with no optimizer and no backward (an inference or evaluation job) never end a
 step, so whatever the probe keeps per forward until the step's end grows for as long as the loop
@@ -8,7 +8,12 @@ socket to a reader process), and the same loop in a fresh process without the pr
 each one's resident memory after 10,000 forwards and after all of them: the probe's growth is
 the difference of the two growths (the baseline, in the same invocation, takes out torch's own).
 
-    .venv/bin/python benchmarks/probe_forward_memory.py [--forwards 1000000]
+    .venv/bin/python benchmarks/probe_forward_memory.py [--forwards 1000000] [--baseline REV] [--rounds 3]
+
+Each process also times its loop: the probe's cost per forward is the difference of the two
+(``us_per_forward``; the forward watch runs at every call of the outermost module's class). With
+``--baseline REV`` a third process runs the probe of that commit (`git archive` of its probe
+package into a temporary folder) in the same invocation, for a ratio against it.
 
 Writes benchmarks/results/probe_forward_memory.json (the same command is in it). ``--child``
 is one measured process (tests/test_probe_ranges.py runs it with a few thousand forwards).
@@ -19,9 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +43,7 @@ def rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def child(forwards: int, with_probe: bool) -> dict:
+def child(forwards: int, with_probe: bool, bootstrap: Path = BOOTSTRAP) -> dict:
     probe = reader = None
     if with_probe:
         sys.path.insert(0, str(REPO / "benchmarks"))
@@ -48,7 +55,7 @@ def child(forwards: int, with_probe: bool) -> dict:
                                   stderr=subprocess.DEVNULL)
         assert reader.stdout.readline().strip() == "ready"
         os.environ["NEURONDESK_SOCKET"] = path
-        sys.path.insert(0, str(BOOTSTRAP))
+        sys.path.insert(0, str(bootstrap))
         import _neurondesk_probe as probe_mod
 
         probe_mod.install()
@@ -59,10 +66,12 @@ def child(forwards: int, with_probe: bool) -> dict:
     x = torch.randn(2, 4)
     out = {}
     with torch.no_grad():
+        t0 = time.perf_counter()
         for i in range(forwards):
             model(x)
             if i + 1 == min(FIRST, forwards):
                 out["rss_first"] = rss()
+        out["us_per_forward"] = (time.perf_counter() - t0) / forwards * 1e6
     out["rss_last"] = rss()
     if probe is not None:
         reader.kill()  # no step: the probe may never have connected, and the reader waits for it
@@ -72,28 +81,56 @@ def child(forwards: int, with_probe: bool) -> dict:
     return out
 
 
+def baseline_probe(rev: str) -> Path:
+    """The probe package of commit ``rev`` in a temporary folder (the bootstrap folder's layout)."""
+    folder = Path(tempfile.mkdtemp(prefix="nd-fm-base-"))
+    archive = subprocess.run(["git", "archive", rev, "neurondesk/probe/bootstrap"], cwd=REPO, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder / "neurondesk" / "probe" / "bootstrap"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--forwards", type=int, default=1_000_000)
     ap.add_argument("--child", choices=["probe", "plain"])
+    ap.add_argument("--bootstrap", default=str(BOOTSTRAP), help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", help="a commit whose probe runs as a third arm, for a ratio")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median time per arm")
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.forwards, args.child == "probe")), flush=True)
+        print(json.dumps(child(args.forwards, args.child == "probe", Path(args.bootstrap))), flush=True)
         return
-    runs = {}
-    for kind in ("plain", "probe"):
-        p = subprocess.run([sys.executable, __file__, "--child", kind, "--forwards", str(args.forwards)],
-                           capture_output=True, text=True, check=True, env={**os.environ, "PJRT_DEVICE": "CPU"})
-        runs[kind] = json.loads(p.stdout.strip().splitlines()[-1])
-    growth = {k: (r["rss_last"] - r["rss_first"]) / MIB for k, r in runs.items()}
+    arms = {"plain": ("plain", BOOTSTRAP), "probe": ("probe", BOOTSTRAP)}
+    if args.baseline:
+        arms["baseline"] = ("probe", baseline_probe(args.baseline))
+    runs: dict[str, list[dict]] = {name: [] for name in arms}
+    order = list(arms)
+    for i in range(args.rounds):  # interleaved, each round in the other order: the machine's noise on every arm
+        for name in order if i % 2 == 0 else order[::-1]:
+            kind, bootstrap = arms[name]
+            p = subprocess.run([sys.executable, __file__, "--child", kind, "--forwards", str(args.forwards),
+                                "--bootstrap", str(bootstrap)], capture_output=True, text=True, check=True,
+                               env={**os.environ, "PJRT_DEVICE": "CPU"})
+            runs[name].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    growth = {k: max((r["rss_last"] - r["rss_first"]) / MIB for r in rs) for k, rs in runs.items()}
+    per = {k: round(statistics.median(r["us_per_forward"] for r in rs), 3) for k, rs in runs.items()}
+    runs = {k: rs[0] for k, rs in runs.items()}
+    base = (" --baseline " + args.baseline if args.baseline else "") + f" --rounds {args.rounds}"
     result = {
-        "command": f".venv/bin/python benchmarks/probe_forward_memory.py --forwards {args.forwards}",
+        "command": f".venv/bin/python benchmarks/probe_forward_memory.py --forwards {args.forwards}{base}",
         "forwards": args.forwards, "from_forward": FIRST,
         "rss_growth_mib": {k: round(v, 3) for k, v in growth.items()},
         "probe_growth_mib": round(growth["probe"] - growth["plain"], 3),
         "kept_shapes": runs["probe"].get("kept_shapes"),
         "bound_mib": 1.0,
+        "us_per_forward": per,
+        "probe_cost_us_per_forward": round(per["probe"] - per["plain"], 3),
+        "note": "memory: the largest growth of each arm's rounds; time: the median of its rounds (interleaved)",
     }
+    if args.baseline:
+        result["baseline"] = args.baseline
+        result["baseline_cost_us_per_forward"] = round(per["baseline"] - per["plain"], 3)
     result["within_bound"] = result["probe_growth_mib"] <= 1.0
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "probe_forward_memory.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -410,3 +410,51 @@ def test_a_module_whose_attributes_raise_never_breaks_the_class_watch(tmp_path):
 class _Raising(dict):
     def __len__(self):
         raise RuntimeError("hostile")
+
+
+class _FakeDdp:
+    """DDP's logging data as its reducer leaves it (nanoseconds), or a call that raises."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def _get_ddp_logging_data(self):
+        if isinstance(self.data, Exception):
+            raise self.data
+        return self.data
+
+
+def test_the_ddp_wait_moves_from_the_backward_to_the_collective_and_fails_alone():
+    """A DDP backward that waited for its all-reduce after its own compute: that wait (DDP's own timing,
+    never more than the backward took) is the collective phase; DDP's data missing leaves the backward
+    whole; a raising read turns 'ddp-wait' off alone and the backward is still timed."""
+    import time
+
+    mod, probe, rec = new_probe()
+    fake_autograd = types.SimpleNamespace(backward=lambda *a, **k: time.sleep(0.03))
+    probe.optim.patch_autograd(fake_autograd)
+    clock = probe.clock
+
+    def backward_phases(data):
+        ddp = _FakeDdp(data)
+        probe.collective.ddp.watch(ddp)
+        clock.bwd = clock.coll = 0.0
+        fake_autograd.backward()
+        return clock.bwd, clock.coll
+
+    bwd, coll = backward_phases({"backward_comm_time": 25_000_000, "backward_compute_comm_overlap_time": 5_000_000})
+    assert coll == pytest.approx(0.020) and bwd >= 0.009  # 30 ms and more: 20 ms waited, the rest computed
+    bwd, coll = backward_phases({"backward_comm_time": 900_000_000, "backward_compute_comm_overlap_time": 0})
+    assert coll > 0.029 and bwd == 0.0  # a stale sample longer than this backward: the whole of it, no more
+    bwd, coll = backward_phases({})  # no sample yet (DDP's first iteration)
+    assert coll == 0.0 and bwd > 0.029
+    no_sync = _FakeDdp({"backward_comm_time": 25_000_000, "backward_compute_comm_overlap_time": 0})
+    no_sync.require_forward_param_sync = False  # DDP's forward under no_sync(): no all-reduce in this backward
+    probe.collective.ddp.watch(no_sync)
+    clock.bwd = clock.coll = 0.0
+    fake_autograd.backward()
+    bwd, coll = clock.bwd, clock.coll
+    assert coll == 0.0 and bwd > 0.029
+    bwd, coll = backward_phases(Boom("logging data"))
+    assert coll == 0.0 and bwd > 0.029 and probe.off == {"ddp-wait"}
+    assert notices_by_hook(rec.close(probe)) == {"ddp-wait": 1}

@@ -99,6 +99,8 @@ class _Registry(OrderedDict):
         self.torch_registry = module_globals[name]
 
     def items(self):
+        if not self.torch_registry:  # the usual case: ours alone
+            return OrderedDict.items(self)
         return (*OrderedDict.items(self), *self.torch_registry.items())
 
     def __contains__(self, key) -> bool:

@@ -36,7 +36,9 @@ class DdpWait:
     def in_backward(self, backward_s: float) -> float:
         """The seconds of this backward spent waiting in DDP's all-reduce (0 when unknown)."""
         mod = self.module() if self.module is not None else None
-        if mod is None:
+        # DDP sets require_forward_param_sync at each forward: False when it prepared no all-reduce
+        # for this backward (no_sync(): gradient accumulation), whose backward waits for nothing
+        if mod is None or getattr(mod, "require_forward_param_sync", True) is False:
             return 0.0
         data = mod._get_ddp_logging_data()
         comm, overlap = data.get("backward_comm_time"), data.get("backward_compute_comm_overlap_time")

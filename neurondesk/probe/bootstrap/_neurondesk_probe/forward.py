@@ -77,8 +77,11 @@ class ForwardWatch:
         if state is None:
             return None
         self.in_forward = False
-        kwargs = rest[0] if len(rest) == 2 and isinstance(rest[0], dict) else {}
-        self.probe.guarded(self._end, mod, args, kwargs, state, hook="forward")
+        kwargs = rest[0] if len(rest) == 2 and type(rest[0]) is dict else {}
+        try:
+            self._end(args, kwargs, state)
+        except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
+            self.probe.hook_failed("forward", exc)
         return None
 
     def _begin(self, mod):
@@ -102,7 +105,7 @@ class ForwardWatch:
         self.in_forward = True
         return (mod, perf_counter(), probe.clock.inner, evaluating)
 
-    def _end(self, mod, args, kwargs, state) -> None:
+    def _end(self, args, kwargs, state) -> None:
         _, t0, inner0, evaluating = state
         self._count_inputs(args, kwargs, evaluating)
         clock = self.probe.clock
