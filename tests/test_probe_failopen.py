@@ -458,3 +458,64 @@ def test_the_ddp_wait_moves_from_the_backward_to_the_collective_and_fails_alone(
     bwd, coll = backward_phases(Boom("logging data"))
     assert coll == 0.0 and bwd > 0.029 and probe.off == {"ddp-wait"}
     assert notices_by_hook(rec.close(probe)) == {"ddp-wait": 1}
+
+
+def test_the_forward_watch_pairs_its_hooks_per_thread_and_outlives_a_keyboard_interrupt():
+    """The hooked _call_impl's two hooks pair up in each thread: a module of the watched class called from
+    another thread while the watched forward runs, and ending after it (DataParallel's replicas), takes
+    nothing of its state. A KeyboardInterrupt inside the forward (torch runs no end hook for it) leaves
+    no forward "running"."""
+    import threading
+
+    import torch.nn.modules.module as tm
+
+    mod, probe, rec = new_probe()
+    watch = probe.forward
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.inside, self.go = threading.Event(), threading.Event()
+            self.go.set()
+            self.interrupt = False
+
+        def forward(self, x):
+            self.inside.set()
+            assert self.go.wait(10)
+            if self.interrupt:
+                raise KeyboardInterrupt
+            return self.lin(x)
+
+    real = tm.Module._call_impl
+    try:
+        watch.patch_module(tm)
+        top, other = Net(), Net()
+        top(torch.ones(3, 2))  # the first call: top is the outermost module, its class watched
+        assert tm.Module._call_impl is real and Net._call_impl is watch.call_impl
+        assert probe.clock.samples == 3
+        top.go.clear()
+        other.go.clear()
+        first = threading.Thread(target=top, args=(torch.ones(5, 2),))
+        first.start()
+        assert top.inside.wait(10)
+        second = threading.Thread(target=other, args=(torch.ones(7, 2),))  # begins inside top's forward
+        second.start()
+        assert other.inside.wait(10)
+        top.go.set()  # top's forward ends first, other's after it
+        first.join(10)
+        assert probe.clock.samples == 3 + 5 and not watch.in_forward
+        other.go.set()
+        second.join(10)
+        assert probe.clock.samples == 3 + 5 and watch.calls == {}
+        top.interrupt = True
+        with pytest.raises(KeyboardInterrupt):
+            top(torch.ones(2, 2))
+        assert watch.in_forward  # torch called no end hook
+        top.interrupt = False
+        top(torch.ones(4, 2))  # the next forward is counted all the same
+        assert probe.clock.samples == 3 + 5 + 4 and not watch.in_forward  # the interrupted one never ended
+        assert probe.off == set()
+    finally:
+        tm.Module._call_impl = real
+        Net._call_impl = real

@@ -4,6 +4,7 @@ object (see adopt_top_module)."""
 
 from __future__ import annotations
 
+from threading import get_ident
 from time import perf_counter
 
 from . import _state
@@ -18,7 +19,9 @@ class ForwardWatch:
         self.watched: dict = {}  # id -> weakref.ref of the watched modules (the outermost, its wrappers)
         self.in_forward = False  # a watched forward is running: modules it calls are not counted
         self.seq_first = False  # the model takes (sequence, batch) inputs
-        self.calls: list = []  # one entry per hooked module call in progress: its state, or None (not ours)
+        # per thread (DataParallel calls replicas from threads): one entry per hooked module call in
+        # progress, its state or None (not ours); torch pairs each pre with its post in one thread
+        self.calls: dict[int, list] = {}
         self.module_cls = self.torch_call_impl = None  # torch's Module and its own _call_impl
         self.call_impl = None  # the same, rebuilt with our two hooks (callthrough.hooked_call_impl)
         self._tracing = lambda: None  # torch.jit's tracing state, looked up at the first class watched
@@ -60,20 +63,28 @@ class ForwardWatch:
         """Torch calls this before each forward of a hooked class's modules; never raises."""
         if _state.is_compiling():  # dynamo folds this to True and traces the hook as a no-op
             return None
+        stack = self.calls.get(thread := get_ident())
+        if stack is None:
+            stack = self.calls[thread] = []
         state = None
         try:
-            state = self._begin(mod)
+            state = self._begin(mod, stack)
         except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
             self.probe.hook_failed("forward", exc)
-        self.calls.append(state)
+        stack.append(state)
         return None
 
     def post(self, mod, args, *rest) -> None:
         """Torch calls this after each forward of a hooked class's modules, with (kwargs, result),
         or with (result,) when the forward raised; never raises."""
-        if _state.is_compiling() or not self.calls:
+        if _state.is_compiling():
             return None
-        state = self.calls.pop()
+        stack = self.calls.get(thread := get_ident())
+        if not stack:
+            return None
+        state = stack.pop()
+        if not stack:
+            del self.calls[thread]
         if state is None:
             return None
         self.in_forward = False
@@ -84,7 +95,7 @@ class ForwardWatch:
             self.probe.hook_failed("forward", exc)
         return None
 
-    def _begin(self, mod):
+    def _begin(self, mod, stack: list):
         """A hooked call begins: None, or the state of a watched forward (its end needs it)."""
         probe = self.probe
         if self.top_module is None:  # the first module called: torch's own _call_impl from now on
@@ -92,10 +103,10 @@ class ForwardWatch:
                 self.module_cls._call_impl = self.torch_call_impl
             if not (probe.disabled or "forward" in probe.off):
                 probe.guarded(self.adopt_top_module, mod, hook="forward")
-        if self.in_forward and self.calls and self.calls[0] is not None and self.calls[0][0] is mod:
+        if self.in_forward and stack and stack[0] is not None and stack[0][0] is mod:
             # the outermost forward called again while it is "running": a KeyboardInterrupt (no
             # Exception, so torch ran no end hook) left it so; a module never calls itself
-            self.calls.clear()
+            stack.clear()
             self.in_forward = False
         if self.in_forward or probe.disabled or "forward" in probe.off:
             return None
