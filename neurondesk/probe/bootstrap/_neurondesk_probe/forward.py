@@ -9,16 +9,16 @@ from time import perf_counter
 
 from . import _state
 from .callthrough import hooked_call_impl, hooked_code
-from .shapes import SHAPES_KEEP, dims_of, holds_ids
+from .forward_facts import ForwardFacts
 
 
 class ForwardWatch:
     def __init__(self, probe) -> None:
         self.probe = probe
+        self.facts = ForwardFacts(probe)
         self.top_module = None  # weakref.ref to the outermost module, once its first call is seen
         self.watched: dict = {}  # id -> weakref.ref of the watched modules (the outermost, its wrappers)
         self.in_forward = False  # a watched forward is running: modules it calls are not counted
-        self.seq_first = False  # the model takes (sequence, batch) inputs
         # per thread (DataParallel calls replicas from threads): one entry per hooked module call in
         # progress, its state or None (not ours); torch pairs each pre with its post in one thread
         self.calls: dict[int, list] = {}
@@ -63,7 +63,8 @@ class ForwardWatch:
         """Torch calls this before each forward of a hooked class's modules; never raises."""
         if _state.is_compiling():  # dynamo folds this to True and traces the hook as a no-op
             return None
-        stack = self.calls.get(thread := get_ident())
+        thread = get_ident()
+        stack = self.calls.get(thread)
         if stack is None:
             stack = self.calls[thread] = []
         state = None
@@ -79,7 +80,8 @@ class ForwardWatch:
         or with (result,) when the forward raised; never raises."""
         if _state.is_compiling():
             return None
-        stack = self.calls.get(thread := get_ident())
+        thread = get_ident()
+        stack = self.calls.get(thread)
         if not stack:
             return None
         state = stack.pop()
@@ -112,13 +114,13 @@ class ForwardWatch:
             return None
         if self._tracing() is not None or not self.is_watched(mod):
             return None
-        evaluating = self._forward_began(mod)
+        evaluating = self.facts.began(mod)
         self.in_forward = True
         return (mod, perf_counter(), probe.clock.inner, evaluating)
 
     def _end(self, args, kwargs, state) -> None:
         _, t0, inner0, evaluating = state
-        self._count_inputs(args, kwargs, evaluating)
+        self.facts.count_inputs(args, kwargs, evaluating)
         clock = self.probe.clock
         if not evaluating:  # a training forward: its host time, less syncs and collectives in it
             clock.fwd += perf_counter() - t0 - (clock.inner - inner0)
@@ -137,7 +139,7 @@ class ForwardWatch:
         accelerate train through torch.compile's OptimizedModule (or DDP) but evaluate the module
         inside it, and a script may call its model once before compiling it. A forward counts only
         when no watched forward is running (DDP calling its module is one forward, not two)."""
-        self.seq_first = self._sequence_first(mod)
+        self.facts.seq_first = self.facts.sequence_first(mod)
         self._watch(mod)
         inner = mod
         for _ in range(4):
@@ -154,20 +156,6 @@ class ForwardWatch:
             return None
         inner = subs.get("_orig_mod") or subs.get("module")
         return inner if inner is not None and hasattr(type(inner), "_call_impl") else None
-
-    @staticmethod
-    def _sequence_first(mod) -> bool:
-        """Whether the model takes (sequence, batch, ...) inputs: its recurrent / transformer /
-        attention layers say batch_first=False, none says True (an LSTM language model's [35, 20]
-        batch holds 20 samples, not 35). Looked at once."""
-        firsts = set()
-        for i, m in enumerate(mod.modules()):
-            if i > 10000:
-                break
-            flag = getattr(m, "batch_first", None)
-            if type(flag) is bool:
-                firsts.add(flag)
-        return firsts == {False}
 
     def _watch(self, mod) -> None:
         import weakref
@@ -227,64 +215,4 @@ class ForwardWatch:
 
     def top_forward(self, mod, args, kwargs):
         """One whole forward of a watched module, its beginning and its end; never raises."""
-        probe = self.probe
-        if _state.is_compiling() or probe.disabled or "forward" in probe.off:
-            return None
-        evaluating = probe.guarded(self._forward_began, mod, hook="forward")
-        probe.guarded(self._count_inputs, args, kwargs, bool(evaluating), hook="forward")
-        return None
-
-    def _forward_began(self, mod) -> bool:
-        """What a forward's start says: the phase it is in (evaluation or not, returned), the end
-        of a step of a loop with no optimizer, the time its batch took to reach it."""
-        clock, phase = self.probe.clock, self.probe.phase
-        clock.note_activity()
-        if phase.is_eval_forward(mod):
-            phase.enter()
-            phase.eval_batches += 1
-            return True
-        phase.leave()
-        if clock.backward_pending and clock.manual_steps():
-            clock.end_manual_step(mod)  # no optimizer: a backward, then the next forward, is a step
-        if clock.batch_at is not None:  # from the batch to its forward: the copy to the device (h2d)
-            clock.h2d += max(0.0, perf_counter() - clock.batch_at)
-            clock.batch_at = None
-        clock.forwards_since_step += 1
-        return False
-
-    def _count_inputs(self, args, kwargs, evaluating: bool) -> None:
-        """The forward's samples, tokens and input shape: `input_ids=`, else its first tensor argument."""
-        clock, phase = self.probe.clock, self.probe.phase
-        x = kwargs.get("input_ids") if kwargs else None
-        dims = dims_of(x) if x is not None else None
-        if dims is None:
-            for a in args:
-                dims = dims_of(a)
-                if dims is not None:
-                    x = a
-                    break
-        batch_dim = 1 if self.seq_first and dims and len(dims) >= 2 else 0
-        if evaluating:
-            if dims:
-                phase.eval_samples += dims[batch_dim]
-                phase.eval_tokens += dims[0] * dims[1] if len(dims) >= 2 and holds_ids(x) else 0
-                phase.eval_dims = dims
-            return
-        if not dims:
-            return
-        clock.samples += dims[batch_dim]
-        if len(dims) >= 2 and holds_ids(x):
-            clock.tokens += dims[0] * dims[1]
-        else:
-            clock.tokens_known = False
-        if len(clock.shapes) < SHAPES_KEEP:  # bounded: a loop with no step boundary adds none past it
-            clock.shapes.append(dims)
-        clock.train_dims = dims
-        devices = self.probe.devices
-        if devices.autocast is None:
-            try:
-                device_type = x.device.type
-            except Exception:  # noqa: BLE001 - not a torch tensor (numpy's .device is a str)
-                device_type = None
-            if isinstance(device_type, str):
-                devices.autocast = devices.autocast_state(device_type)
+        return self.facts.whole(mod, args, kwargs)
