@@ -94,8 +94,14 @@ def test_the_slow_node_and_its_rank_are_named_and_the_others_wait_for_it(job):
     assert j["usd_per_hour"] == pytest.approx(43.0)
     assert j["failed_node"] is None and j["stale_nodes"] == []
     # what bounds each node's step: the fast node waits in the all-reduce, the slow one is busy outside
-    # forward, backward and optimizer (the workload's sleep before its forward)
-    assert j["step_verdicts"] == {"trn-00": "collective-bound", "trn-01": "other-bound"}, j["step_verdicts"]
+    # forward, backward and optimizer (the workload's sleep before its forward). DDP's timing of the wait
+    # reaches the probe one iteration late, so the first steady step's wait is still in its backward: the
+    # mean settles a few steps on (CI once read the verdicts at the first steady step)
+    want = {"trn-00": "collective-bound", "trn-01": "other-bound"}
+    try:
+        wait_for(lambda: job_json(prom)["job"]["step_verdicts"] == want, 120, f"the nodes' step verdicts {want}")
+    except AssertionError:
+        assert job_json(prom)["job"]["step_verdicts"] == want  # what they are instead
 
 
 def test_a_killed_rank_is_the_first_failure_and_the_other_node_is_not_healthy(job):
