@@ -110,10 +110,12 @@ def test_a_killed_rank_is_the_first_failure_and_the_other_node_is_not_healthy(jo
     (control / f"die-{victim}").touch()  # a rank of node trn-01 SIGKILLs itself at its next step
     # node 0's ranks may report their own error (gloo: the peer closed) before torchrun on node 1 prints its
     # report (dated to the second); that error is the dead peer's consequence, not the job's cause
-    out = wait_for(lambda: (o := job_json(prom)) and o["job"]["failed_node"] == "trn-01" and o, 240,
-                   "the failed node named")
+    # (until torchrun's report is read, node 1 knows only the consequences: its other rank's closed
+    # connection, torchrun's own ChildFailedError; the killed rank is named once the report is in)
+    out = wait_for(lambda: (o := job_json(prom)) and o["job"]["failed_node"] == "trn-01"
+                   and o["job"]["failed_rank"] == victim and o, 240, "the killed rank named as the first failure")
     j = out["job"]
-    assert j["failed_node"] == "trn-01" and j["failed_rank"] == victim, j
+    assert j["failed_node"] == "trn-01" and j["failed_rank"] == victim, (j["failure"], out["rows"])
     assert "SIGKILL" in j["failure"]["what"] and not j["healthy"]
     first = next(line for line in j["lines"] if line.startswith("failed first:"))
     assert f"rank {victim} on node trn-01" in first

@@ -217,3 +217,19 @@ def test_what_bounds_each_nodes_step_is_said_with_the_nodes_of_one_verdict_toget
     assert out["step_verdicts"] == {"trn-0": "collective-bound", "trn-1": "input-bound", "trn-2": "collective-bound"}
     assert "steady step: collective-bound on trn-0, trn-2; input-bound on trn-1" in out["lines"]
     assert not any(line.startswith("steady step") for line in job(NODES, even_ranks())["lines"])  # none known: no line
+
+
+def test_what_a_dead_rank_leaves_behind_is_never_the_cause():
+    """torchrun's own ChildFailedError (its agent: no rank) and a peer's closed connection come after
+    the rank that died, sometimes heard before it; the rule takes the cause, else the earliest."""
+    from neurondesk.core.failure_cause import first_cause, is_consequence
+
+    launcher = (10.0, "ChildFailedError: workloads/ddp.py FAILED")
+    peer = (9.5, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer")
+    killed = (11.0, "SIGKILL (torchrun: exitcode -9)")  # torchrun's report, read last
+    assert is_consequence(launcher[1]) and is_consequence(peer[1]) and not is_consequence(killed[1])
+    assert first_cause([launcher, peer], lambda f: f[0], lambda f: f[1]) == peer  # only consequences so far
+    assert first_cause([launcher, peer, killed], lambda f: f[0], lambda f: f[1]) == killed
+    crash = (12.0, "RuntimeError: CUDA error: an illegal memory access")
+    assert first_cause([crash, killed], lambda f: f[0], lambda f: f[1]) == killed  # two causes: the earlier
+    assert first_cause([], lambda f: f[0], lambda f: f[1]) is None

@@ -12,16 +12,18 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# What gloo, NCCL and c10d say on a rank whose peer went away, or whose collective gave up waiting.
-PEER_GONE = ("closed by peer", "reset by peer", "connection closed", "socket closed", "broken pipe",
-             "connection refused", "remote process exited", "communicator was aborted", "timed out",
-             "timeout")
+# What gloo, NCCL and c10d say on a rank whose peer went away, or whose collective gave up waiting,
+# and torchrun's own ChildFailedError (its agent process, no rank: its children failed).
+CONSEQUENCES = ("closed by peer", "reset by peer", "connection closed", "socket closed", "broken pipe",
+                "connection refused", "remote process exited", "communicator was aborted", "timed out",
+                "timeout", "childfailederror")
 
 
 def is_consequence(what: str) -> bool:
-    """The failure says a peer went away (or a wait for one ran out): another failure caused it."""
+    """The failure says a peer went away (or a wait for one ran out, or a child failed): another
+    failure caused it."""
     low = what.lower()
-    return any(words in low for words in PEER_GONE)
+    return any(words in low for words in CONSEQUENCES)
 
 
 def first_cause(failures: Iterable[T], when: Callable[[T], float | None], what: Callable[[T], str]) -> T | None:
