@@ -12,8 +12,8 @@ the difference of the two growths (the baseline, in the same invocation, takes o
 
 Each process also times its loop: the probe's cost per forward is the difference of the two
 (``us_per_forward``; the forward watch runs at every call of the outermost module's class). With
-``--baseline REV`` a third process runs the probe of that commit (`git archive` of its probe
-package into a temporary folder) in the same invocation, for a ratio against it.
+``--baseline REV`` a third process runs the probe of that commit (extracted into a temporary
+folder as probe_step_microbench.py does) in the same invocation, for a ratio against it.
 
 Writes benchmarks/results/probe_forward_memory.json (the same command is in it). ``--child``
 is one measured process (tests/test_probe_ranges.py runs it with a few thousand forwards).
@@ -82,12 +82,13 @@ def child(forwards: int, with_probe: bool, bootstrap: Path = BOOTSTRAP) -> dict:
 
 
 def baseline_probe(rev: str) -> Path:
-    """The probe package of commit ``rev`` in a temporary folder (the bootstrap folder's layout)."""
+    """The probe of commit ``rev`` in a temporary folder (probe_step_microbench's extraction)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from probe_step_microbench import extract_probe
+
     folder = Path(tempfile.mkdtemp(prefix="nd-fm-base-"))
-    archive = subprocess.run(["git", "archive", rev, "neurondesk/probe/bootstrap"], cwd=REPO, check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder / "neurondesk" / "probe" / "bootstrap"
+    extract_probe(rev, folder)
+    return folder
 
 
 def main() -> None:

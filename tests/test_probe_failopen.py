@@ -455,6 +455,19 @@ def test_the_ddp_wait_moves_from_the_backward_to_the_collective_and_fails_alone(
     fake_autograd.backward()
     bwd, coll = clock.bwd, clock.coll
     assert coll == 0.0 and bwd > 0.029
+    # past its first backwards DDP's data is read every REREAD_EVERY backwards, not at each one
+    ddp = _FakeDdp({"backward_comm_time": 5_000_000, "backward_compute_comm_overlap_time": 0})
+    probe.collective.ddp.watch(ddp)
+    fake_autograd.backward = lambda *a, **k: None  # instant backwards: only the reads matter here
+    probe.optim.patch_autograd(fake_autograd)
+    reads = []
+    real_read = ddp._get_ddp_logging_data
+    ddp._get_ddp_logging_data = lambda: reads.append(1) or real_read()
+    for _ in range(3 * probe.collective.ddp.REREAD_EVERY):
+        fake_autograd.backward()
+    assert len(reads) == 12 + 3  # its first 12, then the 20th, the 40th and the 60th
+    fake_autograd.backward = lambda *a, **k: time.sleep(0.03)
+    probe.optim.patch_autograd(fake_autograd)
     bwd, coll = backward_phases(Boom("logging data"))
     assert coll == 0.0 and bwd > 0.029 and probe.off == {"ddp-wait"}
     assert notices_by_hook(rec.close(probe)) == {"ddp-wait": 1}
