@@ -84,6 +84,20 @@ def test_forked_dataloader_workers_send_nothing(tmp_path):
     assert run.summary["steps"] == 8
 
 
+def test_a_relative_run_dir_keeps_the_workloads_output(tmp_path):
+    """`--run-dir run` (relative to where neurondesk is started): the workload's lines are in the run
+    folder's logs and passed through. The output relay runs in "/", and this lost them all once."""
+    script = "import sys; print('line to stdout'); print('line to stderr', file=sys.stderr)"
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--price-per-hour", "1",
+                        "--run-dir", "run", "--", sys.executable, "-c", script],
+                       capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "run" / "stdout.log").read_text() == "line to stdout\n"
+    assert (tmp_path / "run" / "stderr.log").read_text() == "line to stderr\n"
+    assert "line to stdout" in p.stdout and "line to stderr" in p.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["exit_code"] == 0
+
+
 @needs_xla
 def test_demo_headless_runs_the_bundled_workload(tmp_path):
     p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "demo", "--headless", "--demo-steps", "20"],

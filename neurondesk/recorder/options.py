@@ -45,6 +45,14 @@ class RunOptions:
     mlflow: str | None = None  # --mlflow URI: a tracking server or a local folder (sinks/mlflow_sink.py)
     wandb: str | None = None  # --wandb PROJECT: a W&B run, offline unless logged in (sinks/wandb_sink.py)
 
+    def __post_init__(self) -> None:
+        # absolute from here on: the output relay runs in "/" and the recorder may start elsewhere,
+        # so a relative --run-dir lost the workload's output (stdout.log, stderr.log stayed empty)
+        for key in ("run_dir", "run_root"):
+            value = getattr(self, key)
+            if value is not None:
+                setattr(self, key, Path(value).absolute())
+
     def to_json(self) -> str:
         d = asdict(self)
         d.pop("env")
