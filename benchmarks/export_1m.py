@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from neurondesk.core import events as ev  # noqa: E402
-from neurondesk.core.device_events import HostSample  # noqa: E402
+from neurondesk.core.events.device_events import HostSample  # noqa: E402
 from neurondesk.store.journal import JournalWriter, iter_journal  # noqa: E402
 
 

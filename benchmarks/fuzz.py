@@ -258,7 +258,7 @@ def read_neuron_ls_text(units: Units, ctx: dict[str, Any]) -> Verdict:
 
 def read_neuron_monitor(units: Units, ctx: dict[str, Any]) -> Verdict:
     from neurondesk.collectors.devices.neuron_monitor import parse_report
-    from neurondesk.core.events import ParseProblem
+    from neurondesk.core.events.run_events import ParseProblem
     line = units[0] if ctx["rng"].random() < 0.7 else units[0].decode("utf-8", "surrogateescape")
     result = parse_report(line, 1.0)
     return "refused" if result is None or isinstance(result, ParseProblem) else "ok"
@@ -270,7 +270,7 @@ SUB_PARSERS = ("PtXlaDebugParser", "NeuronCCParser", "TorchLogsParser", "Traceba
 def read_logparse(units: Units, ctx: dict[str, Any]) -> Verdict:
     """One long-lived OutputParser (as in a run): chunks of lines, str or bytes, flushed now and then."""
     from neurondesk.collectors.logparse import OutputParser
-    from neurondesk.core.events import ParseProblem
+    from neurondesk.core.events.run_events import ParseProblem
     parser = ctx.setdefault("parser", OutputParser())
     rng = ctx["rng"]
     chunk = b"\n".join(units) + b"\n"
@@ -287,7 +287,7 @@ def read_logparse(units: Units, ctx: dict[str, Any]) -> Verdict:
 
 def read_probe(units: Units, ctx: dict[str, Any]) -> Verdict:
     from neurondesk.collectors.probe_messages import decode_probe_line
-    from neurondesk.core.events import ParseProblem
+    from neurondesk.core.events.run_events import ParseProblem
     event = decode_probe_line(units[0] + b"\n", 4.0)
     return "refused" if isinstance(event, ParseProblem) else "ok"
 
@@ -295,7 +295,7 @@ def read_probe(units: Units, ctx: dict[str, Any]) -> Verdict:
 def read_probe_ranges(units: Units, ctx: dict[str, Any]) -> Verdict:
     """The recorder's decoder, with the run's start: what it accepts is within range (issue 24)."""
     from neurondesk.collectors.probe_messages import ProbeDecoder, out_of_range
-    from neurondesk.core.events import ParseProblem
+    from neurondesk.core.events.run_events import ParseProblem
     started, now = 1.7e9, 1.7e9 + 60.0
     events = ProbeDecoder(started_t=started).decode(units[0] + b"\n", now)
     accepted = [e for e in events if not isinstance(e, ParseProblem)]
@@ -362,7 +362,7 @@ def read_cli_numbers(units: Units, ctx: dict[str, Any]) -> Verdict:
 
 
 def read_codec(units: Units, ctx: dict[str, Any]) -> Verdict:
-    from neurondesk.core.codec import EventDecodeError, decode_event_line
+    from neurondesk.core.events.codec import EventDecodeError, decode_event_line
     line: bytes | str = units[0] if ctx["rng"].random() < 0.8 else units[0].decode("utf-8", "surrogateescape")
     try:
         decode_event_line(line)
@@ -729,7 +729,7 @@ def revision() -> str:
     def git(*args: str) -> str:
         done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
         return done.stdout
-    readers = ("neurondesk/collectors", "neurondesk/core/codec.py", "neurondesk/core/prices.py", "neurondesk/store")
+    readers = ("neurondesk/collectors", "neurondesk/core/events/codec.py", "neurondesk/core/node/prices.py", "neurondesk/store")
     dirty = git("status", "--porcelain", "--", *readers).splitlines()
     files = ", ".join(line[3:] for line in dirty)
     return git("rev-parse", "--short", "HEAD").strip() + (f" with uncommitted changes in {files}" if files else "")

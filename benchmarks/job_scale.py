@@ -34,8 +34,8 @@ JOB = "bench-job"
 
 
 def node_state(node: int, ranks: int, slow: bool, now: float):
-    from neurondesk.core import events as ev
-    from neurondesk.core.state import RunState
+    from neurondesk.core.events import run_events as ev
+    from neurondesk.core.reduce.state import RunState
 
     s = RunState()
     env = {"TORCHELASTIC_RUN_ID": JOB}
@@ -86,7 +86,7 @@ def main() -> int:
     if binaries() is None:
         sys.exit("prometheus/promtool not on PATH: apt-get install prometheus")
     from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI
-    from neurondesk.core.job_view import job_view
+    from neurondesk.core.job.job_view import job_view
 
     tmp = Path(tempfile.mkdtemp(prefix="nd-job-bench-"))
     slow = min(args.nodes - 1, args.nodes // 2 + 3)

@@ -98,7 +98,7 @@ def generate(run_dir: Path, steps: int, ranks: int, wire: str = "steps", steps_p
     thread and its step-boundary check), at most MAX_STEPS a message; "step": one `step` line per
     step, the wire form before batching, for comparison."""
     from neurondesk.collectors.workload import RawOutput, RawProbe
-    from neurondesk.core import events as ev
+    from neurondesk.core.events import run_events as ev
     from neurondesk.recorder.options import RunOptions
     from neurondesk.recorder.recorder import Recorder
     from neurondesk.store.liveness import RecorderLock

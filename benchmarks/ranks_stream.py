@@ -46,7 +46,7 @@ import console_cost  # noqa: E402
 from neurondesk.collectors.probe_messages import decode_probe_line  # noqa: E402
 from neurondesk.core import device_events as dev  # noqa: E402
 from neurondesk.core import events as ev  # noqa: E402
-from neurondesk.core.state import RunState  # noqa: E402
+from neurondesk.core.reduce.state import RunState  # noqa: E402
 from neurondesk.store.journal import JournalWriter, encode_event  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "ranks_stream.json"

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from neurondesk.collectors.probe_messages import decode_probe_line  # noqa: E402
-from neurondesk.core.state import RunState  # noqa: E402
+from neurondesk.core.reduce.state import RunState  # noqa: E402
 from neurondesk.store.journal import JournalWriter, encode_event  # noqa: E402
 
 GOAL = 100_000

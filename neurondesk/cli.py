@@ -91,7 +91,7 @@ def _add_metrics_options(p: argparse.ArgumentParser) -> None:
 
 def _metrics_settings(args) -> tuple[str | None, str | None, str | None]:
     """(address, --job, --node) (None: not given; the run's identity then comes from the launcher's
-    variables, core/job.py); a bad address ends here, with a warning on stderr for one that is not loopback."""
+    variables, core/events/job_identity.py); a bad address ends here, with a warning on stderr for one that is not loopback."""
     from neurondesk.recorder.metrics_http import parse_metrics_addr
 
     text = getattr(args, "metrics_addr", None)
@@ -169,7 +169,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def _price(args) -> tuple[str | None, float | None, str]:
     from neurondesk.clients.imds import detect_instance
-    from neurondesk.core.prices import resolve_price
+    from neurondesk.core.node.prices import resolve_price
     from neurondesk.store.price_files import load_price_table
 
     instance = args.instance_type
@@ -235,7 +235,7 @@ def _options(args, command: list[str]):
 
 
 def _thresholds(args):
-    from neurondesk.core.checks import Thresholds
+    from neurondesk.core.rules.checks import Thresholds
 
     t = Thresholds(args.max_recompiles_after_warmup, args.loss_finite, args.max_first_compile_s,
                    args.min_samples_per_s)
@@ -246,8 +246,8 @@ def _gate(source, summary_written: bool, thresholds, code: int) -> int:
     """Failed checks: one line each on stderr; exit 3 if the workload itself exited 0.
 
     A workload that failed keeps its own exit status (a crash is worse than a failed check)."""
-    from neurondesk.core.checks import describe, evaluate
-    from neurondesk.core.summary import build_summary
+    from neurondesk.core.rules.checks import describe, evaluate
+    from neurondesk.core.summary.build import build_summary
 
     if thresholds is None or not summary_written:
         return code

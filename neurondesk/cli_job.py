@@ -1,5 +1,5 @@
 """`neurondesk job summary|report|export DIR...`: the run folders of a job's nodes merged into one job
-summary (core/job_summary.py), its HTML report and its Perfetto trace (docs/fleet.md, "One summary of
+summary (core/job/job_summary.py), its HTML report and its Perfetto trace (docs/fleet.md, "One summary of
 the job"). DIR: a node's run folder, or a folder holding them (copied to one place, or on FSx)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _write(path: Path | None, text: str) -> None:
 
 
 def cmd_job_summary(args) -> int:
-    from neurondesk.core.job_summary import job_summary
+    from neurondesk.core.job.job_summary import job_summary
     from neurondesk.reports.job_summary_text import WRITERS
 
     runs = _gather(args)
@@ -50,8 +50,8 @@ def cmd_job_summary(args) -> int:
 
 
 def cmd_job_report(args) -> int:
-    from neurondesk.core.job_summary import job_summary
-    from neurondesk.core.series import chart_line
+    from neurondesk.core.figures.series import chart_line
+    from neurondesk.core.job.job_summary import job_summary
     from neurondesk.reports.html_report import ReportRun
     from neurondesk.reports.job_html import render_job
 
@@ -67,7 +67,7 @@ def cmd_job_report(args) -> int:
 
 
 def cmd_job_export(args) -> int:
-    from neurondesk.core.job_summary import job_summary
+    from neurondesk.core.job.job_summary import job_summary
     from neurondesk.reports.job_trace import write_job_trace
     from neurondesk.reports.trace_parts import ExportRange
     from neurondesk.sources.replay import state_from_run_dir

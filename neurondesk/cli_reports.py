@@ -60,7 +60,7 @@ def resolve_run(text: str) -> Path:
 
 
 def cmd_compare(args) -> int:
-    from neurondesk.core.compare import choose_target, compare
+    from neurondesk.core.rules.compare import choose_target, compare
     from neurondesk.reports.compare_writer import WRITERS
 
     if len(args.runs) < 2:
@@ -90,7 +90,7 @@ def _compare_source(text: str) -> tuple[str, Path]:
 
 def _compared_summary(kind: str, where: Path, target: float | None) -> dict:
     """A run's summary, or a job's in the shape of one (core/job_summary.as_run_summary)."""
-    from neurondesk.core.job_summary import JobSummaryError, as_run_summary, job_summary, load_job_summary
+    from neurondesk.core.job.job_summary import JobSummaryError, as_run_summary, job_summary, load_job_summary
     from neurondesk.sources.job_runs import JobRunsError, gather
     from neurondesk.sources.replay import summary_from_run_dir
     from neurondesk.store.input_files import read_regular
@@ -126,7 +126,7 @@ BOARD_COLUMNS = [("period", "period (UTC)", "text"), ("device", "device", "text"
 
 
 def cmd_history(args) -> int:
-    from neurondesk.core.board import cost_board, device_of, parse_since
+    from neurondesk.core.summary.board import cost_board, device_of, parse_since
     from neurondesk.reports.safe_text import clean
     from neurondesk.reports.tables import render
     from neurondesk.sources.ended import lost_recorder

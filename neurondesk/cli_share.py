@@ -154,9 +154,9 @@ def cmd_report(args) -> int:
     import msgspec
 
     from neurondesk.cli_reports import resolve_run
-    from neurondesk.core.compare import compare
-    from neurondesk.core.series import chart_line
-    from neurondesk.core.summary import run_summary
+    from neurondesk.core.figures.series import chart_line
+    from neurondesk.core.rules.compare import compare
+    from neurondesk.core.summary.build import run_summary
     from neurondesk.lint.locate import annotate, annotate_memory
     from neurondesk.reports.html_report import ReportRun, render
     from neurondesk.sources.replay import state_from_run_dir

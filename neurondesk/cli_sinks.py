@@ -47,8 +47,8 @@ def sink_options(args, env: dict[str, str] | None = None) -> dict:
 def cmd_export_sink(args) -> int:
     """A recorded run into one sink, synchronously: a failure is one line and exit 1."""
     from neurondesk.cli_reports import resolve_run
-    from neurondesk.core.state import RunState
-    from neurondesk.core.summary import build_summary
+    from neurondesk.core.reduce.state import RunState
+    from neurondesk.core.summary.build import build_summary
     from neurondesk.reports.summary_writer import to_json, to_markdown
     from neurondesk.sinks.base import SinkError, why
     from neurondesk.sinks.choose import make_sinks

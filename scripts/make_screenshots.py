@@ -46,7 +46,7 @@ RECORDINGS: dict[str, list[str]] = {
 # --------------------------------------------------------------------------- recording
 def record(name: str, flags: list[str], out_root: Path) -> Path:
     """One real run owned by a recorder process, as `neurondesk run --headless` does; returns its folder."""
-    from neurondesk.core.prices import load_price_table, resolve_price
+    from neurondesk.core.node.prices import load_price_table, resolve_price
     from neurondesk.recorder.options import RunOptions
     from neurondesk.sources.follow import FollowSource
     from neurondesk.sources.launch import launch_recorder

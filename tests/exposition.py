@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
 

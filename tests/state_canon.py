@@ -7,7 +7,7 @@ import math
 from array import array
 from collections import deque
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 
 
 def canon(state: RunState):

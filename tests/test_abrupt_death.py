@@ -14,7 +14,7 @@ from conftest import DATA, neurondesk_run
 
 from neurondesk.collectors.probe_lifelines import death_signal, read_step_counts
 from neurondesk.collectors.probe_messages import ProbeDecoder
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 
 pytest.importorskip("torch")
 DIES = DATA / "workloads" / "dies_abruptly.py"

@@ -9,10 +9,10 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurondesk.core import events as ev
-from neurondesk.core.advice import best_buckets, candidate_plans
-from neurondesk.core.state import RunState
-from neurondesk.core.time_breakdown import time_breakdown
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.figures.time_breakdown import time_breakdown
+from neurondesk.core.findings.advice import best_buckets, candidate_plans
+from neurondesk.core.reduce.state import RunState
 
 
 def padded(counts: Counter, tops: list[int]) -> int:

@@ -12,9 +12,9 @@ import pytest
 from textual.widgets import DataTable
 
 from neurondesk.cli import main
-from neurondesk.core.compare import compare
-from neurondesk.core.series import rolling_median, rolling_quantiles, step_time_line
-from neurondesk.core.time_breakdown import SLICES
+from neurondesk.core.figures.series import rolling_median, rolling_quantiles, step_time_line
+from neurondesk.core.figures.time_breakdown import SLICES
+from neurondesk.core.rules.compare import compare
 from neurondesk.sources.replay import ReplaySource, state_from_run_dir, summary_from_run_dir
 from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
 from neurondesk.views.console.app import ConsoleApp

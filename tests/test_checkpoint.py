@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from state_canon import canon
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.checkpointing import Checkpointer
 from neurondesk.sources.replay import ReplaySource, state_from_run_dir
 from neurondesk.sources.resume import resume

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from neurondesk.core import codec
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.codec import EventDecodeError, decode_event_line, encode_event, event_from_dict
-from neurondesk.core.registry import EVENT_CLASSES, EVENT_TYPES
-from neurondesk.core.state import RunState
+from neurondesk.core.events import codec
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import EventDecodeError, decode_event_line, encode_event, event_from_dict
+from neurondesk.core.events.registry import EVENT_CLASSES, EVENT_TYPES
+from neurondesk.core.reduce.state import RunState
 from neurondesk.store.journal import read_journal
 
 REPO = Path(__file__).resolve().parent.parent
@@ -180,7 +180,7 @@ def test_a_journal_reads_every_kind_with_only_the_store_imported(tmp_path):
     path.write_bytes(b"".join(encode_event(e) for e in SAMPLES))
     code = ("import sys; from neurondesk.store.journal import read_journal\n"
             f"events, problems = read_journal({str(path)!r})\n"
-            "print(len(events), [p.error for p in problems], 'neurondesk.core.state' in sys.modules)")
+            "print(len(events), [p.error for p in problems], 'neurondesk.core.reduce.state' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(" ", 1)[0] == str(len(SAMPLES))

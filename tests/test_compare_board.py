@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from conftest import REPO, base_env
 
-from neurondesk.core.board import cost_board, parse_since, period_of
+from neurondesk.core.summary.board import cost_board, parse_since, period_of
 from neurondesk.store.index import RunIndex
 
 

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from neurondesk.core.checks import Thresholds, describe, evaluate
-from neurondesk.core.compare import choose_target, compare
+from neurondesk.core.rules.checks import Thresholds, describe, evaluate
+from neurondesk.core.rules.compare import choose_target, compare
 from neurondesk.reports.compare_writer import to_csv, to_markdown
 
 CONFIG = {"batch_size": 8, "seq_len": 512, "lr": 1e-4, "seed": 0, "precision": "bf16",

@@ -123,7 +123,7 @@ def test_the_cost_panel_says_when_the_budget_is_reached(tmp_path):
             return app.query_one("#cost-text").text.plain
 
     text = asyncio.run(go())
-    from neurondesk.core.figures import budget_for_state
+    from neurondesk.core.figures.run_figures import budget_for_state
 
     b = budget_for_state(source.state, source.now())
     assert b.reach_at_step is not None and b.level == "ok"
@@ -137,9 +137,9 @@ def test_the_bell_rings_each_alert_once_however_many_notices_come_between_two_po
     polls push no alert out unrung, and a state reduced again (a checkpoint's copy) rings none twice."""
     import pickle
 
-    from neurondesk.core import events as ev
+    from neurondesk.core.events import run_events as ev
     from neurondesk.core.reduce.log import NOTICES_KEEP
-    from neurondesk.core.state import RunState
+    from neurondesk.core.reduce.state import RunState
 
     def alert(t: float, words: str) -> ev.Notice:
         return ev.Notice(t=t, level="error", source="alert", message=words)

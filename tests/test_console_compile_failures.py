@@ -10,8 +10,8 @@ from conftest import FIXTURES
 from textual.widgets import DataTable
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core import events as ev
-from neurondesk.core.codec import event_to_dict
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import event_to_dict
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line

@@ -1,4 +1,4 @@
-"""A death in the console (core/crash.py through RunFigures): the real Textual app under App.run_test() on a
+"""A death in the console (core/findings/crash.py through RunFigures): the real Textual app under App.run_test() on a
 replayed journal of a run killed at its cgroup's memory limit. The end-of-run screen's title says how it died
 and what to try; the Overview has a Died row."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter
 from neurondesk.views.console.app import ConsoleApp

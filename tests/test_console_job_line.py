@@ -1,5 +1,5 @@
 """A console given `--prometheus` shows the job's lines under its header (views/console/job_line.py): the
-lines `fleet` says for the same job (reports/job_text.py over core/job_view.py), refreshed from a worker
+lines `fleet` says for the same job (reports/job_text.py over core/job/job_view.py), refreshed from a worker
 thread; Prometheus failing is one line, the last lines kept."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from neurondesk.core.fleet import FleetRead, FleetRow, RankRow
+from neurondesk.core.job.fleet import FleetRead, FleetRow, RankRow
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.job_line import JobLine

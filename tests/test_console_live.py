@@ -13,7 +13,7 @@ import time
 
 from conftest import REPO, TRAIN, base_env, needs_xla
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.options import RunOptions
 from neurondesk.sources.follow import FollowSource
 from neurondesk.sources.launch import launch_recorder

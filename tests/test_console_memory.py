@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import random
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures import run_figures
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line

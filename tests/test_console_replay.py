@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Tabs
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import OUTPUT_KEEP
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import OUTPUT_KEEP
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter, read_journal
 from neurondesk.views.console.app import ConsoleApp
@@ -416,7 +416,7 @@ def test_keys_are_in_the_command_palette_too():
 
 @pytest.mark.parametrize("kind", ["neuron", "gpu"])
 def test_devices_show_neuron_cores_or_gpus_when_they_are_sampled(tmp_path, kind):
-    from neurondesk.core import device_events as dev
+    from neurondesk.core.events import device_events as dev
 
     run = tmp_path / kind
     run.mkdir()
@@ -459,7 +459,7 @@ def test_the_console_never_imports_torch():
 
 
 def test_devices_show_the_compile_cache_and_collector_trouble(tmp_path):
-    from neurondesk.core import device_events as dev
+    from neurondesk.core.events import device_events as dev
 
     run = tmp_path / "cache"
     run.mkdir()

@@ -1,6 +1,6 @@
 import pytest
 
-from neurondesk.core.cost import (
+from neurondesk.core.figures.cost import (
     compile_share,
     cost_figures,
     cost_so_far,

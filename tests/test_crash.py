@@ -1,4 +1,4 @@
-"""A death explained (core/crash.py): each kind told by what a dying run leaves (its stderr through the real
+"""A death explained (core/findings/crash.py): each kind told by what a dying run leaves (its stderr through the real
 log parsers, torchrun's report, the cgroup's counts), with what to try. The real deaths (a cgroup's OOM
 killer, a segfault, a NaN stop) are in tests/test_crash_runs.py."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 from conftest import DATA, FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.crash import TRY, crash_of
-from neurondesk.core.neuron_errors import DEVICE_OOM_FIX
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.findings.crash import TRY, crash_of
+from neurondesk.core.findings.neuron_errors import DEVICE_OOM_FIX
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.html_report import _crash
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.views.headless import status_line
@@ -155,7 +155,7 @@ def test_every_output_says_it():
     assert summary["figures"]["crash"] == summary["crash"]  # one truth: the figure, written whole
     md = to_markdown(summary)
     assert "## How it died" in md and "**oom-killer**" in md and "- try: " in md
-    from neurondesk.core.summary_types import load_summary
+    from neurondesk.core.summary.types import load_summary
 
     html = _crash(0, load_summary(summary))
     assert 'data-kind="oom-killer"' in html and "64.0 MiB" in html

@@ -1,4 +1,4 @@
-"""Real deaths under `neurondesk run --headless`, each told by crash.kind with what to try (core/crash.py):
+"""Real deaths under `neurondesk run --headless`, each told by crash.kind with what to try (core/findings/crash.py):
 a rank killed by the kernel's OOM killer at a real cgroup memory limit, a real segmentation fault, a
 script that stops on a NaN loss. One short process each."""
 

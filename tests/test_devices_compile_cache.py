@@ -15,8 +15,8 @@ from neurondesk.collectors.devices.compile_cache import (
     rescan,
     scan_cache,
 )
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.device_events import CacheScan
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.device_events import CacheScan
 
 
 @pytest.mark.parametrize(

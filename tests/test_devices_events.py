@@ -9,10 +9,10 @@ import os
 import pytest
 
 from neurondesk.collectors.devices.host import HostSampler, ProcessTreeSampler
-from neurondesk.core import device_events as de
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.events import Event, ParseProblem
-from neurondesk.core.registry import EVENT_TYPES
+from neurondesk.core.events import device_events as de
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.registry import EVENT_TYPES
+from neurondesk.core.events.run_events import Event, ParseProblem
 
 KINDS = {
     "device_inventory": de.DeviceInventory,

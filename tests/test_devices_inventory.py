@@ -10,8 +10,8 @@ from conftest import FIXTURES
 
 from neurondesk.collectors.devices.inventory import collect_inventory, format_inventory_text, inventory_event
 from neurondesk.collectors.devices.neuron_ls import NOT_FOUND
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.device_events import DeviceInventory
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.device_events import DeviceInventory
 
 
 def test_this_machine_says_why_neuron_and_gpu_are_absent(tmp_path: Path) -> None:

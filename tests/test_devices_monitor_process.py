@@ -19,8 +19,8 @@ from neurondesk.collectors.devices.neuron_monitor import (
     generate_config,
     replay_command,
 )
-from neurondesk.core.device_events import NeuronSample
-from neurondesk.core.events import Notice, ParseProblem
+from neurondesk.core.events.device_events import NeuronSample
+from neurondesk.core.events.run_events import Notice, ParseProblem
 
 STREAM = FIXTURES / "neuron-monitor-trn1.jsonl"
 

@@ -18,9 +18,9 @@ from neurondesk.collectors.devices.neuron_monitor import (
     tag_filter_for,
     workload_env,
 )
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.device_events import NeuronSample
-from neurondesk.core.events import ParseProblem
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.device_events import NeuronSample
+from neurondesk.core.events.run_events import ParseProblem
 
 STREAM = FIXTURES / "neuron-monitor-trn1.jsonl"
 LINES = STREAM.read_text().splitlines()

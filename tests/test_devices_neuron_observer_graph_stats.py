@@ -92,7 +92,7 @@ def test_telemetry_reads_graph_stats_when_pointed_at_a_folder(tmp_path, monkeypa
     import time
 
     from neurondesk.collectors import telemetry as tm
-    from neurondesk.core.device_events import NeuronGraphStat
+    from neurondesk.core.events.device_events import NeuronGraphStat
 
     monkeypatch.setattr(tm, "collect_inventory", lambda: {"neuron": None, "gpus": []})
     monkeypatch.setattr(tm, "inventory_event", lambda inv: None)

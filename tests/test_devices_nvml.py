@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from neurondesk.collectors.devices.nvml import NvmlSampler, gpu_processes, gpu_record, read_gpus
-from neurondesk.core.device_events import GpuProcess, GpuReading, GpuSample
+from neurondesk.core.events.device_events import GpuProcess, GpuReading, GpuSample
 
 
 def _driver_loads() -> bool:

@@ -1,4 +1,4 @@
-"""Seeing the disk fill before it is full: the forecast math (core/disk.py, pure), the warnings
+"""Seeing the disk fill before it is full: the forecast math (core/node/disk.py, pure), the warnings
 once per episode, the words every view shows, and one real run whose run folder is on a small
 tmpfs that a second process fills at a steady pace."""
 
@@ -16,9 +16,9 @@ from test_output_relay import _mount, _umount
 from test_recorder_lifecycle import wait_until
 
 from neurondesk.collectors.devices.disk import DiskSampler, disk_locations
-from neurondesk.core import events as ev
-from neurondesk.core.device_events import DiskSample, FsReading
-from neurondesk.core.disk import (
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.device_events import DiskSample, FsReading
+from neurondesk.core.node.disk import (
     DiskReducer,
     DiskWarnings,
     duration_words,
@@ -27,8 +27,8 @@ from neurondesk.core.disk import (
     output_notice,
     size_words,
 )
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.store.journal import read_journal
 from neurondesk.views.headless import status_line

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, base_env
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.recorder import Recorder
 from neurondesk.sources.replay import summary_from_run_dir

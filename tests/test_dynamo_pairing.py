@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 
 SIZE = "tensor 'x' size mismatch at index 1. expected 512, actual 497"
 

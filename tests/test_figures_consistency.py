@@ -1,4 +1,4 @@
-"""One truth: every output shows core's figures (core/figures.py), the same numbers.
+"""One truth: every output shows core's figures (core/figures/run_figures.py), the same numbers.
 
 For every recorded journal in tests/data/journals/ and for generated runs (hypothesis: 1 to 8
 ranks of different speeds, evaluation phases, compiles, prices, a target loss), the figures in
@@ -21,10 +21,10 @@ from hypothesis import strategies as hs
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from neurondesk.core import events as ev
-from neurondesk.core.figures import FIGURES, RunFigures, run_figures
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
 from neurondesk.reports import fmt

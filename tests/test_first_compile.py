@@ -4,10 +4,10 @@ accelerate compile small set-up graphs (0.03 s, 1.2 s) before a 16 s training gr
 
 from __future__ import annotations
 
-from neurondesk.core import events as ev
-from neurondesk.core.checks import Thresholds, evaluate
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.rules.checks import Thresholds, evaluate
+from neurondesk.core.summary.build import build_summary
 
 
 def _state(with_training_graph: bool = True) -> RunState:

@@ -16,8 +16,8 @@ from conftest import DATA, REPO, base_env
 from prometheus_harness import free_port
 
 from neurondesk.collectors.flight_recorder import NodeDumps, dump_paths, read_dumps, request_dumps
-from neurondesk.core import events as ev
-from neurondesk.core.flight_recorder import (
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.flight_recorder import (
     BlockedCollective,
     blocked_collectives,
     blocked_event,
@@ -26,7 +26,7 @@ from neurondesk.core.flight_recorder import (
     rank_lines,
     read_record,
 )
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.sources.stacks import FlightRead, flight_text
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from neurondesk import cli
 from neurondesk.collectors.probe_messages import ProbeDecoder, out_of_range
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.reports.safe_text import clean_lines, has_no_controls_but_sgr
 from neurondesk.views.headless import mark_impersonation
 

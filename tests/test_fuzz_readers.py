@@ -22,8 +22,8 @@ from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_json, p
 from neurondesk.collectors.devices.neuron_monitor import parse_report
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.collectors.probe_messages import decode_probe_line
-from neurondesk.core import events as ev
-from neurondesk.core.codec import EventDecodeError, decode_event_line
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import EventDecodeError, decode_event_line
 from neurondesk.store.journal import JournalProblem, iter_journal
 from neurondesk.store.price_files import load_price_table
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, base_env, neurondesk_run
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 
 UNJOINED = FIXTURES / "sdk-2.34" / "graph-stats-unjoined"
 SPLIT_WORDS = "FX passes 1.00 s · lowering 1.50 s · Neuron compile 40.00 s"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from neurondesk.core import events as ev
-from neurondesk.core.alert_rules import AlertRules, AlertSettings
-from neurondesk.core.budget import budget_figures
-from neurondesk.core.codec import decode_event_line
-from neurondesk.core.figures import budget_for_state
-from neurondesk.core.hang import HANG_MIN_S, HangWatch, detect_hang, hang_threshold_s
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import decode_event_line
+from neurondesk.core.figures.budget import budget_figures
+from neurondesk.core.figures.run_figures import budget_for_state
+from neurondesk.core.node.hang import HANG_MIN_S, HangWatch, detect_hang, hang_threshold_s
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.rules.alert_rules import AlertRules, AlertSettings
 
 JOURNALS = Path(__file__).parent / "data" / "journals"
 

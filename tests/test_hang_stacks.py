@@ -20,7 +20,7 @@ from prometheus_harness import Prometheus, binaries, free_port, http_get, requir
 from test_ranks import TORCHRUN, WORKLOADS
 from test_trace_export import check_trace_format
 
-from neurondesk.core.stacks import RankStacks, odd_ranks, parse_faulthandler, parse_py_spy, verdict
+from neurondesk.core.node.stacks import RankStacks, odd_ranks, parse_faulthandler, parse_py_spy, verdict
 
 DATA = Path(__file__).parent / "data" / "stacks"
 ND = [sys.executable, "-m", "neurondesk.cli"]
@@ -98,7 +98,7 @@ def blocked_series(port: int) -> list[str]:
 
 def test_a_real_two_rank_gloo_job_hung_on_rank_1(tmp_path):
     from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI
-    from neurondesk.core.job_view import job_view
+    from neurondesk.core.job.job_view import job_view
     from neurondesk.reports.job_text import job_json
 
     env = base_env(tmp_path) | {"TORCH_FR_BUFFER_SIZE": "64"}  # Flight Recorder on in the ranks

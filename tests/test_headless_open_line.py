@@ -13,7 +13,7 @@ import time
 
 from conftest import REPO, base_env
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.views.headless import HeadlessPrinter
 
 OPEN_BAR = r"""

@@ -103,10 +103,10 @@ def test_one_run_has_no_compare_table(tmp_path):
 
 
 def test_the_runs_own_text_never_becomes_markup():
-    from neurondesk.core import events as ev
-    from neurondesk.core.series import chart_line
-    from neurondesk.core.state import RunState
-    from neurondesk.core.summary import run_summary
+    from neurondesk.core.events import run_events as ev
+    from neurondesk.core.figures.series import chart_line
+    from neurondesk.core.reduce.state import RunState
+    from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.html_report import ReportRun, render
 
     state = RunState()

@@ -51,8 +51,17 @@ CLEAN = {
     "__init__.py": "",
     "probe/__init__.py": "import json\nimport socket\n",
     "core/__init__.py": "",
-    "core/events.py": "import dataclasses\nimport json\nfrom datetime import datetime\n",
-    "core/prices.py": "from importlib import resources\n\nfrom fakedesk.core import events\n",
+    # core's wings, each reading only the ones below it (the layers contract)
+    **{f"core/{w}/__init__.py": "" for w in ("events", "node", "reduce", "findings", "figures", "summary",
+                                               "rules", "job")},
+    "core/events/run_events.py": "import dataclasses\nimport json\nfrom datetime import datetime\n",
+    "core/node/prices.py": "from importlib import resources\n\nfrom fakedesk.core.events import run_events\n",
+    "core/reduce/state.py": "from fakedesk.core.events import run_events\nfrom fakedesk.core.node import prices\n",
+    "core/findings/crash.py": "from fakedesk.core.reduce import state\n",
+    "core/figures/cost.py": "from fakedesk.core.findings import crash\nfrom fakedesk.core.reduce import state\n",
+    "core/summary/build.py": "from fakedesk.core.figures import cost\n",
+    "core/rules/checks.py": "from fakedesk.core.summary import build\n",
+    "core/job/fleet.py": "from fakedesk.core.rules import checks\nfrom fakedesk.core.events import run_events\n",
     "collectors/__init__.py": "",
     "collectors/workload.py": "import subprocess\n\nimport psutil\n\nfrom fakedesk.core import events\n",
     "store/__init__.py": "",
@@ -84,6 +93,10 @@ VIOLATIONS = {
     "core": [("core/clock.py", "import time\n", "fakedesk.core.clock -> time"),
              ("core/ui.py", "import psutil\n", "fakedesk.core.ui -> psutil"),
              ("core/up.py", "from fakedesk.store import journal\n", "fakedesk.core.up -> fakedesk.store.journal")],
+    "core-wings": [("core/reduce/ahead.py", "from fakedesk.core.figures import cost\n",
+                    "fakedesk.core.reduce.ahead -> fakedesk.core.figures.cost"),
+                   ("core/events/up.py", "from fakedesk.core.job import fleet\n",
+                    "fakedesk.core.events.up -> fakedesk.core.job.fleet")],
     "views": [("views/tap.py", "from fakedesk.collectors import workload\n",
                "fakedesk.views.tap -> fakedesk.collectors.workload"),
               ("views/attach.py", "from fakedesk.recorder import wiring\n",
@@ -199,7 +212,7 @@ def test_core_imported_alone_pulls_in_no_console_library_and_no_io_module() -> N
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0, p.stderr
     loaded = set(json.loads(p.stdout))
-    assert "neurondesk.core.state" in loaded
+    assert "neurondesk.core.reduce.state" in loaded
     forbidden = {"textual", "rich", "psutil", "pynvml", "platformdirs", "torch", "sqlite3", "subprocess", "socket"}
     assert not forbidden & loaded
     assert sorted(m for m in loaded if m.startswith("neurondesk.") and not m.startswith("neurondesk.core")) == []

@@ -199,7 +199,7 @@ def test_a_busy_lock_is_waited_for_and_the_row_is_not_lost(tmp_path, monkeypatch
 def test_reindex_rebuilds_from_summaries_and_journals(tmp_path):
     import json
 
-    from neurondesk.core.events import RunFinished, RunStarted, StepEnded
+    from neurondesk.core.events.run_events import RunFinished, RunStarted, StepEnded
     from neurondesk.store.journal import JournalWriter
 
     runs = tmp_path / "runs"

@@ -1,4 +1,4 @@
-"""Job figures (core/job_figures.py) follow one node's rules: the slowest node's pace, summed prices and
+"""Job figures (core/job/job_figures.py) follow one node's rules: the slowest node's pace, summed prices and
 costs, the compile wall of the slowest node counted for everyone who waited."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neurondesk.core.cost import cost_figures
-from neurondesk.core.job_figures import NodeFigures, job_figures
+from neurondesk.core.figures.cost import cost_figures
+from neurondesk.core.job.job_figures import NodeFigures, job_figures
 
 
 def node(name: str, **kw) -> NodeFigures:

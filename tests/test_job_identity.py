@@ -1,14 +1,14 @@
-"""The job identity (core/job.py): from torchrun's and SLURM's variables, the flags winning, the workers'
+"""The job identity (core/events/job_identity.py): from torchrun's and SLURM's variables, the flags winning, the workers'
 hellos completing the recorder's environment; exported as series and in summary.json."""
 
 from __future__ import annotations
 
 import re
 
-from neurondesk.core import events as ev
-from neurondesk.core.job import LAUNCH_VARS, identify
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import run_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.job_identity import LAUNCH_VARS, identify
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import run_summary
 from neurondesk.probe.bootstrap import _neurondesk_probe as probe
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "job-42", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "4", "RANK": "6",

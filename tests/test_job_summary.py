@@ -11,10 +11,10 @@ import sys
 import pytest
 from conftest import DATA, REPO, base_env
 
-from neurondesk.core.job import JobIdentity
-from neurondesk.core.job_figures import job_figures
-from neurondesk.core.job_summary import NodeRun, _figures, job_summary
-from neurondesk.core.summary_types import Cost, Summary
+from neurondesk.core.events.job_identity import JobIdentity
+from neurondesk.core.job.job_figures import job_figures
+from neurondesk.core.job.job_summary import NodeRun, _figures, job_summary
+from neurondesk.core.summary.types import Cost, Summary
 
 WORKLOAD = DATA / "workloads" / "job_node.py"
 
@@ -118,7 +118,7 @@ def test_what_does_not_fit_is_said_and_the_figures_are_job_figures():
 def test_the_published_job_summary_schema_is_the_structs():
     from pathlib import Path
 
-    from neurondesk.core.job_summary import job_summary_schema
+    from neurondesk.core.job.job_summary import job_summary_schema
 
     published = json.loads((Path(REPO) / "docs" / "job-summary.schema.json").read_text())
     assert published == json.loads(json.dumps(job_summary_schema())), "regenerate docs/job-summary.schema.json"

@@ -1,4 +1,4 @@
-"""The job view's rules (core/job_view.py) on rows as Prometheus gives them, and their words
+"""The job view's rules (core/job/job_view.py) on rows as Prometheus gives them, and their words
 (reports/job_text.py): culprit and victims, compile skew and its cost, the first failure across clocks,
 blocked ranks, stale nodes, and each kind of bad input as one line with no figure mixed."""
 
@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
-from neurondesk.core.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow
-from neurondesk.core.flight_recorder import BlockedCollective
-from neurondesk.core.job_view import job_view, pick_job
+from neurondesk.core.job.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow
+from neurondesk.core.job.job_view import job_view, pick_job
+from neurondesk.core.node.flight_recorder import BlockedCollective
 from neurondesk.reports.job_text import job_json, job_lines
 
 NOW = 10_000.0
@@ -222,7 +222,7 @@ def test_what_bounds_each_nodes_step_is_said_with_the_nodes_of_one_verdict_toget
 def test_what_a_dead_rank_leaves_behind_is_never_the_cause():
     """torchrun's own ChildFailedError (its agent: no rank) and a peer's closed connection come after
     the rank that died, sometimes heard before it; the rule takes the cause, else the earliest."""
-    from neurondesk.core.failure_cause import first_cause, is_consequence
+    from neurondesk.core.node.failure_cause import first_cause, is_consequence
 
     launcher = (10.0, "ChildFailedError: workloads/ddp.py FAILED")
     peer = (9.5, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer")

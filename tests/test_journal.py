@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from neurondesk.core.events import CompileFinished, OutputLine, RunFinished, RunStarted, StepEnded
+from neurondesk.core.events.run_events import CompileFinished, OutputLine, RunFinished, RunStarted, StepEnded
 from neurondesk.store.journal import JournalError, JournalWriter, read_journal
 from neurondesk.store.own_files import FileId
 

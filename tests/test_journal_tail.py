@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from neurondesk.core import events as ev
-from neurondesk.core.codec import encode_event
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import encode_event
 from neurondesk.store.journal_tail import JournalTail
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice, OutputLine
+from neurondesk.core.events.run_events import CompileFinished, CompileStarted, LogError, Notice, OutputLine
 
 TRAIN_LOG = FIXTURES / "torch-neuronx-train.log"
 

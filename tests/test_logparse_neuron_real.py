@@ -7,7 +7,7 @@ import pytest
 from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core.events import CompileFinished, LogError, Notice, OutputLine
+from neurondesk.core.events.run_events import CompileFinished, LogError, Notice, OutputLine
 
 
 def feed_fixture(name: str, step: float = 0.01):
@@ -152,8 +152,8 @@ def test_export_tool_total_that_does_not_add_up_is_a_warning():
 
 
 def test_export_tool_blocks_reduce_to_compiles_even_when_a_probe_watches():
-    from neurondesk.core.events import ProcessAttached, RunStarted
-    from neurondesk.core.state import RunState
+    from neurondesk.core.events.run_events import ProcessAttached, RunStarted
+    from neurondesk.core.reduce.state import RunState
 
     _, events = feed_fixture("optimum-neuron-export-compile-blocks.log")
     state = RunState()
@@ -177,7 +177,7 @@ def test_a_block_around_wrapper_compiles_is_not_counted_twice():
     (fin,) = compiles(events)
     assert fin.graph_hash == "MODULE_5553611093427716432+d41d8cd9" and fin.name is None
     assert [e.level for e in events if isinstance(e, Notice)] == ["info"]
-    from neurondesk.core.state import RunState
+    from neurondesk.core.reduce.state import RunState
 
     state = RunState()
     for e in events:
@@ -189,8 +189,8 @@ def test_a_block_around_wrapper_compiles_is_not_counted_twice():
 
 
 def _state(events):
-    from neurondesk.core.events import RunStarted
-    from neurondesk.core.state import RunState
+    from neurondesk.core.events.run_events import RunStarted
+    from neurondesk.core.reduce.state import RunState
 
     state = RunState()
     state.apply(RunStarted(t=99.0, run_id="r", command=["python", "train.py"]))
@@ -226,7 +226,7 @@ def test_cached_failure_status():
 
 
 def test_summary_md_and_text_list_the_errors():
-    from neurondesk.core.summary import build_summary
+    from neurondesk.core.summary.build import build_summary
     from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
     _, events = feed_fixture("neuron-cc-failed-then-passed.log", step=0.4)

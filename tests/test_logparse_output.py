@@ -9,8 +9,8 @@ from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser, parse_metrics_report
 from neurondesk.collectors.logparse.metrics_report import parse_value
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.events import (
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.run_events import (
     CompileFinished,
     LogError,
     LossReported,

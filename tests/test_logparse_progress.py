@@ -9,7 +9,7 @@ import pytest
 
 from neurondesk.collectors.logparse import OutputParser, parse_loss
 from neurondesk.collectors.logparse.rates import parse_rate
-from neurondesk.core.events import LossReported, ParseProblem, ThroughputReported, WorkloadConfig
+from neurondesk.core.events.run_events import LossReported, ParseProblem, ThroughputReported, WorkloadConfig
 
 
 @pytest.mark.parametrize("line,loss,step", [

@@ -6,7 +6,13 @@ import pytest
 from conftest import FIXTURES
 
 from neurondesk.collectors.logparse import OutputParser, cause_category, parse_debug_block_text
-from neurondesk.core.events import CompileFinished, CompileStarted, Notice, OutputLine, ParseProblem
+from neurondesk.core.events.run_events import (
+    CompileFinished,
+    CompileStarted,
+    Notice,
+    OutputLine,
+    ParseProblem,
+)
 
 TRAIN_LOG = FIXTURES / "torch-neuronx-train.log"
 RULE = "=" * 80

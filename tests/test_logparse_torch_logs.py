@@ -12,7 +12,7 @@ import time
 import pytest
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core.events import DynamoRecompile, GraphBreak, Notice, OutputLine
+from neurondesk.core.events.run_events import DynamoRecompile, GraphBreak, Notice, OutputLine
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -221,6 +221,6 @@ def test_real_torch_graph_breaks(real_run):
 
 def test_real_torch_output_also_yields_the_loss(real_run):
     _, events, _ = real_run
-    from neurondesk.core.events import LossReported
+    from neurondesk.core.events.run_events import LossReported
 
     assert [(e.value, e.step) for e in of(events, LossReported)] == [(2.5, 1)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from conftest import DATA
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 
 REPORT = DATA / "torchrun" / "child_failed_sigkill.txt"  # stderr of a real 2-node torchrun, a rank SIGKILLed
 

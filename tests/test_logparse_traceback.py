@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core.events import LogError, OutputLine
+from neurondesk.core.events.run_events import LogError, OutputLine
 
 
 def parse(lines, stream="stderr", flush_at=None):

@@ -92,9 +92,9 @@ def test_the_tail_keeps_the_head_counts_the_rest_and_the_last_redraw(tmp_path):
 def test_the_kept_output_lines_are_bounded_in_characters_too():
     """5,000 lines of 64 KiB (each within its own bound) were all kept: 320 MB in the recorder, every
     viewer and each checkpoint. The reducer keeps the latest lines up to its character budget."""
-    from neurondesk.core.events import OutputLine
+    from neurondesk.core.events.run_events import OutputLine
     from neurondesk.core.reduce.log import OUTPUT_KEEP_CHARS
-    from neurondesk.core.state import RunState
+    from neurondesk.core.reduce.state import RunState
 
     state = RunState()
     for i in range(5000):

@@ -13,12 +13,12 @@ from exposition import exposition_text
 from prometheus_harness import require_prometheus
 from test_memory_trend import MiB, _run
 
-from neurondesk.core import device_events as dev
-from neurondesk.core.alert_rules import AlertRules
+from neurondesk.core.events import device_events as dev
 from neurondesk.core.figures import run_figures
-from neurondesk.core.series import chart_line
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary, run_summary
+from neurondesk.core.figures.series import chart_line
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.rules.alert_rules import AlertRules
+from neurondesk.core.summary.build import build_summary, run_summary
 from neurondesk.reports.html_report import ReportRun, render
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 

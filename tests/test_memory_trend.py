@@ -1,5 +1,5 @@
-"""Memory that creeps (issue 36 item 3): the trend test (core/memory_trend.py) on explicit series and
-hypothesis' noise, and the reduced run (core/reduce/memory.py, core/memory_creep.py) naming the rank,
+"""Memory that creeps (issue 36 item 3): the trend test (core/node/memory_trend.py) on explicit series and
+hypothesis' noise, and the reduced run (core/reduce/memory.py, core/findings/memory_creep.py) naming the rank,
 its rate, since which step, and when its limit is reached."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.registry import EVENT_TYPES
 from neurondesk.core.figures import run_figures
-from neurondesk.core.memory_trend import MIN_SAMPLES, creep, mann_kendall_z, theil_sen
+from neurondesk.core.node.memory_trend import MIN_SAMPLES, creep, mann_kendall_z, theil_sen
 from neurondesk.core.reduce.memory import MAX_POINTS, RECHECK, MemorySeries
-from neurondesk.core.registry import EVENT_TYPES
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 
 MiB = 1 << 20
 TS = [float(i) for i in range(120)]  # two minutes of 1 Hz samples

@@ -7,11 +7,11 @@ import pytest
 from conftest import FIXTURES
 
 from neurondesk.collectors.devices.neuron_monitor import parse_report
-from neurondesk.core import events as ev
-from neurondesk.core.mfu import cuda_chip, resolve_peak
-from neurondesk.core.prices import bundled_price_table
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.figures.mfu import cuda_chip, resolve_peak
+from neurondesk.core.node.prices import bundled_price_table
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 
 PARAMS = 1_000_000
 TOKENS = 8 * 512  # per step

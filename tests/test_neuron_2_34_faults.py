@@ -14,10 +14,10 @@ from pathlib import Path
 from conftest import FIXTURES, neurondesk_run
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core import events as ev
-from neurondesk.core.diagnostics import diagnostics
-from neurondesk.core.neuron_errors import COMPILER_OOM_FIX, DEVICE_OOM_FIX, SKEW_FIX
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.findings.diagnostics import diagnostics
+from neurondesk.core.findings.neuron_errors import COMPILER_OOM_FIX, DEVICE_OOM_FIX, SKEW_FIX
+from neurondesk.core.reduce.state import RunState
 
 SDK = FIXTURES / "sdk-2.34"
 

@@ -23,9 +23,9 @@ from neurondesk.collectors.devices.graph_stats import (
     parse_table,
     parse_timestamp,
 )
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 
 SDK = FIXTURES / "sdk-2.34"
 TABLES = SDK / "graph-stats"
@@ -151,7 +151,7 @@ def test_console_compile_detail_shows_the_fx_lowering_compile_split(tmp_path: Pa
 
     from textual.widgets import DataTable
 
-    from neurondesk.core.codec import event_to_dict
+    from neurondesk.core.events.codec import event_to_dict
     from neurondesk.sources.replay import ReplaySource
     from neurondesk.views.console.app import ConsoleApp
     from neurondesk.views.console.panel import Line

@@ -18,9 +18,9 @@ from conftest import FIXTURES
 from neurondesk.collectors.devices.inventory import inventory_event
 from neurondesk.collectors.devices.neuron_ls import parse_file
 from neurondesk.collectors.devices.neuron_monitor import parse_report
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 
 STREAM = FIXTURES / "sdk-2.34" / "neuron-monitor-trn1.2xlarge-memory-by-category.jsonl"
 MiB, GiB = 2**20, 2**30

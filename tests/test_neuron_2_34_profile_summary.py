@@ -14,10 +14,10 @@ from conftest import FIXTURES, neurondesk_run
 
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.collectors.neuron_profile import profile_setup, torch_profiler_use
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import to_markdown
 
 SDK = FIXTURES / "sdk-2.34"

@@ -13,12 +13,12 @@ from conftest import FIXTURES, REPO, base_env
 from neurondesk.collectors.devices.inventory import collect_inventory, inventory_event
 from neurondesk.collectors.devices.neuron_ls import NeuronLsError, parse_file, parse_output
 from neurondesk.collectors.devices.neuron_monitor import NeuronMonitorProcess, parse_report
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.device_events import DeviceInventory, NeuronHardware, NeuronSample
-from neurondesk.core.events import Notice, RunStarted
-from neurondesk.core.prices import bundled_price_table
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.device_events import DeviceInventory, NeuronHardware, NeuronSample
+from neurondesk.core.events.run_events import Notice, RunStarted
+from neurondesk.core.node.prices import bundled_price_table
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import report_rows
 from neurondesk.views.console.derived import device_units
 from neurondesk.views.console.devices import execution_text

@@ -5,10 +5,10 @@ fix, because on Neuron each of them is a compile wall."""
 
 from __future__ import annotations
 
-from neurondesk.core import events as ev
-from neurondesk.core.checks import Thresholds, evaluate
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.rules.checks import Thresholds, evaluate
+from neurondesk.core.summary.build import build_summary
 
 TRAIN_POINT, EVAL_POINT = "sync@run_clm.py:652", "sync@trainer.py:4675"
 

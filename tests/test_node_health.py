@@ -18,19 +18,19 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from neurondesk.collectors.devices.neuron_monitor import parse_report
 from neurondesk.collectors.devices.neuron_observer import ObserverSampler, parse_exposition
 from neurondesk.collectors.devices.neuron_observer_health import health_sample, observer_events
-from neurondesk.core import events as ev
-from neurondesk.core.codec import event_from_dict, event_to_dict
-from neurondesk.core.device_events import NeuronSample, NodeHealthSample
-from neurondesk.core.diagnostics import diagnostics
-from neurondesk.core.node_health import (
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import event_from_dict, event_to_dict
+from neurondesk.core.events.device_events import NeuronSample, NodeHealthSample
+from neurondesk.core.findings.diagnostics import diagnostics
+from neurondesk.core.node.node_health import (
     SERIES,
     NodeHealth,
     health_words,
     increase_query,
     words_from_series,
 )
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
 

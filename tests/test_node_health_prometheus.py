@@ -12,9 +12,9 @@ from prometheus_harness import Prometheus, free_port, require_prometheus, wait_f
 
 from neurondesk.collectors.devices.neuron_observer import parse_exposition
 from neurondesk.collectors.devices.neuron_observer_health import health_sample
-from neurondesk.core import events as ev
-from neurondesk.core.node_health import COUNTERS, SERIES, increase_query, words_from_series
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.node_health import COUNTERS, SERIES, increase_query, words_from_series
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.metrics_http import MetricsAddr, MetricsExporter
 
 DATA = Path(__file__).parent / "data" / "neuron"

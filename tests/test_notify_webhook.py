@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from neurondesk.core.alert_rules import Alert
+from neurondesk.core.rules.alert_rules import Alert
 from neurondesk.recorder.notify_webhook import WebhookSender, check_url, redact
 
 SECRET = "token=s3cr3t"

@@ -1,16 +1,16 @@
 """The step-phase verdict's words (issue 36 item 2), on reduced events: what to try, with the
-DataLoader's workers and the host's CPU where the run sampled them (core/phase_verdict.py)."""
+DataLoader's workers and the host's CPU where the run sampled them (core/figures/phase_verdict.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures import run_figures
-from neurondesk.core.phase_verdict import LoaderFacts, workers_to_try
-from neurondesk.core.phases import recent_step_bars
-from neurondesk.core.state import RunState
+from neurondesk.core.figures.phase_verdict import LoaderFacts, workers_to_try
+from neurondesk.core.figures.phases import recent_step_bars
+from neurondesk.core.reduce.state import RunState
 
 PID = 9
 

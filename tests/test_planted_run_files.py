@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, base_env, wait_until
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.recorder import Recorder
 from neurondesk.sources import launch

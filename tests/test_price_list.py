@@ -21,7 +21,7 @@ from neurondesk.clients.price_list import (
     parse_price_list,
     refresh,
 )
-from neurondesk.core.prices import resolve_price
+from neurondesk.core.node.prices import resolve_price
 from neurondesk.store.price_files import load_price_table
 
 BUNDLED = load_price_table(None)

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from neurondesk.core.prices import (
+from neurondesk.core.node.prices import (
     PRICE_FLAG,
     peak_dense_flops,
     resolve_price,

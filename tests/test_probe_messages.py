@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from neurondesk.collectors.probe_messages import decode_probe_line
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 
 BLOCK = """
 Compilation Analysis: ================================================================================

@@ -12,7 +12,7 @@ import sys
 from conftest import REPO, base_env
 
 from neurondesk.collectors.probe_messages import MAX_STEP, ProbeDecoder
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.store.index import RunIndex
 
 

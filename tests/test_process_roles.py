@@ -8,11 +8,11 @@ import json
 
 from conftest import REPO, neurondesk_run
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.codec import event_from_dict
-from neurondesk.core.diagnostics import input_advice
-from neurondesk.core.state import RunState
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import event_from_dict
+from neurondesk.core.findings.diagnostics import input_advice
+from neurondesk.core.reduce.state import RunState
 
 ROOT, HELPER, CHILD, WORKER = 100, 101, 102, 103
 LAUNCH = REPO / "tests" / "data" / "workloads" / "xla_launch_with_loader.py"

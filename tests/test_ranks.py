@@ -10,9 +10,9 @@ import sys
 import pytest
 from conftest import REAL_RUN_TIMEOUT_S, REPO, Run, base_env
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 
 WORKLOADS = REPO / "workloads"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -79,7 +79,7 @@ def test_job_figures_sum_the_ranks_and_a_step_is_done_when_every_rank_ended_it()
 
 
 def test_each_rank_gets_the_neuroncores_its_process_owns_from_neuron_monitor_fixture_shaped_samples():
-    from neurondesk.core import device_events as dev
+    from neurondesk.core.events import device_events as dev
 
     st = job({0: 45, 1: 45}, steps=8)
     st.apply(dev.NeuronSample(t=50.0, raw="{}", cores=[

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from conftest import FIXTURES, TINY_MODEL, needs_xla, neurondesk_run
 
-from neurondesk.core import device_events as dev
-from neurondesk.core.diagnostics import device_utilization
-from neurondesk.core.events import StepEnded
-from neurondesk.core.state import RunState
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events.run_events import StepEnded
+from neurondesk.core.findings.diagnostics import device_utilization
+from neurondesk.core.reduce.state import RunState
 
 MONITOR_FIXTURE = FIXTURES / "neuron-monitor-trn1.jsonl"
 

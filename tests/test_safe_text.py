@@ -15,7 +15,7 @@ from rich.console import Console
 from test_console_replay import WIDE, run_app, text
 from textual.widgets import DataTable
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.reports.safe_text import clean, has_no_controls_but_sgr
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter

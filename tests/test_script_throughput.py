@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from neurondesk.collectors.logparse import OutputParser
-from neurondesk.core import events as ev
-from neurondesk.core.codec import encode_event
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import encode_event
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp

@@ -238,7 +238,7 @@ def test_a_hung_server_and_an_unwritable_folder_cost_the_run_nothing(tmp_path):
 
 
 def _frames(n: int):
-    from neurondesk.core.state import RunState
+    from neurondesk.core.reduce.state import RunState
     from neurondesk.sinks.frames import FrameTaker, replayed_frames, run_info
     from neurondesk.store.journal import iter_journal
 

@@ -1,4 +1,4 @@
-"""Bounded quantiles and the downsampled step-time series (core/sketch.py): within the stated 0.5%
+"""Bounded quantiles and the downsampled step-time series (core/reduce/sketch.py): within the stated 0.5%
 of the exact quantile at any length, memory that does not grow with the stream, a chart that
 still shows a slowdown in the middle of a long run."""
 
@@ -11,9 +11,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurondesk.core import events as ev
-from neurondesk.core.sketch import EXACT_KEEP, MAX_BUCKETS, Downsampled, QuantileSketch
-from neurondesk.core.state import RunState, quantile
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.sketch import EXACT_KEEP, MAX_BUCKETS, Downsampled, QuantileSketch
+from neurondesk.core.reduce.state import RunState, quantile
 
 
 @settings(max_examples=60, deadline=None)
@@ -96,7 +96,7 @@ def test_reduced_state_keeps_the_compile_wall_and_the_whole_run_apart_from_the_l
 
 
 def test_the_chart_of_a_run_longer_than_its_history_is_the_whole_run():
-    from neurondesk.core.series import chart_line
+    from neurondesk.core.figures.series import chart_line
 
     st_ = RunState()
     st_.apply(ev.RunStarted(t=0.0, run_id="r", command=["x"], warmup_steps=2))

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState, quantile
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState, quantile
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import to_markdown
 
 
@@ -76,7 +76,7 @@ def test_live_quantiles_are_exact_for_short_runs_and_within_half_a_percent_for_l
 
 
 def test_every_registered_kind_reaches_a_reducer():
-    from neurondesk.core.registry import EVENT_TYPES
+    from neurondesk.core.events.registry import EVENT_TYPES
 
     st = RunState()
     assert set(st._dispatch) == set(EVENT_TYPES)

@@ -25,10 +25,10 @@ from probe_socket import SocketReader, load_probe_module
 from step_messages import expand_steps
 
 from neurondesk.collectors.probe_messages import ProbeDecoder
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.codec import decode_event_line, encode_event
-from neurondesk.core.state import RunState
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import decode_event_line, encode_event
+from neurondesk.core.reduce.state import RunState
 
 LEAD, OTHER = 4001, 4002
 

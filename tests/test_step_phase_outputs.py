@@ -13,11 +13,11 @@ import pytest
 from exposition import exposition, exposition_text
 from prometheus_harness import require_prometheus
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures import run_figures
-from neurondesk.core.series import chart_line
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary, run_summary
+from neurondesk.core.figures.series import chart_line
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary, run_summary
 from neurondesk.reports.html_report import ReportRun, render
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.reports.trace_export import write_trace

@@ -15,9 +15,9 @@ import importlib.util
 import pytest
 from conftest import TINY_MODEL, base_env, needs_xla, neurondesk_run
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures import run_figures
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 ARGS = ["--preset", "demo", *TINY_MODEL, "--save-every", "0"]

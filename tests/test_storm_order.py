@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from neurondesk.core import events as ev
-from neurondesk.core.checks import Thresholds, evaluate
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.rules.checks import Thresholds, evaluate
+from neurondesk.core.summary.build import build_summary
 
 
 def _storm(previous_first: bool, steps: int = 4) -> RunState:

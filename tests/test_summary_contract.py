@@ -1,4 +1,4 @@
-"""summary.json as a typed contract (core/summary_types.py): the published schema matches the
+"""summary.json as a typed contract (core/summary/types.py): the published schema matches the
 structs, every summary neurondesk builds decodes back into them, and a run folder written by
 version 1 (tests/data/old_versions/v1_plain) is still read by `summary`, `compare`, `reindex` and
 `history`."""
@@ -16,8 +16,8 @@ import msgspec
 import pytest
 from conftest import REPO
 
-from neurondesk.core.summary import build_summary, run_summary
-from neurondesk.core.summary_types import (
+from neurondesk.core.summary.build import build_summary, run_summary
+from neurondesk.core.summary.types import (
     READABLE_VERSIONS,
     SUMMARY_VERSION,
     Summary,
@@ -37,7 +37,7 @@ def test_the_published_schema_is_the_one_the_structs_give() -> None:
     published = json.loads((REPO / "docs" / "summary.schema.json").read_text())
     assert published == json.loads(json.dumps(summary_schema(), sort_keys=True)), (
         "docs/summary.schema.json is stale: regenerate it with "
-        "python -c \"import json; from neurondesk.core.summary_types import summary_schema; "
+        "python -c \"import json; from neurondesk.core.summary.types import summary_schema; "
         "open('docs/summary.schema.json','w').write(json.dumps(summary_schema(), indent=2, sort_keys=True)+'\\n')\"")
     assert set(published["$defs"]["Summary"]["properties"]) == set(Summary.__struct_fields__)
 

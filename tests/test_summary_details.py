@@ -3,9 +3,9 @@ compile table's shapes (before → after) and reason."""
 
 from __future__ import annotations
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
 

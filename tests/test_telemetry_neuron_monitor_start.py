@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from neurondesk.collectors import telemetry as tm
-from neurondesk.core.device_events import NeuronSample
+from neurondesk.core.events.device_events import NeuronSample
 
 REPORT = Path(__file__).parent / "data" / "neuron" / "neuron-monitor-trn1.jsonl"
 

@@ -10,7 +10,7 @@ import time
 
 from neurondesk.collectors import telemetry as tm
 from neurondesk.collectors.telemetry_source import Poller, SourceContext, SourceSpec
-from neurondesk.core.events import Notice
+from neurondesk.core.events.run_events import Notice
 
 
 def notices_from(spec: SourceSpec, seconds: float = 1.5, **telemetry_args) -> list[Notice]:

@@ -152,7 +152,7 @@ def test_neuron_core_utilisation_counter_from_a_neuron_monitor_fixture():
     """Fixture (no Trainium here): neuron-monitor reports as documented (tests/data/neuron), parsed
     by the real collector, fed to the export between a recorded run's events."""
     from neurondesk.collectors.devices.neuron_monitor import parse_report
-    from neurondesk.core.device_events import NeuronSample
+    from neurondesk.core.events.device_events import NeuronSample
 
     state, _ = state_from_run_dir(JOURNALS / "plain")
     events = list(iter_journal(JOURNALS / "plain" / "events.jsonl", []))
@@ -176,7 +176,7 @@ def test_neuron_core_utilisation_counter_from_a_neuron_monitor_fixture():
 def test_coalesced_step_batches_export_as_the_steps_they_stand_for():
     """The probe journals plain steps as StepBatch records: the plain run's steps coalesced ten by
     ten (those with nothing special) export the same step spans as the steps one by one."""
-    from neurondesk.core import events as ev
+    from neurondesk.core.events import run_events as ev
 
     state, _ = state_from_run_dir(JOURNALS / "plain")
     events = list(iter_journal(JOURNALS / "plain" / "events.jsonl", []))

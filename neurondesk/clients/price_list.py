@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neurondesk.core.prices import PriceTable, PriceTableError, parse_price_table
+from neurondesk.core.node.prices import PriceTable, PriceTableError, parse_price_table
 
 PRICING_ENDPOINT_REGION = "us-east-1"
 SOURCE_KEY = "AWS-PRICELIST"

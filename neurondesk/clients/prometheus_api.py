@@ -17,9 +17,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from neurondesk.core.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
-from neurondesk.core.flight_recorder import BlockedCollective
-from neurondesk.core.node_health import SERIES, words_from_series
+from neurondesk.core.job.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
+from neurondesk.core.node.flight_recorder import BlockedCollective
+from neurondesk.core.node.node_health import SERIES, words_from_series
 
 KEY = ("job_id", "node", "run_id")
 _LABEL_VALUE = re.compile(r'^[^"\\\n]*$')
@@ -121,7 +121,7 @@ def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]
 
 
 def _health(job: str | None) -> dict[str, str]:
-    """Each node-health counter (core/node_health.py): its increase over the last minute and its total."""
+    """Each node-health counter (core/node/node_health.py): its increase over the last minute and its total."""
     sel = "" if job is None else f'{{job_id="{job}"}}'
     out = {}
     for counter, series in SERIES.items():

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from neurondesk.core.device_events import CgroupMemory
+from neurondesk.core.events.device_events import CgroupMemory
 
 V1_UNLIMITED = 1 << 62  # v1 says "no limit" with PAGE_COUNTER_MAX pages: 9223372036854771712 on x86-64
 POLL_S = (0.05, 0.25, 0.5)  # the first reads soon after the start, then every 0.5 s

@@ -1,4 +1,4 @@
-"""PyTorch Flight Recorder dump files of one node, read for core/flight_recorder.py.
+"""PyTorch Flight Recorder dump files of one node, read for core/node/flight_recorder.py.
 
 Where they come from: torch's NCCL watchdog writes one per rank on a collective timeout when
 ``TORCH_FR_BUFFER_SIZE`` (older: ``TORCH_NCCL_TRACE_BUFFER_SIZE``) is set and
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondesk.core.flight_recorder import RankRecord, dump_prefix, hang_words, read_record
+from neurondesk.core.node.flight_recorder import RankRecord, dump_prefix, hang_words, read_record
 
 MAX_BYTES = 64 << 20
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"

@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondesk.core.device_events import NeuronProfileCapture
+from neurondesk.core.events.device_events import NeuronProfileCapture
 from neurondesk.store.input_files import open_regular_stream
 from neurondesk.store.rundir import NEURON_PROFILE_DIR
 

@@ -16,8 +16,8 @@ import math
 
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.collectors.logparse.torch_logs import TorchLogsParser
-from neurondesk.core import events as ev
-from neurondesk.core.codec import decode_known_kind, event_from_dict, loads
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.codec import decode_known_kind, event_from_dict, loads
 
 # The probe's own frames in torch_xla's frame lists: its package (one file before the split).
 PROBE_PATH_MARKS = ("/_neurondesk_probe/", "\\_neurondesk_probe\\", "_neurondesk_probe.py")

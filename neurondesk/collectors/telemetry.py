@@ -24,7 +24,7 @@ from neurondesk.collectors.devices.neuron_monitor import (
     tag_filter_for,
 )
 from neurondesk.collectors.telemetry_source import Poller, SourceContext, SourceSpec
-from neurondesk.core.events import Event, Notice
+from neurondesk.core.events.run_events import Event, Notice
 
 SOURCES: tuple[SourceSpec, ...] = (
     builtin.DISK, builtin.HOST, builtin.PROCESS_TREE, builtin.COMPILE_CACHE,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondesk.core.events import Event
+from neurondesk.core.events.run_events import Event
 
 PollResult = Event | Iterable[Event] | None
 

@@ -35,8 +35,8 @@ from neurondesk.collectors.neuron_profile import profile_setup
 from neurondesk.collectors.output_tail import OutputTail
 from neurondesk.collectors.probe_listener import ProbeListener
 from neurondesk.collectors.relay_link import RawRelayStatus, RelayLink, open_output
-from neurondesk.core.disk import OutputNotStored
-from neurondesk.core.events import Notice, ParseProblem
+from neurondesk.core.events.run_events import Notice, ParseProblem
+from neurondesk.core.node.disk import OutputNotStored
 from neurondesk.store.input_files import bounded_lines
 from neurondesk.store.liveness import pid_running
 from neurondesk.store.own_files import NotOurFile
@@ -260,7 +260,7 @@ class WorkloadProcess:
         code = self.proc.wait()
         exit_t = time.time()
         self.exited.set()
-        self.out.put(self.cgroup.final(exit_t))  # its limit and OOM kills, for the account of its end (core/crash.py)
+        self.out.put(self.cgroup.final(exit_t))  # its limit and OOM kills, for the account of its end (core/findings/crash.py)
         left = left_running(self.proc.pid)
         deadline = time.monotonic() + (EXIT_GRACE_S if left else 0.0)
         while left and time.monotonic() < deadline:

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 
 from neurondesk.collectors.flight_recorder import answers, node_dumps
-from neurondesk.core import events as ev
-from neurondesk.core.flight_recorder import (
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.flight_recorder import (
     blocked_collectives,
     blocked_event,
     enabled,

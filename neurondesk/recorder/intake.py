@@ -10,9 +10,9 @@ from collections.abc import Callable
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.collectors.probe_messages import ProbeDecoder
 from neurondesk.collectors.workload import RawOutput, RawProbe, RawRelayStatus, relay_event
-from neurondesk.core import events as ev
-from neurondesk.core.disk import DiskSample, DiskWarnings, output_notice
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.disk import DiskSample, DiskWarnings, output_notice
+from neurondesk.core.reduce.state import RunState
 from neurondesk.store.rundir import RunPaths
 
 STDERR_TAIL = 30

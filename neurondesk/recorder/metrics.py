@@ -6,7 +6,7 @@ pump loop, or a viewer's poll loop). That thread calls ``Snapshotter.take()`` be
 the HTTP server's threads only read the last published snapshot (metrics_http.RunCollector). A
 scrape never touches the RunState, so it can neither race the reducer nor mutate anything.
 
-The figures (rates, cost, MFU ...) are core's (core/figures.py), read, never recomputed. Counters
+The figures (rates, cost, MFU ...) are core's (core/figures/run_figures.py), read, never recomputed. Counters
 that RunState does not total (samples, tokens over every step) are summed here as the steps pass
 through ``state.history``; the snapshotter keeps that running total, so counters only go up. Replayed runs shift their recorded times by ``time_offset`` so that timestamps look live.
 """
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from neurondesk.core.figures import RunFigures, run_figures
-from neurondesk.core.job import JobIdentity
-from neurondesk.core.node_health import NodeHealth
-from neurondesk.core.state import RunState, StepRecord
+from neurondesk.core.events.job_identity import JobIdentity
+from neurondesk.core.figures.run_figures import RunFigures, run_figures
+from neurondesk.core.node.node_health import NodeHealth
+from neurondesk.core.reduce.state import RunState, StepRecord
 from neurondesk.recorder.metrics_job import JobSeries, job_series
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
@@ -89,8 +89,8 @@ class Snapshot:
     started_t: float | None = None
     finished: bool = False
     disks: tuple[DiskFigures, ...] = ()  # the run folder's and the compile cache's filesystems
-    output_not_stored_bytes: int = 0  # of the workload's output (core/disk.py)
-    job: JobIdentity | None = None  # node rank, nodes, world size ... (core/job.py)
+    output_not_stored_bytes: int = 0  # of the workload's output (core/node/disk.py)
+    job: JobIdentity | None = None  # node rank, nodes, world size ... (core/events/job_identity.py)
     job_series: JobSeries | None = None  # the series of a job of many nodes (metrics_job.py)
     health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (metrics_health.py)
 
@@ -104,7 +104,7 @@ class Snapshotter:
 
     def __init__(self, job_id: str | None = None, node: str | None = None, time_offset: float = 0.0) -> None:
         """``job_id`` / ``node``: given by the viewer (``--job``/``--node`` of attach, replay); None: the run's
-        own identity, as its journal has it (core/job.py: --job/--node of the run, then the launchers')."""
+        own identity, as its journal has it (core/events/job_identity.py: --job/--node of the run, then the launchers')."""
         self.job_id, self.node, self.time_offset = job_id, node, time_offset
         self._last_step: StepRecord | None = None
         self._samples = 0
@@ -126,7 +126,7 @@ class Snapshotter:
             self._tokens += (rec.tokens or 0) * world
         if history:
             self._last_step = history[-1]
-        times = state.steady_times  # a bounded sketch (core/sketch.py): counts by bound, to 0.5%
+        times = state.steady_times  # a bounded sketch (core/reduce/sketch.py): counts by bound, to 0.5%
         if len(times) != self._steady_seen:
             below = [times.count_at_most(bound) for bound in STEP_BUCKETS]
             self._cumulative = [*below, len(times)]

@@ -1,4 +1,4 @@
-"""The node's health counters as Prometheus series (core/node_health.py names and words them): one
+"""The node's health counters as Prometheus series (core/node/node_health.py names and words them): one
 counter per kind, summed over the node's devices, labelled like every series (job_id, node, run_id).
 The counts are the devices' own (since the device or the daemon started), so a job view takes
 ``increase(...[1m])`` of them (core/node_health.increase_query); a counter not reported by any
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from neurondesk.core.node_health import COUNTERS, HELP
+from neurondesk.core.node.node_health import COUNTERS, HELP
 
 LABELS = ("job_id", "node", "run_id")
 

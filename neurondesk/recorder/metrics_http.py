@@ -24,8 +24,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from neurondesk.core.figures import FIGURES
-from neurondesk.core.state import RunState
+from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.metrics import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
 from neurondesk.recorder.metrics_health import health_families
 from neurondesk.recorder.metrics_job import job_families

@@ -1,4 +1,4 @@
-"""The series a job of many nodes is assembled from (core/job_view.py reads them back through
+"""The series a job of many nodes is assembled from (core/job/job_view.py reads them back through
 Prometheus): who this node is in the job, each rank's steps and last step, the compile in progress
 (which graph, and what the cache said of the finished ones), how the run ended, and the collective
 its ranks are blocked in (Flight Recorder, read at a hang: recorder/flight_desk.py): one info series
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
-from neurondesk.core.flight_recorder import BlockedCollective, blocked_now
-from neurondesk.core.run_end import RunEnd, first_failure
-from neurondesk.core.state import RunState
+from neurondesk.core.findings.run_end import RunEnd, first_failure
+from neurondesk.core.node.flight_recorder import BlockedCollective, blocked_now
+from neurondesk.core.reduce.state import RunState
 
 LABELS = ("job_id", "node", "run_id")
 
@@ -41,7 +41,7 @@ def job_series(state: RunState, offset: float, compiling: bool) -> JobSeries:
 def job_families(s, ids: list[str]) -> Iterator[Metric]:
     """``s``: a recorder/metrics.Snapshot."""
     job = s.job
-    info = InfoMetricFamily("neurondesk_job", "Who this node is in its job (core/job.py)", labels=LABELS)
+    info = InfoMetricFamily("neurondesk_job", "Who this node is in its job (core/events/job_identity.py)", labels=LABELS)
     if job is not None:
         info.add_metric(ids, {"node_rank": _text(job.node_rank), "nodes": _text(job.nodes),
                               "world_size": _text(job.world_size), "local_world_size": _text(job.local_world_size),

@@ -1,4 +1,4 @@
-"""Memory that creeps as Prometheus series (core/memory_creep.py computes it; read from the snapshot's
+"""Memory that creeps as Prometheus series (core/findings/memory_creep.py computes it; read from the snapshot's
 RunFigures, as summary.json's ``memory_creep``): per creeping series, its pace and, where its limit
 is known, the time until it is reached, so an alert rule can say "a rank runs out within 2 h"
 (``neurondesk_memory_creep_seconds_to_limit < 7200``). Base units (bytes, seconds), as Prometheus

@@ -1,4 +1,4 @@
-"""The recorder's alerts: core/alert_rules.py's rules, polled from the recorder loop, each alert
+"""The recorder's alerts: core/rules/alert_rules.py's rules, polled from the recorder loop, each alert
 journaled as a notice (``source="alert"``; a viewer with ``--notify`` rings the terminal for it) and
 sent to ``--notify-url`` by the webhook sender's own thread. ``--budget-stop`` stops the workload
 at 100% of the budget, as the console's `s` does.
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import msgspec
 
-from neurondesk.core import events as ev
-from neurondesk.core.alert_rules import Alert, AlertRules, AlertSettings
-from neurondesk.core.checks import evaluate
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.rules.alert_rules import Alert, AlertRules, AlertSettings
+from neurondesk.core.rules.checks import evaluate
 from neurondesk.recorder.flight_desk import Reading, say_hang_with_flight
 from neurondesk.recorder.notify_webhook import WebhookSender
 from neurondesk.recorder.options import RunOptions

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from neurondesk.core.alert_rules import Alert
+from neurondesk.core.rules.alert_rules import Alert
 
 TIMEOUT_S = 5.0
 RETRIES = 3  # after the first try

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from neurondesk.core.checks import Thresholds
+from neurondesk.core.rules.checks import Thresholds
 
 
 @dataclass
@@ -31,10 +31,10 @@ class RunOptions:
     graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
     neuron_profile: bool = False  # capture a Neuron Explorer profile into the run folder
     metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
-    job_id: str | None = None  # --job (None: the launcher's, core/job.py)
+    job_id: str | None = None  # --job (None: the launcher's, core/events/job_identity.py)
     node: str | None = None  # --node (None: SLURMD_NODENAME, else the host name)
     metrics_grace_s: float = 60.0  # --metrics-grace: the final figures served this long after the run
-    budget_usd: float | None = None  # --budget-usd: warn at 80%, alert at 100% (core/budget.py)
+    budget_usd: float | None = None  # --budget-usd: warn at 80%, alert at 100% (core/figures/budget.py)
     budget_stop: bool = False  # --budget-stop: at 100% stop the workload as the console's `s` does
     hang_after_s: float | None = None  # --hang-after: no step this long (nothing compiling) is a hang
     notify: bool = False  # --notify: every alert journaled as a notice, for the viewer's bell

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.store.index import RunIndex, RunIndexBusy
 
 FINISH_INDEX_PATIENCE_S = 2.0

@@ -28,10 +28,10 @@ from neurondesk.collectors.workload import (
     WorkloadProcess,
     user_debug_notice,
 )
-from neurondesk.core import events as ev
-from neurondesk.core.job import launch_env
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.job_identity import launch_env
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
 from neurondesk.recorder.flight_desk import flight_reading
 from neurondesk.recorder.intake import Intake

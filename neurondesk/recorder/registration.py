@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.store.live_registry import Registration, RegistryRefused, folder_now, register, registry_dir
 from neurondesk.store.liveness import RecorderLock
 

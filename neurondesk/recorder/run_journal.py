@@ -9,8 +9,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.checkpointing import Checkpointer
 from neurondesk.recorder.disk_full import DiskFullFallback
 from neurondesk.store.journal import JournalError, JournalWriter

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.options import RunOptions
 from neurondesk.reports.summary_writer import to_json, to_markdown
 from neurondesk.sinks.base import SinkError, SinkRunner
@@ -23,8 +23,8 @@ CLOSE_WAIT_S = 20.0  # at the end of the run, all sinks together
 
 
 def report_html(state: RunState, run_dir: Path) -> str:
-    from neurondesk.core.series import chart_line
-    from neurondesk.core.summary import run_summary
+    from neurondesk.core.figures.series import chart_line
+    from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.html_report import ReportRun, render
 
     run = ReportRun(run_summary(state), chart_line(state.parts.steps, points=600)[0], list(state.loss_history),

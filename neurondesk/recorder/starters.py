@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.collectors.telemetry import Telemetry
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
 

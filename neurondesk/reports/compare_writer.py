@@ -1,4 +1,4 @@
-"""Render a comparison (core/compare.py) as Markdown, JSON or CSV. Nothing is computed here."""
+"""Render a comparison (core/rules/compare.py) as Markdown, JSON or CSV. Nothing is computed here."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def ellipsize_left(text: str, width: int) -> str:
 
 
 def value_text(x, kind: str) -> str:
-    """A figure as a report shows it, by its kind (core/figures.py FigureInfo.kind, compare's rows)."""
+    """A figure as a report shows it, by its kind (core/figures/run_figures.py FigureInfo.kind, compare's rows)."""
     if x is None:
         return NONE
     if isinstance(x, float) and not math.isfinite(x):

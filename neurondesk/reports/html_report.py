@@ -3,9 +3,9 @@ and SVG, nothing fetched: a CI artifact or an e-mail attachment) of one run or s
 summary, the advice, where the time and the money went, step-time and loss charts, the compile
 table, the ranks, and for several runs the compare table with its warnings.
 
-Every figure is the summary's (core/summary.py, read through its structs; the table rows are
-summary.md's own, reports/summary_writer.report_rows) or the comparison's (core/compare.py); the
-charts draw core's step-time line (core/series.py) and the loss the run printed. Every text from
+Every figure is the summary's (core/summary/build.py, read through its structs; the table rows are
+summary.md's own, reports/summary_writer.report_rows) or the comparison's (core/rules/compare.py); the
+charts draw core's step-time line (core/figures/series.py) and the loss the run printed. Every text from
 the run (commands, locations, notices) is HTML-escaped.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from neurondesk.core.series import StepTimeLine
-from neurondesk.core.summary_types import Summary
+from neurondesk.core.figures.series import StepTimeLine
+from neurondesk.core.summary.types import Summary
 from neurondesk.reports import fmt
 from neurondesk.reports.compare_writer import cell_text
 from neurondesk.reports.html_svg import COLORS, Chart, Line, line_chart, stacked_bar
@@ -93,7 +93,7 @@ def _kpis(i: int, s: Summary) -> str:
 
 
 def _crash(i: int, s: Summary) -> str:
-    """How the run died (core/crash.py): the finding, what to try, the memory at the end, the line that told."""
+    """How the run died (core/findings/crash.py): the finding, what to try, the memory at the end, the line that told."""
     c = s.crash
     if c is None:
         return ""
@@ -104,7 +104,7 @@ def _crash(i: int, s: Summary) -> str:
 
 
 def _creep(i: int, s: Summary) -> str:
-    """Memory that creeps (core/memory_creep.py): each leak in words, with the line lint found."""
+    """Memory that creeps (core/findings/memory_creep.py): each leak in words, with the line lint found."""
     c = s.memory_creep
     if c is None:
         return ""

@@ -1,10 +1,10 @@
 """`neurondesk job report DIR... -o job.html`: the run report (reports/html_report.py) of a job of many
 nodes: first the job (its figures, its findings, a row per node and per rank), then each node's run as
-the run report draws it. Every figure is the job summary's (core/job_summary.py) or the node's."""
+the run report draws it. Every figure is the job summary's (core/job/job_summary.py) or the node's."""
 
 from __future__ import annotations
 
-from neurondesk.core.job_summary import JobSummary
+from neurondesk.core.job.job_summary import JobSummary
 from neurondesk.reports import fmt
 from neurondesk.reports.html_report import ReportRun, _table, e, render
 from neurondesk.reports.job_summary_text import NODE_HEAD, findings, node_rows

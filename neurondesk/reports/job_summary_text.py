@@ -1,11 +1,11 @@
-"""A job summary (core/job_summary.py) in words: the findings, worst first, then a row per node.
+"""A job summary (core/job/job_summary.py) in words: the findings, worst first, then a row per node.
 The same words as the live job view (reports/job_text.py) where they say the same thing."""
 
 from __future__ import annotations
 
 import json
 
-from neurondesk.core.job_summary import JobSummary
+from neurondesk.core.job.job_summary import JobSummary
 from neurondesk.reports.fmt import ms, num, pct, secs, usd
 from neurondesk.reports.job_text import figures_words, slow_words
 from neurondesk.reports.safe_text import clean

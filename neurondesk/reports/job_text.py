@@ -1,4 +1,4 @@
-"""A job of many nodes in words and as JSON (core/job_view.py's JobView): fleet's screen, `fleet --once`,
+"""A job of many nodes in words and as JSON (core/job/job_view.py's JobView): fleet's screen, `fleet --once`,
 and a console given `--prometheus` all say the same lines."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from neurondesk.core.fleet import FleetRow
-from neurondesk.core.job_figures import JobFigures
-from neurondesk.core.job_view import JobView
+from neurondesk.core.job.fleet import FleetRow
+from neurondesk.core.job.job_figures import JobFigures
+from neurondesk.core.job.job_view import JobView
 from neurondesk.reports.fmt import clock, num, pct, secs, usd
 
 
@@ -98,7 +98,7 @@ def figures_words(f: JobFigures, ranks: int) -> str:
 
 
 def step_verdicts(v: JobView) -> dict[str, str]:
-    """What bounds each reporting node's steady step (core/phases.py's verdict), by node."""
+    """What bounds each reporting node's steady step (core/figures/phases.py's verdict), by node."""
     return {r.node: r.step_verdict for r in v.nodes if r.step_verdict and not r.stale}
 
 

@@ -17,8 +17,8 @@ import json
 from collections.abc import Iterable
 from typing import TextIO
 
-from neurondesk.core import events as ev
-from neurondesk.core.job_summary import JobSummary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.job.job_summary import JobSummary
 from neurondesk.reports.trace_export import JOB_PID, TID_COMPILES, TID_EVAL, TID_STEPS, TraceWriter
 from neurondesk.reports.trace_parts import ExportRange, ExportStats
 

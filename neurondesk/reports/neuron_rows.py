@@ -1,4 +1,4 @@
-"""summary.md's rows for summary.json's ``neuron`` section (core/neuron_summary.py): memory peaks
+"""summary.md's rows for summary.json's ``neuron`` section (core/summary/neuron_summary.py): memory peaks
 per category, the HBM headroom, the runtime's allocation logs, a Neuron Explorer capture and the
 TorchNeuron compile split. Text only, from the summary's values."""
 

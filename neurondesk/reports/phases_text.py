@@ -1,12 +1,12 @@
 """The "Step phases" section of summary.md and of the HTML report: the steady step split into its
-phases (summary.json's ``step_phases``, core/phases.py's), the verdict's words, and with many ranks
+phases (summary.json's ``step_phases``, core/figures/phases.py's), the verdict's words, and with many ranks
 each rank's verdict. Rendered only: every second, share and word is core's."""
 
 from __future__ import annotations
 
 import html
 
-from neurondesk.core.phases import LABELS, NAMES
+from neurondesk.core.figures.phases import LABELS, NAMES
 from neurondesk.reports import fmt
 from neurondesk.reports.html_svg import stacked_bar
 

@@ -1,4 +1,4 @@
-"""Render a summary (core/summary_types.py, as its JSON-shaped dict) as JSON, Markdown or CSV. No
+"""Render a summary (core/summary/types.py, as its JSON-shaped dict) as JSON, Markdown or CSV. No
 figure is computed here: the rows show core's values."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import shlex
 
 import msgspec
 
-from neurondesk.core.budget import BudgetFigures
-from neurondesk.core.figures import FIGURES
+from neurondesk.core.figures.budget import BudgetFigures
+from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.reports import fmt
 from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
 from neurondesk.reports.phases_text import phases_markdown
@@ -66,8 +66,8 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         # rounding twice could show $0.0595 where every other output shows $0.0596
         return figures[name] if name in figures else cost[name]
 
-    crash = s.get("crash")  # how it died (core/crash.py): a row only for a run that died
-    creep = s.get("memory_creep")  # memory that creeps (core/memory_creep.py): a row only when some does
+    crash = s.get("crash")  # how it died (core/findings/crash.py): a row only for a run that died
+    creep = s.get("memory_creep")  # memory that creeps (core/findings/memory_creep.py): a row only when some does
     return [
         ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
@@ -211,7 +211,7 @@ def _ranks_markdown(s: dict) -> list[str]:
 
 
 def crash_markdown(crash: dict | None) -> list[str]:
-    """summary.md's account of a death (core/crash.py): the finding, what to try, the memory, the evidence."""
+    """summary.md's account of a death (core/findings/crash.py): the finding, what to try, the memory, the evidence."""
     if not crash:
         return []
     lines = ["", "## How it died", "", f"**{crash['kind']}**: {crash['finding']}", "", f"- try: {crash['try_next']}"]
@@ -222,7 +222,7 @@ def crash_markdown(crash: dict | None) -> list[str]:
 
 
 def creep_markdown(creep: dict | None) -> list[str]:
-    """summary.md's memory that creeps (core/memory_creep.py): each leak in words (with the line lint
+    """summary.md's memory that creeps (core/findings/memory_creep.py): each leak in words (with the line lint
     found, where `neurondesk summary` asked it)."""
     if not creep:
         return []

@@ -28,10 +28,10 @@ import math
 from collections.abc import Iterable
 from typing import TextIO
 
-from neurondesk.core import events as ev
-from neurondesk.core.cost import cost_so_far
-from neurondesk.core.device_events import HostSample, NeuronSample
-from neurondesk.core.phases import LABELS, step_parts
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.device_events import HostSample, NeuronSample
+from neurondesk.core.figures.cost import cost_so_far
+from neurondesk.core.figures.phases import LABELS, step_parts
 from neurondesk.reports.trace_parts import CLAMP_S, ExportRange, ExportStats, Lanes, StepBucket, finite
 
 __all__ = ["CLAMP_S", "MAX_COUNTER_POINTS", "MAX_STEP_EVENTS", "ExportRange", "ExportStats", "TraceWriter", "write_trace"]
@@ -185,7 +185,7 @@ class TraceWriter:
                 "presync_ms": None if e.presync_s is None else round(e.presync_s * 1e3, 3),
                 "compiles": e.compiles, "executions": e.executions}
         # the wait for the batch opens the step: a child span; then the step's phases where the probe
-        # timed them (core/phases.py: their seconds exact, laid out in a step's usual order; other: the gaps)
+        # timed them (core/figures/phases.py: their seconds exact, laid out in a step's usual order; other: the gaps)
         parts = step_parts(e.duration_s, e.data_wait_s, e.phases_s, e.executions is not None, self.state.device_kind)
         children = [(PHASE_NAMES.get(p.name, p.name), p.seconds) for p in parts if p.name != "other" and p.seconds > 0]
         if not parts and e.data_wait_s > 0:

@@ -1,6 +1,6 @@
 """What a sink is fed: frames of the run's figures, taken by the thread that owns the state. Pure.
 
-A ``Frame`` is immutable and holds core's ``RunFigures`` (core/figures.py, read, never recomputed)
+A ``Frame`` is immutable and holds core's ``RunFigures`` (core/figures/run_figures.py, read, never recomputed)
 plus what the run has seen at that moment (the last loss, a compile in progress, the compiles ended
 since the previous frame). ``FrameTaker.take()`` is called by the state's thread between two
 ``apply()``s (the recorder's loop, or an export's replay); the sink's thread only reads frames.
@@ -15,8 +15,8 @@ import math
 
 import msgspec
 
-from neurondesk.core.figures import FIGURES, RunFigures, run_figures
-from neurondesk.core.state import RunState
+from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.reduce.state import RunState
 
 PREFIX = "neurondesk/"
 # (name, RunFigures field): counts and totals that are figures too, beside FIGURES' rates

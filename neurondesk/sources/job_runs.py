@@ -1,4 +1,4 @@
-"""The run folders of one job, gathered and reduced for the job summary (core/job_summary.py).
+"""The run folders of one job, gathered and reduced for the job summary (core/job/job_summary.py).
 
 Each argument is a run folder (holding events.jsonl) or a folder of run folders (the nodes' folders
 copied to one place, or a job's folder on shared storage: its direct children are looked at). Every run
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondesk.core.job_summary import NodeRun
-from neurondesk.core.run_end import first_failure
-from neurondesk.core.summary import run_summary
+from neurondesk.core.findings.run_end import first_failure
+from neurondesk.core.job.job_summary import NodeRun
+from neurondesk.core.summary.build import run_summary
 from neurondesk.sources.replay import state_from_run_dir
 from neurondesk.store.rundir import EVENTS_FILE
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.sources.resume import resume
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream

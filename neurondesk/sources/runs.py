@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from neurondesk.core.cost import cost_so_far
-from neurondesk.core.summary import build_summary
+from neurondesk.core.figures.cost import cost_so_far
+from neurondesk.core.summary.build import build_summary
 from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle, unindexed_rows
 from neurondesk.sources.replay import state_from_run_dir
 from neurondesk.sources.resume import listing

@@ -3,13 +3,13 @@
 Per rank, in parallel: ``py-spy dump --json`` where py-spy is installed and allowed (it needs
 ptrace: root, or kernel.yama.ptrace_scope 0, or CAP_SYS_PTRACE), else the dump the probe's
 faulthandler writes on SIGUSR2 into the run's private folder (collectors/stacks.py). Nothing is
-ever written into the workload's streams. core/stacks.py reads the dumps and says which rank
+ever written into the workload's streams. core/node/stacks.py reads the dumps and says which rank
 stands somewhere else than the others.
 
 Before them, where the ranks run with PyTorch's Flight Recorder on (their hellos say its variables, a
 probe serves its dump, or torch's watchdog left dump files): each rank's dump, read on request
 (collectors/flight_recorder.py), says which collective it is blocked in and which rank never
-entered it (core/flight_recorder.py); where it is off, a line says how to turn it on.
+entered it (core/node/flight_recorder.py); where it is off, a line says how to turn it on.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from neurondesk.collectors.flight_recorder import NodeDumps, answers, node_dumps
 from neurondesk.collectors.stacks import request_stacks
-from neurondesk.core.flight_recorder import ENABLE_HINT, enabled, flight_env, rank_lines
-from neurondesk.core.stacks import RankStacks, parse_faulthandler, parse_py_spy
+from neurondesk.core.node.flight_recorder import ENABLE_HINT, enabled, flight_env, rank_lines
+from neurondesk.core.node.stacks import RankStacks, parse_faulthandler, parse_py_spy
 from neurondesk.sources.replay import state_from_run_dir
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
 
@@ -150,7 +150,7 @@ def stacks_text(ranks: list[RankStacks]) -> str:
 def stacks_report(run_dir: Path, use_py_spy: bool = True) -> tuple[str, str]:
     """(the Flight Recorder's lines, every rank's stacks and the verdict line; the verdict): what
     `neurondesk stacks` prints and the console's `k` saves."""
-    from neurondesk.core.stacks import verdict
+    from neurondesk.core.node.stacks import verdict
 
     live = live_run(Path(run_dir))
     flight = gather_flight(run_dir, live)  # first: the stacks' signals do not disturb the dumps

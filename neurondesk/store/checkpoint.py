@@ -33,7 +33,7 @@ from pathlib import Path
 import zstandard
 
 import neurondesk.core as core_pkg
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.store import journal_segments as seg
 from neurondesk.store.input_files import open_regular
 

@@ -193,7 +193,7 @@ def find_fallback(run_dir: Path, run_id: str | None = None) -> Path | None:
 
 def journal_run_id(run_dir: Path) -> str | None:
     """The run id of the journal's first event (its run_started), None when there is none to read."""
-    from neurondesk.core.events import RunStarted
+    from neurondesk.core.events.run_events import RunStarted
     from neurondesk.store.journal import JournalError, iter_journal
 
     try:

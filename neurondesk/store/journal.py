@@ -5,7 +5,7 @@ failed write (disk full) exactly the bytes not yet on disk stay in memory and a 
 continues where the last one stopped: no event is lost and none is written twice. Reading is
 tolerant: a torn last line (killed mid-write), a malformed line, an unknown kind or a field of
 the wrong type is reported with its line number and skipped. Lines are encoded and decoded by
-``core/codec.py`` (every kind is known there, whatever else was imported).
+``core/events/codec.py`` (every kind is known there, whatever else was imported).
 
 Segments (store/journal_segments.py): past ``segment_bytes`` the writer closes the live file into a
 numbered segment, compressed with zstd, and goes on in a new ``events.jsonl``; readers take the
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Self
 
-from neurondesk.core.codec import decode_event_line, encode_event
-from neurondesk.core.events import Event
+from neurondesk.core.events.codec import decode_event_line, encode_event
+from neurondesk.core.events.run_events import Event
 from neurondesk.store import journal_segments as seg
 from neurondesk.store.input_files import bounded_lines, open_regular_stream
 from neurondesk.store.own_files import FileId, NotOurFile, create_new, reopen_same

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from neurondesk.core.codec import decode_event_line
+from neurondesk.core.events.codec import decode_event_line
 from neurondesk.store import journal_segments as seg
 from neurondesk.store.journal import MAX_LINE, JournalProblem
 

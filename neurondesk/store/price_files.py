@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from neurondesk.core.prices import (
+from neurondesk.core.node.prices import (
     PriceTable,
     PriceTableError,
     bundled_price_table,

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from neurondesk.core.summary_types import load_summary
+from neurondesk.core.summary.types import load_summary
 from neurondesk.store.input_files import read_regular
 from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
 
@@ -52,7 +52,7 @@ def atomic_writer(path: Path) -> Iterator[TextIO]:
 
 def read_summary(run_dir: Path | str) -> dict | None:
     """A run folder's summary.json (a regular file of at most MAX_SUMMARY_BYTES, never through a
-    symlink), read by the contract (core/summary_types.py: any version neurondesk wrote) and given
+    symlink), read by the contract (core/summary/types.py: any version neurondesk wrote) and given
     in its JSON-shaped form; None when there is none. OSError, or a ValueError (SummaryError) that
     says what is wrong with it, for a reader that says why."""
     path = Path(run_dir) / SUMMARY_JSON

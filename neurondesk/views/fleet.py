@@ -16,8 +16,8 @@ from textual.app import App, ComposeResult
 from textual.containers import ScrollableContainer
 from textual.widgets import Footer, Static
 
-from neurondesk.core.fleet import FleetRead, FleetRow, FleetTotals, fleet_totals
-from neurondesk.core.job_view import job_view, pick_job
+from neurondesk.core.job.fleet import FleetRead, FleetRow, FleetTotals, fleet_totals
+from neurondesk.core.job.job_view import job_view, pick_job
 from neurondesk.reports.fmt import NONE, num, pct, secs, usd
 from neurondesk.reports.job_text import job_json, job_lines
 
@@ -59,7 +59,7 @@ def table_lines(rows: list[FleetRow], now: float) -> list[str]:
 
 
 def read_job_lines(read: FleetRead, job: str | None) -> list[str]:
-    """The job's lines (core/job_view.py), for the job asked for or the one with most nodes."""
+    """The job's lines (core/job/job_view.py), for the job asked for or the one with most nodes."""
     chosen = pick_job(read, job)
     return [] if chosen is None else job_lines(job_view(read, chosen))
 

@@ -1,5 +1,5 @@
 """Headless view: the workload's own output passes through, one status line on stderr, the
-summary table on stdout at the end. It renders core's figures (core/figures.py); it computes
+summary table on stdout at the end. It renders core's figures (core/figures/run_figures.py); it computes
 nothing itself."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import signal
 import sys
 import time
 
-from neurondesk.core.figures import FIGURES, run_figures
-from neurondesk.core.phases import short_verdict
-from neurondesk.core.state import RunState
-from neurondesk.core.summary import build_summary
+from neurondesk.core.figures.phases import short_verdict
+from neurondesk.core.figures.run_figures import FIGURES, run_figures
+from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import build_summary
 from neurondesk.lint.locate import annotate_memory
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean, clean_lines
@@ -57,7 +57,7 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
     f = run_figures(state, now)
     step = f"step {f.steps}" + (f"/{f.steps_requested}" if f.steps_requested else "")
     parts = [f"neurondesk: {words}", step]
-    if f.crash is not None:  # how it died (core/crash.py); the finding whole is among the final lines
+    if f.crash is not None:  # how it died (core/findings/crash.py); the finding whole is among the final lines
         parts.insert(1, f"died: {f.crash.kind}" + (f" (rank {f.crash.rank})" if f.crash.rank is not None else ""))
     sps = f.samples_per_s
     parts.append(f"{sps:,.1f} samples/s steady" if sps is not None else "steady: not yet")
@@ -72,9 +72,9 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
         if found:
             parts.append(f"straggler: {found[0].words()}")
     verdict = short_verdict(f.step_phases) if f.step_phases is not None else None
-    if verdict:  # what bounds the steady step (core/phases.py); its words whole are among the final lines
+    if verdict:  # what bounds the steady step (core/figures/phases.py); its words whole are among the final lines
         parts.append(verdict)
-    if f.memory_creep is not None:  # a trend over the steady steps (core/memory_creep.py)
+    if f.memory_creep is not None:  # a trend over the steady steps (core/findings/memory_creep.py)
         parts.append(f.memory_creep.short)
     parts += state.parts.disk.status_words()  # a disk that fills soon, output not stored
     parts.append(fmt.clock(f.elapsed_s))
@@ -202,7 +202,7 @@ class HeadlessPrinter:
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
         said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
-        crash = summary.get("crash")  # how it died (core/crash.py): first, before the details
+        crash = summary.get("crash")  # how it died (core/findings/crash.py): first, before the details
         said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
         phases = summary.get("step_phases") or {}
         said += [phases["words"]] if phases.get("words") else []  # the verdict with its next step to try

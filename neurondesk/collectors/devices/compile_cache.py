@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.collectors.devices import human_bytes
-from neurondesk.core.device_events import CacheScan
+from neurondesk.core.events.device_events import CacheScan
 
 DEFAULT_CACHE_DIR = "/var/tmp/neuron-compile-cache"
 STATES = ("done", "failed", "locked", "empty")

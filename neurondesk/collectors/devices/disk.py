@@ -1,7 +1,7 @@
 """Free space of the filesystems a run writes to: the run folder's and the Neuron compile cache's
 (where compile_cache.locate_cache finds it: --cache_dir in NEURON_CC_FLAGS, a file://
 NEURON_COMPILE_CACHE_URL, else the default folder). One statvfs per path; two paths on one
-filesystem give one reading that holds both. The figures (growth, forecast) are core/disk.py's."""
+filesystem give one reading that holds both. The figures (growth, forecast) are core/node/disk.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from neurondesk.collectors.devices.compile_cache import locate_cache
-from neurondesk.core.disk import DiskSample, FsReading
+from neurondesk.core.node.disk import DiskSample, FsReading
 
 
 def disk_locations(run_dir: Path | str, env: Mapping[str, str] | None = None) -> dict[str, str]:

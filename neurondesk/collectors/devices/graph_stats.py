@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from neurondesk.core.device_events import NeuronGraphStat
+from neurondesk.core.events.device_events import NeuronGraphStat
 from neurondesk.store.input_files import open_regular_stream
 from neurondesk.store.rundir import NEURON_METRICS_DIR
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from neurondesk.core.device_events import CompilerProcess, HostSample, ProcessInfo, ProcessTreeSample
+from neurondesk.core.events.device_events import CompilerProcess, HostSample, ProcessInfo, ProcessTreeSample
 
 LAUNCHER_MARKERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
 # How multiprocessing starts a worker: spawn/forkserver put these in the child's command line;

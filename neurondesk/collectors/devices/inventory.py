@@ -16,7 +16,7 @@ from neurondesk.collectors.devices.neuron_ls import (
     run_neuron_ls,
 )
 from neurondesk.collectors.devices.nvml import read_gpus
-from neurondesk.core.device_events import DeviceInventory
+from neurondesk.core.events.device_events import DeviceInventory
 
 
 def collect_inventory(

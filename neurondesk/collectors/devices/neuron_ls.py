@@ -28,7 +28,7 @@ from neurondesk.collectors.devices.neuron_ls_json import (
     parse_json,
     parse_memory,
 )
-from neurondesk.core.device_events import NeuronDevice, NeuronInventory, NeuronProcess
+from neurondesk.core.events.device_events import NeuronDevice, NeuronInventory, NeuronProcess
 from neurondesk.store.input_files import InputRefused, open_regular
 
 # the records live in core (DeviceInventory.neuron carries them); re-exported here with the JSON readers

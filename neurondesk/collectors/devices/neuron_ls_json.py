@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from neurondesk.core.device_events import NeuronDevice, NeuronInventory, NeuronProcess
+from neurondesk.core.events.device_events import NeuronDevice, NeuronInventory, NeuronProcess
 
 
 class NeuronLsError(ValueError):

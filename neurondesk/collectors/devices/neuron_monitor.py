@@ -20,14 +20,14 @@ from typing import Any
 from neurondesk.collectors.devices import NEURON_BIN_DIR, find_neuron_tool
 from neurondesk.collectors.devices.neuron_ls import as_int
 from neurondesk.collectors.devices.supervisor import RestartingProcess
-from neurondesk.core.device_events import (
+from neurondesk.core.events.device_events import (
     LoadedModel,
     NeuronCoreSample,
     NeuronHardware,
     NeuronRuntimeSample,
     NeuronSample,
 )
-from neurondesk.core.events import Event, Notice, ParseProblem
+from neurondesk.core.events.run_events import Event, Notice, ParseProblem
 
 SOURCE = "neuron-monitor"
 RUNTIME_METRICS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats")

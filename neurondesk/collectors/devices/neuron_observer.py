@@ -20,8 +20,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from neurondesk.core.device_events import NeuronCoreSample, NeuronSample
-from neurondesk.core.node_health import OBSERVER_SOURCE
+from neurondesk.core.events.device_events import NeuronCoreSample, NeuronSample
+from neurondesk.core.node.node_health import OBSERVER_SOURCE
 
 SCOPES = ("device", "core", "vcpu", "efa", "system")
 STRATEGIES = ("sum", "avg", "max", "min", "p50", "p90", "p99")

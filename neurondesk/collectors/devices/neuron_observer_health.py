@@ -23,8 +23,8 @@ from neurondesk.collectors.devices.neuron_observer import (
     ObserverSampler,
     to_sample,
 )
-from neurondesk.core.device_events import NeuronSample, NodeHealthSample
-from neurondesk.core.node_health import ECC_KEYS
+from neurondesk.core.events.device_events import NeuronSample, NodeHealthSample
+from neurondesk.core.node.node_health import ECC_KEYS
 
 EFA_RETRANSMITS = ("retrans_pkts",)
 EFA_ERRORS = ("retrans_timeout_events", "impaired_remote_conn_events", "unresponsive_remote_events",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
-from neurondesk.core.device_events import GpuProcess, GpuReading, GpuSample
+from neurondesk.core.events.device_events import GpuProcess, GpuReading, GpuSample
 
 _NOT_AVAILABLE_64 = 2**63  # NVML's "value not available" is 2**64-1
 

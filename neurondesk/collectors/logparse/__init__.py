@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from neurondesk.core.events import Event, OutputLine, ParseProblem
+from neurondesk.core.events.run_events import Event, OutputLine, ParseProblem
 
 from ._common import TAG_RANK, clip
 from .metrics_report import MetricsReport, parse_metrics_report

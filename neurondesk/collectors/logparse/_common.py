@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from neurondesk.core.events import Event
+from neurondesk.core.events.run_events import Event
 
 Out = list[Event]  # sub-parsers append the events a line produced here
 

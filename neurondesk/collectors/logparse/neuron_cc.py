@@ -10,7 +10,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-from neurondesk.core.events import CompileFinished, CompileStarted, LogError, Notice
+from neurondesk.core.events.run_events import CompileFinished, CompileStarted, LogError, Notice
 
 from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip, small_int
 from .neuron_faults import fault_of

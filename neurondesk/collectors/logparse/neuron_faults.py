@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from neurondesk.core.device_events import NeuronFault
+from neurondesk.core.events.device_events import NeuronFault
 
 from ._common import clip, small_int
 

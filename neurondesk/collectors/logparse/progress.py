@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from neurondesk.core.events import LossReported, ParseProblem, ThroughputReported, WorkloadConfig
+from neurondesk.core.events.run_events import LossReported, ParseProblem, ThroughputReported, WorkloadConfig
 
 from ._common import NUMBER, Out, clip
 from .rates import parse_rate

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from neurondesk.core.events import CompileFinished, CompileStarted, Notice, ParseProblem
+from neurondesk.core.events.run_events import CompileFinished, CompileStarted, Notice, ParseProblem
 
 from ._common import COMPILE, ERROR, Out, clip, is_library_path, small_int
 

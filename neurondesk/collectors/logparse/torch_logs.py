@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from neurondesk.core.events import DynamoRecompile, GraphBreak, Notice
+from neurondesk.core.events.run_events import DynamoRecompile, GraphBreak, Notice
 
 from ._common import COMPILE, Out, clip, small_int
 

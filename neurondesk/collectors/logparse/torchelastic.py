@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from neurondesk.core.events import RankExited
+from neurondesk.core.events.run_events import RankExited
 
 from ._common import ERROR, Out
 

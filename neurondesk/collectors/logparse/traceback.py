@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from neurondesk.core.events import LogError
+from neurondesk.core.events.run_events import LogError
 
 from ._common import ERROR, ERROR_CODE, Out, clip, is_library_path
 from .neuron_cc import runtime_code

@@ -1,4 +1,4 @@
-"""The focused reducers RunState is composed of (see core/state.py).
+"""The focused reducers RunState is composed of (see core/reduce/state.py).
 
 Each one owns its slice of the state and the handlers for the kinds it reduces; none does I/O or
 reads the clock. They read each other only in one direction, fixed at construction:

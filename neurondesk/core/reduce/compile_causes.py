@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 
 if TYPE_CHECKING:
     from neurondesk.core.reduce.compile_record import CompileRecord

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.compile_causes import DynamoReasons
 from neurondesk.core.reduce.compile_record import CompileRecord
 from neurondesk.core.reduce.evaluation import EvalReducer

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.processes import ProcessReducer
 
 
@@ -24,7 +24,7 @@ class EvalReducer:
         self.last_step: int | None = None  # the training step the latest phase ran in
         self.spans: list[tuple[float, float]] = []  # (start, end) wall times of each phase
         # the latest progress seen outside training steps: a phase still open (its EvalProgress), or a
-        # progress line the workload printed (its own bar: ThroughputReported); core/hang.py reads it
+        # progress line the workload printed (its own bar: ThroughputReported); core/node/hang.py reads it
         self.progress_t: float | None = None
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:

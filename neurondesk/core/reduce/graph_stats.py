@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neurondesk.core import device_events as dev
+from neurondesk.core.events import device_events as dev
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
 
 JOIN_WINDOW_S = 3600.0

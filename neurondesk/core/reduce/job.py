@@ -1,11 +1,11 @@
-"""The job this run belongs to (core/job.py), from the recorder's variables and the workers' hellos."""
+"""The job this run belongs to (core/events/job_identity.py), from the recorder's variables and the workers' hellos."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from neurondesk.core import events as ev
-from neurondesk.core.job import LAUNCH_VARS, JobIdentity, identify
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.job_identity import LAUNCH_VARS, JobIdentity, identify
 
 # Variables every worker of one node must agree on; a disagreement is said, the first one kept.
 _NODE_WIDE = ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "GROUP_WORLD_SIZE", "WORLD_SIZE", "SLURM_JOB_ID")

@@ -7,7 +7,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 
 OUTPUT_KEEP = 5000  # workload output lines kept for the console's log (output_total counts all)
 # ... and at most this many characters of them: 5000 lines of 64 KiB (the bound of one line) would

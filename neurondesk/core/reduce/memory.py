@@ -2,7 +2,7 @@
 NeuronCore's device memory (neuron-monitor's categories, summed; the owner process gives the rank),
 each process's memory on each GPU (NVML: the CUDA caching allocator's pool and the context, as the
 driver sees it), and the limits they run into (the workload's cgroup, the machine's memory, a core's
-HBM share, a GPU's memory). core/memory_creep.py runs the trend test (core/memory_trend.py) on them.
+HBM share, a GPU's memory). core/findings/memory_creep.py runs the trend test (core/node/memory_trend.py) on them.
 
 A sample counts when it is taken in steady state (the last step steady, no compile open, the run not
 over): a compile's or a warm-up's memory is not a creep. Each series keeps at most MAX_POINTS samples
@@ -16,14 +16,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.memory_trend import Creep, creep
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.registry import EVENT_TYPES
+from neurondesk.core.node.memory_trend import Creep, creep
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.ranks import RankReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import StepReducer
-from neurondesk.core.registry import EVENT_TYPES
 
 MAX_POINTS = 200
 RECHECK = 5  # samples between two trend tests of a series (5 s at 1 Hz)

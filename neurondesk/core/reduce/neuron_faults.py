@@ -1,9 +1,9 @@
 """The Neuron failures the workload's output told (``NeuronFault``): kept per kind (bounded), with
-every allocation log the runtime wrote, for one diagnostic per kind (core/neuron_errors.py)."""
+every allocation log the runtime wrote, for one diagnostic per kind (core/findings/neuron_errors.py)."""
 
 from __future__ import annotations
 
-from neurondesk.core import device_events as dev
+from neurondesk.core.events import device_events as dev
 
 KEEP_PER_KIND = 50
 MEM_LOGS_KEEP = 32

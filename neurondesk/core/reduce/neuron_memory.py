@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from neurondesk.core import device_events as dev
+from neurondesk.core.events import device_events as dev
 
 DEVICE_CATEGORIES = ("tensors", "constants", "model_code", "model_shared_scratchpad", "runtime_memory")
 HOST_CATEGORIES = ("tensors", "constants", "dma_buffers")

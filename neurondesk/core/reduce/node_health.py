@@ -1,4 +1,4 @@
-"""A node's health counters over time (core/node_health.py names them): per source, the samples of
+"""A node's health counters over time (core/node/node_health.py names them): per source, the samples of
 the last minute and the one before it, so that what each counter grew by over the last minute is
 known; a counter that went down (the daemon or the driver restarted) grew by its new value, as
 Prometheus's ``increase`` takes it. neuron-monitor's ECC counters come in its NeuronSample;
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from neurondesk.core import device_events as dev
-from neurondesk.core.node_health import OBSERVER_SOURCE, WINDOW_S, NodeHealth, ecc_counters
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.node.node_health import OBSERVER_SOURCE, WINDOW_S, NodeHealth, ecc_counters
 
 KEEP = 600  # samples per source at most, whatever the rate
 

@@ -1,7 +1,7 @@
 """Step phases, per process: the sums over its steady steps of the step time, the data wait and
 the six phases the probe times (StepEnded.phases_s: h2d, forward, backward, optimizer, sync,
 collective), and the lead's recent steps for the console's stacked bars. What they mean on each
-backend, and the split a person reads, is core/phases.py's.
+backend, and the split a person reads, is core/figures/phases.py's.
 
 A step counts when it is steady (core/reduce/steps.py's rule: past the warm-up, nothing compiled in
 it) and carries phases; the sums add in step order, a batch as its steps one by one.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.ranks import RankReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import COLUMNS_FROM, StepReducer

@@ -24,8 +24,8 @@ from functools import reduce
 from itertools import islice
 from operator import add
 
-from neurondesk.core import events as ev
-from neurondesk.core.failure_cause import first_cause
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.failure_cause import first_cause
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import COLUMNS_FROM
 
@@ -320,7 +320,7 @@ class RankReducer:
 
     @property
     def failed_first(self) -> FailedRank | None:
-        """The rank that failed first: the others died of the teardown that followed (core/failure_cause.py)."""
+        """The rank that failed first: the others died of the teardown that followed (core/node/failure_cause.py)."""
         return first_cause(self.failures, lambda f: f.t, lambda f: f.error)
 
     def presync_levels(self, stragglers: list[Straggler] | None = None) -> list[RankLevel]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from neurondesk.core import events as ev
+from neurondesk.core.events import run_events as ev
 
 
 class RunReducer:

@@ -14,17 +14,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from neurondesk.core import device_events as dev
-from neurondesk.core import events as ev
-from neurondesk.core.prices import bundled_price_table, resolve_price
+from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.graph_stats import GraphStatsJoin
 from neurondesk.core.reduce.neuron_faults import NeuronFaults
 from neurondesk.core.reduce.neuron_memory import HbmHeadroom, NeuronMemoryPeaks
 from neurondesk.core.reduce.node_health import NodeHealthReducer
 from neurondesk.core.reduce.run import RunReducer
+from neurondesk.core.reduce.sketch import QuantileSketch
 from neurondesk.core.reduce.steps import HISTORY, StepReducer
-from neurondesk.core.sketch import QuantileSketch
 
 WORKER_NAMES = ("python", "pt_data_worker")  # torch's DataLoader worker renames itself pt_data_worker
 
@@ -120,8 +120,8 @@ class TelemetryReducer:
         self.neuron_memory = NeuronMemoryPeaks()  # device memory by category: peaks per core, host
         self.faults = NeuronFaults()  # Neuron failures the output told: out of memory, version skew
         self.neuron_profile: dev.NeuronProfileCapture | None = None  # a Neuron Explorer capture of the run
-        self.health = NodeHealthReducer()  # EFA, NeuronLink, ECC, throttling counters (core/node_health.py)
-        self.cgroup: dev.CgroupMemory | None = None  # the workload's memory cgroup, latest reading (core/crash.py)
+        self.health = NodeHealthReducer()  # EFA, NeuronLink, ECC, throttling counters (core/node/node_health.py)
+        self.cgroup: dev.CgroupMemory | None = None  # the workload's memory cgroup, latest reading (core/findings/crash.py)
         self.live_trees: tuple[dev.ProcessTreeSample, ...] = ()  # the last two process-tree samples with a process
 
     def handlers(self) -> dict[str, Callable]:

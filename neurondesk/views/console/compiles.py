@@ -9,8 +9,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from neurondesk.core.advice import advise
-from neurondesk.core.state import CompileRecord, RunState
+from neurondesk.core.findings.advice import advise
+from neurondesk.core.reduce.state import CompileRecord, RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.advice_text import KIND_TITLE
 from neurondesk.reports.safe_text import clean

@@ -1,5 +1,5 @@
 """Cost: $/hr and its source, cost so far, $/1k steps (steady and all-in), $/1M tokens, compile
-share, and the projected cost of the requested steps, the budget (core/figures.py computes every
+share, and the projected cost of the requested steps, the budget (core/figures/run_figures.py computes every
 figure; this panel shows them); where the
 time and the money went so far, as a stacked bar (core.time_breakdown)."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.state import RunState
-from neurondesk.core.time_breakdown import time_breakdown
+from neurondesk.core.figures.time_breakdown import time_breakdown
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
 from neurondesk.views.console.derived import figures

@@ -1,6 +1,6 @@
 """Small read-only views of RunState that the panels share.
 
-These only select and reshape what the reducer holds; every figure is core/figures.py's
+These only select and reshape what the reducer holds; every figure is core/figures/run_figures.py's
 (``run_figures``, through ``figures`` below); no metric is defined here. Kept in one place
 so they can move into RunState if another view needs them.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neurondesk.core.figures import run_figures
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports.fmt import clock
 
 _ONCE: dict[str, tuple[RunState, tuple, object]] = {}

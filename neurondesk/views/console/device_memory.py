@@ -10,7 +10,7 @@ import textwrap
 from rich.text import Text
 
 from neurondesk.core.reduce.neuron_memory import DEVICE_CATEGORIES
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 

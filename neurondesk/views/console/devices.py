@@ -8,7 +8,7 @@ import textwrap
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import device_units, figures, memory_sum
@@ -151,7 +151,7 @@ class DevicesPanel(Panel):
                 t.append(f"   cpu {host.cpu_percent:.0f}% overall", style="dim")
             if host.swap_used:
                 t.append(f"   swap {fmt.gib(host.swap_used)}", style="yellow")
-        creep = figures(state, now).memory_creep  # a trend over the steady steps (core/memory_creep.py)
+        creep = figures(state, now).memory_creep  # a trend over the steady steps (core/findings/memory_creep.py)
         if creep is not None:
             t.append("\n  " + fmt.ellipsize(clean(creep.short), width - 2), style="bold yellow")
         if state.process_tree is not None and state.process_tree.compilers:

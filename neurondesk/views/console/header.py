@@ -6,7 +6,7 @@ import shlex
 
 from rich.text import Text
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import phase_text

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.diagnostics import input_advice
-from neurondesk.core.state import INPUT_BOUND, INPUT_WARN, RunState
+from neurondesk.core.findings.diagnostics import input_advice
+from neurondesk.core.reduce.state import INPUT_BOUND, INPUT_WARN, RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.panel import Line, Panel, kv

@@ -18,8 +18,8 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Input
 
-from neurondesk.core import events as ev
-from neurondesk.core.state import RunState
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.state import RunState
 from neurondesk.views.console.panel import Panel
 from neurondesk.views.console.rich_text import safe_text
 

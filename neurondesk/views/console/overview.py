@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Sparkline
 
-from neurondesk.core.diagnostics import diagnostics
-from neurondesk.core.phases import LABELS
-from neurondesk.core.state import RunState
+from neurondesk.core.figures.phases import LABELS
+from neurondesk.core.findings.diagnostics import diagnostics
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.derived import device_units, figures, split_text
@@ -93,7 +93,7 @@ class OverviewPanel(Panel):
             inp.append(f" · workload CPU {state.process_tree.total_cpu_percent:.0f}% · "
                        f"{state.process_tree.dataloader_workers} loader workers")
         row("Input", inp)
-        if c.step_phases is not None:  # the steady split (core/phases.py), its three largest phases
+        if c.step_phases is not None:  # the steady split (core/figures/phases.py), its three largest phases
             ph = c.step_phases
             phases = Text()
             phases.append(f"{ph.verdict}", style=PHASE_VERDICT_STYLE.get(ph.verdict or "", "bold yellow"))
@@ -107,9 +107,9 @@ class OverviewPanel(Panel):
             row("Devices", f"{kind} {utils}" + (" …" if len(units) > 8 else ""))
         else:
             row("Devices", Text("no samples yet", style="dim"))
-        if c.crash is not None:  # how it died (core/crash.py): the kind, the finding, what to try
+        if c.crash is not None:  # how it died (core/findings/crash.py): the kind, the finding, what to try
             row("Died", Text(clean(f"{c.crash.kind}: {c.crash.finding}; try: {c.crash.try_next}"), style="bold red"))
-        if c.memory_creep is not None:  # a trend over the steady steps (core/memory_creep.py)
+        if c.memory_creep is not None:  # a trend over the steady steps (core/findings/memory_creep.py)
             row("Memory", Text(fmt.ellipsize(clean(c.memory_creep.short), max(10, self.size.width - 16)),
                                style="bold yellow"))
         for d in diagnostics(state):

@@ -16,7 +16,7 @@ try:  # Textual's own cache of a widget's rendered rows (private): without it, L
 except ImportError:  # another Textual
     _RenderCache = None
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 
 
 class Line(Static):

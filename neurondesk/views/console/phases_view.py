@@ -1,5 +1,5 @@
 """The step split into its phases, as the Throughput panel shows it: the steady split as one stacked
-bar with its legend and the verdict's words (core/phases.py's StepPhases, read from RunFigures), and
+bar with its legend and the verdict's words (core/figures/phases.py's StepPhases, read from RunFigures), and
 the lead's recent steps as stacked columns, one a step (core/phases.recent_step_bars). Only drawn
 here: the seconds, shares and words are core's."""
 
@@ -9,7 +9,7 @@ import textwrap
 
 from rich.text import Text
 
-from neurondesk.core.phases import LABELS, PhaseShare, StepBar, StepPhases
+from neurondesk.core.figures.phases import LABELS, PhaseShare, StepBar, StepPhases
 from neurondesk.reports import fmt
 
 COLORS = {"input_wait": "dark_orange3", "h2d": "magenta", "forward": "cyan", "backward": "blue",

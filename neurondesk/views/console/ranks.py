@@ -10,7 +10,7 @@ import math
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.state import RunState
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.panel import Line, Panel

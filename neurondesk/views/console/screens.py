@@ -11,7 +11,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Sparkline, Static
 from textual_plotext import PlotextPlot
 
-from neurondesk.core.summary import build_summary
+from neurondesk.core.summary.build import build_summary
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.reports.summary_writer import summary_rows
@@ -102,7 +102,7 @@ class SummaryScreen(Screen):
             title.append(f"  stopped with {s['exit_signal']}", style="yellow")
         title.append(f"  {fmt.clock(s['elapsed_s'])} · {s['steps']:,} steps · "
                      f"{s['compile_count']} compiles", style="bold")
-        crash = s.get("crash")  # how it died (core/crash.py)
+        crash = s.get("crash")  # how it died (core/findings/crash.py)
         if crash:
             title.append(clean(f"\ndied ({crash['kind']}): {crash['finding']}"), style="bold red")
             title.append(clean(f"\ntry: {crash['try_next']}"), style="yellow")

@@ -13,10 +13,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
-from neurondesk.core.figures import FIGURES
-from neurondesk.core.phases import recent_step_bars
-from neurondesk.core.series import chart_line
-from neurondesk.core.state import RunState
+from neurondesk.core.figures.phases import recent_step_bars
+from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.figures.series import chart_line
+from neurondesk.core.reduce.state import RunState
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
 from neurondesk.views.console.derived import binned, figures

@@ -58,7 +58,7 @@ from .transport import Transport
 from .values import ValueReads
 from .xla import XlaHooks
 
-# The launchers' variables sent in the hello (neurondesk/core/job.py reads them: the same list).
+# The launchers' variables sent in the hello (neurondesk/core/events/job_identity.py reads them: the same list).
 LAUNCH_VARS = (
     "TORCHELASTIC_RUN_ID", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "RANK", "LOCAL_RANK",
     "WORLD_SIZE", "LOCAL_WORLD_SIZE",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-PROGRESS_EVERY_S = 1.0  # an open evaluation says it goes on at most this often (core/hang.py: not a hang)
+PROGRESS_EVERY_S = 1.0  # an open evaluation says it goes on at most this often (core/node/hang.py: not a hang)
 
 
 class EvalPhase:

@@ -1,0 +1,180 @@
+"""The run's figures: computed once, here, from the reduced state and a clock reading. Pure.
+
+Every output (the console's panels, the headless status line, summary.json / .md, compare and
+history through the summary, the Prometheus exporter) reads a ``RunFigures``; none computes a
+figure of its own. Adding a figure: a field of ``RunFigures``, its line in ``run_figures`` and a
+``FigureInfo`` in ``FIGURES`` (then regenerate docs/summary.schema.json); summary.json
+(``figures``), summary.md / text / csv and compare (``report``), the exporter's gauges
+(``metric``), a console panel (``panel``) and the headless status line (``status``) pick it up
+from ``FIGURES``.
+
+Unknown figures are None, never a made-up number. With many ranks the job goes at its slowest
+rank's pace: its step time is the slowest rank's steady median, and every price per step uses it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from neurondesk.core.figures.budget import BudgetFigures, budget_figures
+from neurondesk.core.figures.cost import cost_figures, cost_so_far
+from neurondesk.core.figures.mfu import mfu_for_state
+from neurondesk.core.figures.phases import StepPhases, step_phases_by_rank
+from neurondesk.core.findings.crash import Crash, crash_of
+from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
+from neurondesk.core.node.prices import PriceTable
+from neurondesk.core.reduce.state import RunState
+
+
+class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """The figures of a run at one moment (``at_t``: the clock reading they were computed at)."""
+
+    at_t: float | None
+    elapsed_s: float
+    steps: int  # steps the whole job has done
+    steps_requested: int | None
+    steady_steps: int
+    step_time_s: float | None  # the job's steady step time (the slowest rank's median)
+    step_time_p90_s: float | None  # the lead process's steady p90
+    samples_per_s: float | None  # steady, summed over the ranks
+    tokens_per_s: float | None
+    steps_per_hour: float | None  # at the job's steady step time
+    data_wait_fraction: float | None
+    compile_count: int
+    compile_total_s: float
+    first_compile_s: float | None
+    recompiles_after_warmup: int
+    compile_share: float | None  # of the wall time, capped at 1
+    price_per_hour: float | None
+    total_usd: float | None  # cost so far: the whole wall time
+    per_1k_steps_steady_usd: float | None
+    per_1k_steps_all_in_usd: float | None
+    per_million_tokens_usd: float | None
+    projected_usd: float | None  # for the requested steps, at the steady pace
+    to_target_usd: float | None  # what reaching the target loss cost
+    mfu: float | None
+    hfu: float | None
+    mfu_note: str | None
+    model_flops_per_s: float | None
+    hardware_flops_per_s: float | None
+    peak_flops_per_s: float | None
+    budget: BudgetFigures | None = None  # --budget-usd: spent, share, when it is reached
+    step_phases: StepPhases | None = None  # the steady step split into its phases, with a verdict (core/figures/phases.py)
+    step_phases_by_rank: list[StepPhases] = []  # every rank's (one row with one rank)
+    crash: Crash | None = None  # how the run died, when it did: kind, finding, what to try (core/findings/crash.py)
+    memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/findings/memory_creep.py); None: none
+
+
+class FigureInfo(msgspec.Struct, frozen=True):
+    """How outputs that list figures generically name and format one."""
+
+    name: str  # the RunFigures field
+    label: str
+    kind: str  # how reports format it (reports/fmt.value_text): "ms", "s", "rate", "usd", "pct", "int"
+    metric: str | None = None  # the Prometheus gauge (None: exported otherwise, or not at all)
+    help: str = ""
+    report: bool = False  # listed by summary.md / text / csv and compare from this table (older
+    # figures have rows of their own there)
+    better: str | None = None  # "lower" | "higher": compare marks the best run
+    panel: str | None = None  # the console panel that lists it after its own rows ("throughput")
+    status: bool = False  # on the headless status line, after the steady rate
+
+
+FIGURES: tuple[FigureInfo, ...] = (
+    FigureInfo("step_time_s", "steady step time", "ms", "neurondesk_figure_step_time_seconds",
+               "The job's steady step time (slowest rank's median), seconds"),
+    FigureInfo("step_time_p90_s", "steady step time p90", "ms"),
+    FigureInfo("samples_per_s", "steady samples/s", "rate"),
+    FigureInfo("tokens_per_s", "steady tokens/s", "rate"),
+    FigureInfo("steps_per_hour", "steps/hour", "rate", "neurondesk_figure_steps_per_hour",
+               "Steps an hour at the job's steady step time", report=True, better="higher", panel="throughput",
+               status=True),
+    FigureInfo("data_wait_fraction", "data wait", "pct", "neurondesk_figure_data_wait_ratio",
+               "Share of the step time spent waiting for data"),
+    FigureInfo("compile_share", "compile share of the wall time", "pct", "neurondesk_figure_compile_share_ratio",
+               "Compile seconds over wall seconds, capped at 1"),
+    FigureInfo("total_usd", "cost so far", "usd"),
+    FigureInfo("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd", "neurondesk_figure_usd_per_1k_steps_steady",
+               "What 1k more steps cost at the steady pace, USD"),
+    FigureInfo("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd", "neurondesk_figure_usd_per_1k_steps_all_in",
+               "Cost so far over steps done, per 1k steps, USD"),
+    FigureInfo("per_million_tokens_usd", "$ / 1M tokens", "usd", "neurondesk_figure_usd_per_million_tokens",
+               "What 1M tokens cost at the steady pace, USD"),
+    FigureInfo("projected_usd", "projected", "usd", "neurondesk_figure_projected_usd",
+               "Cost so far plus the remaining requested steps at the steady pace, USD"),
+    FigureInfo("mfu", "MFU", "pct", "neurondesk_figure_mfu_ratio", "Model FLOPs utilisation against the dense peak"),
+    FigureInfo("hfu", "HFU", "pct", "neurondesk_figure_hfu_ratio", "Hardware FLOPs utilisation against the dense peak"),
+    FigureInfo("model_flops_per_s", "model FLOP/s", "rate", "neurondesk_figure_model_flops_per_second",
+               "Model FLOP/s at the steady pace (a job's MFU sums them over its nodes)"),
+    FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate", "neurondesk_figure_peak_flops_per_second",
+               "Dense peak FLOP/s of the devices the run uses"),
+)
+
+
+def job_step_time_s(state: RunState) -> float | None:
+    """The job's steady step time: the slowest rank's median with many ranks, else the lead's."""
+    if state.world > 1:
+        job = state.parts.ranks.job_step_time_s
+        if job is not None:
+            return job
+    return state.steady_quantile(0.5, exact=True)
+
+
+def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> RunFigures:
+    """``now``: the clock reading (None: the last recorded event's time). ``peaks``: the table whose
+    chip rows give MFU's peak FLOPS (default: the bundled one)."""
+    elapsed = state.elapsed_s(now)
+    step_time = job_step_time_s(state)
+    price = state.price_per_hour
+    cost = cost_figures(price, elapsed, state.steps_done, step_time, state.steady_tokens_per_s,
+                        state.compile_total_s, state.steps_requested)
+    util = mfu_for_state(state, peaks)
+    phases = step_phases_by_rank(state)
+    return RunFigures(
+        at_t=now,
+        elapsed_s=elapsed,
+        steps=state.steps_done,
+        steps_requested=state.steps_requested,
+        steady_steps=len(state.steady_times),
+        step_time_s=step_time,
+        step_time_p90_s=state.steady_quantile(0.9, exact=True),
+        samples_per_s=state.steady_samples_per_s,
+        tokens_per_s=state.steady_tokens_per_s,
+        steps_per_hour=3600.0 / step_time if step_time else None,
+        data_wait_fraction=state.data_wait_fraction,
+        compile_count=state.parts.compiles.compile_count,  # a graph_stats row another compile holds: listed only
+        compile_total_s=state.compile_total_s,
+        first_compile_s=state.first_compile_s,
+        recompiles_after_warmup=state.recompiles_after_warmup,
+        compile_share=cost.compile_share,
+        price_per_hour=price,
+        total_usd=cost.total_usd,
+        per_1k_steps_steady_usd=cost.per_1k_steps_steady_usd,
+        per_1k_steps_all_in_usd=cost.per_1k_steps_all_in_usd,
+        per_million_tokens_usd=cost.per_million_tokens_usd,
+        projected_usd=cost.projected_usd,
+        to_target_usd=cost_so_far(price, state.time_to_target_s),
+        mfu=util.mfu,
+        hfu=util.hfu,
+        mfu_note=util.note,
+        model_flops_per_s=util.model_flops_per_s,
+        hardware_flops_per_s=util.hardware_flops_per_s,
+        peak_flops_per_s=util.peak_flops_per_s,
+        budget=_budget(state, elapsed, step_time),
+        step_phases=max(phases, key=lambda p: p.step_s) if phases else None,
+        step_phases_by_rank=phases,
+        crash=crash_of(state),
+        memory_creep=memory_creep(state),
+    )
+
+
+def _budget(state: RunState, elapsed: float, step_time: float | None) -> BudgetFigures | None:
+    budget = state.parts.run.budget_usd
+    if budget is None:
+        return None
+    return budget_figures(budget, state.price_per_hour, elapsed, state.steps_done, step_time, state.finished)
+
+
+def budget_for_state(state: RunState, now: float | None = None) -> BudgetFigures | None:
+    """The run's budget figures at ``now`` (run_figures' ``budget``), or None without --budget-usd."""
+    return _budget(state, state.elapsed_s(now), job_step_time_s(state))

@@ -1,0 +1,162 @@
+"""The fleet: one row per node and run, as read from Prometheus, and the job's totals. Pure.
+
+Rows come from clients/prometheus_api.py; ``keep_last`` carries a row's last known values
+over refreshes where Prometheus no longer has them (a node that stopped reporting: stale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from neurondesk.core.node.flight_recorder import BlockedCollective
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    """The first failure a node's recorder saw (recorder/metrics_job.py)."""
+
+    t: float | None  # the node's clock
+    rank: int | None
+    what: str  # "RuntimeError: ...", "exit 1", "SIGKILL"
+    last_line: str
+    step: int | None
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank of a node, as Prometheus has it."""
+
+    job_id: str
+    node: str
+    run_id: str
+    rank: int
+    presync_s: float | None = None  # median time before the sync (compute and data wait)
+    step_time_s: float | None = None  # median steady step
+    steps: int | None = None
+    last_step_t: float | None = None  # the node's clock
+
+    @property
+    def wait_s(self) -> float | None:
+        """Time of the step spent after the pre-sync point: in the collective, waiting for the others."""
+        if self.presync_s is None or self.step_time_s is None:
+            return None
+        return max(0.0, self.step_time_s - self.presync_s)
+
+
+@dataclass(frozen=True)
+class ForeignNode:
+    """A recorder scraped with this job's nodes that reports another job id."""
+
+    instance: str
+    node: str
+    job_id: str
+    scrape_job: str
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    job_id: str
+    node: str
+    run_id: str
+    phase: str | None = None
+    step: int | None = None
+    steps_per_s: float | None = None
+    samples_per_s: float | None = None  # steady
+    compiling_for_s: float | None = None  # None: no compile in progress
+    compiles: int | None = None
+    recompiles_after_warmup: int | None = None
+    stragglers: int | None = None
+    data_wait_fraction: float | None = None  # of wall time, over the rate window
+    price_per_hour: float | None = None
+    cost_usd: float | None = None
+    last_update_t: float | None = None  # the node's own clock, when it took these figures
+    stale: bool = False  # not in Prometheus's latest scrape: the node stopped reporting
+    # the job of many nodes (core/job/job_view.py): who the node is, and what it is doing
+    instance: str = ""  # Prometheus's target address
+    node_rank: int | None = None
+    nodes: int | None = None  # the job's node count, as this node's launcher says
+    world_size: int | None = None
+    launcher: str | None = None
+    started_t: float | None = None
+    step_time_s: float | None = None  # the node's steady step time (its slowest rank's median)
+    tokens_per_s: float | None = None
+    compile_s: float | None = None  # finished compiles' seconds
+    compile_graph: int | None = None  # the graph being compiled (its number); None: none
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    model_flops_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    finished: bool = False
+    exit_code: int | None = None
+    failure: NodeFailure | None = None
+    clock_skew_s: float | None = None  # the node's clock minus Prometheus's, at the last scrape
+    health: str | None = None  # core/node/node_health.py's words (EFA, NeuronLink, ECC, throttling); None: healthy
+    blocked_collective: BlockedCollective | None = None  # from its ranks' Flight Recorder dumps at a hang
+    step_verdict: str | None = None  # what bounds its steady step (core/figures/phases.py: "input-bound" ...); None: not yet
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.job_id, self.node, self.run_id)
+
+    def stale_for_s(self, now: float) -> float | None:
+        return None if not self.stale or self.last_update_t is None else max(0.0, now - self.last_update_t)
+
+
+@dataclass(frozen=True)
+class FleetTotals:
+    nodes: int
+    runs: int
+    price_per_hour: float | None
+    cost_usd: float | None
+    slowest_node: str | None  # lowest steady samples/s (else steps/s) among the nodes still reporting
+    slowest_rate: float | None
+    slowest_unit: str | None  # "samples/s" | "steps/s"
+    compiling_nodes: int
+    stale_nodes: int
+
+
+@dataclass(frozen=True)
+class FleetRead:
+    """One refresh: the node rows, their ranks, other jobs' recorders among them, Prometheus's time."""
+
+    rows: list[FleetRow]
+    ranks: list[RankRow]
+    now: float
+    foreign: list[ForeignNode] = dataclasses.field(default_factory=list)
+
+
+def keep_last(previous: dict[tuple[str, str, str], FleetRow], current: list[FleetRow]) -> list[FleetRow]:
+    """Each current row with the gaps filled from its previous version when it is stale (a rate
+    over a window that no longer holds samples is gone, the last one seen is not)."""
+    out = []
+    for row in current:
+        before = previous.get(row.key)
+        if row.stale and before is not None:
+            filled = {f.name: getattr(before, f.name) for f in dataclasses.fields(row)
+                      if getattr(row, f.name) is None}
+            row = dataclasses.replace(row, **filled)
+        out.append(row)
+    return sorted(out, key=lambda r: (r.job_id, r.node, r.run_id))
+
+
+def _sum(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def fleet_totals(rows: list[FleetRow]) -> FleetTotals:
+    live = [r for r in rows if not r.stale]
+    by_samples = [r for r in live if r.samples_per_s is not None]
+    pool, unit = (by_samples, "samples/s") if by_samples else ([r for r in live if r.steps_per_s is not None],
+                                                              "steps/s")
+    slowest = min(pool, key=lambda r: r.samples_per_s if unit == "samples/s" else r.steps_per_s, default=None)
+    rate = None if slowest is None else (slowest.samples_per_s if unit == "samples/s" else slowest.steps_per_s)
+    return FleetTotals(
+        nodes=len({r.node for r in rows}), runs=len(rows),
+        price_per_hour=_sum([r.price_per_hour for r in live]),
+        cost_usd=_sum([r.cost_usd for r in rows]),
+        slowest_node=None if slowest is None else slowest.node, slowest_rate=rate,
+        slowest_unit=None if slowest is None else unit,
+        compiling_nodes=len({r.node for r in live if r.compiling_for_s is not None}),
+        stale_nodes=len({r.node for r in rows if r.stale} - {r.node for r in live}))

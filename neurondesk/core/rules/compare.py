@@ -1,0 +1,275 @@
+"""Compare runs side by side, the way the tutorial's table must be read. Pure.
+
+``compare(summaries, target_loss)`` takes run summaries (core/summary/build.py; rebuilt with the same
+target loss) and returns a dict: ``runs``, ``rows`` (one metric per row, one raw value per run,
+the best run's index), ``warnings``, ``ranking``, ``payback`` and a one-line ``verdict``.
+
+The three rules:
+1. precision differs → a loud warning (level "loud"), and the verdict says the comparison is not
+   like for like;
+2. batch size, sequence length, learning rate, seed or data order differ (or the model) → a
+   warning each; a run that declared no configuration cannot be checked, which is a warning too;
+3. runs that did not reach the target loss are not ranked on cost-to-target.
+
+Payback: when run i compiles longer than run j but its steady steps are faster, its extra compile
+time is paid back after ceil(extra compile s / saved s per step) steps; divided by the run's own
+length, that is the number of repeated runs it takes when the later runs hit a warm compile cache
+(and so compile nothing). The same in dollars when both runs have a price.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from neurondesk.core.figures.cost import cost_so_far
+from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.figures.time_breakdown import SLICES
+
+CONFIG_RULES = (("batch_size", "batch size"), ("seq_len", "sequence length"), ("lr", "learning rate"),
+                ("seed", "seed"), ("data_order", "data order"))
+
+# key, label, kind (how views format it), better ("lower" | "higher" | None)
+ROWS = (
+    ("device", "device", "text", None),
+    ("precision", "precision", "text", None),
+    ("steps", "steps run", "int", None),
+    ("step_time_s", "steady step time (median)", "ms", "lower"),
+    ("samples_per_s", "samples/s (steady)", "rate", "higher"),
+    ("tokens_per_s", "tokens/s (steady)", "rate", "higher"),
+    ("first_compile_s", "first compile", "s", "lower"),
+    ("compile_total_s", "total compile", "s", "lower"),
+    ("compile_count", "compiles", "int", None),
+    ("steps_to_target", "steps to loss {t}", "int", "lower"),
+    ("time_to_target_s", "time to loss {t} (from start)", "s", "lower"),
+    ("cost_to_target_usd", "cost to loss {t}", "usd", "lower"),
+    ("price_per_hour", "price per hour", "usd_h", None),
+    ("price_source", "price source", "text", None),
+    ("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd", "lower"),
+    ("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd", "lower"),
+    ("per_million_tokens_usd", "$ / 1M tokens", "usd", "lower"),
+    ("mfu", "MFU", "pct", "higher"),
+    ("hfu", "HFU (neuron-monitor)", "pct", "higher"),
+    ("loss_last", "last loss", "loss", None),
+    *((f.name, f.label, f.kind, f.better) for f in FIGURES if f.report),  # read from "figures"
+)
+
+
+def _g(d: Any, *keys: str) -> Any:
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def _device(s: dict) -> str:
+    kind, name = _g(s, "device", "kind"), _g(s, "device", "name")
+    inst = _g(s, "cost", "instance_type")
+    return f"{kind or '?'}" + (f" ({name})" if name and name != kind else "") + (f" @ {inst}" if inst else "")
+
+
+def run_values(s: dict) -> dict[str, Any]:
+    """The metrics of one summary, by row key."""
+    price = _g(s, "cost", "price_per_hour")
+    ttt = _g(s, "loss", "time_to_target_s")
+    reached = _g(s, "loss", "steps_to_target") is not None
+    return {
+        "device": _device(s),
+        "precision": s.get("precision"),
+        "steps": s.get("steps"),
+        "step_time_s": _g(s, "steady", "step_time_s"),
+        "samples_per_s": _g(s, "steady", "samples_per_s"),
+        "tokens_per_s": _g(s, "steady", "tokens_per_s"),
+        "first_compile_s": s.get("first_compile_s"),
+        "compile_total_s": s.get("compile_total_s"),
+        "compile_count": s.get("compile_count"),
+        "steps_to_target": _g(s, "loss", "steps_to_target"),
+        "time_to_target_s": ttt if reached else None,
+        "cost_to_target_usd": cost_so_far(price, ttt) if reached else None,
+        "price_per_hour": price,
+        "price_source": _g(s, "cost", "price_source"),
+        "per_1k_steps_steady_usd": _g(s, "cost", "per_1k_steps_steady_usd"),
+        "per_1k_steps_all_in_usd": _g(s, "cost", "per_1k_steps_all_in_usd"),
+        "per_million_tokens_usd": _g(s, "cost", "per_million_tokens_usd"),
+        "mfu": s.get("mfu"),
+        "hfu": s.get("hfu"),
+        "loss_last": _g(s, "loss", "last"),
+        **{f.name: _g(s, "figures", f.name) for f in FIGURES if f.report},
+    }
+
+
+def choose_target(summaries: list[dict], requested: float | None) -> tuple[float | None, list[str]]:
+    """The target loss to compare at: the one asked for, else the one every run recorded."""
+    if requested is not None:
+        return requested, []
+    targets = {_g(s, "loss", "target") for s in summaries}
+    if len(targets) == 1:
+        return targets.pop(), []
+    shown = ", ".join(sorted("none" if t is None else f"{t:g}" for t in targets))
+    return None, [f"the runs recorded different target losses ({shown}): pass --target-loss to compare "
+                  "steps, time and cost to the same loss"]
+
+
+def _norm(v: Any) -> Any:
+    return round(v, 12) if isinstance(v, float) else v
+
+
+def config_warnings(labels: list[str], summaries: list[dict]) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    precisions = [s.get("precision") for s in summaries]
+    if len({str(p) for p in precisions}) > 1:
+        shown = ", ".join(f"{lab} {p or 'unknown'}" for lab, p in zip(labels, precisions, strict=True))
+        out.append({"level": "loud", "message": f"PRECISION DIFFERS ({shown}): speed, cost and convergence "
+                                                "are not comparable; rerun with the same --precision"})
+    configs = [s.get("config") or {} for s in summaries]
+    for lab, c in zip(labels, configs, strict=True):
+        if not c:
+            out.append({"level": "warn", "message": f"{lab} declared no configuration (no neurondesk-config line): "
+                                                    "batch size, sequence length, lr, seed and data order "
+                                                    "cannot be checked"})
+    known = [(lab, c) for lab, c in zip(labels, configs, strict=True) if c]
+    for key, words in (*CONFIG_RULES, ("model", "model"), ("param_count", "parameter count")):
+        values = [(lab, c.get(key)) for lab, c in known]
+        if len({repr(_norm(v)) for _, v in values}) > 1:
+            shown = "; ".join(f"{lab} {v if v is not None else 'not declared'}" for lab, v in values)
+            out.append({"level": "warn", "message": f"{words} differs: {shown}"})
+    return out
+
+
+def payback(labels: list[str], vals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for i, a in enumerate(vals):
+        for j, b in enumerate(vals):
+            ca, cb = a["compile_total_s"] or 0.0, b["compile_total_s"] or 0.0
+            sa, sb = a["step_time_s"], b["step_time_s"]
+            if i == j or ca <= cb or sa is None or sb is None:
+                continue
+            extra, saved = ca - cb, sb - sa
+            e: dict[str, Any] = {"run": labels[i], "against": labels[j], "extra_compile_s": extra,
+                                 "saved_per_step_s": saved, "steps": None, "run_steps": a["steps"], "runs": None,
+                                 "steps_in_usd": None}
+            if saved > 0:
+                e["steps"] = math.ceil(extra / saved)
+                if a["steps"]:
+                    e["runs"] = math.ceil(e["steps"] / a["steps"])
+            pa, pb = a["price_per_hour"], b["price_per_hour"]
+            if pa is not None and pb is not None and pa != pb:
+                extra_usd, saved_usd = (pa * ca - pb * cb) / 3600, (pb * sb - pa * sa) / 3600
+                e["steps_in_usd"] = 0 if extra_usd <= 0 else (math.ceil(extra_usd / saved_usd) if saved_usd > 0 else None)
+            out.append(e)
+    return out
+
+
+def payback_text(e: dict[str, Any]) -> str:
+    head = f"{e['run']}'s extra {e['extra_compile_s']:.1f} s of compile (against {e['against']})"
+    if e["steps"] is None:
+        text = f"{head} is never paid back: its steady steps are not faster ({-e['saved_per_step_s'] * 1000:.1f} ms slower)"
+    else:
+        text = f"{head} is paid back after {e['steps']:,} steps ({e['saved_per_step_s'] * 1000:.1f} ms saved per step)"
+        if e["runs"] is not None and e["run_steps"]:
+            text += ("" if e["runs"] <= 1 else
+                     f", i.e. {e['runs']:,} runs of {e['run_steps']:,} steps when later runs hit a warm compile cache")
+    if e["steps_in_usd"] is not None:
+        text += f"; in dollars after {e['steps_in_usd']:,} steps"
+    return text
+
+
+def _ranking(labels: list[str], vals: list[dict[str, Any]], target: float | None) -> dict[str, Any]:
+    reached = [v["steps_to_target"] is not None for v in vals]
+    if target is not None and any(reached):
+        key = "cost_to_target_usd" if all(v["price_per_hour"] is not None for v, r in zip(vals, reached, strict=True) if r) \
+            else "time_to_target_s"
+    else:
+        key = "per_1k_steps_steady_usd" if any(v["per_1k_steps_steady_usd"] is not None for v in vals) else "samples_per_s"
+    better = next(r[3] for r in ROWS if r[0] == key)
+    ranked, unranked = [], []
+    for i, v in enumerate(vals):
+        if key in ("cost_to_target_usd", "time_to_target_s") and not reached[i]:
+            last = v["loss_last"]
+            unranked.append({"run": labels[i], "why": f"did not reach loss {target:g}"
+                             + (f" (last {last:.4g})" if isinstance(last, int | float) else "")})
+        elif v[key] is None:
+            unranked.append({"run": labels[i], "why": f"no {dict((r[0], r[1]) for r in ROWS)[key]}".format(t=target)})
+        else:
+            ranked.append(i)
+    ranked.sort(key=lambda i: vals[i][key] if better == "lower" else -vals[i][key])
+    return {"basis": key, "better": better, "order": [labels[i] for i in ranked], "unranked": unranked,
+            "_idx": ranked}
+
+
+def _fmt_basis(key: str, x: float) -> str:
+    if key.endswith("_usd"):
+        return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+    return f"{x:,.1f} s" if key.endswith("_s") and not key.endswith("per_s") else f"{x:,.1f}"
+
+
+def _verdict(labels, vals, ranking, target, loud, pay) -> str:
+    key, idx = ranking["basis"], ranking["_idx"]
+    what = {r[0]: r[1] for r in ROWS}[key].format(t="(target)" if target is None else f"{target:g}")
+    if len(idx) >= 2 and vals[idx[0]][key] == vals[idx[1]][key]:
+        text = f"{labels[idx[0]]} and {labels[idx[1]]} tie on {what} ({_fmt_basis(key, vals[idx[0]][key])})"
+    elif len(idx) >= 2:
+        a, b = vals[idx[0]][key], vals[idx[1]][key]
+        ratio = (b / a if ranking["better"] == "lower" else a / b) if a and b else None
+        text = (f"{labels[idx[0]]} ranks first on {what}: {_fmt_basis(key, a)} against {_fmt_basis(key, b)} "
+                f"for {labels[idx[1]]}" + (f" ({ratio:.2f}×)" if ratio else ""))
+    elif len(idx) == 1:
+        text = f"{labels[idx[0]]} is the only run ranked on {what} ({_fmt_basis(key, vals[idx[0]][key])})"
+    else:
+        text = f"no run can be ranked on {what}"
+    if target is not None and key not in ("cost_to_target_usd", "time_to_target_s"):
+        text = f"no run reached loss {target:g}; " + text
+    if ranking["unranked"]:
+        text += "; not ranked: " + ", ".join(f"{u['run']} ({u['why']})" for u in ranking["unranked"])
+    best = labels[idx[0]] if idx else None
+    for e in pay:
+        if best in (e["run"], e["against"]):
+            text += "; " + payback_text(e)
+            break
+    return ("NOT LIKE FOR LIKE (precision differs): " if loud else "") + text
+
+
+def breakdown_rows(summaries: list[dict]) -> list[dict[str, Any]]:
+    """Where the time went, side by side: one row per slice of summary.json's time_breakdown
+    (seconds as the row's values; each run's share of its wall time and dollars beside them).
+    No best: more training time in a longer run is not worse. None for a summary without it."""
+    per_run = [{x["name"]: x for x in s.get("time_breakdown") or []} for s in summaries]
+    names = [n for n in SLICES if any(n in r for r in per_run)]
+    names += sorted({n for r in per_run for n in r} - set(names))
+    return [{"key": f"time:{n}", "label": f"time: {n}", "kind": "time_slice", "better": None,
+             "values": [_g(r, n, "seconds") for r in per_run],
+             "shares": [_g(r, n, "share") for r in per_run],
+             "usd": [_g(r, n, "usd") for r in per_run], "best": None} for n in names]
+
+
+def compare(summaries: list[dict], target_loss: float | None = None,
+            labels: list[str] | None = None) -> dict[str, Any]:
+    if len(summaries) < 2:
+        raise ValueError("compare needs at least two runs")
+    labels = labels or [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(len(summaries))]
+    vals = [run_values(s) for s in summaries]
+    target, target_warnings = choose_target(summaries, target_loss)
+    if target is None:  # figures against each run's own target would not be comparable
+        for v in vals:
+            v.update(steps_to_target=None, time_to_target_s=None, cost_to_target_usd=None)
+    warnings = config_warnings(labels, summaries) + [{"level": "warn", "message": m} for m in target_warnings]
+    rows = []
+    for key, label, kind, better in ROWS:
+        values = [v[key] for v in vals]
+        nums = [(x, i) for i, x in enumerate(values) if isinstance(x, int | float)]
+        best = None
+        if better and len(nums) >= 2:
+            top = (min if better == "lower" else max)(x for x, _ in nums)
+            winners = [i for x, i in nums if x == top]
+            best = winners[0] if len(winners) == 1 else None  # a tie has no best
+        rows.append({"key": key, "label": label.format(t="(target)" if target is None else f"{target:g}"),
+                     "kind": kind, "better": better, "values": values, "best": best})
+    rows += breakdown_rows(summaries)
+    ranking = _ranking(labels, vals, target)
+    pay = payback(labels, vals)
+    loud = any(w["level"] == "loud" for w in warnings)
+    verdict = _verdict(labels, vals, ranking, target, loud, pay)
+    ranking.pop("_idx")
+    runs = [{"label": lab, "run_id": s.get("run_id"), "command": " ".join(map(str, s.get("command") or [])),
+             "mfu_note": s.get("mfu_note")} for lab, s in zip(labels, summaries, strict=True)]
+    return {"runs": runs, "target_loss": target, "rows": rows, "warnings": warnings, "ranking": ranking,
+            "payback": pay, "payback_text": [payback_text(e) for e in pay], "verdict": verdict}

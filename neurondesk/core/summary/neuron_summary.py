@@ -1,0 +1,99 @@
+"""summary.json's ``neuron`` section (issue 27): device memory peaks per category and the HBM
+headroom (core/reduce/neuron_memory.py), the runtime's allocation logs of a device out of memory
+(core/reduce/neuron_faults.py), a Neuron Explorer capture (its folder and the command that opens
+it), TorchNeuron's FX-passes / lowering / compile split per compile (core/reduce/graph_stats.py) and
+the node's health counters (core/node/node_health.py: EFA, NeuronLink, ECC, throttling).
+None when the run saw none of them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from neurondesk.core.node.node_health import health_words
+
+if TYPE_CHECKING:  # the structs are part of summary_types' contract; only the builder reads a state
+    from neurondesk.core.reduce.state import RunState
+
+
+class _S(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    pass
+
+
+class HbmHeadroomSection(_S):
+    core: str  # the tightest NeuronCore, as neuron-monitor keys it
+    peak_bytes: int
+    capacity_bytes: int
+    free_bytes: int
+    free_fraction: float
+
+
+class NeuronProfileSection(_S):
+    folder: str
+    open_command: str  # "neuron-explorer view -d FOLDER"
+    requested: bool = True  # run --neuron-profile (False: the user's own NEURON_RT_INSPECT_ENABLE=1)
+    torch_profiler_at: str | None = None  # where the script also uses torch.profiler (they conflict)
+
+
+class CompileSplitSection(_S):
+    compile: int  # the compile's index (1-based, as in "compiles")
+    rank: int | None = None
+    graph_id: str | None = None
+    graph_name: str | None = None
+    fx_passes_s: float | None = None
+    lower_s: float | None = None
+    compile_s: float | None = None
+
+
+class NodeHealthSection(_S):
+    """The node's EFA, NeuronLink, ECC and throttling counters (core/node/node_health.py), as last read."""
+
+    totals: dict[str, float] = {}  # counter -> count since the device or daemon started
+    last_minute: dict[str, float] = {}  # counter -> what it grew by over the run's last minute
+    window_s: float = 0.0  # what last_minute covers (less than 60 for a short run)
+    sources: list[str] = []
+    words: str | None = None  # "trn-07: 412 EFA retransmits in the last minute"; None: healthy
+
+
+class NeuronSection(_S):
+    memory_peak_bytes: dict[str, int] = {}  # per category, the most any one NeuronCore held
+    host_memory_peak_bytes: dict[str, int] = {}  # per host category, the runtimes summed
+    hbm_headroom: HbmHeadroomSection | None = None
+    memory_logs: list[str] = []  # /tmp/nrt_mem_log_device_*.csv the runtime wrote on an allocation failure
+    profile: NeuronProfileSection | None = None
+    compile_splits: list[CompileSplitSection] = []
+    graph_stats_unjoined: int = 0  # graph_stats rows no dynamo compile took (each a compile of its own in "compiles")
+    node_health: NodeHealthSection | None = None
+
+
+def neuron_section(state: RunState) -> NeuronSection | None:
+    tel = state.parts.telemetry
+    room = tel.hbm_headroom()
+    profile = tel.neuron_profile
+    splits = [CompileSplitSection(compile=index, rank=s.rank, graph_id=s.graph_id, graph_name=s.graph_name,
+                                  fx_passes_s=s.fx_passes_s, lower_s=s.lower_s, compile_s=s.compile_s)
+              for index, rows in sorted(tel.graph_stats.by_compile.items()) for s in rows]
+    section = NeuronSection(
+        memory_peak_bytes=tel.neuron_memory.category_peaks(),
+        host_memory_peak_bytes=tel.neuron_memory.host_peaks(),
+        hbm_headroom=None if room is None else HbmHeadroomSection(
+            core=str(room.core), peak_bytes=room.peak_bytes, capacity_bytes=room.capacity_bytes,
+            free_bytes=room.free_bytes, free_fraction=round(room.free_fraction, 4)),
+        memory_logs=list(tel.faults.mem_logs),
+        profile=None if profile is None else NeuronProfileSection(
+            folder=profile.folder, open_command=profile.open_command, requested=profile.requested,
+            torch_profiler_at=profile.torch_profiler_at),
+        compile_splits=splits,
+        graph_stats_unjoined=tel.graph_stats.unjoined_rows,
+        node_health=_health(state),
+    )
+    return None if section == NeuronSection() else section
+
+
+def _health(state: RunState) -> NodeHealthSection | None:
+    h = state.parts.telemetry.health.health(state.parts.job.identity().node or "this node")
+    if h is None:
+        return None
+    return NodeHealthSection(totals=h.totals, last_minute=h.recent, window_s=round(h.window_s, 3),
+                             sources=h.sources, words=health_words(h))

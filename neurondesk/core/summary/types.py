@@ -1,0 +1,267 @@
+"""summary.json as a typed contract: the structs, the version, and the reader of every version.
+
+``Summary`` is what core.summary builds and what store writes; ``load_summary`` reads any summary
+neurondesk ever wrote (version 1 had no ``figures``). docs/summary.schema.json is generated from
+these structs (``summary_schema()``; tests/test_summary_contract.py checks the two agree).
+
+Sections built from another module's records (compiles, diagnostics, advice, the disk) are typed
+as JSON objects here; their keys are those modules' ``as_dict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from neurondesk.core.events.job_identity import JobIdentity
+from neurondesk.core.figures.phases import StepPhases
+from neurondesk.core.figures.run_figures import RunFigures
+from neurondesk.core.findings.crash import Crash
+from neurondesk.core.findings.memory_creep import MemoryCreep
+from neurondesk.core.summary.neuron_summary import NeuronSection
+
+SUMMARY_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+Obj = dict[str, Any]
+
+
+class _S(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    """A summary section: later versions may add fields, so unknown ones are ignored on reading."""
+
+
+class Device(_S):
+    kind: str | None = None
+    name: str | None = None
+
+
+class Devices(_S):
+    neuron_devices: int | None = None
+    neuron_cores: int | None = None
+    neuron_source: str | None = None
+    neuron_reason: str | None = None
+    gpus: list[str] = []
+    gpu_reason: str | None = None
+    cpu: Obj | None = None
+
+
+class RankRow(_S):
+    rank: int | None
+    local_rank: int | None = None
+    pid: int | None = None
+    steps: int = 0
+    step_time_s: float | None = None
+    presync_s: float | None = None
+    data_wait_fraction: float | None = None
+    samples_per_s: float | None = None
+    compile_count: int = 0
+    compile_total_s: float | None = None
+    recompiles_after_warmup: int = 0
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    neuron_cores: list[int] = []
+    neuron_utilization: float | None = None
+
+
+class Straggler(_S):
+    rank: int | None
+    presync_s: float | None = None
+    vs_median_s: float | None = None
+    cause: str | None = None
+    words: str = ""
+
+
+class FailedRank(_S):
+    rank: int | None
+    pid: int | None = None
+    error: str | None = None
+    step: int | None = None
+    traceback: list[str] = []
+
+
+class SplitPoint(_S):
+    trigger: str | None
+    location: str | None = None
+    count: int = 0
+    library: str | None = None  # inside the user's line, the framework frame where the graph ran
+    called_from: str | None = None  # that frame's caller in the library (another framework or file)
+
+
+class GraphBreak(_S):
+    reason: str | None
+    location: str | None = None
+    step: int | None = None
+
+
+class Steady(_S):
+    from_step: int | None = None
+    steps: int = 0
+    step_time_s: float | None = None
+    step_time_p90_s: float | None = None
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    rule: str = ""
+
+
+class Evaluation(_S):
+    phases: int
+    time_s: float | None = None
+    share_of_run: float | None = None
+    cost_usd: float | None = None
+    batches: int = 0
+    samples: int = 0
+    tokens: int | None = None
+    compiles: int = 0
+
+
+class TimeSlice(_S):
+    name: str
+    seconds: float
+    share: float | None = None
+    usd: float | None = None
+
+
+class Loss(_S):
+    first: float | None = None
+    last: float | None = None
+    target: float | None = None
+    steps_to_target: int | None = None
+    time_to_target_s: float | None = None
+    nonfinite: int = 0
+
+
+class Flops(_S):
+    model_per_s: float | None = None
+    hardware_per_s: float | None = None
+    peak_per_s: float | None = None
+
+
+class Cost(_S):
+    instance_type: str | None = None
+    price_per_hour: float | None = None
+    price_source: str | None = None
+    total_usd: float | None = None
+    per_1k_steps_steady_usd: float | None = None
+    per_1k_steps_all_in_usd: float | None = None
+    per_million_tokens_usd: float | None = None
+    compile_share: float | None = None
+    projected_usd: float | None = None
+    to_target_usd: float | None = None
+
+
+class ErrorItem(_S):
+    source: str | None
+    message: str
+    code: str | None = None
+    detail: list[str] | None = None
+
+
+class LeftRunning(_S):
+    pid: int
+    command: str
+
+
+class Summary(_S):
+    """The run summary (summary.json). ``figures`` holds core's figures whole; the sections before
+    it (steady, cost, mfu ...) are the same values, in the shape version 1 published."""
+
+    summary_version: int
+    run_id: str | None = None
+    command: list[str] = []
+    started_at: str | None = None
+    elapsed_s: float | None = None
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    finished: bool = False
+    device: Device = msgspec.field(default_factory=Device)
+    precision: str | None = None
+    config: Obj | None = None
+    steps: int = 0
+    steps_requested: int | None = None
+    warmup_steps: int | None = None
+    processes: int = 0
+    world_size: int = 1
+    ranks: list[RankRow] = []
+    stragglers: list[Straggler] = []
+    failed_rank: FailedRank | None = None
+    first_compile_s: float | None = None
+    compile_count: int = 0
+    compile_total_s: float | None = None
+    compiles: list[Obj] = []  # CompileRecord.as_dict() and "after_warmup"
+    recompiles_after_warmup: int = 0
+    recompiles_by_phase: Obj = {}
+    executions_per_step: int | None = None
+    split_points: list[SplitPoint] = []
+    graph_breaks: list[GraphBreak] = []
+    steady: Steady = msgspec.field(default_factory=Steady)
+    evaluation: Evaluation | None = None
+    data_wait_fraction: float | None = None
+    input_verdict: str | None = None
+    input_advice: str | None = None
+    diagnostics: list[Obj] = []  # core.diagnostics.Diagnostic.as_dict()
+    advice: list[Obj] = []  # core.advice.Advice.as_dict()
+    time_breakdown: list[TimeSlice] = []
+    device_utilization: Obj | None = None
+    devices: Devices | None = None
+    neuron_executions: Obj | None = None
+    neuron: NeuronSection | None = None  # memory by category, HBM headroom, allocation logs, profile
+    loss: Loss = msgspec.field(default_factory=Loss)
+    script_throughput: Obj | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    mfu_note: str | None = None
+    flops: Flops = msgspec.field(default_factory=Flops)
+    cost: Cost = msgspec.field(default_factory=Cost)
+    errors: list[ErrorItem] = []
+    error_count: int = 0
+    first_errors: list[ErrorItem] = []
+    stderr_tail: list[str] = []
+    left_running: list[LeftRunning] = []
+    parse_problems: int = 0
+    steps_lost: int = 0
+    probe_messages_lost: int = 0
+    reduce_errors: int = 0
+    reduce_error_samples: list[str] = []
+    notices: list[str] = []
+    disk: Obj | None = None  # core.disk's DiskState.as_dict()
+    figures: RunFigures | None = None  # version 2 on; None in a version 1 summary
+    job: JobIdentity | None = None  # the job, node and global ranks of this run (core/events/job_identity.py); None before
+    step_phases: StepPhases | None = None  # the steady step by phase, with its verdict (core/figures/phases.py); None before
+    crash: Crash | None = None  # how the run died: kind, finding, what to try, memory at the end (core/findings/crash.py)
+    memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/findings/memory_creep.py); None: none
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-shaped form (what summary.json holds), for readers that take one."""
+        return msgspec.to_builtins(self)
+
+
+class SummaryError(ValueError):
+    """A summary that is no summary (malformed JSON, wrong types, an unknown version)."""
+
+
+def load_summary(data: bytes | str | dict[str, Any]) -> Summary:
+    """Any version neurondesk wrote, as a Summary; SummaryError says what is wrong with it."""
+    try:
+        raw = msgspec.json.decode(data) if isinstance(data, bytes | str) else data
+    except msgspec.DecodeError as exc:
+        raise SummaryError(f"not JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise SummaryError("not a JSON object")
+    version = raw.get("summary_version")
+    if version not in READABLE_VERSIONS:
+        raise SummaryError(f"summary_version {version!r} is not one this neurondesk reads "
+                           f"({', '.join(map(str, READABLE_VERSIONS))}): a newer neurondesk wrote it?")
+    try:
+        return msgspec.convert(raw, Summary, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SummaryError(f"a field has the wrong type ({exc})") from exc
+
+
+def summary_schema() -> dict[str, Any]:
+    """The published JSON Schema of summary.json (docs/summary.schema.json)."""
+    schema = msgspec.json.schema(Summary)
+    schema["title"] = "neurondesk run summary"
+    schema["description"] = (f"summary.json, summary_version {SUMMARY_VERSION} "
+                             f"(readers accept {', '.join(map(str, READABLE_VERSIONS))})")
+    return schema
