@@ -144,9 +144,8 @@ def test_the_html_report_locates_a_creep_on_the_struct_as_summary_does_on_the_di
     both get the line lint finds in the rank's script, in the same words."""
     import msgspec
 
-    from neurondesk.cli.share import _creep_located
     from neurondesk.core.findings.memory_creep import KIND_PER_STEP, KIND_TIME, MemoryCreep, MemoryLeak
-    from neurondesk.lint.locate import annotate_memory
+    from neurondesk.lint.locate import annotate_memory, located_memory
 
     def leak(kind: str, script: str | None) -> MemoryLeak:
         return MemoryLeak(memory="host_rss", rank=1, bytes_per_hour=1e9, since_s=5.0, window_s=30.0, samples=30,
@@ -155,11 +154,11 @@ def test_the_html_report_locates_a_creep_on_the_struct_as_summary_does_on_the_di
 
     creep = MemoryCreep(leaks=[leak(KIND_PER_STEP, str(WORKLOAD)), leak(KIND_TIME, str(WORKLOAD))], series=2,
                         short="rank 1 host RSS +1 GiB an hour", words="rank 1 host RSS grows")
-    located = _creep_located(creep)
+    located = located_memory(creep)
     assert msgspec.to_builtins(located) == annotate_memory(msgspec.to_builtins(creep))
     where = f"{WORKLOAD}:{_append_line()}"
     per_step, in_time = located.leaks
     assert per_step.location == where and per_step.words.startswith("rank 1 grows (kept-per-step) (lint: ")
     assert in_time == creep.leaks[1]  # a leak that grows with time is not lint's
     assert located.short == f"{creep.short} (lint: {where})" and located.words == f"{creep.words} (lint: {where})"
-    assert _creep_located(msgspec.structs.replace(creep, leaks=[leak(KIND_TIME, None)])).short == creep.short
+    assert located_memory(msgspec.structs.replace(creep, leaks=[leak(KIND_TIME, None)])).short == creep.short

@@ -7,15 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from neurondesk.cli.args import MAX_PRICE_PER_HOUR, MAX_SECONDS, MAX_STEPS, number, whole
 from neurondesk.cli.errors import die
 from neurondesk.cli.history import resolve_run
 from neurondesk.cli.sinks import SINK_FORMATS, cmd_export_sink
-
-if TYPE_CHECKING:
-    from neurondesk.core.findings.memory_creep import MemoryCreep
 
 
 def add_alert_options(p: argparse.ArgumentParser) -> None:
@@ -152,7 +148,7 @@ def cmd_report(args) -> int:
     from neurondesk.core.figures.series import chart_line
     from neurondesk.core.rules.compare import compare
     from neurondesk.core.summary.build import run_summary
-    from neurondesk.lint.locate import annotate
+    from neurondesk.lint.locate import annotate, located_memory
     from neurondesk.reports.html_report import ReportRun, render
     from neurondesk.sources.replay import state_from_run_dir
     from neurondesk.store.summary_files import write_atomic
@@ -169,7 +165,7 @@ def cmd_report(args) -> int:
         summary = run_summary(state)
         annotate(summary.advice)  # as `neurondesk summary` says it: does lint find each line
         if summary.memory_creep is not None:
-            summary.memory_creep = _creep_located(summary.memory_creep)
+            summary.memory_creep = located_memory(summary.memory_creep)
         runs.append(ReportRun(summary, chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
                               str(folder)))
     comparison = compare([r.summary.as_dict() for r in runs]) if len(runs) > 1 else None
@@ -179,26 +175,6 @@ def cmd_report(args) -> int:
         die(f"cannot write {args.output}: {exc.strerror or exc}")
     sys.stderr.write(f"neurondesk: report of {len(runs)} run(s) written to {args.output}\n")
     return 0
-
-
-def _creep_located(creep: MemoryCreep) -> MemoryCreep:
-    """A summary's MemoryCreep with, for each tensor kept per step, the line where lint finds the list it
-    is appended to (lint/locate.py's annotate_memory, on the struct: the same words)."""
-    import msgspec
-
-    from neurondesk.lint.locate import append_location
-
-    cache: dict = {}
-    leaks = []
-    for leak in creep.leaks:
-        found = append_location(leak.kind, leak.script, leak.location, cache)
-        leaks.append(leak if found is None else
-                     msgspec.structs.replace(leak, location=found[0], words=f"{leak.words} {found[1]}"))
-    where = leaks[0].location if leaks else None
-    if not where:
-        return msgspec.structs.replace(creep, leaks=leaks)
-    return msgspec.structs.replace(creep, leaks=leaks, short=f"{creep.short} (lint: {where})",
-                                   words=f"{creep.words} (lint: {where})")
 
 
 def cmd_stacks(args) -> int:

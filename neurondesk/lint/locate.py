@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from neurondesk.lint.files import lint_paths
 
 VALUE_RULES = frozenset({"item", "host-copy", "tensor-cast", "print-tensor", "fstring-tensor", "tensor-branch"})
@@ -81,3 +83,20 @@ def annotate_memory(creep: dict | None) -> dict | None:
             if key in creep:
                 creep[key] = f"{creep[key]} (lint: {first['location']})"
     return creep
+
+
+def located_memory(creep):
+    """``annotate_memory`` of a summary's MemoryCreep struct (core/findings/memory_creep.py; lint imports no
+    other part, so it is read by its fields): a new MemoryCreep, its leaks located the same way, in the
+    same words (the struct is frozen: a finding core made)."""
+    cache: dict = {}
+    leaks = []
+    for leak in creep.leaks:
+        found = append_location(leak.kind, leak.script, leak.location, cache)
+        leaks.append(leak if found is None else
+                     msgspec.structs.replace(leak, location=found[0], words=f"{leak.words} {found[1]}"))
+    where = leaks[0].location if leaks else None
+    if not where:
+        return msgspec.structs.replace(creep, leaks=leaks)
+    return msgspec.structs.replace(creep, leaks=leaks, short=f"{creep.short} (lint: {where})",
+                                   words=f"{creep.words} (lint: {where})")
