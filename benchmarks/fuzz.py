@@ -347,10 +347,10 @@ def read_cli_numbers(units: Units, ctx: dict[str, Any]) -> Verdict:
     import argparse
     import math
 
-    from neurondesk import cli
+    from neurondesk.cli import args as cli_args
     text = units[0].decode("utf-8", "replace")
-    for parse, lo, hi in ((cli._whole(1, cli.MAX_STEPS), 1, cli.MAX_STEPS),
-                          (cli._number(0, cli.MAX_PRICE_PER_HOUR), 0, cli.MAX_PRICE_PER_HOUR)):
+    for parse, lo, hi in ((cli_args.whole(1, cli_args.MAX_STEPS), 1, cli_args.MAX_STEPS),
+                          (cli_args.number(0, cli_args.MAX_PRICE_PER_HOUR), 0, cli_args.MAX_PRICE_PER_HOUR)):
         try:
             v = parse(text)
         except argparse.ArgumentTypeError:
@@ -555,7 +555,7 @@ READERS: tuple[Reader, ...] = (
            read_probe_ranges, lambda: Corpus(_probe_range_lines())),
     Reader("terminal_text", "safe_text.clean_lines and headless.mark_impersonation; 'refused': text changed",
            read_terminal_text, lambda: Corpus(_terminal_units(), (1, 6))),
-    Reader("cli_numbers", "cli._whole / cli._number with their bounds; refusal ArgumentTypeError", read_cli_numbers,
+    Reader("cli_numbers", "cli/args.py whole / number with their bounds; refusal ArgumentTypeError", read_cli_numbers,
            lambda: Corpus([b"300", b"5", b"1e26", b"100000000000000000000000000", b"1.34375", b"1e308",
                            b"nan", b"-1", b"0", b"1000000000000"])),
     Reader("codec", "codec.decode_event_line; refusal EventDecodeError", read_codec,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # the neurondesk of this checkout (PYTHONPATH=REPO below), whichever one the interpreter has installed
-ND = [sys.executable, "-c", "import sys; from neurondesk.cli import main; sys.exit(main())"]
+ND = [sys.executable, "-c", "import sys; from neurondesk.cli.main import main; sys.exit(main())"]
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

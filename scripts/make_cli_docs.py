@@ -50,7 +50,7 @@ def command_section(name: str, parser: argparse.ArgumentParser, summary: str, de
 
 def render() -> str:
     sys.path.insert(0, str(REPO))
-    from neurondesk.cli import build_parser
+    from neurondesk.cli.main import build_parser
 
     parser = build_parser()
     lines = ["# Command line reference", "",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from neurondesk.cli import main
+from neurondesk.cli.main import main
 from neurondesk.core.figures.series import rolling_median, rolling_quantiles, step_time_line
 from neurondesk.core.figures.time_breakdown import SLICES
 from neurondesk.core.rules.compare import compare

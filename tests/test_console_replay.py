@@ -339,7 +339,7 @@ def test_export_on_a_replay_writes_next_to_the_journal_and_stop_explains(tmp_pat
 
 
 def test_cli_replay_rejects_a_bad_speed_and_a_missing_folder(tmp_path, capsys, monkeypatch):
-    from neurondesk.cli import main
+    from neurondesk.cli.main import main
 
     with pytest.raises(SystemExit) as e:
         main(["replay", str(tmp_path), "--speed", "-1"])
@@ -358,7 +358,7 @@ def test_cli_replay_speed_and_until_reach_the_replay(monkeypatch):
     """`replay --speed/--until` from the command line: the console is stood in for (it needs a
     terminal); the source it is given plays the journal at that speed and stops at that offset."""
     import neurondesk.views.console.app as console_app
-    from neurondesk.cli import main
+    from neurondesk.cli.main import main
 
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     given = []
@@ -451,7 +451,7 @@ def test_the_console_never_imports_torch():
     import subprocess
     import sys
 
-    code = ("import sys, neurondesk.cli, neurondesk.recorder.recorder, neurondesk.sources.follow, "
+    code = ("import sys, neurondesk.cli.main, neurondesk.recorder.recorder, neurondesk.sources.follow, "
             "neurondesk.views.console.app; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parent.parent)

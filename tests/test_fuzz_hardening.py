@@ -13,7 +13,7 @@ import re
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from neurondesk import cli
+from neurondesk.cli import args as cli_args
 from neurondesk.collectors.probe_messages import ProbeDecoder, out_of_range
 from neurondesk.core.events import run_events as ev
 from neurondesk.reports.safe_text import clean_lines, has_no_controls_but_sgr
@@ -69,8 +69,8 @@ def test_printed_text_keeps_no_control_but_sgr_and_no_unmarked_neurondesk_line(p
 @example("1e26")
 @example("9" * 5000)
 def test_a_cli_number_is_within_its_bounds_or_refused(text: str) -> None:
-    for parse, lo, hi in ((cli._whole(1, cli.MAX_STEPS), 1, cli.MAX_STEPS),
-                          (cli._number(0, cli.MAX_PRICE_PER_HOUR), 0, cli.MAX_PRICE_PER_HOUR)):
+    for parse, lo, hi in ((cli_args.whole(1, cli_args.MAX_STEPS), 1, cli_args.MAX_STEPS),
+                          (cli_args.number(0, cli_args.MAX_PRICE_PER_HOUR), 0, cli_args.MAX_PRICE_PER_HOUR)):
         try:
             v = parse(text)
         except argparse.ArgumentTypeError:

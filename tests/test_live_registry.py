@@ -328,7 +328,7 @@ def _interpreter_for(user: str, env: dict[str, str]) -> str | None:
         if not os.path.exists(py):
             continue
         p = subprocess.run(["runuser", "-u", user, "--", "env", *(f"{k}={v}" for k, v in env.items()), py, "-c",
-                            "import neurondesk.cli, platformdirs, psutil, msgspec"],
+                            "import neurondesk.cli.main, platformdirs, psutil, msgspec"],
                            capture_output=True, text=True, cwd=REPO, timeout=60)
         if p.returncode == 0:
             return py

@@ -137,3 +137,28 @@ def test_the_same_loop_keeping_floats_names_no_creep(clean):
     assert s["steady"]["steps"] >= 50  # as long a steady run as the leaky one
     assert s["memory_creep"] is None and s["figures"]["memory_creep"] is None
     assert "memory creeps" not in run.stderr
+
+
+def test_the_html_report_locates_a_creep_on_the_struct_as_summary_does_on_the_dict():
+    """`neurondesk report` reads the summary struct, `neurondesk summary` and the status line its dict:
+    both get the line lint finds in the rank's script, in the same words."""
+    import msgspec
+
+    from neurondesk.core.findings.memory_creep import KIND_PER_STEP, KIND_TIME, MemoryCreep, MemoryLeak
+    from neurondesk.lint.locate import annotate_memory, located_memory
+
+    def leak(kind: str, script: str | None) -> MemoryLeak:
+        return MemoryLeak(memory="host_rss", rank=1, bytes_per_hour=1e9, since_s=5.0, window_s=30.0, samples=30,
+                          start_bytes=1 << 30, now_bytes=2 << 30, z=5.0, kind=kind, likely="a tensor kept",
+                          script=script, headline=f"rank 1 host RSS ({kind})", words=f"rank 1 grows ({kind})")
+
+    creep = MemoryCreep(leaks=[leak(KIND_PER_STEP, str(WORKLOAD)), leak(KIND_TIME, str(WORKLOAD))], series=2,
+                        short="rank 1 host RSS +1 GiB an hour", words="rank 1 host RSS grows")
+    located = located_memory(creep)
+    assert msgspec.to_builtins(located) == annotate_memory(msgspec.to_builtins(creep))
+    where = f"{WORKLOAD}:{_append_line()}"
+    per_step, in_time = located.leaks
+    assert per_step.location == where and per_step.words.startswith("rank 1 grows (kept-per-step) (lint: ")
+    assert in_time == creep.leaks[1]  # a leak that grows with time is not lint's
+    assert located.short == f"{creep.short} (lint: {where})" and located.words == f"{creep.words} (lint: {where})"
+    assert located_memory(msgspec.structs.replace(creep, leaks=[leak(KIND_TIME, None)])).short == creep.short

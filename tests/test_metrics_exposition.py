@@ -12,7 +12,7 @@ from conftest import DATA, REPO, base_env
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_harness import free_port, http_get, require_prometheus, stop, wait_for
 
-from neurondesk.cli import main
+from neurondesk.cli.main import main
 from neurondesk.recorder.metrics_http import parse_metrics_addr
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"

@@ -243,7 +243,7 @@ def stubbed_pricing(monkeypatch):
 
 
 def test_cli_refresh_through_a_real_pricing_client_writes_the_local_table(stubbed_pricing, capsys):
-    from neurondesk.cli import main
+    from neurondesk.cli.main import main
 
     plan, made = stubbed_pricing
     region = "us-west-2"
@@ -282,7 +282,7 @@ def test_cli_refresh_through_a_real_pricing_client_writes_the_local_table(stubbe
 
 
 def test_cli_refresh_access_denied_is_one_line_and_writes_nothing(stubbed_pricing, capsys):
-    from neurondesk.cli import main
+    from neurondesk.cli.main import main
 
     plan, _ = stubbed_pricing
     plan.append(lambda s: s.add_client_error("get_products", service_error_code="AccessDeniedException",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from neurondesk.lint.files import lint_paths
 
 VALUE_RULES = frozenset({"item", "host-copy", "tensor-cast", "print-tensor", "fstring-tensor", "tensor-branch"})
@@ -45,27 +47,56 @@ def annotate(advice: list[dict]) -> list[dict]:
     return advice
 
 
+def append_location(kind: str | None, script: str | None, location: str | None,
+                    cache: dict) -> tuple[str, str] | None:
+    """For a leak of a summary's ``memory_creep`` whose kind is a tensor kept per step: the line where lint
+    finds a list append of a tensor in the rank's ``script``, as ("path:line", the words to add at the end
+    of the leak's words); None for another kind, no script, a leak located already, or nothing found.
+    ``cache``: the lint reports by script, shared by the leaks of one summary."""
+    if kind != "kept-per-step" or not script or location:
+        return None
+    if script not in cache:
+        cache[script] = lint_paths([script])
+    lines = sorted({f.line for f in cache[script].findings if f.rule == "append-tensor"})
+    if not lines:
+        return None
+    where = f"{script}:{lines[0]}"
+    more = f" (and line{'s' if len(lines) > 2 else ''} {', '.join(map(str, lines[1:5]))})" if len(lines) > 1 else ""
+    return where, f"(lint: a tensor appended to a list every step at {where}{more})"
+
+
 def annotate_memory(creep: dict | None) -> dict | None:
-    """Each leak of a summary's ``memory_creep`` whose kind is a tensor kept per step, with the line where
-    lint finds a list append of a tensor in the rank's script: ``location`` ("path:line"), and said at
-    the end of its words (so every writer shows it)."""
+    """Each leak of a summary's ``memory_creep`` (as a dict) whose kind is a tensor kept per step, with the
+    line where lint finds a list append of a tensor in the rank's script: ``location`` ("path:line"), and
+    said at the end of its words (so every writer shows it)."""
     if not creep:
         return creep
     cache: dict = {}
     for leak in creep.get("leaks") or []:
-        script = leak.get("script")
-        if leak.get("kind") != "kept-per-step" or not script or leak.get("location"):
-            continue
-        if script not in cache:
-            cache[script] = lint_paths([script])
-        lines = sorted({f.line for f in cache[script].findings if f.rule == "append-tensor"})
-        if lines:
-            leak["location"] = f"{script}:{lines[0]}"
-            more = f" (and line{'s' if len(lines) > 2 else ''} {', '.join(map(str, lines[1:5]))})" if len(lines) > 1 else ""
-            leak["words"] = f"{leak['words']} (lint: a tensor appended to a list every step at {leak['location']}{more})"
+        found = append_location(leak.get("kind"), leak.get("script"), leak.get("location"), cache)
+        if found:
+            leak["location"] = found[0]
+            leak["words"] = f"{leak['words']} {found[1]}"
     first = (creep.get("leaks") or [{}])[0]
     if first.get("location"):
         for key in ("short", "words"):
             if key in creep:
                 creep[key] = f"{creep[key]} (lint: {first['location']})"
     return creep
+
+
+def located_memory(creep):
+    """``annotate_memory`` of a summary's MemoryCreep struct (core/findings/memory_creep.py; lint imports no
+    other part, so it is read by its fields): a new MemoryCreep, its leaks located the same way, in the
+    same words (the struct is frozen: a finding core made)."""
+    cache: dict = {}
+    leaks = []
+    for leak in creep.leaks:
+        found = append_location(leak.kind, leak.script, leak.location, cache)
+        leaks.append(leak if found is None else
+                     msgspec.structs.replace(leak, location=found[0], words=f"{leak.words} {found[1]}"))
+    where = leaks[0].location if leaks else None
+    if not where:
+        return msgspec.structs.replace(creep, leaks=leaks)
+    return msgspec.structs.replace(creep, leaks=leaks, short=f"{creep.short} (lint: {where})",
+                                   words=f"{creep.words} (lint: {where})")

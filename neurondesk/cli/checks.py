@@ -1,10 +1,27 @@
-"""`neurondesk doctor` and `neurondesk lint`: the checks before the first compile (issue 25)."""
+"""Before the first compile: `devices` (what is on this machine), `doctor` (is it ready for Neuron training)
+and `lint` (the recompiling patterns of a script, read from its source) (issue 25)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+
+from neurondesk.cli.errors import die
+
+
+def cmd_devices(args) -> int:
+    from neurondesk.collectors.devices.inventory import collect_inventory, format_inventory_text
+    from neurondesk.collectors.devices.neuron_ls import NeuronLsFileTooLarge
+
+    try:
+        inventory = collect_inventory(neuron_ls_file=args.from_file)
+    except NeuronLsFileTooLarge as exc:
+        die(str(exc))
+    if args.from_file is not None and inventory["neuron"] is None:  # nothing found in the file
+        die(inventory["neuron_reason"] or f"{args.from_file}: no neuron-ls output found")
+    sys.stdout.write(json.dumps(inventory, indent=2, default=str) + "\n" if args.json else format_inventory_text(inventory))
+    return 0
 
 
 def cmd_doctor(args) -> int:
@@ -52,6 +69,11 @@ def cmd_lint(args) -> int:
 
 def add_parsers(sub) -> None:
     from neurondesk.lint import SEVERITIES
+
+    devs = sub.add_parser("devices", help="what is on this machine: Neuron devices, GPUs, CPU")
+    devs.add_argument("--json", action="store_true")
+    devs.add_argument("--from-file", metavar="PATH", help="read a saved neuron-ls output (JSON or table)")
+    devs.set_defaults(fn=cmd_devices)
 
     doc = sub.add_parser("doctor", help="is this machine ready for Neuron training: devices, driver, packages, "
                                         "compatibility, disk, environment (exit 0 ok, 1 warnings, 2 failures)")

@@ -9,13 +9,11 @@ import os
 import sys
 from pathlib import Path
 
+from neurondesk.cli.errors import die
+from neurondesk.cli.history import resolve_run
+
 SINK_FORMATS = ("tensorboard", "mlflow", "wandb")
 
-
-def _die(msg: str, code: int = 2) -> None:
-    from neurondesk.cli import _die as die
-
-    die(msg, code)
 
 
 def add_sink_options(p: argparse.ArgumentParser) -> None:
@@ -40,13 +38,12 @@ def sink_options(args, env: dict[str, str] | None = None) -> dict:
             why = missing_library(kind) or (refusal(dict(os.environ if env is None else env))
                                             if kind == "wandb" else None)
             if why:
-                _die(why)
+                die(why)
     return chosen
 
 
 def cmd_export_sink(args) -> int:
     """A recorded run into one sink, synchronously: a failure is one line and exit 1."""
-    from neurondesk.cli_reports import resolve_run
     from neurondesk.core.reduce.state import RunState
     from neurondesk.core.summary.build import build_summary
     from neurondesk.reports.summary_writer import to_json, to_markdown
@@ -61,7 +58,7 @@ def cmd_export_sink(args) -> int:
     try:
         sink = make_sinks(dict(os.environ), folder, **{args.format: target})[0]
     except SinkError as exc:
-        _die(str(exc).replace(f"--{args.format}", f"--format {args.format}"))
+        die(str(exc).replace(f"--{args.format}", f"--format {args.format}"))
     state, taker, problems = RunState(), FrameTaker(), []
     frames = list(replayed_frames(iter_journal(Path(folder) / EVENTS_FILE, problems), state, taker))
     summary = build_summary(state)  # the journal's: the same figures the frames carry
@@ -75,7 +72,7 @@ def cmd_export_sink(args) -> int:
         sink.write([*frames, end.frame])  # the last: summary.json's figures
         look = sink.close(end)
     except Exception as exc:  # noqa: BLE001 - the tool's own error, in one line
-        _die(f"export to {args.format} {sink.where}: {why(exc)}", 1)
+        die(f"export to {args.format} {sink.where}: {why(exc)}", 1)
     skipped = f"; {len(problems)} journal line(s) skipped" if problems else ""
     sys.stderr.write(f"neurondesk: {len(frames) + 1} frames of {folder} written to {args.format} "
                      f"{sink.where}{skipped}; {look}\n")

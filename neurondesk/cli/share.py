@@ -8,16 +8,13 @@ import argparse
 import sys
 from pathlib import Path
 
-
-def _die(msg: str, code: int = 2) -> None:
-    from neurondesk.cli import _die as die
-
-    die(msg, code)
+from neurondesk.cli.args import MAX_PRICE_PER_HOUR, MAX_SECONDS, MAX_STEPS, number, whole
+from neurondesk.cli.errors import die
+from neurondesk.cli.history import resolve_run
+from neurondesk.cli.sinks import SINK_FORMATS, cmd_export_sink
 
 
 def add_alert_options(p: argparse.ArgumentParser) -> None:
-    from neurondesk.cli import MAX_PRICE_PER_HOUR, MAX_SECONDS, _number
-
     g = p.add_argument_group("alerts and budget (docs/export-report-alerts.md)")
     g.add_argument("--notify", action="store_true",
                    help="ring the terminal (bell, OSC 777 / OSC 9 desktop notification) on each alert")
@@ -29,13 +26,13 @@ def add_alert_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--notify-url", metavar="URL",
                    help="the same with the URL on the command line, where every user of the machine reads it "
                         "(ps) for the whole run: use --notify-url-file or NEURONDESK_NOTIFY_URL instead")
-    g.add_argument("--notify-compile-s", type=_number(0, MAX_SECONDS), default=60.0, metavar="S",
+    g.add_argument("--notify-compile-s", type=number(0, MAX_SECONDS), default=60.0, metavar="S",
                    help="alert when a compile longer than S seconds ends (default 60)")
-    g.add_argument("--budget-usd", type=_number(0.01, MAX_PRICE_PER_HOUR * 366 * 24), metavar="X",
+    g.add_argument("--budget-usd", type=number(0.01, MAX_PRICE_PER_HOUR * 366 * 24), metavar="X",
                    help="warn at 80%% of X dollars, alert at 100%%")
     g.add_argument("--budget-stop", action="store_true",
                    help="with --budget-usd: at 100%% stop the workload (SIGINT, then SIGTERM, as the console's s)")
-    g.add_argument("--hang-after", type=_number(1, MAX_SECONDS), metavar="S", dest="hang_after_s",
+    g.add_argument("--hang-after", type=number(1, MAX_SECONDS), metavar="S", dest="hang_after_s",
                    help="a run with no progress for S seconds (no step, no evaluation batch, no progress "
                         "line it prints) while nothing compiles is hung "
                         "(default: max(10 x the steady median step, 5 min))")
@@ -52,12 +49,12 @@ def notify_url(args, env=None) -> str | None:
     env = os.environ if env is None else env
     given, path = getattr(args, "notify_url", None), getattr(args, "notify_url_file", None)
     if given and path is not None:
-        _die("give the webhook URL one way: --notify-url-file PATH (or NEURONDESK_NOTIFY_URL), not with --notify-url too")
+        die("give the webhook URL one way: --notify-url-file PATH (or NEURONDESK_NOTIFY_URL), not with --notify-url too")
     if path is not None:
         try:
             url, what = read_secret_file(path), f"--notify-url-file {path}"
         except SecretRefused as exc:
-            _die(str(exc))
+            die(str(exc))
     elif given:
         url, what = given, "--notify-url"
         sys.stderr.write("neurondesk: warning: --notify-url puts the webhook URL (and the token in it) on the command "
@@ -70,7 +67,7 @@ def notify_url(args, env=None) -> str | None:
         return None
     why = check_url(url, what)
     if why:
-        _die(why)
+        die(why)
     return url
 
 
@@ -78,7 +75,7 @@ def alert_options(args) -> dict:
     """RunOptions fields from the alert options (a bad URL or --budget-stop alone ends here)."""
     url = notify_url(args)
     if getattr(args, "budget_stop", False) and getattr(args, "budget_usd", None) is None:
-        _die("--budget-stop needs --budget-usd X (the budget to stop at)")
+        die("--budget-stop needs --budget-usd X (the budget to stop at)")
     return {"notify": bool(getattr(args, "notify", False)), "notify_url": url or None,
             "notify_compile_s": getattr(args, "notify_compile_s", 60.0),
             "budget_usd": getattr(args, "budget_usd", None), "budget_stop": bool(getattr(args, "budget_stop", False)),
@@ -88,8 +85,6 @@ def alert_options(args) -> dict:
 # ---------------------------------------------------------------- export, report, stacks
 
 def add_parsers(sub) -> None:
-    from neurondesk.cli import MAX_STEPS, _whole
-
     ex = sub.add_parser("export", help="a run as Trace Event JSON for ui.perfetto.dev or chrome://tracing, "
                         "or into TensorBoard, MLflow, W&B")
     ex.add_argument("run_dir", type=Path)
@@ -98,8 +93,8 @@ def add_parsers(sub) -> None:
                          "tensorboard, mlflow, wandb: the run's figures there (docs/sinks.md)")
     ex.add_argument("-o", "--output", required=True,  # text: a sink's URI is no path (http://h:5000)
                     help="the file to write (- for stdout); the folder, tracking URI or W&B project of a sink")
-    ex.add_argument("--from-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps from N on")
-    ex.add_argument("--to-step", type=_whole(0, MAX_STEPS), metavar="N", help="steps up to N (included)")
+    ex.add_argument("--from-step", type=whole(0, MAX_STEPS), metavar="N", help="steps from N on")
+    ex.add_argument("--to-step", type=whole(0, MAX_STEPS), metavar="N", help="steps up to N (included)")
     ex.set_defaults(fn=cmd_export)
 
     st = sub.add_parser("stacks", help="every rank's Python stacks of a live run, and which rank stands elsewhere")
@@ -114,14 +109,13 @@ def add_parsers(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from neurondesk.cli_sinks import SINK_FORMATS, cmd_export_sink
     from neurondesk.reports.trace_export import ExportRange
 
     if args.format in SINK_FORMATS:
         return cmd_export_sink(args)
     args.output = Path(args.output)
     if args.from_step is not None and args.to_step is not None and args.to_step < args.from_step:
-        _die(f"--to-step {args.to_step} is before --from-step {args.from_step}")
+        die(f"--to-step {args.to_step} is before --from-step {args.from_step}")
     rng = ExportRange(args.from_step, args.to_step)
     try:
         if str(args.output) == "-":
@@ -133,7 +127,7 @@ def cmd_export(args) -> int:
                 stats = export_run(args.run_dir, f, rng)
             stats.path = str(args.output)
     except (OSError, ValueError) as exc:
-        _die(str(exc))
+        die(str(exc))
     sys.stderr.write(f"neurondesk: {stats.words()}\n")
     return 0
 
@@ -151,13 +145,10 @@ def export_run(run_dir: Path, out, rng):
 
 
 def cmd_report(args) -> int:
-    import msgspec
-
-    from neurondesk.cli_reports import resolve_run
     from neurondesk.core.figures.series import chart_line
     from neurondesk.core.rules.compare import compare
     from neurondesk.core.summary.build import run_summary
-    from neurondesk.lint.locate import annotate, annotate_memory
+    from neurondesk.lint.locate import annotate, located_memory
     from neurondesk.reports.html_report import ReportRun, render
     from neurondesk.sources.replay import state_from_run_dir
     from neurondesk.store.summary_files import write_atomic
@@ -168,21 +159,20 @@ def cmd_report(args) -> int:
         try:
             state, problems = state_from_run_dir(folder)
         except (OSError, ValueError) as exc:
-            _die(str(exc))
+            die(str(exc))
         for p in problems[:3]:
             sys.stderr.write(f"neurondesk: {folder}/events.jsonl line {p.line}: {p.error} (skipped)\n")
         summary = run_summary(state)
         annotate(summary.advice)  # as `neurondesk summary` says it: does lint find each line
         if summary.memory_creep is not None:
-            summary.memory_creep = msgspec.convert(annotate_memory(msgspec.to_builtins(summary.memory_creep)),
-                                                   type(summary.memory_creep))
+            summary.memory_creep = located_memory(summary.memory_creep)
         runs.append(ReportRun(summary, chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
                               str(folder)))
     comparison = compare([r.summary.as_dict() for r in runs]) if len(runs) > 1 else None
     try:
         write_atomic(args.output, render(runs, comparison))
     except OSError as exc:
-        _die(f"cannot write {args.output}: {exc.strerror or exc}")
+        die(f"cannot write {args.output}: {exc.strerror or exc}")
     sys.stderr.write(f"neurondesk: report of {len(runs)} run(s) written to {args.output}\n")
     return 0
 
@@ -194,6 +184,6 @@ def cmd_stacks(args) -> int:
     try:  # where Flight Recorder is on, the collective each rank is blocked in comes first
         text, _ = stacks_report(resolve_live_run(args.run), use_py_spy=not args.no_py_spy)
     except (RunNotFound, StacksUnavailable) as exc:
-        _die(str(exc))
+        die(str(exc))
     sys.stdout.write(text)
     return 0

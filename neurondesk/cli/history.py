@@ -1,42 +1,30 @@
-"""The report commands of the CLI: compare, history (run list and cost board), reindex, prices."""
+"""The recorded runs: `ls` (live runs, then the latest finished), `compare` (runs or jobs side by side),
+`history` (the run list, or the cost board with --group-by), `reindex` (the run index rebuilt); and
+`resolve_run`, a run named by its folder or its id."""
 
 from __future__ import annotations
 
 import sys
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
-import platformdirs
-
+from neurondesk.cli.args import MAX_ROWS, whole
+from neurondesk.cli.errors import die, say
 from neurondesk.reports.tables import FORMATS
 
 
-def _die(msg: str, code: int = 2) -> None:
-    from neurondesk.reports.safe_text import clean  # a message may quote a path, a line, a command
+# ---------------------------------------------------------------------- ls
+def cmd_ls(args) -> int:
+    from neurondesk.reports.runs_list import format_runs
+    from neurondesk.sources.runs import finished_runs, live_runs, sweep_socket_dirs
 
-    sys.stderr.write(f"neurondesk: {clean(msg, sgr=True)}\n")
-    raise SystemExit(code)
-
-
-def _limit(text: str) -> int:
-    """A count of rows: a whole number from 0 to 1,000,000 (argparse names the option)."""
-    import argparse
-
-    try:
-        value = int(text) if len(text) <= 20 else -1
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 10**6:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 1,000,000, got {text[:40]!r}")
-    return value
-
-
-_limit.__name__ = "whole number"
-
-
-def local_prices_path() -> Path:
-    """The locally refreshed price table, used before the bundled one (same JSON format)."""
-    return Path(platformdirs.user_config_dir("neurondesk")) / "prices.json"
+    sweep_socket_dirs()  # socket folders of recorders killed with SIGKILL
+    notes: list[str] = []  # runs moved or deleted while live; a refused registry of live runs
+    ended: list = []  # runs whose recorder is gone, settled on the way (their index row written)
+    live = live_runs(notes=notes, ended=ended)
+    say(notes)
+    sys.stdout.write(format_runs(live, finished_runs(limit=args.last, ended=ended)))
+    return 0
 
 
 # ---------------------------------------------------------------------- compare
@@ -55,8 +43,7 @@ def resolve_run(text: str) -> Path:
     for candidate in candidates:
         if (candidate / EVENTS_FILE).exists():
             return candidate
-    _die(f"run {text!r} not found: give a run folder (holding events.jsonl) or a run id from `neurondesk history`")
-    raise AssertionError  # unreachable
+    die(f"run {text!r} not found: give a run folder (holding events.jsonl) or a run id from `neurondesk history`")
 
 
 def cmd_compare(args) -> int:
@@ -64,7 +51,7 @@ def cmd_compare(args) -> int:
     from neurondesk.reports.compare_writer import WRITERS
 
     if len(args.runs) < 2:
-        _die("compare needs at least two runs: neurondesk compare RUN_A RUN_B [...]")
+        die("compare needs at least two runs: neurondesk compare RUN_A RUN_B [...]")
     sources = [_compare_source(r) for r in args.runs]
     summaries = [_compared_summary(kind, where, None) for kind, where in sources]
     target, _ = choose_target(summaries, args.target_loss)
@@ -105,9 +92,9 @@ def _compared_summary(kind: str, where: Path, target: float | None) -> dict:
             return as_run_summary(job_summary(runs.runs))
         s, problems = summary_from_run_dir(where, target)
     except JobSummaryError as exc:
-        _die(f"{where}: {exc}")
+        die(f"{where}: {exc}")
     except (OSError, ValueError) as exc:  # JobRunsError is a ValueError: its message names the folder
-        _die(str(exc) if isinstance(exc, JobRunsError) else f"{where}: {exc}")
+        die(str(exc) if isinstance(exc, JobRunsError) else f"{where}: {exc}")
     for p in problems[:3]:
         sys.stderr.write(f"neurondesk: {where}/events.jsonl line {p.line}: {p.error} (skipped)\n")
     return s
@@ -138,7 +125,7 @@ def cmd_history(args) -> int:
         try:
             since = parse_since(args.since, datetime.now(UTC))
         except ValueError as exc:
-            _die(str(exc))
+            die(str(exc))
     path = default_run_root() / INDEX_FILE
     waiting: list = []  # ended runs whose row the locked index could not take yet
     live = [] if args.group_by else _live_rows(since, waiting)  # the board adds up finished runs only
@@ -151,7 +138,7 @@ def cmd_history(args) -> int:
             index = RunIndex(path)
             rows = index.list_runs(since=since, limit=-1 if args.group_by else args.limit)
         except RunIndexError as exc:
-            _die(str(exc))
+            die(str(exc))
         if index.skipped:
             sys.stderr.write(f"neurondesk: {index.skipped} unreadable row(s) in the run index {path} skipped; "
                              "`neurondesk reindex` rebuilds it from the run folders\n")
@@ -256,12 +243,12 @@ def cmd_reindex(args) -> int:
                     Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
             index = RunIndex(path)
         except (OSError, RunIndexError):
-            _die(str(exc), 1)
+            die(str(exc), 1)
         sys.stderr.write(f"neurondesk: the unusable run index was moved to {aside}\n")
     try:
         n = index.replace_all(items)
     except RunIndexError as exc:
-        _die(str(exc), 1)
+        die(str(exc), 1)
     for line in skipped[:10]:
         sys.stderr.write(f"neurondesk: skipped {line}\n")
     sys.stdout.write(f"indexed {n} run(s) from {root} ({from_journal} from their journals: no usable summary.json)"
@@ -293,52 +280,11 @@ def _indexed_elsewhere(root: Path, dirs: list[Path]) -> list[Path]:
     return out
 
 
-# ---------------------------------------------------------------------- prices
-PRICE_COLUMNS = [("instance_type", "instance", "text"), ("price_per_hour", "$/hour", "usd_h"),
-                 ("accelerators", "accel.", "int"), ("chip", "chip", "text"),
-                 ("bf16_dense_tflops", "dense bf16 TF/chip", "num"), ("region", "region", "text"),
-                 ("source", "source", "text"), ("as_of", "as of", "text"), ("table", "table", "text"),
-                 ("note", "note", "text")]
-
-
-def cmd_prices(args) -> int:
-    from neurondesk.clients.price_list import PriceRefreshError, refresh
-    from neurondesk.reports.tables import render
-    from neurondesk.store.price_files import load_price_table
-
-    path = local_prices_path()
-    if args.action == "refresh":
-        if not args.region:
-            _die("prices refresh needs --region, e.g. neurondesk prices refresh --region us-east-1")
-        today = date.today().isoformat()
-        try:
-            doc = refresh(path, args.region, today, load_price_table(None))
-        except PriceRefreshError as exc:
-            _die(f"prices refresh failed: {exc}", 1)
-        rows = doc["instances"].values()
-        priced = sum(r["price_per_hour"] is not None for r in rows)
-        sys.stdout.write(f"wrote {path}: {priced} of {len(rows)} instance types priced "
-                         f"({args.region}, Price List API, {today}); it is used before the bundled table\n")
-        return 0
-    table = load_price_table(path)
-    for warning in table.warnings:
-        sys.stderr.write(f"neurondesk: {warning}\n")
-    rows = []
-    for name in sorted(table.instances):
-        r = table.instances[name]
-        chip = table.chips.get(r.chip)
-        rows.append({"instance_type": name, "price_per_hour": r.price_per_hour, "accelerators": r.accelerators,
-                     "chip": r.chip, "bf16_dense_tflops": chip.bf16_dense_tflops if chip else None,
-                     "region": r.region, "source": r.source, "as_of": r.as_of, "table": r.table, "note": r.note})
-    sys.stdout.write(render(PRICE_COLUMNS, rows, args.format))
-    if args.format == "text":
-        state = ("ignored: see above" if any(str(path) in w for w in table.warnings) else "in use"
-                 if path.exists() else "none; `neurondesk prices refresh --region R` writes it")
-        sys.stdout.write(f"\nlocal table: {path} ({state})\n")
-    return 0
-
-
 def add_parsers(sub) -> None:
+    ls = sub.add_parser("ls", help="live runs, then the most recent finished ones")
+    ls.add_argument("--last", type=whole(0, MAX_ROWS), default=10, help="finished runs to list (default 10)")
+    ls.set_defaults(fn=cmd_ls)
+
     cmp_ = sub.add_parser("compare", help="runs side by side: throughput, compile, cost, MFU, verdict")
     cmp_.add_argument("runs", nargs="+", metavar="RUN",
                       help="run folders or run ids (two or more); a job: a folder of its nodes' run folders, or "
@@ -348,7 +294,7 @@ def add_parsers(sub) -> None:
     cmp_.set_defaults(fn=cmd_compare)
 
     hist = sub.add_parser("history", help="past runs, or the cost board with --group-by")
-    hist.add_argument("--limit", type=_limit, default=50, help="runs listed (default 50; the board uses them all)")
+    hist.add_argument("--limit", type=whole(0, MAX_ROWS), default=50, help="runs listed (default 50; the board uses them all)")
     hist.add_argument("--since", help="only runs started since: 7d, 12h, 2w, or a date (2026-11-01)")
     hist.add_argument("--group-by", choices=("day", "week"), help="the cost board: per period (UTC) and device")
     hist.add_argument("--format", choices=FORMATS, default="text")
@@ -356,10 +302,3 @@ def add_parsers(sub) -> None:
 
     rei = sub.add_parser("reindex", help="rebuild the run index from the run folders (summary.json, else the journal)")
     rei.set_defaults(fn=cmd_reindex)
-
-    pr = sub.add_parser("prices", help="the price table in use (list), or refresh it from the AWS Price List API")
-    pr.add_argument("action", nargs="?", choices=("list", "refresh"), default="list")
-    pr.add_argument("--region", help="for refresh: the AWS region code whose prices to fetch (e.g. us-east-1)")
-    pr.add_argument("--format", choices=FORMATS, default="text")
-    pr.set_defaults(fn=cmd_prices)
-

@@ -7,11 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
-def _die(msg: str, code: int = 2) -> None:
-    from neurondesk.cli import _die as die
-
-    die(msg, code)
+from neurondesk.cli.errors import die
 
 
 def _gather(args, keep_states: bool = False):
@@ -20,7 +16,7 @@ def _gather(args, keep_states: bool = False):
     try:
         runs = gather(args.dirs, args.job, keep_states=keep_states)
     except JobRunsError as exc:
-        _die(str(exc))
+        die(str(exc))
     for note in runs.notes:
         sys.stderr.write(f"neurondesk: {note}\n")
     return runs
@@ -35,7 +31,7 @@ def _write(path: Path | None, text: str) -> None:
     try:
         write_atomic(path, text)
     except OSError as exc:
-        _die(f"cannot write {path}: {exc.strerror or exc}")
+        die(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def cmd_job_summary(args) -> int:
@@ -92,7 +88,7 @@ def cmd_job_export(args) -> int:
                 stats = write_job_trace(job, nodes(), f, ExportRange())
             stats.path = str(args.output)
     except (OSError, ValueError) as exc:
-        _die(str(exc))
+        die(str(exc))
     sys.stderr.write(f"neurondesk: job {job.job_id or '(no job id)'}, {len(job.nodes)} node(s): {stats.words()}\n")
     return 0
 
