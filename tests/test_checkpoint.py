@@ -21,8 +21,8 @@ from state_canon import canon
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.checkpointing import Checkpointer
-from neurondesk.sources.replay import ReplaySource, state_from_run_dir
-from neurondesk.sources.resume import resume
+from neurondesk.sources.rebuild import resume, state_from_run_dir
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.store import checkpoint as ck
 from neurondesk.store.journal import JournalWriter, iter_journal, read_journal
 from neurondesk.store.journal_tail import JournalTail
@@ -481,7 +481,7 @@ def test_per_segment_checkpoints_are_thinned_to_a_bounded_number_and_replay_unti
 
 
 def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_path, monkeypatch):
-    from neurondesk.sources import resume as checkpointing
+    from neurondesk.sources import listing as checkpointing
 
     run, events = _checkpointed_run(tmp_path, n=400)  # checkpoint after 200 of 400 steps
     full_state = full(run / "events.jsonl")

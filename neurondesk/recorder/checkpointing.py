@@ -1,5 +1,5 @@
 """The recorder's side of checkpoints (store/checkpoint.py): when to write one. What a reader does
-with them is in sources/resume.py."""
+with them is in sources/rebuild.py."""
 
 from __future__ import annotations
 

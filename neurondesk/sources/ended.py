@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from neurondesk.sources.replay import summary_from_run_dir
+from neurondesk.sources.rebuild import summary_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError, RunRow, row_of
 from neurondesk.store.live_registry import Entry, remove_entry
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive

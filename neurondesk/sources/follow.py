@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.sources.control_client import ControlError, request
-from neurondesk.sources.resume import resume
+from neurondesk.sources.rebuild import resume
 from neurondesk.store.fallback import REMAINDER_FILE, find_fallback
 from neurondesk.store.journal import JournalProblem
 from neurondesk.store.journal_tail import JournalTail

@@ -16,7 +16,7 @@ from pathlib import Path
 from neurondesk.core.findings.run_end import first_failure
 from neurondesk.core.job.job_summary import NodeRun
 from neurondesk.core.summary.build import run_summary
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.rundir import EVENTS_FILE
 
 MAX_RUNS = 4096  # folders of one job: far more nodes than a job has

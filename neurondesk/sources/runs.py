@@ -16,8 +16,8 @@ from pathlib import Path
 from neurondesk.core.figures.cost import cost_so_far
 from neurondesk.core.summary.build import build_summary
 from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle, unindexed_rows
-from neurondesk.sources.replay import state_from_run_dir
-from neurondesk.sources.resume import listing
+from neurondesk.sources.listing import listing
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError, RunRow
 from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive

@@ -26,7 +26,7 @@ from neurondesk.collectors.flight_recorder import NodeDumps, answers, node_dumps
 from neurondesk.collectors.stacks import request_stacks
 from neurondesk.core.node.flight_recorder import ENABLE_HINT, enabled, flight_env, rank_lines
 from neurondesk.core.node.stacks import RankStacks, parse_faulthandler, parse_py_spy
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
 
 PY_SPY_TIMEOUT_S = 10.0

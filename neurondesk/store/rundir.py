@@ -25,6 +25,7 @@ STDERR_LOG = "stderr.log"
 RECORDER_INFO = "recorder.json"  # pid and control socket of the recorder that owns the run
 RECORDER_LOCK = "recorder.lock"  # held (flock) by that recorder for as long as it lives
 RECORDER_LOG = "recorder.log"  # the recorder's own stderr: a crash of neurondesk itself lands here
+REPLAY_SUMMARY_JSON, REPLAY_SUMMARY_MD = "replay-summary.json", "replay-summary.md"
 INDEX_FILE = "runs.sqlite"  # in the run root
 LIVE_DIR = "live"  # beside the run root: one entry per live run, wherever its folder is (store/live_registry.py)
 
@@ -44,10 +45,17 @@ def make_run_id(now: datetime, suffix: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class RunPaths:
+    """The one handle on a run folder: every file a run keeps there is named here and nowhere else
+    (a fallback folder holds the same names for what it keeps: its summary)."""
+
     dir: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dir", Path(self.dir))  # a str from a command line or a JSON row
 
     @property
     def events(self) -> Path:
+        """The journal's live segment (the closed ones beside it: store/journal_segments.py)."""
         return self.dir / EVENTS_FILE
 
     @property
@@ -57,6 +65,15 @@ class RunPaths:
     @property
     def summary_md(self) -> Path:
         return self.dir / SUMMARY_MD
+
+    @property
+    def replay_summary_json(self) -> Path:
+        """A replay's export (the console's `e` on a replay): never the recorder's own summary."""
+        return self.dir / REPLAY_SUMMARY_JSON
+
+    @property
+    def replay_summary_md(self) -> Path:
+        return self.dir / REPLAY_SUMMARY_MD
 
     @property
     def stdout_log(self) -> Path:
@@ -77,6 +94,21 @@ class RunPaths:
     @property
     def recorder_log(self) -> Path:
         return self.dir / RECORDER_LOG
+
+    @property
+    def neuron_metrics(self) -> Path:
+        """The folder TorchNeuron writes its metric tables into (collectors/devices/graph_stats.py)."""
+        return self.dir / NEURON_METRICS_DIR
+
+    @property
+    def neuron_profile(self) -> Path:
+        """The folder a Neuron Explorer capture goes into (collectors/neuron_profile.py)."""
+        return self.dir / NEURON_PROFILE_DIR
+
+
+def index_path(run_root: Path) -> Path:
+    """The run index of the runs under ``run_root`` (store/index.py)."""
+    return Path(run_root) / INDEX_FILE
 
 
 class RunDirRefused(ValueError):
@@ -193,7 +225,8 @@ def holds_run_files(d: Path) -> bool:
 
 
 def holds_a_run(d: Path) -> bool:
-    return os.path.lexists(d / EVENTS_FILE) or os.path.lexists(d / SUMMARY_JSON)
+    paths = RunPaths(d)
+    return os.path.lexists(paths.events) or os.path.lexists(paths.summary_json)
 
 
 def move_run_aside(d: Path, now: datetime) -> Path:
