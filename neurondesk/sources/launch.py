@@ -6,7 +6,7 @@ dropped ssh connection or the death of the console that launched it does not rea
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from neurondesk.recorder.options import RunOptions
+from neurondesk.recorder.options import LaunchSpec, RunOptions, encode_spec
 from neurondesk.store.liveness import (
     LOCK_TAKEN_EXIT,
     claim_lock_file,
@@ -87,9 +87,8 @@ def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
         lock_id = claim_lock_file(paths.dir)
     except NotOurFile as exc:  # planted after the folder check: refused, nothing runs
         raise RunDirRefused(str(exc)) from exc
-    spec = {"command": command, "options": json.loads(options.to_json()), "run_dir": str(paths.dir),
-            "env": without_secrets(options.env if options.env is not None else os.environ),
-            "lock": lock_id.as_list()}  # the recorder opens this lock file, no other
+    env = without_secrets(options.env if options.env is not None else os.environ)
+    spec = LaunchSpec(list(command), paths.dir, dataclasses.replace(options, env=env), lock_id)
     log_fd = os.open(paths.recorder_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "neurondesk.recorder"], stdin=subprocess.PIPE,
@@ -98,7 +97,7 @@ def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
     finally:
         os.close(log_fd)
     try:
-        proc.stdin.write((json.dumps(spec) + "\n").encode())
+        proc.stdin.write(encode_spec(spec))
         proc.stdin.close()
     except OSError:
         pass  # it died at once: said below with its log
