@@ -24,8 +24,6 @@ from neurondesk.store.liveness import (
 )
 from neurondesk.store.own_files import NotOurFile
 from neurondesk.store.rundir import (
-    STDERR_LOG,
-    STDOUT_LOG,
     RunDirRefused,
     RunPaths,
     create_run_dir,
@@ -55,6 +53,7 @@ class LaunchedRun:
 def make_run_paths(options: RunOptions) -> RunPaths:
     if options.run_dir is not None:
         d = options.run_dir
+        paths = RunPaths(d)
         # made 0700 (never through a symlink), or one of this user's own, not writable by others,
         # holding no file another user planted (RunDirRefused, one line; --force moves them aside)
         make_private_run_dir(d)
@@ -72,9 +71,10 @@ def make_run_paths(options: RunOptions) -> RunPaths:
                 if not options.force:
                     raise RunDirRefused(why)
                 move_run_aside(d, datetime.now())  # theirs, moved aside: never written to
-            elif any(os.path.lexists(d / name) for name in (STDOUT_LOG, STDERR_LOG)):
-                move_run_aside(d, datetime.now())  # ours, but the run makes its output files itself (O_EXCL)
-        return RunPaths(d)
+            elif (os.path.lexists(paths.stdout_log) or os.path.lexists(paths.stderr_log)
+                  or paths.grown_files()):  # ours, but the run makes its output files itself (O_EXCL),
+                move_run_aside(d, datetime.now())  # and checkpoints of another journal are of no use
+        return paths
     root = options.run_root or default_run_root()
     return create_run_dir(root, make_run_id(datetime.now()))
 

@@ -49,7 +49,8 @@ def listing(run_dir: Path, now: float) -> Listing:
 
 def _journal_bytes(run_dir: Path) -> int:
     total = 0
-    for p in run_dir.glob("events*"):
+    paths = RunPaths(run_dir)
+    for p in (paths.events, *paths.journal_segments()):
         try:
             total += p.stat().st_size
         except OSError:

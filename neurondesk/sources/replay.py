@@ -127,10 +127,10 @@ class ReplaySource:
         from neurondesk.store.summary_files import write_atomic
 
         s = build_summary(self.state, self.now())
-        out = self.run_dir / "replay-summary.json"
-        write_atomic(out, to_json(s))  # 0600, never through a link, as the recorder's own summary
-        write_atomic(out.with_suffix(".md"), to_markdown(s))
-        return out
+        paths = RunPaths(self.run_dir)
+        write_atomic(paths.replay_summary_json, to_json(s))  # 0600, never through a link, as the recorder's own summary
+        write_atomic(paths.replay_summary_md, to_markdown(s))
+        return paths.replay_summary_json
 
     def finish(self) -> None:
         """Nothing to flush: a replay writes nothing unless asked to export."""
