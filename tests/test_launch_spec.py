@@ -33,7 +33,7 @@ def test_every_option_arrives_as_it_was_given(tmp_path):
     options = _every_option_set(tmp_path)
     unset = [f.name for f in dataclasses.fields(RunOptions) if getattr(options, f.name) == getattr(RunOptions(), f.name)]
     assert unset == []  # a new option is added here too, so that its trip is checked
-    spec = LaunchSpec(["python", "train.py", "--lr", "0.1"], tmp_path / "run", options, FileId(41, 42))
+    spec = LaunchSpec(["python", "train.py", "--lr", "0.1", "--tag", ""], tmp_path / "run", options, FileId(41, 42))
     line = encode_spec(spec)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     back = decode_spec(line)

@@ -69,7 +69,7 @@ class LaunchSpec:
     lock: FileId | None = None  # the lock file the launcher made or checked: the recorder opens this one, no other
 
     def __post_init__(self) -> None:
-        if not self.command or not all(self.command):
+        if not self.command or not self.command[0]:  # an empty argument after the program is the user's
             raise ValueError("the command is empty")
         if not self.run_dir.is_absolute():
             raise ValueError(f"the run folder {self.run_dir} is not an absolute path")

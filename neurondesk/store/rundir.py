@@ -31,8 +31,8 @@ CHECKPOINT_FILE = "checkpoint.bin"  # the reduced state as of a recent flush (st
 # Files a run adds as it goes: the journal's closed segments (store/journal_segments.py), the first
 # checkpoint of each segment, and their temp files while they are written
 _JOURNAL_SEGMENT = re.compile(r"events\.\d{6}\.jsonl(\.zst)?(\.tmp\d+)?")
-_SEGMENT_CHECKPOINT = re.compile(r"checkpoint\.(\d{6})\.bin")
-_CHECKPOINT = re.compile(r"checkpoint(\.\d{6})?\.bin(\.tmp\d+)?")
+_SEGMENT_CHECKPOINT = re.compile(r"checkpoint\.(\d+)\.bin")
+_CHECKPOINT = re.compile(r"checkpoint(\.\d+)?\.bin(\.tmp\d+)?")
 INDEX_FILE = "runs.sqlite"  # in the run root
 LIVE_DIR = "live"  # beside the run root: one entry per live run, wherever its folder is (store/live_registry.py)
 
