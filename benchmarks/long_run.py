@@ -232,7 +232,7 @@ def timed_rss(cmd: list[str], env: dict) -> tuple[float, int, str]:
 REDUCE = """
 import sys, time
 from pathlib import Path
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 t = time.perf_counter()
 notes = []
 state, _ = state_from_run_dir(Path(sys.argv[1]), notes=notes)

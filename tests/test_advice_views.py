@@ -15,7 +15,8 @@ from neurondesk.cli.main import main
 from neurondesk.core.figures.series import rolling_median, rolling_quantiles, step_time_line
 from neurondesk.core.figures.time_breakdown import SLICES
 from neurondesk.core.rules.compare import compare
-from neurondesk.sources.replay import ReplaySource, state_from_run_dir, summary_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir, summary_from_run_dir
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line

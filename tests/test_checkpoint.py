@@ -21,12 +21,13 @@ from state_canon import canon
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.checkpointing import Checkpointer
-from neurondesk.sources.replay import ReplaySource, state_from_run_dir
-from neurondesk.sources.resume import resume
+from neurondesk.sources.rebuild import resume, state_from_run_dir
+from neurondesk.sources.replay import ReplaySource
 from neurondesk.store import checkpoint as ck
 from neurondesk.store.journal import JournalWriter, iter_journal, read_journal
 from neurondesk.store.journal_tail import JournalTail
 from neurondesk.store.own_files import FileId
+from neurondesk.store.rundir import RunPaths
 
 JOURNALS = Path(__file__).parent / "data" / "journals"
 RECORDED = sorted(p.name for p in JOURNALS.iterdir())
@@ -174,8 +175,8 @@ def _payload_at(path: Path) -> int:
 ])
 def test_a_damaged_checkpoint_is_never_used_and_said_once(tmp_path, damage, reason):
     run, events = _checkpointed_run(tmp_path)
-    (run / ck.segment_name(0)).unlink()  # the same state under its segment's name: only the latest here
-    path = run / ck.LATEST
+    RunPaths(run).segment_checkpoint(0).unlink()  # the same state under its segment's name: only the latest here
+    path = RunPaths(run).checkpoint
     data = bytearray(path.read_bytes())
     at = _payload_at(path)
     if damage == "truncate":
@@ -202,14 +203,14 @@ def test_a_damaged_checkpoint_is_never_used_and_said_once(tmp_path, damage, reas
 
 def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
     run, events = _checkpointed_run(tmp_path)
-    (run / ck.segment_name(0)).unlink()
+    RunPaths(run).segment_checkpoint(0).unlink()
     marker = tmp_path / "pwned"
     payload = pickle.dumps(_Evil(str(marker)))
     import hashlib
 
     import zstandard
     body = zstandard.ZstdCompressor().compress(payload)
-    path = run / ck.LATEST
+    path = RunPaths(run).checkpoint
     at = _payload_at(path)
     header = json.loads(path.read_bytes()[len(ck.MAGIC):at])
     header.update(payload_bytes=len(body), payload_blake2b=hashlib.blake2b(body, digest_size=16).hexdigest())
@@ -241,7 +242,7 @@ def test_a_bad_latest_checkpoint_falls_back_to_an_older_good_one(tmp_path):
         cp.after_flush(state, writer)
     writer.close()
     assert len(ck.checkpoint_files(tmp_path)) > 2
-    (tmp_path / ck.LATEST).write_bytes(b"NDCHECKPOINT\n{")
+    RunPaths(tmp_path).checkpoint.write_bytes(b"NDCHECKPOINT\n{")
     notes: list[str] = []
     resumed, _ = state_from_run_dir(tmp_path, notes=notes)
     assert len(notes) == 1 and notes[0].startswith("checkpoint not used, checkpoint.bin: its header is cut")
@@ -252,13 +253,13 @@ def test_a_bad_latest_checkpoint_falls_back_to_an_older_good_one(tmp_path):
 # ---------------------------------------------------------------- writing: atomic, private, never torn
 def test_the_checkpoint_file_is_private_and_not_written_through_a_symlink(tmp_path):
     run, _ = _checkpointed_run(tmp_path)
-    assert (run / ck.LATEST).stat().st_mode & 0o777 == 0o600
-    (run / ck.LATEST).unlink()
-    (run / ck.LATEST).symlink_to(tmp_path / "elsewhere")
+    assert RunPaths(run).checkpoint.stat().st_mode & 0o777 == 0o600
+    RunPaths(run).checkpoint.unlink()
+    RunPaths(run).checkpoint.symlink_to(tmp_path / "elsewhere")
     state = full(run / "events.jsonl")
     ck.write_checkpoint(run, state, run / "events.jsonl", (0, (run / "events.jsonl").stat().st_size))
     assert not (tmp_path / "elsewhere").exists()  # the rename replaced the link itself
-    assert not (run / ck.LATEST).is_symlink()
+    assert not RunPaths(run).checkpoint.is_symlink()
     assert ck.best_checkpoint(run, run / "events.jsonl") is not None
 
 
@@ -300,7 +301,7 @@ def test_a_full_disk_while_writing_a_checkpoint_keeps_the_old_one(tmp_path):
         pytest.skip("cannot mount a tmpfs here")
     try:
         run, events = _checkpointed_run(mnt, n=200)
-        good = (run / ck.LATEST).read_bytes()
+        good = RunPaths(run).checkpoint.read_bytes()
         filler = mnt / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
@@ -320,7 +321,7 @@ def test_a_full_disk_while_writing_a_checkpoint_keeps_the_old_one(tmp_path):
         assert words is not None and "checkpoint not written" in words and "No space left" in words
         big.apply(ev.Notice(t=1.0, level="info", message="one more"))
         assert cp.after_flush(big, writer) is None  # the same reason is said once
-        assert (run / ck.LATEST).read_bytes() == good
+        assert RunPaths(run).checkpoint.read_bytes() == good
         assert not [p for p in run.iterdir() if ".tmp" in p.name]
         writer.close()
         filler.unlink()
@@ -436,7 +437,6 @@ def test_a_second_recorder_for_the_same_folder_is_refused_in_one_line_and_touche
     from neurondesk.recorder.options import RunOptions
     from neurondesk.recorder.recorder import Recorder
     from neurondesk.store.liveness import RecorderLock
-    from neurondesk.store.rundir import RunPaths
 
     run, _ = _checkpointed_run(tmp_path)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
@@ -481,7 +481,7 @@ def test_per_segment_checkpoints_are_thinned_to_a_bounded_number_and_replay_unti
 
 
 def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_path, monkeypatch):
-    from neurondesk.sources import resume as checkpointing
+    from neurondesk.sources import listing as checkpointing
 
     run, events = _checkpointed_run(tmp_path, n=400)  # checkpoint after 200 of 400 steps
     full_state = full(run / "events.jsonl")
@@ -490,8 +490,8 @@ def test_ls_reads_a_run_from_its_checkpoint_and_never_a_whole_long_journal(tmp_p
     assert row.elapsed_s == full_state.elapsed_s(events[-1].t + 5) and row.phase == "finished (exit 0)"
     # the checkpoint written by other reducers (another version): a long journal is not reduced,
     # the row its header keeps is shown, as of its time
-    (run / ck.segment_name(0)).unlink()
-    path = run / ck.LATEST
+    RunPaths(run).segment_checkpoint(0).unlink()
+    path = RunPaths(run).checkpoint
     data = path.read_bytes()
     at = _payload_at(path)
     header = json.loads(data[len(ck.MAGIC):at])
@@ -510,8 +510,8 @@ def test_attach_says_once_why_a_checkpoint_was_not_used_and_shows_the_whole_run(
     from neurondesk.sources.follow import FollowSource
 
     run, events = _checkpointed_run(tmp_path)
-    (run / ck.segment_name(0)).unlink()
-    (run / ck.LATEST).write_bytes(b"garbage")
+    RunPaths(run).segment_checkpoint(0).unlink()
+    RunPaths(run).checkpoint.write_bytes(b"garbage")
     source = FollowSource(run, attached=True)
     try:
         assert len(source.notes) == 1 and "not a neurondesk checkpoint" in source.notes[0]

@@ -21,7 +21,7 @@ from conftest import REPO, base_env
 from neurondesk.core.events import run_events as ev
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.recorder import Recorder
-from neurondesk.sources.replay import summary_from_run_dir
+from neurondesk.sources.rebuild import summary_from_run_dir
 from neurondesk.store.fallback import (
     REMAINDER_FILE,
     FallbackInfo,

@@ -29,7 +29,7 @@ from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import to_markdown
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 from neurondesk.views.headless import status_line

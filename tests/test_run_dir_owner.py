@@ -60,12 +60,10 @@ def test_a_recorder_that_loses_the_race_for_its_folder_says_why_and_exits_apart(
     fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "the first recorder"
     os.write(lock_fd, f"{os.getpid()}\n".encode())
     try:
-        from neurondesk.recorder.options import RunOptions
+        from neurondesk.recorder.options import LaunchSpec, RunOptions, encode_spec
 
-        spec = {"command": [sys.executable, "-c", "print('never')"], "options": json.loads(RunOptions().to_json()),
-                "run_dir": str(run_dir),
-                "env": base_env(tmp_path)}
-        p = subprocess.run([sys.executable, "-m", "neurondesk.recorder"], input=json.dumps(spec) + "\n",
+        spec = LaunchSpec([sys.executable, "-c", "print('never')"], run_dir, RunOptions(env=base_env(tmp_path)))
+        p = subprocess.run([sys.executable, "-m", "neurondesk.recorder"], input=encode_spec(spec).decode(),
                            capture_output=True, text=True, env=base_env(tmp_path), cwd=REPO, timeout=120)
     finally:
         os.close(lock_fd)
@@ -77,7 +75,7 @@ def test_a_recorder_that_loses_the_race_for_its_folder_says_why_and_exits_apart(
 def test_the_launcher_does_not_take_another_recorders_journal_for_its_own(tmp_path):
     """The race seen from `run`: the folder's journal exists (the winner's) when the loser starts;
     the launcher waits for its own recorder, which exits with the cause, and says it."""
-    from neurondesk.recorder.options import RunOptions
+    from neurondesk.recorder.options import LaunchSpec, RunOptions, encode_spec
     from neurondesk.sources.launch import LaunchError, _wait_ready
     from neurondesk.store.rundir import RunPaths
 
@@ -88,12 +86,11 @@ def test_the_launcher_does_not_take_another_recorders_journal_for_its_own(tmp_pa
     fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.write(lock_fd, f"{os.getpid()}\n".encode())
     log_fd = os.open(run_dir / "recorder.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    spec = {"command": ["true"], "options": json.loads(RunOptions().to_json()), "run_dir": str(run_dir),
-            "env": base_env(tmp_path)}
+    spec = LaunchSpec(["true"], run_dir, RunOptions(env=base_env(tmp_path)))
     try:
         proc = subprocess.Popen([sys.executable, "-m", "neurondesk.recorder"], stdin=subprocess.PIPE,
                                 stdout=log_fd, stderr=log_fd, env=base_env(tmp_path), cwd=REPO)
-        proc.stdin.write((json.dumps(spec) + "\n").encode())
+        proc.stdin.write(encode_spec(spec))
         proc.stdin.close()
         try:
             _wait_ready(RunPaths(Path(run_dir)), proc)

@@ -86,3 +86,57 @@ def test_a_planted_summary_tmp_symlink_is_not_followed(tmp_path):
     write_summary_files(RunPaths(tmp_path), "{}", "# x")  # the link is dropped, never written through
     assert target.read_text() == "precious"
     assert (tmp_path / "summary.json").read_text() == "{}" and not (tmp_path / "summary.json").is_symlink()
+
+
+def _rotated_journal(d: Path, source: str, n: int = 200) -> None:
+    """A real journal whose writer closed segments as it grew (events.NNNNNN.jsonl.zst beside it)."""
+    from neurondesk.core.events import run_events as ev
+    from neurondesk.store.journal import JournalWriter
+
+    w = JournalWriter(RunPaths(d).events, segment_bytes=2000)
+    for i in range(n):
+        w.write(ev.Notice(t=float(i), level="info", source=source, message=f"{source} {i}"))
+        w.flush()
+    w.close()
+
+
+def test_forcing_a_folder_whose_journal_rotated_starts_a_new_journal_not_the_old_ones_next_segment(tmp_path):
+    """--force moved events.jsonl aside but left the closed segments: the new run's journal went on
+    numbering after them and every reader took the old run's events for the new run's."""
+    from neurondesk.core.events import run_events as ev
+    from neurondesk.recorder.options import RunOptions
+    from neurondesk.sources.launch import make_run_paths
+    from neurondesk.store.journal import JournalWriter, iter_journal
+
+    d = tmp_path / "r"
+    d.mkdir(mode=0o700)
+    _rotated_journal(d, "old")
+    assert RunPaths(d).journal_segments()
+    paths = make_run_paths(RunOptions(run_dir=d, force=True))
+    assert paths.journal_segments() == [] and paths.grown_files() == []
+    w = JournalWriter(paths.events)
+    w.write(ev.Notice(t=1000.0, level="info", source="new", message="new 0"))
+    w.close()
+    assert [e.source for e in iter_journal(paths.events, [])] == ["new"]
+    [aside] = d.glob("previous-*")
+    assert len(list(iter_journal(RunPaths(aside).events, []))) == 200  # the old run whole, beside
+
+
+def test_closed_segments_alone_are_a_run_and_stale_checkpoints_are_moved_aside(tmp_path):
+    from neurondesk.recorder.options import RunOptions
+    from neurondesk.sources.launch import make_run_paths
+
+    d = tmp_path / "r"
+    d.mkdir(mode=0o700)
+    _rotated_journal(d, "old")
+    RunPaths(d).events.unlink()  # the live file lost: what is left is still a journal
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        make_run_paths(RunOptions(run_dir=d))
+    e = tmp_path / "e"
+    e.mkdir(mode=0o700)
+    for p in (RunPaths(e).checkpoint, RunPaths(e).segment_checkpoint(3)):
+        p.write_bytes(b"of another journal")
+        p.chmod(0o600)
+    assert make_run_paths(RunOptions(run_dir=e)).grown_files() == []  # ours, and of no use: moved aside
+    [aside] = e.glob("previous-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["checkpoint.000003.bin", "checkpoint.bin"]

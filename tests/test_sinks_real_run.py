@@ -368,7 +368,7 @@ def test_wandb_run_id_of_the_workload_is_refused_in_one_line(tmp_path):
 
 def test_export_writes_a_recorded_run_into_tensorboard(tmp_path, capsys):
     from neurondesk.cli.main import main
-    from neurondesk.sources.replay import summary_from_run_dir
+    from neurondesk.sources.rebuild import summary_from_run_dir
 
     assert main(["export", str(JOURNAL), "--format", "tensorboard", "-o", str(tmp_path / "tb")]) == 0
     err = capsys.readouterr().err

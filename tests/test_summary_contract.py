@@ -26,7 +26,7 @@ from neurondesk.core.summary.types import (
     summary_schema,
 )
 from neurondesk.reports.summary_writer import figure_rows, to_json
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 
 JOURNALS = REPO / "tests" / "data" / "journals"
 V1 = REPO / "tests" / "data" / "old_versions" / "v1_plain"

@@ -18,7 +18,7 @@ from conftest import REPO
 
 from neurondesk.reports import trace_export
 from neurondesk.reports.trace_export import ExportRange, write_trace
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.journal import iter_journal
 
 JOURNALS = Path(__file__).parent / "data" / "journals"

@@ -31,17 +31,17 @@ def cmd_ls(args) -> int:
 def resolve_run(text: str) -> Path:
     """A run folder, or a run id: under the run root, or wherever the run index says it is."""
     from neurondesk.store.index import RunIndex, RunIndexError
-    from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, default_run_root
+    from neurondesk.store.rundir import RunPaths, default_run_root, index_path
 
     candidates = [Path(text), default_run_root() / text]
-    index = default_run_root() / INDEX_FILE
+    index = index_path(default_run_root())
     if index.exists():
         try:
             candidates += [Path(r.run_dir) for r in RunIndex(index).list_runs(limit=-1) if r.id == text]
         except RunIndexError:
             pass
     for candidate in candidates:
-        if (candidate / EVENTS_FILE).exists():
+        if RunPaths(candidate).events.exists():
             return candidate
     die(f"run {text!r} not found: give a run folder (holding events.jsonl) or a run id from `neurondesk history`")
 
@@ -64,13 +64,13 @@ def cmd_compare(args) -> int:
 
 def _compare_source(text: str) -> tuple[str, Path]:
     """("run", its folder), ("job folder", a folder of a job's run folders) or ("job file", a job summary's JSON)."""
-    from neurondesk.store.rundir import EVENTS_FILE
+    from neurondesk.store.rundir import RunPaths
 
     path = Path(text)
     if path.is_file():
         return "job file", path
-    if path.is_dir() and not (path / EVENTS_FILE).exists() and any(
-            (d / EVENTS_FILE).is_file() for d in path.iterdir() if d.is_dir() and not d.is_symlink()):
+    if path.is_dir() and not RunPaths(path).events.exists() and any(
+            RunPaths(d).events.is_file() for d in path.iterdir() if d.is_dir() and not d.is_symlink()):
         return "job folder", path
     return "run", resolve_run(text)
 
@@ -79,7 +79,7 @@ def _compared_summary(kind: str, where: Path, target: float | None) -> dict:
     """A run's summary, or a job's in the shape of one (core/job_summary.as_run_summary)."""
     from neurondesk.core.job.job_summary import JobSummaryError, as_run_summary, job_summary, load_job_summary
     from neurondesk.sources.job_runs import JobRunsError, gather
-    from neurondesk.sources.replay import summary_from_run_dir
+    from neurondesk.sources.rebuild import summary_from_run_dir
     from neurondesk.store.input_files import read_regular
 
     try:
@@ -118,7 +118,7 @@ def cmd_history(args) -> int:
     from neurondesk.reports.tables import render
     from neurondesk.sources.ended import lost_recorder
     from neurondesk.store.index import RunIndex, RunIndexError
-    from neurondesk.store.rundir import INDEX_FILE, default_run_root
+    from neurondesk.store.rundir import default_run_root, index_path
 
     since = None
     if args.since:
@@ -126,7 +126,7 @@ def cmd_history(args) -> int:
             since = parse_since(args.since, datetime.now(UTC))
         except ValueError as exc:
             die(str(exc))
-    path = default_run_root() / INDEX_FILE
+    path = index_path(default_run_root())
     waiting: list = []  # ended runs whose row the locked index could not take yet
     live = [] if args.group_by else _live_rows(since, waiting)  # the board adds up finished runs only
     if not path.exists() and not live and not waiting:
@@ -202,10 +202,10 @@ def cmd_reindex(args) -> int:
     """The run index rebuilt from the run folders: summary.json, else the journal replayed."""
     import json
 
-    from neurondesk.sources.replay import summary_from_run_dir
+    from neurondesk.sources.rebuild import summary_from_run_dir
     from neurondesk.store.index import RunIndex, RunIndexError
     from neurondesk.store.input_files import read_regular
-    from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON, default_run_root
+    from neurondesk.store.rundir import RunPaths, default_run_root, index_path
 
     root = default_run_root()
     items, from_journal, skipped = [], 0, []
@@ -215,12 +215,12 @@ def cmd_reindex(args) -> int:
         summary = None
         try:
             # a regular file, bounded: a FIFO or /dev/zero there is skipped, never read
-            summary = json.loads(read_regular(d / SUMMARY_JSON, "a run summary", 64 << 20, follow=False))
+            summary = json.loads(read_regular(RunPaths(d).summary_json, "a run summary", 64 << 20, follow=False))
         except (OSError, ValueError, RecursionError):
             pass
         if not (isinstance(summary, dict) and isinstance(summary.get("run_id"), str) and summary["run_id"]):
             summary = None
-            if (d / EVENTS_FILE).is_file():
+            if RunPaths(d).events.is_file():
                 try:
                     summary, _ = summary_from_run_dir(d)
                     from_journal += 1
@@ -228,11 +228,11 @@ def cmd_reindex(args) -> int:
                     skipped.append(f"{d.name}: {exc}")
                     continue
         if summary is None or not isinstance(summary.get("run_id"), str) or not summary["run_id"]:
-            if (d / EVENTS_FILE).exists() or (d / SUMMARY_JSON).exists():
+            if RunPaths(d).events.exists() or RunPaths(d).summary_json.exists():
                 skipped.append(f"{d.name}: no run id in its summary or journal")
             continue
         items.append((summary, d))
-    path = root / INDEX_FILE
+    path = index_path(root)
     try:
         index = RunIndex(path)
     except RunIndexError as exc:  # not a database at all: moved aside, rebuilt fresh
@@ -261,9 +261,9 @@ def _indexed_elsewhere(root: Path, dirs: list[Path]) -> list[Path]:
     import os
 
     from neurondesk.store.index import RunIndex, RunIndexError
-    from neurondesk.store.rundir import INDEX_FILE
+    from neurondesk.store.rundir import index_path
 
-    path = root / INDEX_FILE
+    path = index_path(root)
     if not path.exists():
         return []
     try:

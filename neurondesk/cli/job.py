@@ -66,9 +66,9 @@ def cmd_job_export(args) -> int:
     from neurondesk.core.job.job_summary import job_summary
     from neurondesk.reports.job_trace import write_job_trace
     from neurondesk.reports.trace_parts import ExportRange
-    from neurondesk.sources.replay import state_from_run_dir
+    from neurondesk.sources.rebuild import state_from_run_dir
     from neurondesk.store.journal import iter_journal
-    from neurondesk.store.rundir import EVENTS_FILE
+    from neurondesk.store.rundir import RunPaths
 
     runs = _gather(args)
     job = job_summary(runs.runs)
@@ -76,7 +76,7 @@ def cmd_job_export(args) -> int:
     def nodes():  # one node's state at a time: memory does not grow with the job
         for node in job.nodes:
             state, _ = state_from_run_dir(Path(node.run_dir))
-            yield state, iter_journal(Path(node.run_dir) / EVENTS_FILE, [])
+            yield state, iter_journal(RunPaths(node.run_dir).events, [])
 
     try:
         if str(args.output) == "-":

@@ -12,7 +12,8 @@ from neurondesk.cli.errors import die
 def _rebuilt_summary(run_dir) -> dict:
     """A run's summary rebuilt from its journal (or its fallback), with what was skipped or is
     missing said on stderr."""
-    from neurondesk.sources.replay import recording_gap, summary_from_run_dir
+    from neurondesk.sources.rebuild import summary_from_run_dir
+    from neurondesk.sources.replay import recording_gap
     from neurondesk.sources.runs import remove_socket_dir
 
     remove_socket_dir(run_dir)  # its recorder killed with SIGKILL left its socket folder behind

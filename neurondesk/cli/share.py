@@ -136,12 +136,12 @@ def export_run(run_dir: Path, out, rng):
     """The run's reduced state (for the compiles' causes, the ranks, the evaluation phases) and
     one pass over its journal, written as Trace Event JSON."""
     from neurondesk.reports.trace_export import write_trace
-    from neurondesk.sources.replay import state_from_run_dir
+    from neurondesk.sources.rebuild import state_from_run_dir
     from neurondesk.store.journal import iter_journal
-    from neurondesk.store.rundir import EVENTS_FILE
+    from neurondesk.store.rundir import RunPaths
 
     state, _ = state_from_run_dir(Path(run_dir))
-    return write_trace(state, iter_journal(Path(run_dir) / EVENTS_FILE, []), out, rng)
+    return write_trace(state, iter_journal(RunPaths(run_dir).events, []), out, rng)
 
 
 def cmd_report(args) -> int:
@@ -150,7 +150,7 @@ def cmd_report(args) -> int:
     from neurondesk.core.summary.build import run_summary
     from neurondesk.lint.locate import annotate, located_memory
     from neurondesk.reports.html_report import ReportRun, render
-    from neurondesk.sources.replay import state_from_run_dir
+    from neurondesk.sources.rebuild import state_from_run_dir
     from neurondesk.store.summary_files import write_atomic
 
     runs = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from neurondesk.cli.errors import die
 from neurondesk.cli.history import resolve_run
@@ -51,7 +50,7 @@ def cmd_export_sink(args) -> int:
     from neurondesk.sinks.choose import make_sinks
     from neurondesk.sinks.frames import FrameTaker, replayed_frames, run_info
     from neurondesk.store.journal import iter_journal
-    from neurondesk.store.rundir import EVENTS_FILE, SUMMARY_JSON, SUMMARY_MD
+    from neurondesk.store.rundir import SUMMARY_JSON, SUMMARY_MD, RunPaths
 
     folder = resolve_run(str(args.run_dir))
     target = str(args.output)
@@ -60,7 +59,7 @@ def cmd_export_sink(args) -> int:
     except SinkError as exc:
         die(str(exc).replace(f"--{args.format}", f"--format {args.format}"))
     state, taker, problems = RunState(), FrameTaker(), []
-    frames = list(replayed_frames(iter_journal(Path(folder) / EVENTS_FILE, problems), state, taker))
+    frames = list(replayed_frames(iter_journal(RunPaths(folder).events, problems), state, taker))
     summary = build_summary(state)  # the journal's: the same figures the frames carry
     artifacts = {SUMMARY_JSON: to_json(summary), SUMMARY_MD: to_markdown(summary)}
     try:

@@ -18,10 +18,9 @@ from pathlib import Path
 
 from neurondesk.core.events.device_events import NeuronProfileCapture
 from neurondesk.store.input_files import open_regular_stream
-from neurondesk.store.rundir import NEURON_PROFILE_DIR
+from neurondesk.store.rundir import RunPaths
 
 ENABLE, SYSTEM, OUTPUT_DIR = "NEURON_RT_INSPECT_ENABLE", "NEURON_RT_INSPECT_SYSTEM_PROFILE", "NEURON_RT_INSPECT_OUTPUT_DIR"
-FOLDER = NEURON_PROFILE_DIR  # in the run folder (--force moves it aside with the run)
 DEFAULT_OUTPUT = "./output"  # the runtime's default NEURON_RT_INSPECT_OUTPUT_DIR
 MAX_SCRIPT_BYTES = 4 << 20
 _TORCH_PROFILER = re.compile(r"\btorch\.profiler\b|\bfrom\s+torch\s+import\s+[^\n#]*\bprofiler\b|"
@@ -69,7 +68,7 @@ def torch_profiler_use(command: list[str], cwd: str | None) -> str | None:
 
 
 def _private_folder(run_dir: Path) -> Path | None:
-    folder = Path(run_dir) / FOLDER
+    folder = RunPaths(run_dir).neuron_profile  # --force moves it aside with the run
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
@@ -90,7 +89,7 @@ def profile_setup(base: dict[str, str], run_dir: Path, requested: bool, command:
     if requested:
         folder = _private_folder(run_dir)
         if folder is None:
-            out.warnings.append(f"--neuron-profile: cannot make {Path(run_dir) / FOLDER} (a file or link is in the "
+            out.warnings.append(f"--neuron-profile: cannot make {RunPaths(run_dir).neuron_profile} (a file or link is in the "
                                 "way): no Neuron Explorer capture")
             return out
         where = str(folder)

@@ -1,26 +1,27 @@
-"""``python -m neurondesk.recorder``: the recorder process. Its launch spec (command, options,
-the workload's environment) arrives as one JSON object on stdin, never on disk or in argv."""
+"""``python -m neurondesk.recorder``: the recorder process. Its launch spec (command, run folder,
+options with the workload's environment) arrives as one JSON line on stdin, never on disk or in
+argv (recorder/options.py); one it cannot take is refused in one line, into its log."""
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
-from neurondesk.recorder.options import RunOptions
+from neurondesk.recorder.options import LaunchSpecError, decode_spec
 from neurondesk.recorder.recorder import serve
-from neurondesk.store.own_files import FileId
 from neurondesk.store.rundir import RunPaths
+
+BAD_SPEC_EXIT = 2
 
 
 def main() -> int:
-    spec = json.loads(sys.stdin.readline())
-    sys.stdin.close()
-    options = RunOptions.from_json(json.dumps(spec["options"]))
-    options.env = spec.get("env")
-    lock = spec.get("lock")  # the lock file the launcher made or checked: (st_dev, st_ino)
-    lock_id = FileId(int(lock[0]), int(lock[1])) if isinstance(lock, list) and len(lock) == 2 else None
-    return serve(list(spec["command"]), options, RunPaths(Path(spec["run_dir"])), lock_id)
+    try:
+        spec = decode_spec(sys.stdin.buffer.readline())
+    except LaunchSpecError as exc:
+        sys.stderr.write(f"neurondesk recorder: {exc}\n")
+        return BAD_SPEC_EXIT
+    finally:
+        sys.stdin.close()
+    return serve(spec.command, spec.options, RunPaths(spec.run_dir), spec.lock)
 
 
 if __name__ == "__main__":

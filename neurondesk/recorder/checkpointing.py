@@ -1,5 +1,5 @@
 """The recorder's side of checkpoints (store/checkpoint.py): when to write one. What a reader does
-with them is in sources/resume.py."""
+with them is in sources/rebuild.py."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.core.reduce.state import RunState
-from neurondesk.store.checkpoint import (
-    LATEST,
-    checkpoint_files,
-    segment_name,
-    write_checkpoint,
-)
+from neurondesk.store.checkpoint import write_checkpoint
 from neurondesk.store.journal import JournalWriter
+from neurondesk.store.rundir import RunPaths
 
 EVERY_EVENTS = 200_000  # a checkpoint at least this often ...
 EVERY_S = 10.0  # ... or this often while events come
@@ -52,10 +48,10 @@ class Checkpointer:
             return None
         self._last_events, self._last_t = state.event_count, self.clock()
         segment, _ = position = journal.position
-        names = [LATEST] + ([segment_name(segment)] if segment > self._segment_done else [])
+        which = [None] + ([segment] if segment > self._segment_done else [])  # None: the latest
         try:
-            for name in names:
-                self.bytes = write_checkpoint(self.run_dir, state, journal.path, position, name)
+            for one in which:
+                self.bytes = write_checkpoint(self.run_dir, state, journal.path, position, one)
                 self.written += 1
             if segment > self._segment_done:
                 thin_segment_checkpoints(self.run_dir, segment)
@@ -73,7 +69,7 @@ class Checkpointer:
 def thin_segment_checkpoints(run_dir: Path, newest: int, keep: int = SEGMENT_KEEP) -> int:
     """Keep at most ``keep`` per-segment checkpoints: those of every 2^k-th segment (the smallest
     k that fits) and the newest. Returns how many were removed. A removal that fails is left."""
-    found = {int(p.name[len("checkpoint."):-4]): p for p in checkpoint_files(run_dir)[1:]}
+    found = RunPaths(run_dir).segment_checkpoints()
     stride = 1
     while sum(1 for n in found if n % stride == 0) > keep - 1:
         stride *= 2

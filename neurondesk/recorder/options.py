@@ -1,13 +1,18 @@
-"""What a run is started with. Crosses from the command line to the recorder process as JSON
-(the workload's environment travels as the recorder's own environment, never on disk)."""
+"""What a run is started with (``RunOptions``), and the ``LaunchSpec`` that carries it to the
+recorder process: encoded once by the launcher (sources/launch.py) onto the recorder's stdin,
+decoded and validated once by the recorder (recorder/__main__.py); never on disk or in argv.
+The workload's environment travels in it (secrets taken out), not as the recorder's own."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from neurondesk.core.rules.checks import Thresholds
+from neurondesk.store.own_files import FileId
 
 
 @dataclass
@@ -53,19 +58,47 @@ class RunOptions:
             if value is not None:
                 setattr(self, key, Path(value).absolute())
 
-    def to_json(self) -> str:
-        d = asdict(self)
-        d.pop("env")
-        for key in ("run_dir", "run_root"):
-            d[key] = None if d[key] is None else str(d[key])
-        return json.dumps(d)
 
-    @classmethod
-    def from_json(cls, text: str) -> RunOptions:
-        d = json.loads(text)
-        names = {f.name for f in fields(cls)} - {"env"}
-        o = cls(**{k: v for k, v in d.items() if k in names})
-        o.run_dir = None if o.run_dir is None else Path(o.run_dir)
-        o.run_root = None if o.run_root is None else Path(o.run_root)
-        o.checks = None if o.checks is None else Thresholds(**o.checks)
-        return o
+@dataclass(frozen=True)
+class LaunchSpec:
+    """All the recorder process is told: what to run, in which folder, with which options."""
+
+    command: list[str]
+    run_dir: Path  # the run folder, made (or checked) by the launcher
+    options: RunOptions  # its ``env``: the workload's environment
+    lock: FileId | None = None  # the lock file the launcher made or checked: the recorder opens this one, no other
+
+    def __post_init__(self) -> None:
+        if not self.command or not self.command[0]:  # an empty argument after the program is the user's
+            raise ValueError("the command is empty")
+        if not self.run_dir.is_absolute():
+            raise ValueError(f"the run folder {self.run_dir} is not an absolute path")
+
+
+class LaunchSpecError(ValueError):
+    """A launch spec the recorder cannot take; the message is one line saying why."""
+
+
+def encode_spec(spec: LaunchSpec) -> bytes:
+    """One JSON line."""
+    return msgspec.json.encode(spec, enc_hook=_encode_path) + b"\n"
+
+
+def decode_spec(line: bytes) -> LaunchSpec:
+    """The launch spec of one JSON line, every field checked against its type (LaunchSpecError)."""
+    try:
+        return msgspec.json.decode(line, type=LaunchSpec, dec_hook=_decode_path)
+    except msgspec.DecodeError as exc:  # a ValidationError too: the field is named ("at `$.options.warmup_steps`")
+        raise LaunchSpecError(f"the launch spec on stdin is refused: {exc}") from None
+
+
+def _encode_path(obj: Any) -> str:
+    if isinstance(obj, Path):
+        return str(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def _decode_path(kind: type, obj: Any) -> Path:
+    if kind is Path and isinstance(obj, str):
+        return Path(obj)
+    raise TypeError(f"expected a path, got {type(obj).__name__}")  # msgspec: a ValidationError at its field

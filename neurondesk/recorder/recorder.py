@@ -55,7 +55,7 @@ from neurondesk.store.liveness import (
 )
 from neurondesk.store.own_files import FileId, NotOurFile
 from neurondesk.store.run_ids import run_id_for
-from neurondesk.store.rundir import INDEX_FILE, RunPaths, default_run_root
+from neurondesk.store.rundir import RunPaths, default_run_root, index_path
 from neurondesk.store.summary_files import write_summary_files
 from neurondesk.store.write_errors import advice, is_disk_full
 
@@ -302,7 +302,7 @@ class Recorder:
                 message=(f"cannot write the summary in {self.paths.dir}: {exc.strerror or exc}; "
                          f"{advice(exc.errno, str(self.paths.dir))}, "
                          f"then rebuild it with `neurondesk summary {self.paths.dir}`")))
-        index = (self.options.run_root or default_run_root()) / INDEX_FILE
+        index = index_path(self.options.run_root or default_run_root())
         self.row_pending, said = record_row(index, summary, self.paths.dir)  # pending: the index was locked
         if said is not None:
             self.record(said)

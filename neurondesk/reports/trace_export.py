@@ -246,6 +246,6 @@ class TraceWriter:
 
 
 def write_trace(state, events: Iterable[ev.Event], out: TextIO, rng: ExportRange | None = None) -> ExportStats:
-    """``state``: the run reduced (sources/replay.py); ``events``: its journal, in order."""
+    """``state``: the run reduced (sources/rebuild.py); ``events``: its journal, in order."""
     return TraceWriter(state, out, rng).write(events)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from neurondesk.recorder.control import REPLY_TIMEOUT_S
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
+from neurondesk.store.rundir import RunPaths
 
 
 class ControlError(RuntimeError):
@@ -20,7 +21,7 @@ def request(run_dir: Path | str, op: str, **args) -> str:
         raise ControlError(f"no recorder runs for {run_dir}: the run has ended, or its recorder was killed")
     info = read_recorder_info(run_dir)
     if info is None:
-        raise ControlError(f"{run_dir}/recorder.json is missing or unreadable; the recorder cannot be reached")
+        raise ControlError(f"{RunPaths(run_dir).recorder_info} is missing or unreadable; the recorder cannot be reached")
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(REPLY_TIMEOUT_S + 2)

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from neurondesk.sources.replay import summary_from_run_dir
+from neurondesk.sources.rebuild import summary_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError, RunRow, row_of
 from neurondesk.store.live_registry import Entry, remove_entry
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
-from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, SUMMARY_JSON
+from neurondesk.store.rundir import RunPaths, index_path
 from neurondesk.store.summary_files import read_summary
 
 SETTLE_PATIENCE_S = 1.0  # a command that settles a run waits this long for a locked index, then lists it anyway
@@ -63,7 +63,7 @@ def _last_time(summary: dict) -> float | None:
 
 def lost_recorder(run_dir: Path | str, summary: dict) -> RecorderLost | None:
     """The run's recorder was lost before the run finished (None: it finished, or is live)."""
-    if summary.get("finished") or recorder_alive(run_dir) or os.path.lexists(Path(run_dir) / SUMMARY_JSON):
+    if summary.get("finished") or recorder_alive(run_dir) or os.path.lexists(RunPaths(run_dir).summary_json):
         return None
     info = read_recorder_info(run_dir)
     pid = info.workload_pid if info else None
@@ -84,7 +84,7 @@ def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | 
     out: list[EndedRun] = []
     for e in entries:
         run_dir = Path(e.run_dir)
-        if not (run_dir / EVENTS_FILE).exists():
+        if not RunPaths(run_dir).events.exists():
             remove_entry(registry, e.name)  # its folder is gone: nothing to list
             continue
         summary, lost = _written_summary(run_dir), None
@@ -98,7 +98,7 @@ def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | 
             lost = lost_recorder(run_dir, summary)
         why = None
         try:
-            RunIndex(root / INDEX_FILE, patience_s=SETTLE_PATIENCE_S).record(summary, run_dir)
+            RunIndex(index_path(root), patience_s=SETTLE_PATIENCE_S).record(summary, run_dir)
             remove_entry(registry, e.name)
         except (RunIndexError, ValueError) as exc:  # still locked, or unwritable: listed from its summary; the entry stays
             why = str(exc)

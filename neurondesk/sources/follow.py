@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.sources.control_client import ControlError, request
-from neurondesk.sources.resume import resume
+from neurondesk.sources.rebuild import resume
 from neurondesk.store.fallback import REMAINDER_FILE, find_fallback
 from neurondesk.store.journal import JournalProblem
 from neurondesk.store.journal_tail import JournalTail
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
-from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
+from neurondesk.store.rundir import RunPaths
 
 ALIVE_CHECK_S = 1.0
 FALLBACK_CHECK_S = 5.0  # the fallback search lists the temporary folder: not at every idle poll
@@ -179,7 +179,7 @@ class FollowSource:
     def summary_path(self) -> Path:
         """summary.json as the recorder wrote it: in the run folder, or beside the journal's
         remainder when the run folder's disk was full."""
-        return (self.fallback or self.run_dir) / SUMMARY_JSON
+        return RunPaths(self.fallback or self.run_dir).summary_json
 
     def close(self) -> None:
         self.tail.close()

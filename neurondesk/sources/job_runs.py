@@ -16,8 +16,8 @@ from pathlib import Path
 from neurondesk.core.findings.run_end import first_failure
 from neurondesk.core.job.job_summary import NodeRun
 from neurondesk.core.summary.build import run_summary
-from neurondesk.sources.replay import state_from_run_dir
-from neurondesk.store.rundir import EVENTS_FILE
+from neurondesk.sources.rebuild import state_from_run_dir
+from neurondesk.store.rundir import RunPaths
 
 MAX_RUNS = 4096  # folders of one job: far more nodes than a job has
 
@@ -37,10 +37,10 @@ class JobRuns:
 def run_folders(args: list[Path]) -> list[Path]:
     out: list[Path] = []
     for a in args:
-        if (a / EVENTS_FILE).is_file():
+        if RunPaths(a).events.is_file():
             out.append(a)
         elif a.is_dir():
-            found = sorted(d for d in a.iterdir() if d.is_dir() and not d.is_symlink() and (d / EVENTS_FILE).is_file())
+            found = sorted(d for d in a.iterdir() if d.is_dir() and not d.is_symlink() and RunPaths(d).events.is_file())
             if not found:
                 raise JobRunsError(f"{a} holds no run folder (no events.jsonl in it nor in its folders): give each "
                                    "node's run folder, or the folder they were copied to")
@@ -70,7 +70,7 @@ def gather(args: list[Path], job: str | None = None, target_loss: float | None =
         except (OSError, ValueError) as exc:
             raise JobRunsError(f"{d}: {exc}") from exc
         if problems:
-            notes.append(f"{d}/events.jsonl: {len(problems)} unreadable line(s) skipped (first: line "
+            notes.append(f"{RunPaths(d).events}: {len(problems)} unreadable line(s) skipped (first: line "
                          f"{problems[0].line}: {problems[0].error})")
         summary = run_summary(state)
         reduced.append((d, state, summary))

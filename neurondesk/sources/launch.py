@@ -6,7 +6,7 @@ dropped ssh connection or the death of the console that launched it does not rea
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from neurondesk.recorder.options import RunOptions
+from neurondesk.recorder.options import LaunchSpec, RunOptions, encode_spec
 from neurondesk.store.liveness import (
     LOCK_TAKEN_EXIT,
     claim_lock_file,
@@ -24,8 +24,6 @@ from neurondesk.store.liveness import (
 )
 from neurondesk.store.own_files import NotOurFile
 from neurondesk.store.rundir import (
-    STDERR_LOG,
-    STDOUT_LOG,
     RunDirRefused,
     RunPaths,
     create_run_dir,
@@ -55,6 +53,7 @@ class LaunchedRun:
 def make_run_paths(options: RunOptions) -> RunPaths:
     if options.run_dir is not None:
         d = options.run_dir
+        paths = RunPaths(d)
         # made 0700 (never through a symlink), or one of this user's own, not writable by others,
         # holding no file another user planted (RunDirRefused, one line; --force moves them aside)
         make_private_run_dir(d)
@@ -72,9 +71,10 @@ def make_run_paths(options: RunOptions) -> RunPaths:
                 if not options.force:
                     raise RunDirRefused(why)
                 move_run_aside(d, datetime.now())  # theirs, moved aside: never written to
-            elif any(os.path.lexists(d / name) for name in (STDOUT_LOG, STDERR_LOG)):
-                move_run_aside(d, datetime.now())  # ours, but the run makes its output files itself (O_EXCL)
-        return RunPaths(d)
+            elif (os.path.lexists(paths.stdout_log) or os.path.lexists(paths.stderr_log)
+                  or paths.grown_files()):  # ours, but the run makes its output files itself (O_EXCL),
+                move_run_aside(d, datetime.now())  # and checkpoints of another journal are of no use
+        return paths
     root = options.run_root or default_run_root()
     return create_run_dir(root, make_run_id(datetime.now()))
 
@@ -87,9 +87,8 @@ def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
         lock_id = claim_lock_file(paths.dir)
     except NotOurFile as exc:  # planted after the folder check: refused, nothing runs
         raise RunDirRefused(str(exc)) from exc
-    spec = {"command": command, "options": json.loads(options.to_json()), "run_dir": str(paths.dir),
-            "env": without_secrets(options.env if options.env is not None else os.environ),
-            "lock": lock_id.as_list()}  # the recorder opens this lock file, no other
+    env = without_secrets(options.env if options.env is not None else os.environ)
+    spec = LaunchSpec(list(command), paths.dir, dataclasses.replace(options, env=env), lock_id)
     log_fd = os.open(paths.recorder_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "neurondesk.recorder"], stdin=subprocess.PIPE,
@@ -98,7 +97,7 @@ def launch_recorder(command: list[str], options: RunOptions) -> LaunchedRun:
     finally:
         os.close(log_fd)
     try:
-        proc.stdin.write((json.dumps(spec) + "\n").encode())
+        proc.stdin.write(encode_spec(spec))
         proc.stdin.close()
     except OSError:
         pass  # it died at once: said below with its log

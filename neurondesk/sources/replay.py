@@ -1,56 +1,15 @@
-"""Rebuild a run from its journal alone: the same reducer a live run uses, started from the newest
-usable checkpoint of it (sources/resume.py) so that only the journal after it is reduced."""
+"""Play a recorded run back into its own RunState, as fast as it was recorded or all at once: the
+same reducer a live run uses, started from the newest usable checkpoint (sources/rebuild.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
-from neurondesk.sources.resume import resume
-from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
-from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
-from neurondesk.store.rundir import EVENTS_FILE
-
-
-def state_from_run_dir(run_dir: Path, target_loss: float | None = None,
-                       notes: list[str] | None = None) -> tuple[RunState, list[JournalProblem]]:
-    """``target_loss``: reduce as if the run had been started with this --target-loss (compare).
-    ``run_dir`` may be a fallback folder (the run folder's disk was full), or a run folder that
-    has one: the whole journal is read then, and ``notes`` says so."""
-    run_dir = Path(run_dir)
-    fallback = run_dir if is_fallback_dir(run_dir) else find_fallback(run_dir)
-    problems: list[JournalProblem] = []
-    if fallback is not None:
-        stream, warning = open_whole_journal(fallback)
-        if notes is not None:
-            notes.append(f"the run folder's disk filled up during this run: read its journal, then the rest "
-                         f"from {fallback}")
-            notes += [warning] if warning else []
-        with stream:
-            return _reduce(iter_journal_stream(stream, problems), target_loss), problems
-    path = run_dir / EVENTS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: give a run folder made by `neurondesk run` (see `neurondesk history`)")
-    if target_loss is not None:  # reduced as if started otherwise: no checkpoint holds that
-        return _reduce(iter_journal(path, problems), target_loss), problems
-    state, start = resume(run_dir, path, notes=notes)
-    state = _reduce(iter_journal(path, problems, start), None, state)
-    if notes is not None:  # a journal-wide problem (a segment deleted by hand) is a note, not a line
-        notes += [p.error for p in problems if p.line == 0]
-        problems = [p for p in problems if p.line != 0]
-    return state, problems
-
-
-def _reduce(events, target_loss: float | None, state: RunState | None = None) -> RunState:
-    state = RunState() if state is None else state
-    for e in events:
-        if target_loss is not None and isinstance(e, ev.RunStarted):
-            e = dataclasses.replace(e, target_loss=target_loss)
-        state.apply(e)
-    return state
+from neurondesk.sources.rebuild import journal_of, resume
+from neurondesk.store.journal import JournalProblem, iter_journal
+from neurondesk.store.rundir import RunPaths
 
 
 def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
@@ -72,13 +31,7 @@ def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
     pid = f" (pid {info.workload_pid})" if info and info.workload_pid else ""
     return (f"the recording of {run_dir} stopped at {when} (its recorder is gone) before the workload "
             f"ended: steps, compiles and the exit after that are missing; the workload{pid} may have run on, "
-            f"its output is in {Path(run_dir) / 'stdout.log'} and stderr.log")
-
-
-def summary_from_run_dir(run_dir: Path, target_loss: float | None = None,
-                         notes: list[str] | None = None) -> tuple[dict, list[JournalProblem]]:
-    state, problems = state_from_run_dir(run_dir, target_loss, notes)
-    return build_summary(state), problems
+            f"its output is in {RunPaths(run_dir).stdout_log} and stderr.log")
 
 
 class ReplaySource:
@@ -98,10 +51,7 @@ class ReplaySource:
                  clock=None) -> None:
         import time
 
-        path = Path(run_dir) / EVENTS_FILE
-        if not path.exists():
-            raise FileNotFoundError(f"{path} not found: give a run folder made by `neurondesk run` "
-                                    "(see `neurondesk history`)")
+        path = journal_of(run_dir)
         if speed < 0:
             raise ValueError(f"--speed {speed}: give a positive factor, or 0 for all at once")
         self.run_dir = Path(run_dir)
@@ -173,10 +123,10 @@ class ReplaySource:
         from neurondesk.store.summary_files import write_atomic
 
         s = build_summary(self.state, self.now())
-        out = self.run_dir / "replay-summary.json"
-        write_atomic(out, to_json(s))  # 0600, never through a link, as the recorder's own summary
-        write_atomic(out.with_suffix(".md"), to_markdown(s))
-        return out
+        paths = RunPaths(self.run_dir)
+        write_atomic(paths.replay_summary_json, to_json(s))  # 0600, never through a link, as the recorder's own summary
+        write_atomic(paths.replay_summary_md, to_markdown(s))
+        return paths.replay_summary_json
 
     def finish(self) -> None:
         """Nothing to flush: a replay writes nothing unless asked to export."""

@@ -16,12 +16,12 @@ from pathlib import Path
 from neurondesk.core.figures.cost import cost_so_far
 from neurondesk.core.summary.build import build_summary
 from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle, unindexed_rows
-from neurondesk.sources.replay import state_from_run_dir
-from neurondesk.sources.resume import listing
+from neurondesk.sources.listing import listing
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError, RunRow
 from neurondesk.store.live_registry import RegisteredRun, RegistryRefused, live_entries, registry_dir
 from neurondesk.store.liveness import read_recorder_info, recorder_alive
-from neurondesk.store.rundir import EVENTS_FILE, INDEX_FILE, RECORDER_INFO, RECORDER_LOCK, default_run_root
+from neurondesk.store.rundir import RunPaths, default_run_root, index_path
 
 SCAN_LIMIT = 500  # run folders looked at for live ones, newest first
 
@@ -81,12 +81,12 @@ def _scanned_live_dirs(base: Path) -> list[Path]:
     if not base.is_dir():
         return []
     dirs = sorted((d for d in base.iterdir() if d.is_dir() and not d.is_symlink()), reverse=True)
-    return [d for d in dirs[:SCAN_LIMIT] if (d / RECORDER_LOCK).exists() and recorder_alive(d)]
+    return [d for d in dirs[:SCAN_LIMIT] if RunPaths(d).recorder_lock.exists() and recorder_alive(d)]
 
 
 def _started(d: Path) -> float:
     try:
-        return os.stat(d / RECORDER_INFO).st_mtime  # written as its recorder started
+        return os.stat(RunPaths(d).recorder_info).st_mtime  # written as its recorder started
     except OSError:
         return 0.0
 
@@ -124,7 +124,7 @@ def finished_runs(root: Path | None = None, limit: int = 10, ended: list[EndedRu
     """The latest finished runs in the index, newest first, and before them the ended runs whose
     row could not be written yet (``ended``: from registered_runs); a run whose recorder was lost
     says so (``lost``)."""
-    path = _root(root) / INDEX_FILE
+    path = index_path(_root(root))
     if limit <= 0:
         return []
     waiting = [_finished(row, lost=e.lost, unindexed=e.why_not_indexed or "not written yet")
@@ -158,7 +158,7 @@ def resolve_live_run(arg: str | None, root: Path | None = None, notes: list[str]
                               "`neurondesk run --detach -- CMD`, or list runs with `neurondesk ls`")
         return live[0]
     for candidate in (Path(arg), base / arg):
-        if (candidate / EVENTS_FILE).exists():
+        if RunPaths(candidate).events.exists():
             return candidate
     registered = registered_runs(root, notes)
     exact = [r for r in registered if arg in (r.entry.run_id, r.run_dir.name if r.run_dir else None)]
@@ -173,7 +173,7 @@ def resolve_live_run(arg: str | None, root: Path | None = None, notes: list[str]
     if exact:  # its folder was deleted while live
         raise RunNotFound(exact[0].note or f"run {arg!r}: its folder is gone")
     matches = {os.path.realpath(d): (d.name, d) for d in (base.glob(f"{arg}*") if base.is_dir() else ())
-               if (d / EVENTS_FILE).exists()}
+               if RunPaths(d).events.exists()}
     for r in registered:
         if r.run_dir is not None and r.entry.run_id.startswith(arg):
             matches.setdefault(os.path.realpath(r.run_dir), (r.entry.run_id, r.run_dir))
@@ -191,7 +191,7 @@ def resolve_live_run(arg: str | None, root: Path | None = None, notes: list[str]
 
 def _indexed_run_dir(run_id: str, base: Path) -> Path | None:
     """A finished run's folder, as the index has it (a --run-dir anywhere)."""
-    path = base / INDEX_FILE
+    path = index_path(base)
     if not path.exists():
         return None
     try:
@@ -199,7 +199,7 @@ def _indexed_run_dir(run_id: str, base: Path) -> Path | None:
     except RunIndexError:
         return None
     dirs = [Path(r.run_dir) for r in rows if r.id == run_id]
-    return next((d for d in dirs if (d / EVENTS_FILE).exists()), None)
+    return next((d for d in dirs if RunPaths(d).events.exists()), None)
 
 
 def live_summaries(root: Path | None = None, now: float | None = None, notes: list[str] | None = None,
@@ -243,4 +243,4 @@ def sweep_socket_dirs(root: Path | None = None) -> int:
     if not base.is_dir():
         return 0
     dirs = sorted((d for d in base.iterdir() if d.is_dir() and not d.is_symlink()), reverse=True)
-    return sum(remove_socket_dir(d) for d in dirs[:SCAN_LIMIT] if (d / RECORDER_INFO).exists())
+    return sum(remove_socket_dir(d) for d in dirs[:SCAN_LIMIT] if RunPaths(d).recorder_info.exists())

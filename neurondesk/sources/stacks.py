@@ -20,14 +20,16 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from neurondesk.collectors.flight_recorder import NodeDumps, answers, node_dumps
 from neurondesk.collectors.stacks import request_stacks
 from neurondesk.core.node.flight_recorder import ENABLE_HINT, enabled, flight_env, rank_lines
 from neurondesk.core.node.stacks import RankStacks, parse_faulthandler, parse_py_spy
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
+from neurondesk.store.rundir import RunPaths
 
 PY_SPY_TIMEOUT_S = 10.0
 DUMP_TIMEOUT_S = 3.0
@@ -162,11 +164,9 @@ def stacks_report(run_dir: Path, use_py_spy: bool = True) -> tuple[str, str]:
 def save_stacks(run_dir: Path) -> tuple[str, Path]:
     """gather_stacks, written to stacks-YYYYmmdd-HHMMSS.txt in the run folder (0600, never through a
     link): (the verdict, the file)."""
-    import time
-
     from neurondesk.store.summary_files import write_atomic
 
     text, words = stacks_report(run_dir)
-    path = Path(run_dir) / time.strftime("stacks-%Y%m%d-%H%M%S.txt")
+    path = RunPaths(run_dir).stacks_file(datetime.now())
     write_atomic(path, text)
     return words, path

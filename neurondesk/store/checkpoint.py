@@ -36,12 +36,11 @@ import neurondesk.core as core_pkg
 from neurondesk.core.reduce.state import RunState
 from neurondesk.store import journal_segments as seg
 from neurondesk.store.input_files import open_regular
+from neurondesk.store.rundir import RunPaths
 
 MAGIC = b"NDCHECKPOINT\n"
 FORMAT = 1
-LATEST = "checkpoint.bin"
 TAIL_BYTES = 256  # journal bytes before the position whose CRC the header keeps
-_PREFIX = "checkpoint."
 
 
 class CheckpointError(ValueError):
@@ -56,10 +55,6 @@ class Checkpoint:
     first_t: float | None
     max_t: float | None
     path: Path
-
-
-def segment_name(n: int) -> str:
-    return f"{_PREFIX}{n:06d}.bin"
 
 
 @cache
@@ -129,12 +124,14 @@ def listing_of(state: RunState) -> dict:
 
 
 def write_checkpoint(run_dir: Path, state: RunState, events: Path, position: tuple[int, int],
-                     name: str = LATEST) -> int:
-    """Atomically (temp file, fsync, rename), 0600, never through a symlink. Returns its size;
+                     segment: int | None = None) -> int:
+    """The latest checkpoint, or with ``segment`` the first one of that journal segment.
+    Atomically (temp file, fsync, rename), 0600, never through a symlink. Returns its size;
     raises OSError (the old checkpoint stays, the temp file is removed)."""
     data = encode_checkpoint(state, events, position)
-    final = Path(run_dir) / name
-    tmp = final.with_name(f"{name}.tmp{os.getpid()}")
+    paths = RunPaths(run_dir)
+    final = paths.checkpoint if segment is None else paths.segment_checkpoint(segment)
+    tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
@@ -218,14 +215,9 @@ def read_checkpoint(path: Path, events: Path) -> Checkpoint:
 
 def checkpoint_files(run_dir: Path) -> list[Path]:
     """The latest checkpoint first, then the per-segment ones, newest first."""
-    run_dir = Path(run_dir)
-    names = []
-    try:
-        names = sorted((n for n in os.listdir(run_dir) if n.startswith(_PREFIX) and n.endswith(".bin")
-                        and n != LATEST and n[len(_PREFIX):-4].isdigit()), reverse=True)
-    except OSError:
-        pass
-    return [run_dir / LATEST] + [run_dir / n for n in names]
+    paths = RunPaths(run_dir)
+    by_segment = paths.segment_checkpoints()
+    return [paths.checkpoint] + [by_segment[n] for n in sorted(by_segment, reverse=True)]
 
 
 def best_checkpoint(run_dir: Path, events: Path, until_t: float | None = None,

@@ -29,7 +29,7 @@ from typing import BinaryIO
 import platformdirs
 
 from neurondesk.store.input_files import open_regular_stream, read_regular
-from neurondesk.store.rundir import EVENTS_FILE, HOME_ENV, private_dir_problem
+from neurondesk.store.rundir import HOME_ENV, RunPaths, private_dir_problem
 
 FALLBACK_INFO = "fallback.json"
 REMAINDER_FILE = "events.remainder.jsonl"
@@ -197,7 +197,7 @@ def journal_run_id(run_dir: Path) -> str | None:
     from neurondesk.store.journal import JournalError, iter_journal
 
     try:
-        events = iter_journal(Path(run_dir) / EVENTS_FILE, [])
+        events = iter_journal(RunPaths(run_dir).events, [])
         first = next(events, None)
         events.close()
     except (JournalError, OSError):
@@ -211,7 +211,7 @@ def open_whole_journal(folder: Path) -> tuple[BinaryIO, str | None]:
     info = read_fallback_info(folder)
     warning = None
     head: BinaryIO | None = None
-    head_path = Path(info.run_dir) / EVENTS_FILE
+    head_path = RunPaths(info.run_dir).events
     try:
         head = open_regular_stream(head_path, "a journal", follow=False)  # closed with the chain
         if os.fstat(head.fileno()).st_size < info.journal_bytes_in_run_dir:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.store.liveness import read_recorder_info
-from neurondesk.store.rundir import LIVE_DIR, RECORDER_LOCK
+from neurondesk.store.rundir import LIVE_DIR, RunPaths
 
 ENTRY_SUFFIX = ".json"
 ENTRY_MAX_BYTES = 16384
@@ -235,7 +235,7 @@ def _at_its_path(e: Entry) -> bool | None:
     """True: its recorder holds the lock in the folder the entry names; False: that lock is not
     held by it (stale); None: that folder's lock file is not the entry's (moved, deleted, replaced)."""
     try:
-        fd = os.open(os.path.join(e.run_dir, RECORDER_LOCK), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(RunPaths(e.run_dir).recorder_lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -336,7 +336,7 @@ def folder_now(run_dir: Path | str, lock_fd: int) -> Path | None:
     when it was deleted, or when this system cannot tell (no ``/proc``)."""
     st = os.fstat(lock_fd)
     try:
-        here = os.stat(os.path.join(run_dir, RECORDER_LOCK), follow_symlinks=False)
+        here = os.stat(RunPaths(run_dir).recorder_lock, follow_symlinks=False)
         if (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino):
             return Path(run_dir)
     except OSError:

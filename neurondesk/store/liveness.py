@@ -23,7 +23,7 @@ from neurondesk.store.own_files import (
     private_file_problem,
     reopen_same,
 )
-from neurondesk.store.rundir import RECORDER_INFO, RECORDER_LOCK
+from neurondesk.store.rundir import RunPaths
 from neurondesk.store.summary_files import write_atomic
 
 MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT on 64-bit Linux: a pid past it is no process's
@@ -51,7 +51,7 @@ class RecorderLock:
         must be; without it the file is made now, or must be a private file of this user's.
         ``stamp=False``: the pid is written later (``stamp()``): the recorder does it once its journal
         is open, so a launcher that reads its pid there knows the journal is that recorder's."""
-        self.path = Path(run_dir) / RECORDER_LOCK
+        self.path = RunPaths(run_dir).recorder_lock
         if expect is not None:
             self.fd = reopen_same(self.path, os.O_RDWR | os.O_NONBLOCK, expect, LOCK_WHAT)
         else:
@@ -107,7 +107,7 @@ def _open_lock(path: Path) -> int:
 def claim_lock_file(run_dir: Path | str) -> FileId:
     """The launcher's side: the folder's lock file made (or the private one there checked), and
     which file it is, for the recorder to open that one and no other (RecorderLock's ``expect``)."""
-    fd = _open_lock(Path(run_dir) / RECORDER_LOCK)
+    fd = _open_lock(RunPaths(run_dir).recorder_lock)
     try:
         if os.fstat(fd).st_size == 0:
             try:  # no recorder's pid yet: a launcher waits until its own recorder's is there
@@ -122,7 +122,7 @@ def claim_lock_file(run_dir: Path | str) -> FileId:
 def recorder_alive(run_dir: Path | str) -> bool:
     """True while the recorder that owns ``run_dir`` runs."""
     try:
-        fd = os.open(Path(run_dir) / RECORDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(RunPaths(run_dir).recorder_lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False  # never started, or a run recorded before recorders existed
     try:
@@ -137,7 +137,7 @@ def recorder_alive(run_dir: Path | str) -> bool:
 def lock_holder_pid(run_dir: Path | str) -> int | None:
     """The pid the folder's lock file names (its last holder's; live or not: see recorder_alive)."""
     try:
-        fd = os.open(Path(run_dir) / RECORDER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(RunPaths(run_dir).recorder_lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
@@ -182,12 +182,12 @@ def pid_running(pid: int) -> bool:
 
 
 def write_recorder_info(run_dir: Path, info: RecorderInfo) -> None:
-    write_atomic(Path(run_dir) / RECORDER_INFO, json.dumps(asdict(info)))
+    write_atomic(RunPaths(run_dir).recorder_info, json.dumps(asdict(info)))
 
 
 def read_recorder_info(run_dir: Path | str) -> RecorderInfo | None:
     try:
-        d = json.loads(read_regular(Path(run_dir) / RECORDER_INFO, "recorder.json", 1 << 16, follow=False))
+        d = json.loads(read_regular(RunPaths(run_dir).recorder_info, "recorder.json", 1 << 16, follow=False))
         info = RecorderInfo(pid=int(d["pid"]), control_socket=str(d["control_socket"]),
                             workload_pid=None if d.get("workload_pid") is None else int(d["workload_pid"]))
     except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError, AttributeError):

@@ -32,9 +32,6 @@ class FileId:
     def of_fd(cls, fd: int) -> FileId:
         return cls.of(os.fstat(fd))
 
-    def as_list(self) -> list[int]:
-        return [self.dev, self.ino]
-
 
 class NotOurFile(OSError):
     """A file at a run file's path that neurondesk did not make; the message is one line."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from neurondesk.store.index import RunIndex, RunIndexError
 from neurondesk.store.live_registry import RegistryRefused, live_entries, registry_dir
-from neurondesk.store.rundir import INDEX_FILE
+from neurondesk.store.rundir import index_path
 
 
 def _same(a: str | Path, b: str) -> bool:
@@ -27,7 +27,7 @@ def _taken(run_id: str, real: str, root: Path) -> bool:
     under_root = root / run_id
     if os.path.lexists(under_root) and not _same(under_root, real):
         return True
-    index = root / INDEX_FILE
+    index = index_path(root)
     if index.exists():
         try:
             if any(r.id == run_id and not _same(r.run_dir, real) for r in RunIndex(index).list_runs(limit=-1)):

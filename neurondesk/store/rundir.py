@@ -7,6 +7,7 @@ Run ids sort by time: ``YYYYmmdd-HHMMSS-<4 hex>``, from a datetime the caller pa
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 from collections.abc import Mapping
@@ -25,6 +26,13 @@ STDERR_LOG = "stderr.log"
 RECORDER_INFO = "recorder.json"  # pid and control socket of the recorder that owns the run
 RECORDER_LOCK = "recorder.lock"  # held (flock) by that recorder for as long as it lives
 RECORDER_LOG = "recorder.log"  # the recorder's own stderr: a crash of neurondesk itself lands here
+REPLAY_SUMMARY_JSON, REPLAY_SUMMARY_MD = "replay-summary.json", "replay-summary.md"
+CHECKPOINT_FILE = "checkpoint.bin"  # the reduced state as of a recent flush (store/checkpoint.py)
+# Files a run adds as it goes: the journal's closed segments (store/journal_segments.py), the first
+# checkpoint of each segment, and their temp files while they are written
+_JOURNAL_SEGMENT = re.compile(r"events\.\d{6}\.jsonl(\.zst)?(\.tmp\d+)?")
+_SEGMENT_CHECKPOINT = re.compile(r"checkpoint\.(\d+)\.bin")
+_CHECKPOINT = re.compile(r"checkpoint(\.\d+)?\.bin(\.tmp\d+)?")
 INDEX_FILE = "runs.sqlite"  # in the run root
 LIVE_DIR = "live"  # beside the run root: one entry per live run, wherever its folder is (store/live_registry.py)
 
@@ -44,10 +52,17 @@ def make_run_id(now: datetime, suffix: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class RunPaths:
+    """The one handle on a run folder: every file a run keeps there is named here and nowhere else
+    (a fallback folder holds the same names for what it keeps: its summary)."""
+
     dir: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dir", Path(self.dir))  # a str from a command line or a JSON row
 
     @property
     def events(self) -> Path:
+        """The journal's live segment (the closed ones beside it: store/journal_segments.py)."""
         return self.dir / EVENTS_FILE
 
     @property
@@ -57,6 +72,15 @@ class RunPaths:
     @property
     def summary_md(self) -> Path:
         return self.dir / SUMMARY_MD
+
+    @property
+    def replay_summary_json(self) -> Path:
+        """A replay's export (the console's `e` on a replay): never the recorder's own summary."""
+        return self.dir / REPLAY_SUMMARY_JSON
+
+    @property
+    def replay_summary_md(self) -> Path:
+        return self.dir / REPLAY_SUMMARY_MD
 
     @property
     def stdout_log(self) -> Path:
@@ -77,6 +101,54 @@ class RunPaths:
     @property
     def recorder_log(self) -> Path:
         return self.dir / RECORDER_LOG
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.dir / CHECKPOINT_FILE
+
+    def segment_checkpoint(self, segment: int) -> Path:
+        """The first checkpoint written in journal segment ``segment`` (kept for replay --until)."""
+        return self.dir / f"checkpoint.{segment:06d}.bin"
+
+    def segment_checkpoints(self) -> dict[int, Path]:
+        """The per-segment checkpoints there, by segment (none when the folder cannot be read)."""
+        return {int(m.group(1)): self.dir / m.group(0) for m in map(_SEGMENT_CHECKPOINT.fullmatch, _names(self.dir))
+                if m is not None}
+
+    def journal_segments(self) -> list[Path]:
+        """The journal's closed segments there (their reading: store/journal_segments.py)."""
+        return [self.dir / name for name in _names(self.dir) if _JOURNAL_SEGMENT.fullmatch(name)]
+
+    def grown_files(self) -> list[Path]:
+        """The files a run adds as it goes: the journal's closed segments, the checkpoints."""
+        return [self.dir / name for name in _names(self.dir)
+                if _JOURNAL_SEGMENT.fullmatch(name) or _CHECKPOINT.fullmatch(name)]
+
+    def stacks_file(self, now: datetime) -> Path:
+        """The Python stacks of every rank as saved at ``now`` (sources/stacks.py, the console's `k`)."""
+        return self.dir / f"stacks-{now:%Y%m%d-%H%M%S}.txt"
+
+    @property
+    def neuron_metrics(self) -> Path:
+        """The folder TorchNeuron writes its metric tables into (collectors/devices/graph_stats.py)."""
+        return self.dir / NEURON_METRICS_DIR
+
+    @property
+    def neuron_profile(self) -> Path:
+        """The folder a Neuron Explorer capture goes into (collectors/neuron_profile.py)."""
+        return self.dir / NEURON_PROFILE_DIR
+
+
+def _names(d: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(d))
+    except OSError:
+        return []
+
+
+def index_path(run_root: Path) -> Path:
+    """The run index of the runs under ``run_root`` (store/index.py)."""
+    return Path(run_root) / INDEX_FILE
 
 
 class RunDirRefused(ValueError):
@@ -189,22 +261,25 @@ MOVABLE_FILES = (*RUN_FILES, *(f"{n}.tmp" for n in (SUMMARY_JSON, SUMMARY_MD, RE
 
 
 def holds_run_files(d: Path) -> bool:
-    return any(os.path.lexists(d / name) for name in MOVABLE_FILES)
+    return any(os.path.lexists(d / name) for name in MOVABLE_FILES) or bool(RunPaths(d).grown_files())
 
 
 def holds_a_run(d: Path) -> bool:
-    return os.path.lexists(d / EVENTS_FILE) or os.path.lexists(d / SUMMARY_JSON)
+    """A journal (its live file or a closed segment: a new one there would go on from it) or a summary."""
+    paths = RunPaths(d)
+    return os.path.lexists(paths.events) or os.path.lexists(paths.summary_json) or bool(paths.journal_segments())
 
 
 def move_run_aside(d: Path, now: datetime) -> Path:
-    """Move the run files of ``d`` into ``d/previous-<time>/`` (0700); returns that folder."""
+    """Move the run files of ``d`` (the journal's closed segments and the checkpoints too) into
+    ``d/previous-<time>/`` (0700); returns that folder."""
     base = d / f"previous-{now:%Y%m%d-%H%M%S}"
     aside, n = base, 1
     while os.path.lexists(aside):
         n += 1
         aside = base.with_name(f"{base.name}-{n}")
     aside.mkdir(mode=0o700)
-    for name in MOVABLE_FILES:
+    for name in (*MOVABLE_FILES, *(p.name for p in RunPaths(d).grown_files())):
         if os.path.lexists(d / name):
             os.rename(d / name, aside / name)  # a symlink moves as the link, never followed
     return aside

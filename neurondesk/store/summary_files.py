@@ -11,7 +11,7 @@ from typing import TextIO
 
 from neurondesk.core.summary.types import load_summary
 from neurondesk.store.input_files import read_regular
-from neurondesk.store.rundir import SUMMARY_JSON, RunPaths
+from neurondesk.store.rundir import RunPaths
 
 MAX_SUMMARY_BYTES = 64 << 20  # a summary is kilobytes (a long many-rank run: a few MB)
 
@@ -55,7 +55,7 @@ def read_summary(run_dir: Path | str) -> dict | None:
     symlink), read by the contract (core/summary/types.py: any version neurondesk wrote) and given
     in its JSON-shaped form; None when there is none. OSError, or a ValueError (SummaryError) that
     says what is wrong with it, for a reader that says why."""
-    path = Path(run_dir) / SUMMARY_JSON
+    path = RunPaths(run_dir).summary_json
     if not os.path.lexists(path):
         return None
     return load_summary(read_regular(path, "a run summary", MAX_SUMMARY_BYTES, follow=False)).as_dict()

@@ -23,11 +23,10 @@ from pathlib import Path
 
 from neurondesk.core.events.device_events import NeuronGraphStat
 from neurondesk.store.input_files import open_regular_stream
-from neurondesk.store.rundir import NEURON_METRICS_DIR
+from neurondesk.store.rundir import RunPaths
 
 ENABLE_VAR = "TORCH_NEURONX_ENABLED_METRIC_TABLES"
 DIR_VAR = "TORCH_NEURONX_METRICS_DIR"
-PRIVATE_FOLDER = NEURON_METRICS_DIR  # in the run folder, when the user set neither variable
 
 # documented names first; the names this reader guessed before the documentation are kept
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -198,7 +197,7 @@ def metrics_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[str, 
         tables = [x.strip() for x in base.get(ENABLE_VAR, "").split(",")]
         folder = base.get(DIR_VAR)
         return {}, (Path(folder) if folder and "graph_stats" in tables else None)
-    folder = Path(run_dir) / PRIVATE_FOLDER
+    folder = RunPaths(run_dir).neuron_metrics
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():

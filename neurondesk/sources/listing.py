@@ -1,5 +1,5 @@
-"""What a reader does with checkpoints (store/checkpoint.py): start from the newest usable one and
-reduce only the journal after it; `ls`'s row of a live run without reducing a long journal."""
+"""`ls`'s row of a live run without reducing a long journal: from the newest usable checkpoint
+(sources/rebuild.py), else from the row the newest checkpoint's header keeps."""
 
 from __future__ import annotations
 
@@ -7,14 +7,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from neurondesk.core.reduce.state import RunState
-from neurondesk.store.checkpoint import (
-    CheckpointError,
-    best_checkpoint,
-    checkpoint_files,
-    fallback_words,
-    read_header,
-)
+from neurondesk.sources.rebuild import state_from_run_dir
+from neurondesk.store.checkpoint import CheckpointError, best_checkpoint, checkpoint_files, read_header
+from neurondesk.store.rundir import RunPaths
 
 LISTING_FULL_BYTES = 32 << 20  # a journal this small is reduced for `ls` when no checkpoint can be used
 
@@ -36,13 +31,9 @@ def listing(run_dir: Path, now: float) -> Listing:
     journal after it; without one, the journal when it is small (under 32 MiB), else the row the
     newest checkpoint's header keeps (written by any version; its phase "as of" its time). Only a
     long journal with no checkpoint at all (recorded before checkpoints existed) is reduced whole."""
-    from neurondesk.sources.replay import state_from_run_dir
-    from neurondesk.store.rundir import EVENTS_FILE
-
     run_dir = Path(run_dir)
-    events = run_dir / EVENTS_FILE
     header = None
-    if best_checkpoint(run_dir, events) is None and _journal_bytes(run_dir) > LISTING_FULL_BYTES:
+    if best_checkpoint(run_dir, RunPaths(run_dir).events) is None and _journal_bytes(run_dir) > LISTING_FULL_BYTES:
         header = _newest_listing(run_dir)
     if header is None:
         state, _ = state_from_run_dir(run_dir)
@@ -58,7 +49,8 @@ def listing(run_dir: Path, now: float) -> Listing:
 
 def _journal_bytes(run_dir: Path) -> int:
     total = 0
-    for p in run_dir.glob("events*"):
+    paths = RunPaths(run_dir)
+    for p in (paths.events, *paths.journal_segments()):
         try:
             total += p.stat().st_size
         except OSError:
@@ -75,20 +67,3 @@ def _newest_listing(run_dir: Path) -> dict | None:
         if isinstance(listing_row, dict):
             return listing_row
     return None
-
-
-def resume(run_dir: Path, events: Path, until_t: float | None = None,
-           notes: list[str] | None = None) -> tuple[RunState, tuple[int, int]]:
-    """The state to start from and the journal position to read on from: the newest usable
-    checkpoint's, else a fresh state at the start. Why a checkpoint that was there could not be
-    used goes in ``notes`` (one line)."""
-    why_not: list[str] = []
-    found = best_checkpoint(run_dir, events, until_t, why_not)
-    if found is None:
-        words = fallback_words(why_not)
-        if words and notes is not None:
-            notes.append(words)
-        return RunState(), (0, 0)
-    if why_not and notes is not None:
-        notes.append(f"checkpoint not used, {why_not[0]}: started from {found.path.name} instead")
-    return found.state, found.position
