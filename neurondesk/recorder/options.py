@@ -15,6 +15,7 @@ class RunOptions:
     instance_type: str | None = None
     price_per_hour: float | None = None
     price_source: str | None = None
+    price_table: str | None = None  # the local price table the recorder prices with (None: the user's refreshed one)
     warmup_steps: int = 5
     target_loss: float | None = None
     samples_per_step: int | None = None
