@@ -25,8 +25,8 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
-from neurondesk.recorder.metrics import Snapshotter
-from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.exporter.endpoint import RunCollector
+from neurondesk.exporter.snapshot import Snapshotter
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.sources.replay import state_from_run_dir

@@ -68,7 +68,10 @@ CLEAN = {
     "store/journal.py": "import os\nimport sqlite3\n\nfrom fakedesk.core import events\n",
     "recorder/__init__.py": "",
     "recorder/wiring.py": ("from fakedesk.collectors import workload\nfrom fakedesk.store import journal\n"
-                           "from fakedesk.reports import summary_text\nfrom fakedesk.sinks import tb\n"),
+                           "from fakedesk.reports import summary_text\nfrom fakedesk.sinks import tb\n"
+                           "from fakedesk.exporter import endpoint\n"),
+    "exporter/__init__.py": "",
+    "exporter/endpoint.py": "import threading\n\nimport prometheus_client\n\nfrom fakedesk.core import events\n",
     "reports/__init__.py": "",
     "reports/summary_text.py": "import json\n\nfrom fakedesk.core import events\n",
     "sources/__init__.py": "",
@@ -84,6 +87,7 @@ CLEAN = {
     "sinks/tb.py": "import threading\n\nimport tensorboard\n\nfrom fakedesk.core import events\n",
     "doctor/__init__.py": "import subprocess\n\nfrom fakedesk.collectors import workload\nfrom fakedesk import lint\n",
     "cli.py": ("from fakedesk.recorder import wiring\nfrom fakedesk.views import console, headless\n"
+               "from fakedesk.exporter import endpoint\n"
                "from fakedesk.sources import follow, launch\nfrom fakedesk.clients import imds\n"),
 }
 
@@ -116,6 +120,11 @@ VIOLATIONS = {
                     "fakedesk.collectors.ui -> fakedesk.views.headless")],
     "lint": [("lint/run.py", "import subprocess\n", "fakedesk.lint.run -> subprocess"),
              ("lint/up.py", "from fakedesk.core import events\n", "fakedesk.lint.up -> fakedesk.core.events")],
+    "exporter": [("exporter/own.py", "from fakedesk.recorder import wiring\n",
+                  "fakedesk.exporter.own -> fakedesk.recorder.wiring"),
+                 ("exporter/show.py", "from fakedesk.views import headless\n",
+                  "fakedesk.exporter.show -> fakedesk.views.headless"),
+                 ("exporter/ui.py", "import textual\n", "fakedesk.exporter.ui -> textual")],
     "sinks": [("sinks/own.py", "from fakedesk.recorder import wiring\n", "fakedesk.sinks.own -> fakedesk.recorder.wiring"),
               ("sinks/disk.py", "from fakedesk.store import journal\n", "fakedesk.sinks.disk -> fakedesk.store.journal"),
               ("sinks/ui.py", "import textual\n", "fakedesk.sinks.ui -> textual")],

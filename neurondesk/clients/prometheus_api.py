@@ -1,7 +1,7 @@
 """Prometheus's HTTP API (instant queries only) and the fleet read from it.
 
 ``fleet`` never scrapes a node: it asks Prometheus, which already holds every node's series
-(named by recorder/metrics_http.py). Each figure is one instant query grouped by
+(named by exporter/endpoint.py). Each figure is one instant query grouped by
 (job_id, node, run_id); ``last_over_time`` over ``lookback`` keeps a node that stopped reporting
 (its series went stale), and the series present in the plain latest query are the fresh ones.
 """

@@ -31,7 +31,7 @@ class RunOptions:
     neuron_observer: str | None = None  # Neuron Observer's /metrics URL
     graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
     neuron_profile: bool = False  # capture a Neuron Explorer profile into the run folder
-    metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
+    metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (exporter/endpoint.py)
     job_id: str | None = None  # --job (None: the launcher's, core/events/job_identity.py)
     node: str | None = None  # --node (None: SLURMD_NODENAME, else the host name)
     metrics_grace_s: float = 60.0  # --metrics-grace: the final figures served this long after the run

@@ -32,10 +32,10 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.job_identity import launch_env
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.exporter.endpoint import MetricsExporter, linger_metrics
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
 from neurondesk.recorder.flight_desk import flight_reading
 from neurondesk.recorder.intake import Intake
-from neurondesk.recorder.metrics_http import MetricsExporter, linger_metrics
 from neurondesk.recorder.notify import AlertDesk
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.pending_row import record_row, write_pending_row

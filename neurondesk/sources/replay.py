@@ -4,6 +4,7 @@ usable checkpoint of it (sources/resume.py) so that only the journal after it is
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.core.events import run_events as ev
@@ -124,6 +125,7 @@ class ReplaySource:
         self.last_t = self.state.last_t if self.state.last_t is not None else self.t0  # of the last event applied
         self.applied = self.state.event_count
         self._start: float | None = None
+        self.after_poll: list[Callable[[], None]] = []  # called by poll(), on its thread (exporter/viewer.py)
 
     @property
     def label(self) -> str:
@@ -151,6 +153,8 @@ class ReplaySource:
             e = next(self._events, None)
         self._next = e
         self.applied += n
+        for hook in self.after_poll:
+            hook()
         return n
 
     @property

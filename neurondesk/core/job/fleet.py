@@ -19,7 +19,7 @@ CLOCK_SKEW_S = 5.0  # a node's clock further off Prometheus's than this is said 
 
 @dataclass(frozen=True)
 class NodeFailure:
-    """The first failure a node's recorder saw (recorder/metrics_job.py)."""
+    """The first failure a node's recorder saw (exporter/job.py)."""
 
     t: float | None  # the node's clock
     rank: int | None

@@ -3,7 +3,7 @@
 Thread safety: the RunState is only ever read by the thread that reduces into it (the recorder's
 pump loop, or a viewer's poll loop). That thread calls ``Snapshotter.take()`` between two
 ``apply()``s and publishes the frozen ``Snapshot`` by swapping one attribute (atomic in CPython);
-the HTTP server's threads only read the last published snapshot (metrics_http.RunCollector). A
+the HTTP server's threads only read the last published snapshot (endpoint.RunCollector). A
 scrape never touches the RunState, so it can neither race the reducer nor mutate anything.
 
 The figures (rates, cost, MFU ...) are core's (core/figures/run_figures.py), read, never recomputed. Counters
@@ -23,7 +23,7 @@ from neurondesk.core.events.job_identity import JobIdentity
 from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.node.node_health import NodeHealth
 from neurondesk.core.reduce.state import RunState, StepRecord
-from neurondesk.recorder.metrics_job import JobSeries, job_series
+from neurondesk.exporter.job import JobSeries, job_series
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -91,8 +91,8 @@ class Snapshot:
     disks: tuple[DiskFigures, ...] = ()  # the run folder's and the compile cache's filesystems
     output_not_stored_bytes: int = 0  # of the workload's output (core/node/disk.py)
     job: JobIdentity | None = None  # node rank, nodes, world size ... (core/events/job_identity.py)
-    job_series: JobSeries | None = None  # the series of a job of many nodes (metrics_job.py)
-    health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (metrics_health.py)
+    job_series: JobSeries | None = None  # the series of a job of many nodes (job.py)
+    health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (health.py)
 
 
 def default_node() -> str:

@@ -1,0 +1,248 @@
+"""The OpenMetrics endpoint: a prometheus_client Collector over the last published Snapshot, and
+the HTTP server that serves it (OpenMetrics or the text format, by the scraper's Accept header).
+
+``MetricsExporter.publish(state, now)`` is called by the thread that owns the state (at most every
+``min_interval_s``); scrapes run in the server's threads and read only the published Snapshot.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.reduce.state import RunState
+from neurondesk.exporter.health import health_families
+from neurondesk.exporter.job import job_families
+from neurondesk.exporter.memory import memory_families
+from neurondesk.exporter.phases import phase_families
+from neurondesk.exporter.snapshot import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
+
+PUBLISH_EVERY_S = 0.25
+LABELS = ("job_id", "node", "run_id")
+
+
+@dataclass(frozen=True)
+class MetricsAddr:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host == "localhost"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_metrics_addr(text: str) -> MetricsAddr:
+    """'[HOST:]PORT': a bare port means 127.0.0.1; '[::1]:9400' for IPv6. ValueError names the input."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535 or (sep and not host):
+        raise ValueError(f"--metrics-addr {text!r}: expected [HOST:]PORT, e.g. 9400 or 0.0.0.0:9400")
+    return MetricsAddr(host, number)
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+class RunCollector(Collector):
+    """Yields the metric families of the last Snapshot; nothing before the first one."""
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None  # replaced whole by the owner thread, read here
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot
+        if s is None:
+            return
+        ids = [s.identity.job_id, s.identity.node, s.identity.run_id]
+
+        def one(family, value: float | None):
+            if _finite(value):
+                family.add_metric(ids, value)
+            return family
+
+        yield one(CounterMetricFamily("neurondesk_steps", "Steps the job has ended", labels=LABELS), s.steps)
+        yield one(CounterMetricFamily("neurondesk_samples", "Samples of the steps ended (all ranks)",
+                                      labels=LABELS), s.samples)
+        yield one(CounterMetricFamily("neurondesk_tokens", "Tokens of the steps ended (all ranks)",
+                                      labels=LABELS), s.tokens)
+        yield one(CounterMetricFamily("neurondesk_data_wait_seconds", "Time the lead process waited for data",
+                                      labels=LABELS), s.data_wait_s)
+        hist = HistogramMetricFamily("neurondesk_step_duration_seconds", "Duration of steady steps",
+                                     labels=LABELS)
+        bounds = [*(f"{b:g}" for b in STEP_BUCKETS), "+Inf"]
+        hist.add_metric(ids, list(zip(bounds, s.step_buckets, strict=True)), s.step_sum_s)
+        yield hist
+        compiles = CounterMetricFamily("neurondesk_compiles", "Compiles finished", labels=[*LABELS, "source",
+                                                                                          "cause", "status"])
+        for source, cause, status, n in s.compiles:
+            compiles.add_metric([*ids, source, cause, status], n)
+        yield compiles
+        yield one(CounterMetricFamily("neurondesk_compile_seconds", "Time spent compiling", labels=LABELS),
+                  s.compile_s)
+        yield one(GaugeMetricFamily("neurondesk_compile_in_progress", "1 while a compile runs", labels=LABELS),
+                  0 if s.compile_since_t is None else 1)
+        yield one(GaugeMetricFamily("neurondesk_compile_started_timestamp_seconds",
+                                    "Start of the compile in progress (absent when none)", labels=LABELS),
+                  s.compile_since_t)
+        yield one(CounterMetricFamily("neurondesk_recompiles_after_warmup", "Recompiles after warm-up",
+                                      labels=LABELS), s.recompiles_after_warmup)
+        yield one(GaugeMetricFamily("neurondesk_graph_executions_per_step", "Graph executions per step",
+                                    labels=LABELS), s.executions_per_step)
+        yield from self._rates(s, ids, one)
+        yield from self._breakdown(s, ids)
+        if s.job_series is not None:
+            yield from job_families(s, ids)
+        yield from health_families(s, ids)
+        yield from phase_families(s, ids)
+        yield from memory_families(s, ids)
+
+    @staticmethod
+    def _rates(s: Snapshot, ids: list[str], one) -> Iterator[Metric]:
+        f = s.figures
+        yield one(GaugeMetricFamily("neurondesk_steady_samples_per_second", "Steady samples/s (job)",
+                                    labels=LABELS), f.samples_per_s)
+        yield one(GaugeMetricFamily("neurondesk_steady_tokens_per_second", "Steady tokens/s (job)",
+                                    labels=LABELS), f.tokens_per_s)
+        yield one(GaugeMetricFamily("neurondesk_loss", "Last loss reported", labels=LABELS), s.loss)
+        yield one(GaugeMetricFamily("neurondesk_price_usd_per_hour", "Instance price", labels=LABELS),
+                  f.price_per_hour)
+        yield one(CounterMetricFamily("neurondesk_cost_usd", "Cost of the run so far", labels=LABELS),
+                  f.total_usd)
+        for info in FIGURES:  # core's figures that have a gauge of their own
+            if info.metric is not None:
+                yield one(GaugeMetricFamily(info.metric, info.help or info.label, labels=LABELS),
+                          getattr(f, info.name))
+        yield one(GaugeMetricFamily("neurondesk_stragglers", "Ranks named stragglers", labels=LABELS),
+                  s.stragglers)
+        yield one(GaugeMetricFamily("neurondesk_run_start_timestamp_seconds", "Start of the run",
+                                    labels=LABELS), s.started_t)
+        yield one(GaugeMetricFamily("neurondesk_last_update_timestamp_seconds",
+                                    "When these figures were taken", labels=LABELS), s.taken_t)
+
+    @staticmethod
+    def _breakdown(s: Snapshot, ids: list[str]) -> Iterator[Metric]:
+        phase = GaugeMetricFamily("neurondesk_phase", "1 for the run's phase", labels=[*LABELS, "phase"])
+        for name in PHASES:
+            phase.add_metric([*ids, name], 1 if name == s.phase else 0)
+        yield phase
+        presync = GaugeMetricFamily("neurondesk_rank_presync_seconds", "Median time before the sync, per rank",
+                                    labels=[*LABELS, "rank"])
+        step = GaugeMetricFamily("neurondesk_rank_step_duration_seconds", "Median steady step, per rank",
+                                 labels=[*LABELS, "rank"])
+        for r in s.ranks:
+            if _finite(r.presync_s):
+                presync.add_metric([*ids, str(r.rank)], r.presync_s)
+            if _finite(r.step_time_s):
+                step.add_metric([*ids, str(r.rank)], r.step_time_s)
+        yield presync
+        yield step
+        util = GaugeMetricFamily("neurondesk_neuroncore_utilization_ratio", "NeuronCore utilisation (0..1)",
+                                 labels=[*LABELS, "neuroncore"])
+        mem = GaugeMetricFamily("neurondesk_neuroncore_memory_used_bytes", "NeuronCore memory in use",
+                                labels=[*LABELS, "neuroncore"])
+        for c in s.cores:
+            if _finite(c.utilization_ratio):
+                util.add_metric([*ids, c.core], c.utilization_ratio)
+            if c.memory_used_bytes is not None:
+                mem.add_metric([*ids, c.core], c.memory_used_bytes)
+        yield util
+        yield mem
+        info = InfoMetricFamily("neurondesk_run", "The run", labels=LABELS)
+        info.add_metric(ids, {k: v for k, v in s.info.items() if k != "run_id"})
+        yield info
+        yield from RunCollector._disks(s, ids)
+
+    @staticmethod
+    def _disks(s: Snapshot, ids: list[str]) -> Iterator[Metric]:
+        """The run folder's and the compile cache's filesystems (``holds``: what of the run is there)."""
+        free = GaugeMetricFamily("neurondesk_disk_free_bytes", "Free space on a filesystem the run writes to",
+                                 labels=[*LABELS, "holds"])
+        size = GaugeMetricFamily("neurondesk_disk_size_bytes", "Size of a filesystem the run writes to",
+                                 labels=[*LABELS, "holds"])
+        full = GaugeMetricFamily("neurondesk_disk_full_in_seconds",
+                                 "Time until the filesystem is full at its current growth (absent: not filling)",
+                                 labels=[*LABELS, "holds"])
+        for d in s.disks:
+            free.add_metric([*ids, d.holds], d.free_bytes)
+            size.add_metric([*ids, d.holds], d.total_bytes)
+            if _finite(d.full_in_s):
+                full.add_metric([*ids, d.holds], d.full_in_s)
+        yield free
+        yield size
+        yield full
+        lost = CounterMetricFamily("neurondesk_output_not_stored_bytes",
+                                   "Bytes of the workload's output that could not be stored", labels=LABELS)
+        lost.add_metric(ids, s.output_not_stored_bytes)
+        yield lost
+
+
+class MetricsExporter:
+    """Serves one state's metrics; ``publish()`` from the owning thread, ``close()`` at the end."""
+
+    def __init__(self, addr: MetricsAddr, job_id: str | None = None, node: str | None = None) -> None:
+        self.addr = addr
+        self.snapshotter = Snapshotter(job_id, node)
+        self.collector = RunCollector()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self._published = float("-inf")
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Binds the port (OSError when it is taken)."""
+        self._server, self._thread = start_http_server(self.addr.port, self.addr.host, registry=self.registry)
+        if self.addr.port == 0:
+            self.addr = MetricsAddr(self.addr.host, self._server.server_address[1])
+
+    def publish(self, state: RunState, now: float, force: bool = False, live_now: float | None = None) -> None:
+        """``now``: the state's clock; ``live_now``: the wall clock when they differ (a replay)."""
+        mono = time.monotonic()
+        if force or mono - self._published >= PUBLISH_EVERY_S:
+            self._published = mono
+            if live_now is not None:
+                self.snapshotter.time_offset = live_now - now
+            self.collector.snapshot = self.snapshotter.take(state, now)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def linger_metrics(exporter: MetricsExporter, grace_s: float, stop: Callable[[], bool]) -> None:
+    """After the run: the final figures stay served ``grace_s`` more (the default 60 s: two scrapes
+    at a 30 s interval), so the job view sees the node finished or failed, not stale; a SIGTERM
+    (``stop``) ends it early. The run folder is complete and unlocked by then."""
+    deadline = time.monotonic() + max(0.0, grace_s)
+    while time.monotonic() < deadline and not stop():
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    exporter.close()
