@@ -112,7 +112,7 @@ def test_a_viewer_publishes_through_its_sources_after_poll_hook():
     assert exporter.collector.snapshot is None
     source.poll()
     snapshot = exporter.collector.snapshot
-    assert snapshot is not None and snapshot.steps == source.state.steps_done == 120
+    assert snapshot is not None and snapshot.figures.steps == source.state.steps_done == 120
     assert snapshot.identity.node == "viewer" and snapshot.finished
 
 

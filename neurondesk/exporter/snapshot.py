@@ -69,18 +69,15 @@ class Snapshot:
     identity: Identity
     taken_t: float  # wall time (live scale) of the snapshot
     phase: str
-    steps: int
     samples: int
     tokens: int
     data_wait_s: float
     step_buckets: tuple[int, ...]  # cumulative counts per STEP_BUCKETS bound, then +Inf
     step_sum_s: float
     compiles: tuple[tuple[str, str, str, int], ...]  # (source, cause, status, count)
-    compile_s: float
     compile_since_t: float | None  # start of the compile in progress (live scale)
-    recompiles_after_warmup: int
     executions_per_step: int | None
-    figures: RunFigures  # core's figures: the gauges, cost and rates below are read from it
+    figures: RunFigures  # core's figures: steps, compile time, rates, cost ... are read from it
     loss: float | None
     stragglers: int
     ranks: tuple[RankFigures, ...]
@@ -93,6 +90,13 @@ class Snapshot:
     job: JobIdentity | None = None  # node rank, nodes, world size ... (core/events/job_identity.py)
     job_series: JobSeries | None = None  # the series of a job of many nodes (job.py)
     health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (health.py)
+
+    def quantities(self) -> dict[str, float | None]:
+        """What is not a figure, by its key in core's names table (core/figures/metric_names.py)."""
+        return {"loss": self.loss, "compile_in_progress": 0 if self.compile_since_t is None else 1,
+                "samples": self.samples, "tokens": self.tokens, "data_wait_s": self.data_wait_s,
+                "compile_started_t": self.compile_since_t, "executions_per_step": self.executions_per_step,
+                "stragglers": self.stragglers, "started_t": self.started_t, "taken_t": self.taken_t}
 
 
 def default_node() -> str:
@@ -148,11 +152,9 @@ class Snapshotter:
         return Snapshot(
             identity=Identity(job.job_id, job.node, run_id), job=job,
             job_series=job_series(state, self.time_offset, since is not None), taken_t=live, phase=state.phase(now)[0],
-            steps=state.steps_done, samples=self._samples, tokens=self._tokens, data_wait_s=state.total_wait_s,
-            step_buckets=tuple(cumulative), step_sum_s=state.steady_total_s,
-            compiles=_compile_counts(state), compile_s=state.compile_total_s,
+            samples=self._samples, tokens=self._tokens, data_wait_s=state.total_wait_s,
+            step_buckets=tuple(cumulative), step_sum_s=state.steady_total_s, compiles=_compile_counts(state),
             compile_since_t=None if since is None else since + self.time_offset,
-            recompiles_after_warmup=state.recompiles_after_warmup,
             executions_per_step=state.executions_per_step,
             figures=run_figures(state, now), loss=state.loss_last,
             stragglers=self._stragglers, ranks=_ranks(state, self.time_offset), cores=_cores(state),
