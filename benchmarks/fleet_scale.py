@@ -55,7 +55,7 @@ print(json.dumps({"cpu_s": cpu, "wall_s": wall, "refreshes": refreshes, "rows": 
 
 
 def _exporter_for_journal():
-    from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
+    from neurondesk.exporter.endpoint import MetricsExporter, parse_metrics_addr
     from neurondesk.sources.rebuild import state_from_run_dir
 
     state, _ = state_from_run_dir(JOURNAL)

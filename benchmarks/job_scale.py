@@ -3,7 +3,7 @@ takes end to end, how many series a node costs, and whether the slow node is nam
 
     .venv/bin/python benchmarks/job_scale.py [--nodes 64] [--ranks 32] [--refreshes 20]
 
-Each node is a real recorder's exporter (recorder/metrics_http.MetricsExporter, the same collector and HTTP
+Each node is a real recorder's exporter (exporter/endpoint.MetricsExporter, the same collector and HTTP
 server `run --metrics-addr` uses) over a RunState reduced from synthetic step batches of its 32 ranks (global
 ranks, one node 30% slower before the sync), all 64 in this process on their own ports, scraped every second.
 Measured in one invocation, so that the machine's load cancels out:
@@ -55,7 +55,7 @@ def node_state(node: int, ranks: int, slow: bool, now: float):
 
 
 def start_nodes(nodes: int, ranks: int, slow_node: int):
-    from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
+    from neurondesk.exporter.endpoint import MetricsExporter, parse_metrics_addr
 
     now, out = time.time(), []
     for i in range(nodes):

@@ -6,8 +6,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from neurondesk.core.reduce.state import RunState
-from neurondesk.recorder.metrics import Snapshotter
-from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.exporter.endpoint import RunCollector
+from neurondesk.exporter.snapshot import Snapshotter
 
 
 def exposition_text(state: RunState) -> str:

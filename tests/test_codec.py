@@ -14,6 +14,7 @@ import pytest
 
 from neurondesk.core.events import codec
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import price_events as price
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.codec import EventDecodeError, decode_event_line, encode_event, event_from_dict
 from neurondesk.core.events.registry import EVENT_CLASSES, EVENT_TYPES
@@ -25,6 +26,8 @@ JOURNALS = Path(__file__).parent / "data" / "journals"
 
 SAMPLES: list[ev.Event] = [
     ev.RunStarted(t=1.0, run_id="r", command=["python", "t.py"], price_per_hour=1.34375, steps_requested=9),
+    price.PriceResolved(t=1.05, instance_type="trn1.2xlarge", price_per_hour=1.34375,
+                        source="bundled table: VAN-2601 (2026-01-21), us-east-1"),
     ev.ProcessAttached(t=1.1, pid=7, ppid=1, rank=0, argv=["t.py"], torch_version="2.9.0",
                        flight_recorder={"TORCH_FR_BUFFER_SIZE": "2000"}),
     ev.CollectiveBlocked(t=1.12, op="gloo:all_reduce", seq=412, group="default_pg", state="scheduled",
@@ -88,7 +91,7 @@ SAMPLES: list[ev.Event] = [
 
 
 def test_every_event_class_is_registered_once_and_every_sample_kind_is_covered():
-    defined = {cls for mod in (ev, dev) for _, cls in inspect.getmembers(mod, inspect.isclass)
+    defined = {cls for mod in (ev, dev, price) for _, cls in inspect.getmembers(mod, inspect.isclass)
                if issubclass(cls, ev.Event) and cls is not ev.Event}
     assert set(EVENT_CLASSES) == defined
     assert len(EVENT_TYPES) == len(EVENT_CLASSES)

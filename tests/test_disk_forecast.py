@@ -310,8 +310,8 @@ def test_the_metrics_endpoint_serves_free_space_forecast_and_output_not_stored()
     from prometheus_client.openmetrics.exposition import generate_latest
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    from neurondesk.recorder.metrics import Snapshotter
-    from neurondesk.recorder.metrics_http import RunCollector
+    from neurondesk.exporter.endpoint import RunCollector
+    from neurondesk.exporter.snapshot import Snapshotter
 
     state = RunState()
     state.apply(ev.RunStarted(t=999.0, run_id="r1", command=["train.py"]))

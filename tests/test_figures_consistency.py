@@ -22,11 +22,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
-from neurondesk.recorder.metrics import Snapshotter
-from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.exporter.endpoint import RunCollector
+from neurondesk.exporter.snapshot import Snapshotter
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.sources.rebuild import state_from_run_dir
@@ -116,7 +117,7 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
     got = exposition(state, now)
     pairs = [("neurondesk_cost_usd_total", f.total_usd), ("neurondesk_steady_samples_per_second", f.samples_per_s),
              ("neurondesk_steps_total", f.steps),
-             *((info.metric, getattr(f, info.name)) for info in FIGURES if info.metric)]
+             *((name.series, getattr(f, name.key)) for name in EXPORTED if name.figure)]
     for name, value in pairs:
         if value is None:
             assert name not in got, name

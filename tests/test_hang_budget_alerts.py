@@ -144,8 +144,8 @@ def test_the_metrics_phase_of_a_hung_run_is_hung():
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from neurondesk.recorder.metrics import Snapshotter
-    from neurondesk.recorder.metrics_http import RunCollector
+    from neurondesk.exporter.endpoint import RunCollector
+    from neurondesk.exporter.snapshot import Snapshotter
 
     state = recorded("plain", hang_after_s=30.0)
     phases = {}

@@ -68,7 +68,10 @@ CLEAN = {
     "store/journal.py": "import os\nimport sqlite3\n\nfrom fakedesk.core import events\n",
     "recorder/__init__.py": "",
     "recorder/wiring.py": ("from fakedesk.collectors import workload\nfrom fakedesk.store import journal\n"
-                           "from fakedesk.reports import summary_text\nfrom fakedesk.sinks import tb\n"),
+                           "from fakedesk.reports import summary_text\nfrom fakedesk.sinks import tb\n"
+                           "from fakedesk.exporter import endpoint\n"),
+    "exporter/__init__.py": "",
+    "exporter/endpoint.py": "import threading\n\nimport prometheus_client\n\nfrom fakedesk.core import events\n",
     "reports/__init__.py": "",
     "reports/summary_text.py": "import json\n\nfrom fakedesk.core import events\n",
     "sources/__init__.py": "",
@@ -90,6 +93,7 @@ CLEAN = {
     "cli/run.py": ("from fakedesk.recorder import wiring\nfrom fakedesk.sources import launch\n"
                    "from fakedesk.clients import imds\nfrom fakedesk.cli import metrics, prices, share, sinks, watch\n"),
     "cli/watch.py": "from fakedesk.views import console, headless\nfrom fakedesk.sources import follow\n"
+                    "from fakedesk.exporter import endpoint\n"
                     "from fakedesk.cli import args, errors, metrics\n",
     "cli/share.py": ("from fakedesk.cli import args, errors, sinks\nfrom fakedesk.cli.history import resolve_run\n"
                      "from fakedesk.cli.history import FORMATS\n"),
@@ -129,6 +133,11 @@ VIOLATIONS = {
                     "fakedesk.collectors.ui -> fakedesk.views.headless")],
     "lint": [("lint/run.py", "import subprocess\n", "fakedesk.lint.run -> subprocess"),
              ("lint/up.py", "from fakedesk.core import events\n", "fakedesk.lint.up -> fakedesk.core.events")],
+    "exporter": [("exporter/own.py", "from fakedesk.recorder import wiring\n",
+                  "fakedesk.exporter.own -> fakedesk.recorder.wiring"),
+                 ("exporter/show.py", "from fakedesk.views import headless\n",
+                  "fakedesk.exporter.show -> fakedesk.views.headless"),
+                 ("exporter/ui.py", "import textual\n", "fakedesk.exporter.ui -> textual")],
     "sinks": [("sinks/own.py", "from fakedesk.recorder import wiring\n", "fakedesk.sinks.own -> fakedesk.recorder.wiring"),
               ("sinks/disk.py", "from fakedesk.store import journal\n", "fakedesk.sinks.disk -> fakedesk.store.journal"),
               ("sinks/ui.py", "import textual\n", "fakedesk.sinks.ui -> textual")],

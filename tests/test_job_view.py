@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from neurondesk.core.job.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow
+from neurondesk.core.job.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, fleet_totals
 from neurondesk.core.job.job_view import job_view, pick_job
 from neurondesk.core.node.flight_recorder import BlockedCollective
 from neurondesk.reports.job_text import job_json, job_lines
@@ -233,3 +233,15 @@ def test_what_a_dead_rank_leaves_behind_is_never_the_cause():
     crash = (12.0, "RuntimeError: CUDA error: an illegal memory access")
     assert first_cause([crash, killed], lambda f: f[0], lambda f: f[1]) == killed  # two causes: the earlier
     assert first_cause([], lambda f: f[0], lambda f: f[1]) is None
+
+
+def test_the_fleet_totals_money_is_the_job_figures_on_one_screen():
+    """The fleet screen's totals line and the job view beside it: one computation (core/job/job_figures.py),
+    a stale node's price and a node whose cost is not scraped yet included in both."""
+    rows = [*NODES[:2], dataclasses.replace(NODES[2], stale=True, price_per_hour=24.78, cost_usd=12.0),
+            dataclasses.replace(NODES[3], cost_usd=None, last_update_t=None, clock_skew_s=None)]
+    read = FleetRead(rows, even_ranks(), NOW)
+    totals, figures = fleet_totals(rows, read.now), job_view(read, JOB).figures
+    assert (totals.price_per_hour, totals.cost_usd) == (figures.price_per_hour, figures.total_usd)
+    assert totals.price_per_hour == pytest.approx(3 * 21.5 + 24.78)
+    assert totals.cost_usd == pytest.approx(10.0 + 10.0 + 12.0 + 21.5)  # the last: an hour at $21.50, to now

@@ -13,7 +13,9 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_harness import free_port, http_get, require_prometheus, stop, wait_for
 
 from neurondesk.cli.main import main
-from neurondesk.recorder.metrics_http import parse_metrics_addr
+from neurondesk.exporter.endpoint import MetricsExporter, parse_metrics_addr
+from neurondesk.exporter.viewer import publish_on_poll
+from neurondesk.sources.replay import ReplaySource
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -98,6 +100,20 @@ def test_attach_serves_the_metrics_of_its_own_state(live):
         assert float(line.rsplit(" ", 1)[1]) > 0
     finally:
         stop(viewer)
+
+
+def test_a_viewer_publishes_through_its_sources_after_poll_hook():
+    """The exporter is fed by the source's own hook, after each poll applied its events, on the poll's
+    thread: nothing of the source is replaced."""
+    source = ReplaySource(DATA / "journals" / "plain", speed=0)
+    exporter = MetricsExporter(parse_metrics_addr("0"), "job-r", "viewer")  # not served: the snapshot is read
+    publish_on_poll(source, exporter)
+    assert "poll" not in vars(source) and len(source.after_poll) == 1
+    assert exporter.collector.snapshot is None
+    source.poll()
+    snapshot = exporter.collector.snapshot
+    assert snapshot is not None and snapshot.figures.steps == source.state.steps_done == 120
+    assert snapshot.identity.node == "viewer" and snapshot.finished
 
 
 def test_headless_replay_without_metrics_plays_and_ends():

@@ -31,8 +31,8 @@ from neurondesk.core.node.node_health import (
 )
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
-from neurondesk.recorder.metrics import Snapshotter
-from neurondesk.recorder.metrics_http import RunCollector
+from neurondesk.exporter.endpoint import RunCollector
+from neurondesk.exporter.snapshot import Snapshotter
 
 DATA = Path(__file__).parent / "data" / "neuron"
 SCRAPES = [DATA / f"neuron-observer-trn2-health-{k}.prom" for k in (1, 2)]  # 60 s apart

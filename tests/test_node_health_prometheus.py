@@ -15,7 +15,7 @@ from neurondesk.collectors.devices.neuron_observer_health import health_sample
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.node_health import COUNTERS, SERIES, increase_query, words_from_series
 from neurondesk.core.reduce.state import RunState
-from neurondesk.recorder.metrics_http import MetricsAddr, MetricsExporter
+from neurondesk.exporter.endpoint import MetricsAddr, MetricsExporter
 
 DATA = Path(__file__).parent / "data" / "neuron"
 JOB = "job-health"

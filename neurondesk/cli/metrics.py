@@ -28,7 +28,7 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
 def metrics_settings(args) -> tuple[str | None, str | None, str | None]:
     """(address, --job, --node) (None: not given; the run's identity then comes from the launcher's
     variables, core/events/job_identity.py); a bad address ends here, with a warning on stderr for one that is not loopback."""
-    from neurondesk.recorder.metrics_http import parse_metrics_addr
+    from neurondesk.exporter.endpoint import parse_metrics_addr
 
     text = getattr(args, "metrics_addr", None)
     if text:
@@ -48,7 +48,7 @@ def metrics_settings(args) -> tuple[str | None, str | None, str | None]:
 
 def exporter(args):
     """A started MetricsExporter for a viewer's own state (attach, replay), or None."""
-    from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
+    from neurondesk.exporter.endpoint import MetricsExporter, parse_metrics_addr
 
     text, job, node = metrics_settings(args)
     if not text:

@@ -7,15 +7,14 @@ import sys
 from datetime import date
 from pathlib import Path
 
-import platformdirs
-
 from neurondesk.cli.errors import die
 from neurondesk.reports.tables import FORMATS
+from neurondesk.store.price_files import local_price_table_path
 
 
 def local_prices_path() -> Path:
     """The locally refreshed price table, used before the bundled one (same JSON format)."""
-    return Path(platformdirs.user_config_dir("neurondesk")) / "prices.json"
+    return local_price_table_path()
 
 
 def run_price(args) -> tuple[str | None, float | None, str]:

@@ -51,7 +51,7 @@ def cmd_replay(args) -> int:
     if not args.headless and not sys.stdout.isatty():
         die(f"replay plays a run in the console and needs a terminal; for text, "
             f"use: neurondesk summary {args.run_dir} --format text (or replay --headless)")
-    from neurondesk.recorder.metrics_serve import publish_on_poll, run_headless_replay
+    from neurondesk.exporter.viewer import publish_on_poll, run_headless_replay
     from neurondesk.sources.replay import ReplaySource
 
     try:
@@ -89,7 +89,7 @@ def cmd_attach(args) -> int:
     served = exporter(args)
     if served is None:
         return watch(source, headless=args.headless, notify=args.notify, job_lines=job_lines(args, source))
-    from neurondesk.recorder.metrics_serve import publish_on_poll
+    from neurondesk.exporter.viewer import publish_on_poll
 
     publish_on_poll(source, served)
     try:

@@ -1,7 +1,8 @@
 """Prometheus's HTTP API (instant queries only) and the fleet read from it.
 
 ``fleet`` never scrapes a node: it asks Prometheus, which already holds every node's series
-(named by recorder/metrics_http.py). Each figure is one instant query grouped by
+(the run's figures named in core/figures/metric_names.py, the labelled families by the exporter's
+modules, neurondesk/exporter/). Each figure is one instant query grouped by
 (job_id, node, run_id); ``last_over_time`` over ``lookback`` keeps a node that stopped reporting
 (its series went stale), and the series present in the plain latest query are the fresh ones.
 """
@@ -17,6 +18,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from neurondesk.core.figures.metric_names import series
 from neurondesk.core.job.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
 from neurondesk.core.node.flight_recorder import BlockedCollective
 from neurondesk.core.node.node_health import SERIES, words_from_series
@@ -81,29 +83,29 @@ def _figures(job: str | None, lookback: str, rate_window: str) -> dict[str, str]
         return f"max by (job_id, node, run_id{extra}) (last_over_time({name}{sel}[{lookback}]))"
 
     return {
-        "fresh": f"{by} (neurondesk_last_update_timestamp_seconds{sel})",
-        "scraped_t": f"{by} (timestamp(neurondesk_last_update_timestamp_seconds{sel}))",
-        "last_update_t": last("neurondesk_last_update_timestamp_seconds"),
-        "step": last("neurondesk_steps_total"),
+        "fresh": f"{by} ({series('taken_t')}{sel})",
+        "scraped_t": f"{by} (timestamp({series('taken_t')}{sel}))",
+        "last_update_t": last(series("taken_t")),
+        "step": last(series("steps")),
         "phase": f"last_over_time(neurondesk_phase{sel}[{lookback}]) == 1",
-        "steps_per_s": f"{by} (rate(neurondesk_steps_total{sel}[{rate_window}]))",
-        "samples_per_s": last("neurondesk_steady_samples_per_second"),
-        "tokens_per_s": last("neurondesk_steady_tokens_per_second"),
-        "step_time_s": last("neurondesk_figure_step_time_seconds"),
-        "compiling": last("neurondesk_compile_in_progress"),
-        "compile_since": last("neurondesk_compile_started_timestamp_seconds"),
+        "steps_per_s": f"{by} (rate({series('steps')}{sel}[{rate_window}]))",
+        "samples_per_s": last(series("samples_per_s")),
+        "tokens_per_s": last(series("tokens_per_s")),
+        "step_time_s": last(series("step_time_s")),
+        "compiling": last(series("compile_in_progress")),
+        "compile_since": last(series("compile_started_t")),
         "compile_graph": f"{by} (neurondesk_compile_graph{sel})",  # absent once the compile ends: not last_over_time
-        "compile_s": last("neurondesk_compile_seconds_total"),
+        "compile_s": last(series("compile_total_s")),
         "compiles": f"sum by (job_id, node, run_id) (last_over_time(neurondesk_compiles_total{sel}[{lookback}]))",
         "cache": last("neurondesk_compile_cache_total", ", result"),
-        "recompiles_after_warmup": last("neurondesk_recompiles_after_warmup_total"),
-        "stragglers": last("neurondesk_stragglers"),
-        "data_wait_fraction": f"{by} (rate(neurondesk_data_wait_seconds_total{sel}[{rate_window}]))",
-        "price_per_hour": last("neurondesk_price_usd_per_hour"),
-        "cost_usd": last("neurondesk_cost_usd_total"),
-        "started_t": last("neurondesk_run_start_timestamp_seconds"),
-        "model_flops_per_s": last("neurondesk_figure_model_flops_per_second"),
-        "peak_flops_per_s": last("neurondesk_figure_peak_flops_per_second"),
+        "recompiles_after_warmup": last(series("recompiles_after_warmup")),
+        "stragglers": last(series("stragglers")),
+        "data_wait_fraction": f"{by} (rate({series('data_wait_s')}{sel}[{rate_window}]))",
+        "price_per_hour": last(series("price_per_hour")),
+        "cost_usd": last(series("total_usd")),
+        "started_t": last(series("started_t")),
+        "model_flops_per_s": last(series("model_flops_per_s")),
+        "peak_flops_per_s": last(series("peak_flops_per_s")),
         "finished": last("neurondesk_run_finished"),
         "exit_code": last("neurondesk_exit_code"),
         "failure_t": last("neurondesk_failure_timestamp_seconds"),
@@ -124,9 +126,9 @@ def _health(job: str | None) -> dict[str, str]:
     """Each node-health counter (core/node/node_health.py): its increase over the last minute and its total."""
     sel = "" if job is None else f'{{job_id="{job}"}}'
     out = {}
-    for counter, series in SERIES.items():
-        out[f"health_inc_{counter}"] = f"sum by (job_id, node, run_id) (increase({series}{sel}[1m]))"
-        out[f"health_tot_{counter}"] = f"sum by (job_id, node, run_id) ({series}{sel})"
+    for counter, name in SERIES.items():
+        out[f"health_inc_{counter}"] = f"sum by (job_id, node, run_id) (increase({name}{sel}[1m]))"
+        out[f"health_tot_{counter}"] = f"sum by (job_id, node, run_id) ({name}{sel})"
     return out
 
 

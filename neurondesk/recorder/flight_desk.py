@@ -2,7 +2,7 @@
 its ranks run with PyTorch's Flight Recorder on, their dumps are asked for and read off the recorder's
 loop (a request takes up to collectors/flight_recorder.REQUEST_TIMEOUT_S), then the hang notice is
 journaled with the collective's words, and a CollectiveBlocked event that the node's Prometheus
-series (recorder/metrics_job.py) shows until a step ends again. Where the recorder is off, the notice
+series (exporter/job.py) shows until a step ends again. Where the recorder is off, the notice
 goes at once, as it always did."""
 
 from __future__ import annotations

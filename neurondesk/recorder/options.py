@@ -20,6 +20,7 @@ class RunOptions:
     instance_type: str | None = None
     price_per_hour: float | None = None
     price_source: str | None = None
+    price_table: str | None = None  # the local price table the recorder prices with (None: the user's refreshed one)
     warmup_steps: int = 5
     target_loss: float | None = None
     samples_per_step: int | None = None
@@ -35,7 +36,7 @@ class RunOptions:
     neuron_observer: str | None = None  # Neuron Observer's /metrics URL
     graph_stats: str | None = None  # folder of TorchNeuron graph_stats CSVs
     neuron_profile: bool = False  # capture a Neuron Explorer profile into the run folder
-    metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (recorder/metrics_http.py)
+    metrics_addr: str | None = None  # serve OpenMetrics on [HOST:]PORT (exporter/endpoint.py)
     job_id: str | None = None  # --job (None: the launcher's, core/events/job_identity.py)
     node: str | None = None  # --node (None: SLURMD_NODENAME, else the host name)
     metrics_grace_s: float = 60.0  # --metrics-grace: the final figures served this long after the run

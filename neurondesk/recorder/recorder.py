@@ -32,13 +32,14 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.job_identity import launch_env
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.exporter.endpoint import MetricsExporter, linger_metrics
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
 from neurondesk.recorder.flight_desk import flight_reading
 from neurondesk.recorder.intake import Intake
-from neurondesk.recorder.metrics_http import MetricsExporter, linger_metrics
 from neurondesk.recorder.notify import AlertDesk
 from neurondesk.recorder.options import RunOptions
 from neurondesk.recorder.pending_row import record_row, write_pending_row
+from neurondesk.recorder.price_desk import PriceDesk
 from neurondesk.recorder.registration import moved_folder_notice, register_live_run
 from neurondesk.recorder.run_journal import RunJournal
 from neurondesk.recorder.sink_desk import SinkDesk
@@ -70,10 +71,10 @@ class Stopped(Exception):
 
 
 def run_started(t: float, run_id: str, command: list[str], o: RunOptions) -> ev.RunStarted:
-    """The journal's first event: what was run, where, and the options that price and judge it."""
+    """The journal's first event: what was run, where, and the options that judge it (the price
+    follows it, as its own event: recorder/price_desk.py)."""
     return ev.RunStarted(
         t=t, run_id=run_id, command=command, cwd=o.cwd or os.getcwd(), host=socket.gethostname(),
-        instance_type=o.instance_type, price_per_hour=o.price_per_hour, price_source=o.price_source,
         warmup_steps=o.warmup_steps, target_loss=o.target_loss, samples_per_step=o.samples_per_step,
         tokens_per_step=o.tokens_per_step, steps_requested=o.steps_requested, budget_usd=o.budget_usd,
         hang_after_s=o.hang_after_s, job_flag=o.job_id, node_flag=o.node,
@@ -89,6 +90,7 @@ class Recorder:
         self.run_id = run_id_for(paths.dir, options.run_root or default_run_root())  # unique, whatever the folder's name
         self.state = RunState()
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.prices = PriceDesk(options)  # resolved here, journalled: a replay shows the live price
         self.intake = Intake(self.state, self.record, lambda: self.paths)  # probe, output, relay, telemetry
         self.run_journal = RunJournal(paths, self.run_id, self.record, time.time)  # written before reduced
         self.workload: WorkloadProcess | None = None
@@ -117,6 +119,7 @@ class Recorder:
         o = self.options
         self.intake.probe_decoder.started_t = time.time()  # probe durations and times are bounded by the run's wall time
         self.record(run_started(self.intake.probe_decoder.started_t, self.run_id, self.command, o))
+        self.record(self.prices.at_start(self.intake.probe_decoder.started_t))
         if unregistered:
             self.record(ev.Notice(t=time.time(), level="warn", source="registry", message=unregistered))
         debug = user_debug_notice(dict(os.environ if o.env is None else o.env))
@@ -213,6 +216,8 @@ class Recorder:
         elif isinstance(item, ev.Event):  # from the telemetry collectors
             if not self.done:
                 self.intake.telemetry(item)
+                for e in self.prices.after(item):  # neuron-monitor named the instance nothing else did
+                    self.record(e)
         elif isinstance(item, RawExit):
             self._exited(item)
 

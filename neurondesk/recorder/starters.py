@@ -8,7 +8,7 @@ from pathlib import Path
 
 from neurondesk.collectors.telemetry import Telemetry
 from neurondesk.core.events import run_events as ev
-from neurondesk.recorder.metrics_http import MetricsExporter, parse_metrics_addr
+from neurondesk.exporter.endpoint import MetricsExporter, parse_metrics_addr
 from neurondesk.recorder.options import RunOptions
 
 

@@ -5,8 +5,9 @@ plus what the run has seen at that moment (the last loss, a compile in progress,
 since the previous frame). ``FrameTaker.take()`` is called by the state's thread between two
 ``apply()``s (the recorder's loop, or an export's replay); the sink's thread only reads frames.
 
-Every sink writes the same scalars (``scalars()``) under the same names, ``neurondesk/<name>``: each of
-core's FIGURES by its RunFigures field, then the few counts below.
+Every sink writes the same scalars (``scalars()``) under the same names, ``neurondesk/<key>``: the
+rows of core's names table (core/figures/metric_names.py) marked ``sink``, a figure by its
+RunFigures field, the rest from the frame (``Frame.quantities``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import math
 
 import msgspec
 
-from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.figures.metric_names import SINK_PREFIX, SINK_SCALARS
+from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
 
-PREFIX = "neurondesk/"
-# (name, RunFigures field): counts and totals that are figures too, beside FIGURES' rates
-COUNTS = (("steps", "steps"), ("compile_count", "compile_count"), ("compile_total_s", "compile_total_s"),
-          ("recompiles_after_warmup", "recompiles_after_warmup"), ("elapsed_s", "elapsed_s"))
-FIGURE_SCALARS = tuple((info.name, info.name) for info in FIGURES) + COUNTS
+PREFIX = SINK_PREFIX
+# (scalar name, RunFigures field) of the figures every sink writes
+FIGURE_SCALARS = tuple((name.key, name.key) for name in SINK_SCALARS if name.figure)
 
 
 class CompileRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +55,11 @@ class Frame(msgspec.Struct, frozen=True, kw_only=True):
     last_step_s: float | None  # the last step's own duration, as recorded
     compiles: tuple[CompileRow, ...] = ()  # ended since the previous frame
 
+    def quantities(self) -> dict[str, float | None]:
+        """What is not a figure, by its key in core's names table (core/figures/metric_names.py)."""
+        return {"loss": self.loss, "last_step_time_s": self.last_step_s,
+                "compile_in_progress": 1.0 if self.compiling else 0.0}
+
 
 class RunInfo(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
@@ -76,13 +81,12 @@ def _finite(value) -> bool:
 
 def scalars(frame: Frame) -> dict[str, float]:
     """The frame's scalars by their full name; a figure that is unknown (None) is left out."""
-    f = frame.figures
-    out = {PREFIX + name: float(getattr(f, field)) for name, field in FIGURE_SCALARS if _finite(getattr(f, field))}
-    if _finite(frame.loss):
-        out[PREFIX + "loss"] = float(frame.loss)
-    if _finite(frame.last_step_s):
-        out[PREFIX + "last_step_time_s"] = float(frame.last_step_s)
-    out[PREFIX + "compile_in_progress"] = 1.0 if frame.compiling else 0.0
+    own = frame.quantities()
+    out = {}
+    for name in SINK_SCALARS:
+        value = getattr(frame.figures, name.key) if name.figure else own[name.key]
+        if _finite(value):
+            out[PREFIX + name.key] = float(value)
     return out
 
 

@@ -43,6 +43,7 @@ class FollowSource:
         self.tail.problems += [JournalProblem(0, n, "") for n in notes]
         self.tail.problem_count += len(notes)
         self.new_events: list = []
+        self.after_poll: list[Callable[[], None]] = []  # called by poll(), on its thread (exporter/viewer.py)
         self.recorder_lost = False  # the recorder died before the run finished
         # the recorder finished, but the journal lacks the end (its disk and the fallback's full):
         # the summary it wrote at the end (the run folder's or the fallback's summary.json)
@@ -74,6 +75,8 @@ class FollowSource:
                 if not self._recorder_running():
                     self.new_events += self._last_words()
                     self.recorder_lost = not self.state.finished
+        for hook in self.after_poll:
+            hook()
         return len(self.new_events)
 
     def _follow_fallback(self) -> None:

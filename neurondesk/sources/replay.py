@@ -3,6 +3,7 @@ same reducer a live run uses, started from the newest usable checkpoint (sources
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.core.reduce.state import RunState
@@ -74,6 +75,7 @@ class ReplaySource:
         self.last_t = self.state.last_t if self.state.last_t is not None else self.t0  # of the last event applied
         self.applied = self.state.event_count
         self._start: float | None = None
+        self.after_poll: list[Callable[[], None]] = []  # called by poll(), on its thread (exporter/viewer.py)
 
     @property
     def label(self) -> str:
@@ -101,6 +103,8 @@ class ReplaySource:
             e = next(self._events, None)
         self._next = e
         self.applied += n
+        for hook in self.after_poll:
+            hook()
         return n
 
     @property

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import platformdirs
+
 from neurondesk.core.node.prices import (
     PriceTable,
     PriceTableError,
@@ -16,6 +18,11 @@ from neurondesk.core.node.prices import (
 from neurondesk.store.input_files import InputRefused, read_regular
 
 MAX_TABLE_BYTES = 16 << 20  # the refreshed table of every region is well under 1 MB
+
+
+def local_price_table_path() -> Path:
+    """The user's refreshed table (`neurondesk prices refresh` writes it), read over the bundled one."""
+    return Path(platformdirs.user_config_dir("neurondesk")) / "prices.json"
 
 
 def load_price_table(local_override: Path | None = None) -> PriceTable:

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import price_events as price
 from neurondesk.core.events import run_events as ev
 
 EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     # the run and its processes (launcher, probe)
     ev.RunStarted,
+    price.PriceResolved,  # the price the recorder resolved (journals before it: RunStarted's)
     ev.ProcessAttached,
     ev.ProcessFailed,
     ev.RankExited,

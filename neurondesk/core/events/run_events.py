@@ -29,6 +29,7 @@ class RunStarted(Event):
     command: list[str]
     cwd: str = ""
     host: str = ""
+    # the price, in journals written before PriceResolved (core/events/price_events.py) carried it
     instance_type: str | None = None
     price_per_hour: float | None = None
     price_source: str | None = None  # e.g. "table: VAN-2601 (2026-01-21), us-east-1" or "--price-per-hour"

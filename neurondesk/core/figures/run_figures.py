@@ -1,12 +1,12 @@
 """The run's figures: computed once, here, from the reduced state and a clock reading. Pure.
 
 Every output (the console's panels, the headless status line, summary.json / .md, compare and
-history through the summary, the Prometheus exporter) reads a ``RunFigures``; none computes a
-figure of its own. Adding a figure: a field of ``RunFigures``, its line in ``run_figures`` and a
-``FigureInfo`` in ``FIGURES`` (then regenerate docs/summary.schema.json); summary.json
-(``figures``), summary.md / text / csv and compare (``report``), the exporter's gauges
-(``metric``), a console panel (``panel``) and the headless status line (``status``) pick it up
-from ``FIGURES``.
+history through the summary, the Prometheus exporter, the sinks) reads a ``RunFigures``; none
+computes a figure of its own. Adding a figure: a field of ``RunFigures``, its line in
+``run_figures`` and a ``FigureInfo`` in ``FIGURES`` (then regenerate docs/summary.schema.json);
+summary.json (``figures``), summary.md / text / csv and compare (``report``), a console panel
+(``panel``) and the headless status line (``status``) pick it up from ``FIGURES``; its Prometheus
+series and sink scalar, from its row in ``METRIC_NAMES`` (core/figures/metric_names.py).
 
 Unknown figures are None, never a made-up number. With many ranks the job goes at its slowest
 rank's pace: its step time is the slowest rank's steady median, and every price per step uses it.
@@ -66,13 +66,12 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
-    """How outputs that list figures generically name and format one."""
+    """How outputs that list figures generically label and format one (its names outside:
+    core/figures/metric_names.py)."""
 
     name: str  # the RunFigures field
     label: str
     kind: str  # how reports format it (reports/fmt.value_text): "ms", "s", "rate", "usd", "pct", "int"
-    metric: str | None = None  # the Prometheus gauge (None: exported otherwise, or not at all)
-    help: str = ""
     report: bool = False  # listed by summary.md / text / csv and compare from this table (older
     # figures have rows of their own there)
     better: str | None = None  # "lower" | "higher": compare marks the best run
@@ -81,33 +80,22 @@ class FigureInfo(msgspec.Struct, frozen=True):
 
 
 FIGURES: tuple[FigureInfo, ...] = (
-    FigureInfo("step_time_s", "steady step time", "ms", "neurondesk_figure_step_time_seconds",
-               "The job's steady step time (slowest rank's median), seconds"),
+    FigureInfo("step_time_s", "steady step time", "ms"),
     FigureInfo("step_time_p90_s", "steady step time p90", "ms"),
     FigureInfo("samples_per_s", "steady samples/s", "rate"),
     FigureInfo("tokens_per_s", "steady tokens/s", "rate"),
-    FigureInfo("steps_per_hour", "steps/hour", "rate", "neurondesk_figure_steps_per_hour",
-               "Steps an hour at the job's steady step time", report=True, better="higher", panel="throughput",
-               status=True),
-    FigureInfo("data_wait_fraction", "data wait", "pct", "neurondesk_figure_data_wait_ratio",
-               "Share of the step time spent waiting for data"),
-    FigureInfo("compile_share", "compile share of the wall time", "pct", "neurondesk_figure_compile_share_ratio",
-               "Compile seconds over wall seconds, capped at 1"),
+    FigureInfo("steps_per_hour", "steps/hour", "rate", report=True, better="higher", panel="throughput", status=True),
+    FigureInfo("data_wait_fraction", "data wait", "pct"),
+    FigureInfo("compile_share", "compile share of the wall time", "pct"),
     FigureInfo("total_usd", "cost so far", "usd"),
-    FigureInfo("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd", "neurondesk_figure_usd_per_1k_steps_steady",
-               "What 1k more steps cost at the steady pace, USD"),
-    FigureInfo("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd", "neurondesk_figure_usd_per_1k_steps_all_in",
-               "Cost so far over steps done, per 1k steps, USD"),
-    FigureInfo("per_million_tokens_usd", "$ / 1M tokens", "usd", "neurondesk_figure_usd_per_million_tokens",
-               "What 1M tokens cost at the steady pace, USD"),
-    FigureInfo("projected_usd", "projected", "usd", "neurondesk_figure_projected_usd",
-               "Cost so far plus the remaining requested steps at the steady pace, USD"),
-    FigureInfo("mfu", "MFU", "pct", "neurondesk_figure_mfu_ratio", "Model FLOPs utilisation against the dense peak"),
-    FigureInfo("hfu", "HFU", "pct", "neurondesk_figure_hfu_ratio", "Hardware FLOPs utilisation against the dense peak"),
-    FigureInfo("model_flops_per_s", "model FLOP/s", "rate", "neurondesk_figure_model_flops_per_second",
-               "Model FLOP/s at the steady pace (a job's MFU sums them over its nodes)"),
-    FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate", "neurondesk_figure_peak_flops_per_second",
-               "Dense peak FLOP/s of the devices the run uses"),
+    FigureInfo("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd"),
+    FigureInfo("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd"),
+    FigureInfo("per_million_tokens_usd", "$ / 1M tokens", "usd"),
+    FigureInfo("projected_usd", "projected", "usd"),
+    FigureInfo("mfu", "MFU", "pct"),
+    FigureInfo("hfu", "HFU", "pct"),
+    FigureInfo("model_flops_per_s", "model FLOP/s", "rate"),
+    FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate"),
 )
 
 

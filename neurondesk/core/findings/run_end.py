@@ -1,5 +1,5 @@
 """How a run ended, or its first failure while it goes on: one rule for the node's Prometheus series
-(recorder/metrics_job.py) and the job summary (core/job/job_summary.py). Pure."""
+(exporter/job.py) and the job summary (core/job/job_summary.py). Pure."""
 
 from __future__ import annotations
 

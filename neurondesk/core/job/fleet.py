@@ -1,7 +1,9 @@
-"""The fleet: one row per node and run, as read from Prometheus, and the job's totals. Pure.
+"""The fleet: one row per node and run, as read from Prometheus, and the totals of its rows. Pure.
 
 Rows come from clients/prometheus_api.py; ``keep_last`` carries a row's last known values
 over refreshes where Prometheus no longer has them (a node that stopped reporting: stale).
+The money of the totals ($/hour, cost so far) is the job figures' (core/job/job_figures.py), the
+one computation the job view shows beside them: each row a node (``node_figures``).
 """
 
 from __future__ import annotations
@@ -9,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from neurondesk.core.job.job_figures import NodeFigures, job_figures
 from neurondesk.core.node.flight_recorder import BlockedCollective
+
+CLOCK_SKEW_S = 5.0  # a node's clock further off Prometheus's than this is said (scrapes are ~1 s apart)
 
 
 @dataclass(frozen=True)
 class NodeFailure:
-    """The first failure a node's recorder saw (recorder/metrics_job.py)."""
+    """The first failure a node's recorder saw (exporter/job.py)."""
 
     t: float | None  # the node's clock
     rank: int | None
@@ -102,13 +107,19 @@ class FleetRow:
     def stale_for_s(self, now: float) -> float | None:
         return None if not self.stale or self.last_update_t is None else max(0.0, now - self.last_update_t)
 
+    @property
+    def skew_s(self) -> float:
+        """The node's clock skew its times are corrected by: 0 within CLOCK_SKEW_S (scrape jitter)."""
+        skew = self.clock_skew_s
+        return skew if skew is not None and abs(skew) > CLOCK_SKEW_S else 0.0
+
 
 @dataclass(frozen=True)
 class FleetTotals:
     nodes: int
     runs: int
-    price_per_hour: float | None
-    cost_usd: float | None
+    price_per_hour: float | None  # the job figures' (every row a node, stale ones too)
+    cost_usd: float | None  # the job figures' total_usd
     slowest_node: str | None  # lowest steady samples/s (else steps/s) among the nodes still reporting
     slowest_rate: float | None
     slowest_unit: str | None  # "samples/s" | "steps/s"
@@ -140,22 +151,29 @@ def keep_last(previous: dict[tuple[str, str, str], FleetRow], current: list[Flee
     return sorted(out, key=lambda r: (r.job_id, r.node, r.run_id))
 
 
-def _sum(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+def node_figures(r: FleetRow, now: float | None) -> NodeFigures:
+    """A row as one node of a job: its figures, on Prometheus's clock. ``now``: Prometheus's time, for
+    a row without an update time of its own (None: such a row counts no time)."""
+    end = r.last_update_t if r.last_update_t is not None else None if now is None else now + r.skew_s
+    elapsed = max(0.0, end - r.started_t) if r.started_t is not None and end is not None else 0.0
+    return NodeFigures(node=r.node, elapsed_s=elapsed, steps=r.step or 0, price_per_hour=r.price_per_hour,
+                       total_usd=r.cost_usd, step_time_s=r.step_time_s, samples_per_s=r.samples_per_s,
+                       tokens_per_s=r.tokens_per_s, compile_total_s=(r.compile_s or 0.0) + (r.compiling_for_s or 0.0),
+                       model_flops_per_s=r.model_flops_per_s, peak_flops_per_s=r.peak_flops_per_s)
 
 
-def fleet_totals(rows: list[FleetRow]) -> FleetTotals:
+def fleet_totals(rows: list[FleetRow], now: float | None = None) -> FleetTotals:
+    """Counts of the rows, the slowest node still reporting, and the money as job_figures has it."""
     live = [r for r in rows if not r.stale]
     by_samples = [r for r in live if r.samples_per_s is not None]
     pool, unit = (by_samples, "samples/s") if by_samples else ([r for r in live if r.steps_per_s is not None],
                                                               "steps/s")
     slowest = min(pool, key=lambda r: r.samples_per_s if unit == "samples/s" else r.steps_per_s, default=None)
     rate = None if slowest is None else (slowest.samples_per_s if unit == "samples/s" else slowest.steps_per_s)
+    money = job_figures([node_figures(r, now) for r in rows])
     return FleetTotals(
         nodes=len({r.node for r in rows}), runs=len(rows),
-        price_per_hour=_sum([r.price_per_hour for r in live]),
-        cost_usd=_sum([r.cost_usd for r in rows]),
+        price_per_hour=money.price_per_hour, cost_usd=money.total_usd,
         slowest_node=None if slowest is None else slowest.node, slowest_rate=rate,
         slowest_unit=None if slowest is None else unit,
         compiling_nodes=len({r.node for r in live if r.compiling_for_s is not None}),

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neurondesk.core.job.fleet import FleetRead, FleetRow, NodeFailure, RankRow
-from neurondesk.core.job.job_figures import JobFigures, NodeFigures, job_figures
+from neurondesk.core.job.fleet import FleetRead, FleetRow, NodeFailure, RankRow, node_figures
+from neurondesk.core.job.job_figures import JobFigures, job_figures
 from neurondesk.core.node.failure_cause import first_cause
 from neurondesk.core.reduce.ranks import STRAGGLER_ABS_S, STRAGGLER_REL, median
 
-CLOCK_SKEW_S = 5.0  # a node's clock further off Prometheus's than this is said (scrapes are ~1 s apart)
 BLOCKED_AFTER_S = 10.0  # no step for this long (and 3 steps' time) after a failure: blocked
 COLLECTIVE_BOUND = 0.5  # share of the step spent waiting in the collective, with no slow rank
 
@@ -99,24 +98,11 @@ def job_view(read: FleetRead, job_id: str) -> JobView:
     now = read.now
     failed = _first_failure(rows)
     live_ranks = [k for k in ranks if (k.node, k.run_id) in live_keys]
-    return JobView(job_id=job_id, nodes=rows, ranks=ranks, figures=job_figures([_node_figures(r, now) for r in rows]),
+    return JobView(job_id=job_id, nodes=rows, ranks=ranks, figures=job_figures([node_figures(r, now) for r in rows]),
                    slowest=slowest_rank(live_ranks), compiling=_compiling(rows),
                    failed=failed, blocked=_blocked(live_ranks, rows, now) if failed else None,
                    stale=[r for r in rows if r.stale and not r.finished], collective_wait=wait_share(live_ranks),
                    problems=problems)
-
-
-def _skew(r: FleetRow) -> float:
-    return r.clock_skew_s if r.clock_skew_s is not None and abs(r.clock_skew_s) > CLOCK_SKEW_S else 0.0
-
-
-def _node_figures(r: FleetRow, now: float) -> NodeFigures:
-    end = r.last_update_t if r.last_update_t is not None else now + _skew(r)
-    elapsed = max(0.0, end - r.started_t) if r.started_t is not None else 0.0
-    return NodeFigures(node=r.node, elapsed_s=elapsed, steps=r.step or 0, price_per_hour=r.price_per_hour,
-                       total_usd=r.cost_usd, step_time_s=r.step_time_s, samples_per_s=r.samples_per_s,
-                       tokens_per_s=r.tokens_per_s, compile_total_s=(r.compile_s or 0.0) + (r.compiling_for_s or 0.0),
-                       model_flops_per_s=r.model_flops_per_s, peak_flops_per_s=r.peak_flops_per_s)
 
 
 def slowest_rank(ranks: list[RankRow]) -> SlowRank | None:
@@ -148,7 +134,7 @@ def _compiling(rows: list[FleetRow]) -> list[CompileSkew]:
         past = [o for o in live if o is not r and o.compiling_for_s is None and graph is not None
                 and (o.compiles or 0) >= graph]
         cached = sum(1 for o in past if (o.cache_hits or 0) > 0)
-        out.append(CompileSkew(r.node, graph, max(0.0, r.compiling_for_s + _skew(r)), len(past), cached,
+        out.append(CompileSkew(r.node, graph, max(0.0, r.compiling_for_s + r.skew_s), len(past), cached,
                                r.cache_misses))
     return sorted(out, key=lambda c: -c.for_s)
 
@@ -157,13 +143,13 @@ def _first_failure(rows: list[FleetRow]) -> tuple[FleetRow, NodeFailure] | None:
     failed = [(r, r.failure) for r in rows if r.failure is not None]
     # each node's time on its own clock, brought to Prometheus's by its measured skew; a failure that
     # says its peer went away is the dead rank's consequence, not the job's cause (core/node/failure_cause.py)
-    return first_cause(failed, lambda rf: (rf[1].t - _skew(rf[0])) if rf[1].t is not None else None,
+    return first_cause(failed, lambda rf: (rf[1].t - rf[0].skew_s) if rf[1].t is not None else None,
                        lambda rf: rf[1].what)
 
 
 def _blocked(live_ranks: list[RankRow], rows: list[FleetRow], now: float) -> Blocked | None:
     """The ranks still running that have ended no step for a while: waiting in a collective for a dead peer."""
-    skew = {(r.node, r.run_id): _skew(r) for r in rows}
+    skew = {(r.node, r.run_id): r.skew_s for r in rows}
     stuck = []
     for k in live_ranks:
         if k.last_step_t is None:
@@ -200,7 +186,7 @@ def _problems(read: FleetRead, rows: list[FleetRow], job_id: str) -> list[str]:
         out.append(f"{len({r.node for r in rows})} of the job's {expected} nodes report: the others never reached "
                    "Prometheus (not started, not scraped, or another --job)")
     for r in fresh:
-        if r.clock_skew_s is not None and abs(r.clock_skew_s) > CLOCK_SKEW_S:
+        if r.skew_s:
             side = "ahead of" if r.clock_skew_s > 0 else "behind"
             out.append(f"node {r.node!r}'s clock is {abs(r.clock_skew_s):.0f} s {side} Prometheus's: its times are "
                        "corrected by that; run chrony or another NTP client on it")

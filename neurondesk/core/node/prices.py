@@ -189,6 +189,16 @@ def resolve_price(
     return PriceQuote(it, row.price_per_hour, f"{row.table}: {row.source} ({row.as_of}), {row.region}")
 
 
+INSTANCE_INFO = "instance type from neuron-monitor instance_info"
+
+
+def instance_info_price(instance_type: str, table: PriceTable) -> PriceQuote:
+    """The price of the instance neuron-monitor's instance_info names, when nothing else named it
+    (no --instance-type, no metadata service, no --price-per-hour); its source says so."""
+    quote = resolve_price(instance_type, None, table)
+    return PriceQuote(quote.instance_type, quote.price_per_hour, f"{quote.source} ({INSTANCE_INFO})")
+
+
 def peak_dense_flops(instance_type: str, table: PriceTable, precision: str = "bf16") -> float | None:
     """Whole-instance dense peak FLOP/s (accelerators x per-chip peak), for MFU; None if unknown.
 

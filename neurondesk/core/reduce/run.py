@@ -1,11 +1,18 @@
 """The run itself: what was launched with which options and price, its config, when it started
-and ended and how."""
+and ended and how.
+
+The price is the recorder's (a ``PriceResolved`` event, core/events/price_events.py): never resolved
+again here, so a replay shows the live price whatever table the reader has. A journal written before
+that event carries it in ``RunStarted``, and neuron-monitor's instance type prices such a run from the
+bundled table (``price_from_instance_info``: that rule, kept for those journals, in this one place)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.price_events import PriceResolved
+from neurondesk.core.node.prices import bundled_price_table, instance_info_price
 
 
 class RunReducer:
@@ -23,6 +30,7 @@ class RunReducer:
         self.instance_type: str | None = None
         self.price_per_hour: float | None = None
         self.price_source: str | None = None
+        self.price_journalled = False  # a PriceResolved was read: the price is the recorder's
         self.budget_usd: float | None = None
         self.hang_after_s: float | None = None
         self.config: dict = {}
@@ -34,8 +42,8 @@ class RunReducer:
         self.left_running: list[ev.LeftProcess] = []
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
-        return {"run_started": self.on_run_started, "workload_config": self.on_workload_config,
-                "run_finished": self.on_run_finished}
+        return {"run_started": self.on_run_started, "price_resolved": self.on_price_resolved,
+                "workload_config": self.on_workload_config, "run_finished": self.on_run_finished}
 
     def touch(self, t: float) -> None:
         """Every event: the run's first and latest time."""
@@ -54,6 +62,20 @@ class RunReducer:
         self.instance_type, self.price_per_hour, self.price_source = (
             e.instance_type, e.price_per_hour, e.price_source)
         self.budget_usd, self.hang_after_s = e.budget_usd, e.hang_after_s
+
+    def on_price_resolved(self, e: PriceResolved) -> None:
+        self.price_journalled = True
+        self.instance_type, self.price_per_hour, self.price_source = e.instance_type, e.price_per_hour, e.source
+
+    def price_from_instance_info(self, instance_type: str | None) -> None:
+        """A journal without PriceResolved (written before it) whose run nothing named the instance of
+        and nobody priced: neuron-monitor's instance_info does, priced from the bundled table."""
+        if (self.price_journalled or not instance_type or self.instance_type is not None
+                or self.price_per_hour is not None):
+            return
+        quote = instance_info_price(instance_type, bundled_price_table())
+        self.instance_type, self.price_per_hour, self.price_source = (
+            quote.instance_type, quote.price_per_hour, quote.source)
 
     def on_workload_config(self, e: ev.WorkloadConfig) -> None:
         self.config.update(e.values)

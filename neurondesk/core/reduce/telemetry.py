@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.node.prices import bundled_price_table, resolve_price
 from neurondesk.core.reduce.compiles import CompileReducer
 from neurondesk.core.reduce.graph_stats import GraphStatsJoin
 from neurondesk.core.reduce.neuron_faults import NeuronFaults
@@ -211,7 +210,7 @@ class TelemetryReducer:
         self._count_executions(e.runtimes)
         self.neuron_memory.add(e)
         self.health.on_neuron_sample(e)
-        self._price_from_instance_info(e.instance_type)
+        self._run.price_from_instance_info(e.instance_type)  # journals without the recorder's price only
         used = [c for c in e.cores if c.owner_pid is not None]
         self._note_device_util([float(c.utilization) for c in used if c.utilization is not None],
                                "neuron-monitor neuroncore_utilization")
@@ -227,16 +226,6 @@ class TelemetryReducer:
             self.executions_completed_total += r.executions.get("completed", 0)
             _add(self.execution_errors_by_status, {k: v for k, v in r.executions.items() if k != "completed"})
             _add(self.execution_errors_by_class, r.errors_by_class)
-
-    def _price_from_instance_info(self, instance_type: str | None) -> None:
-        """Neither --instance-type nor the metadata service named the instance and no price was
-        given: neuron-monitor's instance_info does, and the price source says so."""
-        run = self._run
-        if not instance_type or run.instance_type is not None or run.price_per_hour is not None:
-            return
-        quote = resolve_price(instance_type, None, bundled_price_table())
-        run.instance_type, run.price_per_hour = quote.instance_type, quote.price_per_hour
-        run.price_source = f"{quote.source} (instance type from neuron-monitor instance_info)"
 
     def on_gpu_sample(self, e: dev.GpuSample) -> None:
         self.gpu = e

@@ -16,7 +16,7 @@ LABELS = ("job_id", "node", "run_id")
 
 
 def health_families(s, ids: list[str]) -> Iterator[Metric]:
-    """``s``: a recorder/metrics.Snapshot (its ``health``: a NodeHealth or None)."""
+    """``s``: an exporter/snapshot.py Snapshot (its ``health``: a NodeHealth or None)."""
     health = s.health
     totals = health.totals if health is not None else {}
     for counter in COUNTERS:

@@ -16,7 +16,7 @@ LEAK_LABELS = ("memory", "rank", "device")
 
 
 def memory_families(s, ids: list[str]) -> Iterator[Metric]:
-    """``s``: a recorder/metrics.Snapshot (its ``figures.memory_creep``: a MemoryCreep or None)."""
+    """``s``: an exporter/snapshot.py Snapshot (its ``figures.memory_creep``: a MemoryCreep or None)."""
     creep = s.figures.memory_creep
     pace = GaugeMetricFamily("neurondesk_memory_creep_bytes_per_second",
                              "A memory series that creeps over the steady steps: its robust slope, bytes a second "

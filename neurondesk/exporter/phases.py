@@ -15,7 +15,7 @@ LABELS = ("job_id", "node", "run_id")
 
 
 def phase_families(s, ids: list[str]) -> Iterator[Metric]:
-    """``s``: a recorder/metrics.Snapshot (its ``figures.step_phases``: a StepPhases or None)."""
+    """``s``: an exporter/snapshot.py Snapshot (its ``figures.step_phases``: a StepPhases or None)."""
     p = s.figures.step_phases
     seconds = GaugeMetricFamily("neurondesk_step_phase_seconds",
                                 "Seconds per steady step by phase (the slowest rank's; absent: the backend cannot tell)",

@@ -24,13 +24,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.reduce.state import RunState
-from neurondesk.recorder.metrics import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
-from neurondesk.recorder.metrics_health import health_families
-from neurondesk.recorder.metrics_job import job_families
-from neurondesk.recorder.metrics_memory import memory_families
-from neurondesk.recorder.metrics_phases import phase_families
+from neurondesk.exporter.health import health_families
+from neurondesk.exporter.job import job_families
+from neurondesk.exporter.memory import memory_families
+from neurondesk.exporter.phases import phase_families
+from neurondesk.exporter.snapshot import PHASES, STEP_BUCKETS, Snapshot, Snapshotter
 
 PUBLISH_EVERY_S = 0.25
 LABELS = ("job_id", "node", "run_id")
@@ -81,19 +81,7 @@ class RunCollector(Collector):
         if s is None:
             return
         ids = [s.identity.job_id, s.identity.node, s.identity.run_id]
-
-        def one(family, value: float | None):
-            if _finite(value):
-                family.add_metric(ids, value)
-            return family
-
-        yield one(CounterMetricFamily("neurondesk_steps", "Steps the job has ended", labels=LABELS), s.steps)
-        yield one(CounterMetricFamily("neurondesk_samples", "Samples of the steps ended (all ranks)",
-                                      labels=LABELS), s.samples)
-        yield one(CounterMetricFamily("neurondesk_tokens", "Tokens of the steps ended (all ranks)",
-                                      labels=LABELS), s.tokens)
-        yield one(CounterMetricFamily("neurondesk_data_wait_seconds", "Time the lead process waited for data",
-                                      labels=LABELS), s.data_wait_s)
+        yield from self._named(s, ids)
         hist = HistogramMetricFamily("neurondesk_step_duration_seconds", "Duration of steady steps",
                                      labels=LABELS)
         bounds = [*(f"{b:g}" for b in STEP_BUCKETS), "+Inf"]
@@ -104,18 +92,6 @@ class RunCollector(Collector):
         for source, cause, status, n in s.compiles:
             compiles.add_metric([*ids, source, cause, status], n)
         yield compiles
-        yield one(CounterMetricFamily("neurondesk_compile_seconds", "Time spent compiling", labels=LABELS),
-                  s.compile_s)
-        yield one(GaugeMetricFamily("neurondesk_compile_in_progress", "1 while a compile runs", labels=LABELS),
-                  0 if s.compile_since_t is None else 1)
-        yield one(GaugeMetricFamily("neurondesk_compile_started_timestamp_seconds",
-                                    "Start of the compile in progress (absent when none)", labels=LABELS),
-                  s.compile_since_t)
-        yield one(CounterMetricFamily("neurondesk_recompiles_after_warmup", "Recompiles after warm-up",
-                                      labels=LABELS), s.recompiles_after_warmup)
-        yield one(GaugeMetricFamily("neurondesk_graph_executions_per_step", "Graph executions per step",
-                                    labels=LABELS), s.executions_per_step)
-        yield from self._rates(s, ids, one)
         yield from self._breakdown(s, ids)
         if s.job_series is not None:
             yield from job_families(s, ids)
@@ -124,27 +100,17 @@ class RunCollector(Collector):
         yield from memory_families(s, ids)
 
     @staticmethod
-    def _rates(s: Snapshot, ids: list[str], one) -> Iterator[Metric]:
-        f = s.figures
-        yield one(GaugeMetricFamily("neurondesk_steady_samples_per_second", "Steady samples/s (job)",
-                                    labels=LABELS), f.samples_per_s)
-        yield one(GaugeMetricFamily("neurondesk_steady_tokens_per_second", "Steady tokens/s (job)",
-                                    labels=LABELS), f.tokens_per_s)
-        yield one(GaugeMetricFamily("neurondesk_loss", "Last loss reported", labels=LABELS), s.loss)
-        yield one(GaugeMetricFamily("neurondesk_price_usd_per_hour", "Instance price", labels=LABELS),
-                  f.price_per_hour)
-        yield one(CounterMetricFamily("neurondesk_cost_usd", "Cost of the run so far", labels=LABELS),
-                  f.total_usd)
-        for info in FIGURES:  # core's figures that have a gauge of their own
-            if info.metric is not None:
-                yield one(GaugeMetricFamily(info.metric, info.help or info.label, labels=LABELS),
-                          getattr(f, info.name))
-        yield one(GaugeMetricFamily("neurondesk_stragglers", "Ranks named stragglers", labels=LABELS),
-                  s.stragglers)
-        yield one(GaugeMetricFamily("neurondesk_run_start_timestamp_seconds", "Start of the run",
-                                    labels=LABELS), s.started_t)
-        yield one(GaugeMetricFamily("neurondesk_last_update_timestamp_seconds",
-                                    "When these figures were taken", labels=LABELS), s.taken_t)
+    def _named(s: Snapshot, ids: list[str]) -> Iterator[Metric]:
+        """One series per row of core's names table (core/figures/metric_names.py) that is exported:
+        a figure from the snapshot's RunFigures, anything else from its own quantities."""
+        own = s.quantities()
+        for name in EXPORTED:
+            family = (CounterMetricFamily if name.counter else GaugeMetricFamily)(name.metric, name.help,
+                                                                                labels=LABELS)
+            value = getattr(s.figures, name.key) if name.figure else own[name.key]
+            if _finite(value):
+                family.add_metric(ids, value)
+            yield family
 
     @staticmethod
     def _breakdown(s: Snapshot, ids: list[str]) -> Iterator[Metric]:

@@ -3,7 +3,7 @@
 Thread safety: the RunState is only ever read by the thread that reduces into it (the recorder's
 pump loop, or a viewer's poll loop). That thread calls ``Snapshotter.take()`` between two
 ``apply()``s and publishes the frozen ``Snapshot`` by swapping one attribute (atomic in CPython);
-the HTTP server's threads only read the last published snapshot (metrics_http.RunCollector). A
+the HTTP server's threads only read the last published snapshot (endpoint.RunCollector). A
 scrape never touches the RunState, so it can neither race the reducer nor mutate anything.
 
 The figures (rates, cost, MFU ...) are core's (core/figures/run_figures.py), read, never recomputed. Counters
@@ -23,7 +23,7 @@ from neurondesk.core.events.job_identity import JobIdentity
 from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.node.node_health import NodeHealth
 from neurondesk.core.reduce.state import RunState, StepRecord
-from neurondesk.recorder.metrics_job import JobSeries, job_series
+from neurondesk.exporter.job import JobSeries, job_series
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -69,18 +69,15 @@ class Snapshot:
     identity: Identity
     taken_t: float  # wall time (live scale) of the snapshot
     phase: str
-    steps: int
     samples: int
     tokens: int
     data_wait_s: float
     step_buckets: tuple[int, ...]  # cumulative counts per STEP_BUCKETS bound, then +Inf
     step_sum_s: float
     compiles: tuple[tuple[str, str, str, int], ...]  # (source, cause, status, count)
-    compile_s: float
     compile_since_t: float | None  # start of the compile in progress (live scale)
-    recompiles_after_warmup: int
     executions_per_step: int | None
-    figures: RunFigures  # core's figures: the gauges, cost and rates below are read from it
+    figures: RunFigures  # core's figures: steps, compile time, rates, cost ... are read from it
     loss: float | None
     stragglers: int
     ranks: tuple[RankFigures, ...]
@@ -91,8 +88,15 @@ class Snapshot:
     disks: tuple[DiskFigures, ...] = ()  # the run folder's and the compile cache's filesystems
     output_not_stored_bytes: int = 0  # of the workload's output (core/node/disk.py)
     job: JobIdentity | None = None  # node rank, nodes, world size ... (core/events/job_identity.py)
-    job_series: JobSeries | None = None  # the series of a job of many nodes (metrics_job.py)
-    health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (metrics_health.py)
+    job_series: JobSeries | None = None  # the series of a job of many nodes (job.py)
+    health: NodeHealth | None = None  # EFA, NeuronLink, ECC, throttling counters (health.py)
+
+    def quantities(self) -> dict[str, float | None]:
+        """What is not a figure, by its key in core's names table (core/figures/metric_names.py)."""
+        return {"loss": self.loss, "compile_in_progress": 0 if self.compile_since_t is None else 1,
+                "samples": self.samples, "tokens": self.tokens, "data_wait_s": self.data_wait_s,
+                "compile_started_t": self.compile_since_t, "executions_per_step": self.executions_per_step,
+                "stragglers": self.stragglers, "started_t": self.started_t, "taken_t": self.taken_t}
 
 
 def default_node() -> str:
@@ -148,11 +152,9 @@ class Snapshotter:
         return Snapshot(
             identity=Identity(job.job_id, job.node, run_id), job=job,
             job_series=job_series(state, self.time_offset, since is not None), taken_t=live, phase=state.phase(now)[0],
-            steps=state.steps_done, samples=self._samples, tokens=self._tokens, data_wait_s=state.total_wait_s,
-            step_buckets=tuple(cumulative), step_sum_s=state.steady_total_s,
-            compiles=_compile_counts(state), compile_s=state.compile_total_s,
+            samples=self._samples, tokens=self._tokens, data_wait_s=state.total_wait_s,
+            step_buckets=tuple(cumulative), step_sum_s=state.steady_total_s, compiles=_compile_counts(state),
             compile_since_t=None if since is None else since + self.time_offset,
-            recompiles_after_warmup=state.recompiles_after_warmup,
             executions_per_step=state.executions_per_step,
             figures=run_figures(state, now), loss=state.loss_last,
             stragglers=self._stragglers, ranks=_ranks(state, self.time_offset), cores=_cores(state),

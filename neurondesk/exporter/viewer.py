@@ -1,8 +1,9 @@
 """Metrics from a viewer's own RunState (`attach`, `replay`), and the headless replay loop.
 
-The viewer's poll loop is the thread that reduces into ``source.state``; ``publish_on_poll`` makes
-that same call publish a snapshot right after it applied its events, so the HTTP server's threads
-never read the RunState itself (see recorder/metrics.py).
+The viewer's poll loop is the thread that reduces into ``source.state``; the exporter publishes a
+snapshot from the source's ``after_poll`` hook (sources/follow.py, sources/replay.py), right after a
+poll applied its events, so the HTTP server's threads never read the RunState itself (see
+exporter/snapshot.py).
 """
 
 from __future__ import annotations
@@ -10,31 +11,28 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, TextIO
 
-from neurondesk.recorder.metrics_http import MetricsExporter
+from neurondesk.exporter.endpoint import MetricsExporter
 
 STATUS_EVERY_S = 5.0
 
 
-class PublishingPoll:
-    """Stands in for ``source.poll``: the original poll, then a snapshot for the exporter."""
+class PollPublisher:
+    """A source's ``after_poll`` hook: a snapshot of its state for the exporter (a replay's on the live clock)."""
 
     def __init__(self, source: Any, exporter: MetricsExporter) -> None:
         self.source, self.exporter = source, exporter
-        self._poll: Callable[..., int] = source.poll
 
-    def __call__(self, *args: Any, **kwargs: Any) -> int:
-        n = self._poll(*args, **kwargs)
+    def __call__(self) -> None:
         source = self.source
         live = None if getattr(source, "live", True) else time.time()
         self.exporter.publish(source.state, source.now(), live_now=live)
-        return n
 
 
 def publish_on_poll(source: Any, exporter: MetricsExporter) -> None:
-    source.poll = PublishingPoll(source, exporter)
+    """Publish after each of ``source``'s polls: its hook, never a replaced method."""
+    source.after_poll.append(PollPublisher(source, exporter))
 
 
 def run_headless_replay(source: Any, exporter: MetricsExporter | None, out: TextIO,

@@ -39,7 +39,7 @@ def job_series(state: RunState, offset: float, compiling: bool) -> JobSeries:
 
 
 def job_families(s, ids: list[str]) -> Iterator[Metric]:
-    """``s``: a recorder/metrics.Snapshot."""
+    """``s``: an exporter/snapshot.py Snapshot."""
     job = s.job
     info = InfoMetricFamily("neurondesk_job", "Who this node is in its job (core/events/job_identity.py)", labels=LABELS)
     if job is not None:
