@@ -310,7 +310,7 @@ def _job_lines(args, source):
         job = getattr(args, "job", None) or source.state.parts.job.identity().job_id or None
         return read_job_lines(reader.read(), job)
 
-    return read, url
+    return read, reader.api.shown  # the console's label: no credential
 
 
 def _watch(source, headless: bool, notify: bool = False, job_lines=None) -> int:
@@ -459,7 +459,7 @@ def cmd_fleet(args) -> int:
     try:
         reader = FleetReader(PrometheusAPI(args.prometheus), job=args.job, lookback=args.lookback)
         if not args.once:
-            return FleetApp(reader.read, args.prometheus, refresh_s=args.refresh, job=args.job).run() or 0
+            return FleetApp(reader.read, reader.api.shown, refresh_s=args.refresh, job=args.job).run() or 0
         read = reader.read()
     except PrometheusError as exc:
         _die(str(exc), 1)
