@@ -144,9 +144,9 @@ def test_prometheus_price_refresh_and_export_say_their_failures_without_the_mark
         assert _where_found(mark, [tmp_path], p.stdout + p.stderr) == [], (p.args, p.stderr)
 
 
-def _screen(args: list[str], env: dict[str, str], shown: bytes, tmp_path: Path) -> bytes:
-    """What a Textual screen of neurondesk draws in a terminal (a pty, 160 x 40) until ``shown`` is on it;
-    then q quits it."""
+def _screen(args: list[str], env: dict[str, str], shown: bytes, tmp_path: Path, done: Path | None = None) -> bytes:
+    """What a Textual screen of neurondesk draws in a terminal (a pty, 160 x 40) until ``shown`` is on it
+    (and the file ``done`` is there: the run is over, so q quits without a question); then q quits it."""
     import fcntl
     import struct
     import termios
@@ -162,7 +162,7 @@ def _screen(args: list[str], env: dict[str, str], shown: bytes, tmp_path: Path) 
         assert p.poll() is None, bytes(seen[-3000:])
         while select.select([master], [], [], 0.1)[0]:
             seen.extend(os.read(master, 65536))
-        return shown in seen
+        return shown in seen and (done is None or done.exists())
     try:
         wait_until(drawn, 180, f"{shown!r} on the screen")
         os.write(master, b"q")
@@ -189,6 +189,7 @@ def test_the_fleet_screen_and_the_consoles_job_line_name_prometheus_by_its_host_
     fleet = _screen(["fleet", "--prometheus", url], env, b"cannot query Prometheus at", tmp_path)
     assert f"http://127.0.0.1:{gone}".encode() in fleet and mark.encode() not in fleet
     console = _screen(["run", "--run-dir", str(tmp_path / "run"), "--prometheus", url, "--",
-                       sys.executable, "-c", "import time; time.sleep(3)"], env, b"asking Prometheus at", tmp_path)
+                       sys.executable, "-c", "import time; time.sleep(3)"], env, b"cannot query Prometheus at", tmp_path,
+                      done=tmp_path / "run" / "summary.json")
     assert f"Prometheus at http://127.0.0.1:{gone}".encode() in console, console[-3000:]
     assert _where_found(mark, [tmp_path / "run", tmp_path / "runs"], console) == []
