@@ -29,7 +29,7 @@ from neurondesk.store.price_files import load_price_table
 
 DATA = Path(__file__).parent / "data"
 NEURON = DATA / "neuron"
-PRICES_JSON = Path(__file__).resolve().parent.parent / "neurondesk" / "core" / "prices.json"
+PRICES_JSON = Path(__file__).resolve().parent.parent / "neurondesk" / "core" / "node" / "prices.json"
 
 FUZZ = settings(max_examples=400, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
