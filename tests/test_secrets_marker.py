@@ -193,3 +193,23 @@ def test_the_fleet_screen_and_the_consoles_job_line_name_prometheus_by_its_host_
                       done=tmp_path / "run" / "summary.json")
     assert f"Prometheus at http://127.0.0.1:{gone}".encode() in console, console[-3000:]
     assert _where_found(mark, [tmp_path / "run", tmp_path / "runs"], console) == []
+
+
+def test_redact_drops_each_form_a_credential_takes_in_a_tools_text():
+    from neurondesk.sinks.redact import basic_auth, redact, secret_values, shown_url
+
+    url = "https://nd:p%40ss%3Aw0rd!@h.example.com:8443/api?token=abc123&x=1"
+    found = secret_values({"MLFLOW_TRACKING_TOKEN": "tok-123456", "MLFLOW_TRACKING_URI": "h", "WANDB_MODE": "offline",
+                           "HF_TOKEN": "x"}, [url])  # too short a value is no secret worth replacing
+    assert set(found) == {"tok-123456", "p%40ss%3Aw0rd!", "p@ss:w0rd!"}
+    text = (f"API request to {url} failed; Authorization: Bearer tok-123456abcdef; password=hunter22, "
+            "sent p@ss:w0rd! as p%40ss%3Aw0rd%21; botocore: Could not connect to \"http://u:pw99@127.0.0.1:9/\"")
+    said = redact(text, found)
+    for secret in ("p@ss", "p%40ss", "tok-123456", "hunter22", "abc123", "pw99", "nd:"):
+        assert secret not in said, (secret, said)
+    assert "https://h.example.com:8443/api?…" in said and '"http://127.0.0.1:9/"' in said
+    assert shown_url(url) == "https://h.example.com:8443/api" and shown_url(url, path=False) == "https://h.example.com:8443/…"
+    assert shown_url("http://[::1]:9090/x") == "http://[::1]:9090/x"
+    bare, headers = basic_auth(url)
+    assert bare == "https://h.example.com:8443/api?token=abc123&x=1"  # the service still gets its query
+    assert headers == {"Authorization": _basic("nd", "p@ss:w0rd!")} and basic_auth("http://h/x") == ("http://h/x", {})
