@@ -19,25 +19,39 @@ def add_sink_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("where the team already looks (docs/sinks.md)")
     g.add_argument("--tensorboard", metavar="DIR",
                    help="write the run's figures as TensorBoard event files into DIR, live (tensorboard --logdir DIR)")
-    g.add_argument("--mlflow", metavar="URI",
-                   help="log the run to MLflow: a tracking server (http://...), a tracking URI, or a local folder; "
-                        "MLFLOW_RUN_ID attaches to the script's own run")
+    g.add_argument("--mlflow", metavar="URI", nargs="?", const="",
+                   help="log the run to MLflow: a tracking server (http(s)://...), databricks, file:DIR, "
+                        "sqlite:///FILE or a local folder; alone: MLFLOW_TRACKING_URI. A server's credentials: "
+                        "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN, never on the "
+                        "command line; MLFLOW_RUN_ID attaches to the script's own run")
     g.add_argument("--wandb", metavar="PROJECT",
                    help="log the run to Weights & Biases: offline (wandb sync later) unless logged in")
 
 
 def sink_options(args, env: dict[str, str] | None = None) -> dict:
     """RunOptions fields; a sink that cannot be had (library missing, W&B refusal) ends here, in one line."""
+    from neurondesk.sinks.base import SinkError
     from neurondesk.sinks.choose import missing_library
+    from neurondesk.sinks.uris import mlflow_target, password_warning
     from neurondesk.sinks.wandb_sink import refusal
 
+    env = dict(os.environ if env is None else env)
     chosen = {kind: getattr(args, kind, None) or None for kind in SINK_FORMATS}
+    if getattr(args, "mlflow", None) == "":  # --mlflow alone: MLFLOW_TRACKING_URI
+        chosen["mlflow"] = ""
     for kind, value in chosen.items():
         if value is not None:
-            why = missing_library(kind) or (refusal(dict(os.environ if env is None else env))
-                                            if kind == "wandb" else None)
+            why = missing_library(kind) or (refusal(env) if kind == "wandb" else None)
             if why:
                 die(why)
+    if chosen["mlflow"] is not None:  # every URI MLflow takes, made absolute here, or refused before the run
+        try:
+            chosen["mlflow"] = mlflow_target(chosen["mlflow"], env).uri
+        except SinkError as exc:
+            die(str(exc))
+        warning = password_warning(getattr(args, "mlflow", None))
+        if warning:
+            sys.stderr.write(f"neurondesk: {warning}\n")
     return chosen
 
 
@@ -71,7 +85,7 @@ def cmd_export_sink(args) -> int:
         sink.write([*frames, end.frame])  # the last: summary.json's figures
         look = sink.close(end)
     except Exception as exc:  # noqa: BLE001 - the tool's own error, in one line
-        die(f"export to {args.format} {sink.where}: {why(exc)}", 1)
+        die(f"export to {args.format} {sink.where}: {why(exc, sink.secrets)}", 1)
     skipped = f"; {len(problems)} journal line(s) skipped" if problems else ""
     sys.stderr.write(f"neurondesk: {len(frames) + 1} frames of {folder} written to {args.format} "
                      f"{sink.where}{skipped}; {look}\n")

@@ -29,7 +29,7 @@ def job_lines(args, source):
         job = getattr(args, "job", None) or source.state.parts.job.identity().job_id or None
         return read_job_lines(reader.read(), job)
 
-    return read, url
+    return read, reader.api.shown
 
 
 def watch(source, headless: bool, notify: bool = False, job_lines=None) -> int:
@@ -105,7 +105,7 @@ def cmd_fleet(args) -> int:
     try:
         reader = FleetReader(PrometheusAPI(args.prometheus), job=args.job, lookback=args.lookback)
         if not args.once:
-            return FleetApp(reader.read, args.prometheus, refresh_s=args.refresh, job=args.job).run() or 0
+            return FleetApp(reader.read, reader.api.shown, refresh_s=args.refresh, job=args.job).run() or 0
         read = reader.read()
     except PrometheusError as exc:
         die(str(exc), 1)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from neurondesk.core.node.prices import PriceTable, PriceTableError, parse_price_table
+from neurondesk.sinks.redact import redact, secret_values
 
 PRICING_ENDPOINT_REGION = "us-east-1"
 SOURCE_KEY = "AWS-PRICELIST"
@@ -151,11 +152,13 @@ def build_local_table(prices: list[OnDemandPrice], bundled: PriceTable, region: 
 
 
 def explain(exc: BaseException) -> str:
-    """One line for a botocore/boto3 error, by class name (botocore is not imported here)."""
+    """One line for a botocore/boto3 error, by class name (botocore is not imported here); without the
+    credentials it may quote (an endpoint URL's user info, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN ...)."""
     name = type(exc).__name__
     # botocore raises a service's modelled errors as ClientError subclasses (AccessDeniedException)
     kinds = {c.__name__ for c in type(exc).__mro__}
-    text = " ".join(str(exc).split())
+    endpoints = [v for k, v in os.environ.items() if k.startswith("AWS_ENDPOINT_URL")]
+    text = redact(" ".join(str(exc).split()), secret_values(os.environ, endpoints))
     if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError", "ProfileNotFound"):
         hint = "configure AWS credentials (aws configure, AWS_PROFILE, or an instance role)"
     elif name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError"):

@@ -22,6 +22,7 @@ from neurondesk.core.figures.metric_names import series
 from neurondesk.core.job.fleet import FleetRead, FleetRow, ForeignNode, NodeFailure, RankRow, keep_last
 from neurondesk.core.node.flight_recorder import BlockedCollective
 from neurondesk.core.node.node_health import SERIES, words_from_series
+from neurondesk.sinks.redact import basic_auth, redact, secret_values, shown_url
 
 KEY = ("job_id", "node", "run_id")
 _LABEL_VALUE = re.compile(r'^[^"\\\n]*$')
@@ -39,26 +40,32 @@ class Sample:
 
 
 class PrometheusAPI:
+    """``url``'s user info is sent as Basic auth (urllib reads none); ``shown`` is all that is ever said of it."""
+
     def __init__(self, url: str, timeout_s: float = 5.0) -> None:
+        self.shown = shown_url(url).rstrip("/")
         if not url.startswith(("http://", "https://")):
-            raise PrometheusError(f"--prometheus {url!r}: give an http(s) URL, e.g. http://127.0.0.1:9090")
-        self.url = url.rstrip("/")
+            raise PrometheusError(f"--prometheus {self.shown}: give an http(s) URL, e.g. http://127.0.0.1:9090")
+        bare, self._headers = basic_auth(url)
+        self.url = bare.rstrip("/")
+        self._secrets = secret_values(urls=[url])
         self.timeout_s = timeout_s
 
     def query(self, expr: str, at: float | None = None) -> list[Sample]:
         """An instant vector (a scalar comes back as one sample without labels)."""
         params = {"query": expr} | ({} if at is None else {"time": f"{at:.3f}"})
         req = urllib.request.Request(f"{self.url}/api/v1/query", data=urllib.parse.urlencode(params).encode(),
-                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                     headers={"Content-Type": "application/x-www-form-urlencoded", **self._headers})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 body = json.load(resp)
         except urllib.error.HTTPError as exc:
             body = _error_body(exc)
         except (OSError, ValueError) as exc:
-            raise PrometheusError(f"cannot query Prometheus at {self.url}: {exc}") from exc
+            raise PrometheusError(f"cannot query Prometheus at {self.shown}: {redact(str(exc), self._secrets)}") from exc
         if body.get("status") != "success":
-            raise PrometheusError(f"Prometheus at {self.url} refused {expr!r}: {body.get('error', body)}")
+            raise PrometheusError(f"Prometheus at {self.shown} refused {expr!r}: "
+                                  f"{redact(str(body.get('error', body)), self._secrets)}")
         data = body["data"]
         if data["resultType"] == "scalar":
             t, v = data["result"]

@@ -17,11 +17,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import msgspec
 
 from neurondesk.core.rules.alert_rules import Alert
+from neurondesk.sinks import redact as redaction
 
 TIMEOUT_S = 5.0
 RETRIES = 3  # after the first try
@@ -32,15 +33,7 @@ QUEUE_MAX = 64
 def redact(url: str) -> str:
     """The URL's scheme and host only, what may be written in a log: its path (Slack and Discord put
     their token there), query string (most others), fragment and user info become ``/…``."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        hidden = "/…" if parts.path.strip("/") or parts.query or parts.fragment else parts.path
-        return urlunsplit((parts.scheme, host, hidden, "", ""))
-    except ValueError:
-        return "the webhook URL"
+    return redaction.shown_url(url, path=False)
 
 
 def check_url(url: str, what: str = "--notify-url") -> str | None:
@@ -125,8 +118,9 @@ class WebhookSender:
 
     def _post(self, body: bytes) -> tuple[str, bool]:
         """("", _) when delivered; else (why, whether to retry)."""
-        req = urllib.request.Request(self._url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json", "User-Agent": "neurondesk"})
+        bare, auth = redaction.basic_auth(self._url)  # urllib sends no user info of its own
+        req = urllib.request.Request(bare, data=body, method="POST",
+                                     headers={"Content-Type": "application/json", "User-Agent": "neurondesk", **auth})
         try:
             with urllib.request.urlopen(req, timeout=self._timeout_s) as answer:
                 answer.read(4096)
@@ -135,7 +129,8 @@ class WebhookSender:
             return f"HTTP {exc.code}", exc.code >= 500 or exc.code == 429
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            text = str(reason).replace(self._url, self._shown)
+            text = redaction.redact(str(reason).replace(self._url, self._shown).replace(bare, self._shown),
+                                    redaction.secret_values(urls=[self._url]))
             return (text or type(exc).__name__)[:120], True
         except Exception as exc:  # noqa: BLE001 - the sender's thread never dies of one alert
             return type(exc).__name__, False

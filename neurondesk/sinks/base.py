@@ -5,7 +5,9 @@ A ``Sink`` is opened with the run's ``RunInfo``, written ``Frame``s in batches, 
 queue; ``offer()`` never waits (a full queue drops the frame and counts it), so a slow, hanging or
 dead tool costs the feeder (the recorder's loop) one ``put_nowait``. What the tool did not get is
 counted; a failure is said once in one line (``say``), a recovery once more, and ``close()`` waits
-a bounded time and returns the line that says what was written and what was not.
+a bounded time and returns the line that says what was written and what was not. A tool's own error text
+enters neurondesk through ``why`` alone, redacted there (sinks/redact.py: the sink's ``secrets``, user info,
+query strings): nothing downstream (notices, journal, summary, index, streams) can hold a credential.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from neurondesk.sinks.frames import Frame, RunEnd, RunInfo
+from neurondesk.sinks.redact import redact
 
 QUEUE_MAX = 600  # frames (10 minutes at one a second) while the tool is slow
 BATCH_MAX = 200  # frames written in one call: MLflow's log_batch takes 1,000 metrics
@@ -30,6 +33,7 @@ class SinkError(Exception):
 class Sink(Protocol):
     name: str  # "tensorboard" | "mlflow" | "wandb"
     where: str  # the folder, URI (without secrets) or project, for every line said about it
+    secrets: tuple[str, ...]  # values its tool's text must never show (sinks/redact.py: secret_values)
 
     def open(self, info: RunInfo) -> None: ...
 
@@ -40,8 +44,9 @@ class Sink(Protocol):
         ...
 
 
-def why(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+def why(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
+    """A tool's exception in one line, without credentials (redacted before it is cut: no half secret)."""
+    text = redact(str(exc), secrets).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
@@ -135,7 +140,7 @@ class SinkRunner:
         try:
             self.sink.open(self._info)
         except Exception as exc:  # noqa: BLE001 - a tool's failure never leaves its thread
-            self._failed(f"cannot open it: {why(exc)}")
+            self._failed(f"cannot open it: {why(exc, self.sink.secrets)}")
             return False
         self._opened = True
         return True
@@ -148,7 +153,7 @@ class SinkRunner:
             self.sink.write(batch)
         except Exception as exc:  # noqa: BLE001
             self.failed += len(batch)
-            self._failed(why(exc))
+            self._failed(why(exc, self.sink.secrets))
             return
         self.sent += len(batch)
         if self._failing:
@@ -163,7 +168,7 @@ class SinkRunner:
         try:
             self.look = self.sink.close(end)
         except Exception as exc:  # noqa: BLE001
-            self._failed(f"its end not written: {why(exc)}")
+            self._failed(f"its end not written: {why(exc, self.sink.secrets)}")
 
     def _failed(self, words: str) -> None:
         if self._failing is None:

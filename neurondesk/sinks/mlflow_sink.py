@@ -1,8 +1,11 @@
 """``--mlflow URI``: one MLflow run per neurondesk run, through MlflowClient.
 
-URI: a tracking server (``http://host:5000``), any tracking URI MLflow takes (``sqlite:///...``,
-``databricks``), or a local folder: MLflow's own SQLite store there (``FOLDER/mlflow.db``, artifacts in
-``FOLDER/artifacts``; ``mlflow ui --backend-store-uri sqlite:///FOLDER/mlflow.db`` shows it).
+URI: every tracking URI MLflow takes (sinks/uris.py: ``http(s)://``, ``databricks``, ``file:DIR``,
+``sqlite:///FILE``, or a local folder: MLflow's own SQLite store there, ``FOLDER/mlflow.db``, artifacts in
+``FOLDER/artifacts``; ``mlflow ui --backend-store-uri sqlite:///FOLDER/mlflow.db`` shows it), or none:
+``MLFLOW_TRACKING_URI``. A server's credentials are MLflow's own variables (``MLFLOW_TRACKING_USERNAME`` /
+``MLFLOW_TRACKING_PASSWORD``, ``MLFLOW_TRACKING_TOKEN``), read by MLflow in the recorder's process; they, the
+URL's user info and its query never show in what the sink says (``secrets``, sinks/redact.py).
 The run: ``MLFLOW_RUN_ID`` in the workload's environment (the script's own run, e.g. started by a
 launcher) is attached to and left open; else a run named after the neurondesk run is created in
 ``MLFLOW_EXPERIMENT_NAME`` (default ``neurondesk``) and ended FINISHED or FAILED by the exit status.
@@ -20,9 +23,10 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from neurondesk.sinks.frames import Frame, RunEnd, RunInfo, scalars
+from neurondesk.sinks.redact import secret_values
+from neurondesk.sinks.uris import ALLOW_FILE_STORE, mlflow_target
 
 EXPERIMENT = "neurondesk"
 BATCH = 1000  # MLflow's log_batch limit (metrics + params + tags)
@@ -30,29 +34,14 @@ HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RET
                "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 
 
-def tracking_uri(text: str) -> tuple[str, Path | None]:
-    """(the tracking URI, the local folder or None)."""
-    if "://" in text or text == "databricks" or text.startswith("databricks://"):
-        return text, None
-    folder = Path(text).expanduser().resolve()
-    return f"sqlite:///{folder / 'mlflow.db'}", folder
-
-
-def redact(uri: str) -> str:
-    """The URI without user info or query (where tokens go): what may be said."""
-    parts = urlsplit(uri)
-    if not parts.hostname:
-        return uri
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 class MlflowSink:
     name = "mlflow"
 
     def __init__(self, uri: str, env: dict[str, str]) -> None:
-        self.uri, self.folder = tracking_uri(uri)
-        self.where = redact(uri)
+        """SinkError (one line) for a URI MLflow does not take as a tracking URI."""
+        self.target = mlflow_target(uri, env)
+        self.uri, self.where = self.target.uri, self.target.shown
+        self.secrets = secret_values({**os.environ, **env}, [uri, self.target.uri])
         self.attach = env.get("MLFLOW_RUN_ID") or None
         self.experiment = env.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
         self.run_id: str | None = None
@@ -62,10 +51,12 @@ class MlflowSink:
     def open(self, info: RunInfo) -> None:
         for key, value in HTTP_BOUNDS.items():
             os.environ.setdefault(key, value)
+        if self.target.file_store:  # the user named MLflow's file store: MLflow >= 3.13 opens it only so
+            os.environ.setdefault(ALLOW_FILE_STORE, "true")
         from mlflow import MlflowClient  # a second of imports: in the sink's thread, once
 
-        if self.folder is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
+        if self.target.store is not None:
+            self.target.store.mkdir(parents=True, exist_ok=True)
         client = MlflowClient(tracking_uri=self.uri)
         if self.attach:
             self.run_id = client.get_run(self.attach).info.run_id
@@ -78,7 +69,7 @@ class MlflowSink:
         found = client.get_experiment_by_name(self.experiment)
         if found is not None:
             return found.experiment_id
-        where = None if self.folder is None else (self.folder / "artifacts").as_uri()
+        where = None if self.target.artifacts is None else self.target.artifacts.as_uri()
         return client.create_experiment(self.experiment, artifact_location=where)
 
     def _log_info(self, info: RunInfo) -> None:
@@ -106,5 +97,4 @@ class MlflowSink:
         if not self.attach:
             status = "FINISHED" if end.exit_code == 0 else "FAILED"
             self._client.set_terminated(self.run_id, status, end_time=int(time.time() * 1000))
-        look = f"mlflow ui --backend-store-uri {self.uri}" if self.folder is not None else self.where
-        return f"MLflow run {self.run_id} ({'attached' if self.attach else self.experiment}): {look}"
+        return f"MLflow run {self.run_id} ({'attached' if self.attach else self.experiment}): {self.target.look}"

@@ -29,6 +29,7 @@ SUFFIX = ".neurondesk"
 
 class TensorBoardSink:
     name = "tensorboard"
+    secrets: tuple[str, ...] = ()  # a folder: nothing secret
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)

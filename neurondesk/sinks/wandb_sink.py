@@ -1,7 +1,8 @@
 """``--wandb PROJECT``: a Weights & Biases run of the neurondesk run, offline unless the user is logged in.
 
 Mode: ``WANDB_MODE`` of the workload's environment when set; else online when an API key is there
-(``WANDB_API_KEY``), offline otherwise: the run's files go to ``RUN_DIR/wandb/`` (or ``WANDB_DIR``) and
+(``WANDB_API_KEY``: W&B's own variable, so nothing secret is on a command line; never in what the sink
+says), offline otherwise: the run's files go to ``RUN_DIR/wandb/`` (or ``WANDB_DIR``) and
 ``wandb sync`` uploads them later. The metrics are every sink's (``neurondesk/...`` at the job's step),
 the run's params and tags its config, the compiles a table (``neurondesk/compiles``) and summary.json /
 summary.md / report.html an artifact, at the end.
@@ -15,10 +16,12 @@ neurondesk's own run beside it (same project, ``job_type`` neurondesk, grouped b
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from neurondesk.sinks.base import SinkError
 from neurondesk.sinks.frames import Frame, RunEnd, RunInfo, scalars
+from neurondesk.sinks.redact import secret_values
 
 COMPILE_COLUMNS = ["index", "step", "cause", "reason", "location", "duration_s", "status", "recompile", "source"]
 
@@ -44,6 +47,7 @@ class WandbSink:
         self.dir = Path(env.get("WANDB_DIR") or run_dir)
         self.group = env.get("WANDB_RUN_GROUP") or None
         self.where = f"{project} ({self.mode})"
+        self.secrets = secret_values({**os.environ, **env})  # WANDB_API_KEY: never in what the sink says
         self._run = None
 
     def open(self, info: RunInfo) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from neurondesk.core.events.device_events import NeuronCoreSample, NeuronSample
 from neurondesk.core.node.node_health import OBSERVER_SOURCE
+from neurondesk.sinks.redact import basic_auth, redact, secret_values, shown_url
 
 SCOPES = ("device", "core", "vcpu", "efa", "system")
 STRATEGIES = ("sum", "avg", "max", "min", "p50", "p90", "p99")
@@ -143,11 +144,15 @@ def to_sample(reading: ObserverReading, t: float, source: str) -> NeuronSample |
 
 
 def fetch(url: str, timeout: float = 2.0) -> str | ObserverError:
+    """The endpoint's text (a URL's user info sent as Basic auth); an error says the URL and why without
+    any credential (sinks/redact.py)."""
+    bare, headers = basic_auth(url)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - a URL the user gave
+        req = urllib.request.Request(bare, headers=headers)
+        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - a URL the user gave
             return r.read(8 << 20).decode("utf-8", errors="replace")
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        return ObserverError(url=url, reason=str(exc))
+        return ObserverError(url=shown_url(url), reason=redact(str(exc), secret_values(urls=[url])))
 
 
 class ObserverSampler:
@@ -161,7 +166,7 @@ class ObserverSampler:
 
     @property
     def source(self) -> str:
-        return f"{OBSERVER_SOURCE} {self.url}"
+        return f"{OBSERVER_SOURCE} {shown_url(self.url)}"  # journaled with every sample: no credential
 
     def read(self) -> ObserverReading | None:
         """One scrape, parsed; None when the endpoint could not be read (``last_error`` says why)."""
