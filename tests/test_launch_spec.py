@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _every_option_set(tmp_path: Path) -> RunOptions:
     return RunOptions(
-        instance_type="trn1.2xlarge", price_per_hour=1.34, price_source="test", warmup_steps=7, target_loss=0.5,
+        instance_type="trn1.2xlarge", price_per_hour=1.34, price_source="test", price_table=str(tmp_path / "prices.json"), warmup_steps=7, target_loss=0.5,
         samples_per_step=32, tokens_per_step=4096, steps_requested=100, run_dir=tmp_path / "run", force=True,
         run_root=tmp_path / "root", cwd="/somewhere", env={"A": "1", "PATH": "/bin"}, telemetry=False,
         neuron_monitor_replay="monitor.jsonl", neuron_observer="http://127.0.0.1:9/metrics", graph_stats="stats",

@@ -18,7 +18,7 @@ from neurondesk.core.summary.build import build_summary
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
 from neurondesk.sinks.frames import FrameTaker, scalars
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 
 JOURNAL = DATA / "journals" / "plain"  # priced, steady, compiled: most figures known
 

@@ -18,7 +18,7 @@ from neurondesk.core.events.price_events import PriceResolved
 from neurondesk.core.events.run_events import RunStarted
 from neurondesk.core.node.prices import bundled_price_table
 from neurondesk.core.reduce.state import RunState
-from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.sources.rebuild import state_from_run_dir
 
 # neuron-monitor's report from a trn1n.32xlarge: its instance_info names the instance
 TRN1N = FIXTURES / "neuron-monitor-trn1n.32xlarge-memory-in-use.jsonl"
@@ -53,11 +53,12 @@ def test_a_replay_shows_the_price_the_recorder_journalled_not_the_readers_table(
     table.parent.mkdir(parents=True)
     table.write_text(json.dumps(local_table(LOCAL_PRICE)))
     run_dir = tmp_path / "run"
-    # the workload lives until the recorder has journalled the price neuron-monitor's sample settles
+    # the workload lives until the recorder has journalled the price neuron-monitor's sample settles (the
+    # event's kind field, not the name: this very script, in run_started's command, holds the name too)
     wait = ("import pathlib, time\n"
             f"p = pathlib.Path({str(run_dir / 'events.jsonl')!r})\n"
             "for _ in range(1200):\n"
-            "    if p.exists() and p.read_text().count('price_resolved') >= 2: break\n"
+            "    if p.exists() and p.read_text().count('\"kind\":\"price_resolved\"') >= 2: break\n"
             "    time.sleep(0.05)\n")
     p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
                         "--neuron-monitor-replay", str(TRN1N), "--", sys.executable, "-c", wait],
