@@ -47,6 +47,9 @@ class RankFigures:
     step_time_s: float | None
     steps: int
     last_step_t: float | None = None  # live scale
+    own_s: float | None = None  # median step less its wait inside collectives (core/reduce/ranks.py)
+    collective_s: float | None = None  # median wait inside collectives a step
+    data_wait_s: float | None = None  # median data wait of the same steps
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,8 @@ def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:
 def _ranks(state: RunState, offset: float) -> tuple[RankFigures, ...]:
     """Every rank that reports steps, one rank too: the job of many nodes compares them across nodes."""
     return tuple(RankFigures(r.rank, r.presync_s, r.step_time_s, r.steps,
-                             None if r.last_step_t is None else r.last_step_t + offset)
+                             None if r.last_step_t is None else r.last_step_t + offset,
+                             r.own_s, r.collective_s, r.split_wait_s)
                  for r in state.parts.ranks.by_rank())
 
 
