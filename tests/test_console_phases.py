@@ -56,7 +56,7 @@ def test_the_throughput_panel_in_its_tab_shows_the_split_the_verdict_and_the_rec
     p = run_figures(state).step_phases
     assert display and p is not None and p.verdict == "input-bound"
     plain = text.plain
-    assert "input-bound" in plain and "mean of 25 steady steps" in plain
+    assert "input-bound" in plain and "shares of 25 steady steps" in plain
     for words in ("input wait 41.0% 41.0 ms", "forward 20.0% 20.0 ms", "backward 15.0% 15.0 ms",
                   "optimizer 10.0% 10.0 ms", "other 14.0% 14.0 ms"):
         assert words in plain, plain

@@ -136,7 +136,7 @@ def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figu
     figures = build_summary(state2, 1060.0)["disk"]["filesystems"]
     assert figures == [{"holds": ["run folder"], "path": "/runs", "free_bytes": 7800 * 10**6, "total_bytes": 50 * GB,
                         "free_share": 0.156, "growth_bytes_per_s": 1e6, "full_in_s": 7800.0,
-                        "full_in": "2 h 10 min", "warning": said2[0],
+                        "full_in": "2 h 10 min", "compile_burst_bytes": 0, "warning": said2[0],
                         "words": "disk run folder: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about "
                                  "2 h 10 min at this rate"}]
     md = to_markdown(build_summary(state2, 1060.0))
@@ -332,3 +332,39 @@ def test_the_metrics_endpoint_serves_free_space_forecast_and_output_not_stored()
         assert (sample.labels, sample.value) == (labels, pytest.approx(value)), name
     [lost] = families["neurondesk_output_not_stored_bytes"].samples
     assert lost.name == "neurondesk_output_not_stored_bytes_total" and lost.value == 4_200_000
+
+
+def test_the_forecast_is_from_the_steady_writes_and_a_compile_burst_is_said_apart():
+    # a torch.compile run: Inductor's cache writes 1.2 GB in the first 6 s, while the compile runs; then
+    # the journal and outputs write 1 MB/s. The forecast is the steady 1 MB/s, never the burst's 200 MB/s.
+    state = RunState()
+    state.apply(ev.CompileStarted(t=1000.5, source="dynamo", pid=9))
+    free = 50 * GB
+    state.apply(_sample(1000.0, free))
+    for t in (1002.0, 1004.0, 1006.0):
+        free -= 400_000_000
+        state.apply(_sample(t, free))
+    state.apply(ev.CompileFinished(t=1005.5, source="dynamo", pid=9, duration_s=5.0))
+    for t in range(1008, 1070, 2):
+        free -= 2_000_000
+        state.apply(_sample(float(t), free))
+    (fs,) = state.parts.disk.filesystems()
+    assert fs.growth_bytes_per_s == pytest.approx(1e6, rel=0.05)
+    assert fs.full_in_s == pytest.approx(fs.free_bytes / 1e6, rel=0.05)
+    assert fs.burst_bytes == 1_200_000_000  # the samples of (1000, 1006]: a compile ran in each interval
+    assert "1.2 GB written during the compiles (their caches), left out of the forecast" in fs.words()
+    assert fs.as_dict()["compile_burst_bytes"] == fs.burst_bytes
+    plain = RunState()  # the same samples with no compile: the burst is growth like any other
+    for e in (_sample(1000.0, 50 * GB), _sample(1070.0, 50 * GB - 1_262_000_000)):
+        plain.apply(e)
+    assert "compiles" not in plain.parts.disk.filesystems()[0].words()
+
+
+def test_a_compile_still_running_keeps_its_writes_out_of_the_forecast():
+    disk = DiskReducer()
+    disk.on_disk_sample(_sample(0.0, 50 * GB))
+    disk.on_compile_started(ev.CompileStarted(t=1.0, source="probe", pid=3))
+    for t in range(5, 60, 5):
+        disk.on_disk_sample(_sample(float(t), 50 * GB - t * 20_000_000))  # 20 MB/s, all while compiling
+    (fs,) = disk.filesystems()
+    assert fs.growth_bytes_per_s is None and fs.full_in_s is None and fs.burst_bytes == 55 * 20_000_000

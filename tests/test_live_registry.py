@@ -26,6 +26,7 @@ import pytest
 from conftest import REPO, base_env
 
 from neurondesk.store.index import RunIndex
+from neurondesk.store.journal import read_journal
 from neurondesk.store.live_registry import RegistryRefused, live_entries, register, registry_dir
 from neurondesk.store.liveness import (
     RecorderInfo,
@@ -308,6 +309,14 @@ def test_a_folder_moved_or_deleted_while_live_is_said_in_one_line(tmp_path):
     assert json.loads((now / "summary.json").read_text())["run_id"] == "exp7"
     rows = {r.id: r.run_dir for r in RunIndex(data_folder(env) / "runs" / "runs.sqlite").list_runs()}
     assert rows["exp7"] == str(now) and rows["exp9"] == str(deleted)
+    # ... and followed the move while the run went on (at its next flush), not at its end: the checkpoints
+    # and the journal's rotations went there from then on, none of them failed on the old path
+    events, _ = read_journal(now / "events.jsonl")
+    kinds = [e.kind for e in events]
+    said = next(i for i, e in enumerate(events) if e.kind == "notice" and "was moved while the run was live" in e.message)
+    assert said < kinds.index("run_finished"), [e.message for e in events if e.kind == "notice"]
+    failed = ("checkpoint not written", "cannot start journal segment", "cannot close journal segment")
+    assert not any(e.kind == "notice" and any(w in e.message for w in failed) for e in events)
 
 
 def _alive(pid: int) -> bool:

@@ -115,7 +115,8 @@ def test_summary_md_has_the_step_phases_section_with_the_split_and_the_verdict()
     md = to_markdown(s)
     section = md.split("## Step phases", 1)[1].split("\n## ", 1)[0]
     assert f"**input-bound** — {s['step_phases']['words']}" in section
-    assert "mean of 7 steady steps of 100.0 ms (rank 0, eager-cpu" in section
+    assert ("the steady step of 100.0 ms by each phase's share of 7 steady steps, their mean 100.0 ms (rank 0, "
+            "eager-cpu") in section
     for row in ("| input wait | 41.0 ms | 41.0% |", "| forward | 20.0 ms | 20.0% |", "| other | 14.0 ms | 14.0% |",
                 "| h2d | — | — |", "| host tracing | — | — |"):  # null: the backend cannot tell (a CPU run)
         assert row in section, section
@@ -126,7 +127,8 @@ def test_summary_md_names_each_ranks_verdict_and_the_slowest_ranks_split_on_top(
     state = reduced(ranks())
     section = to_markdown(build_summary(state, state.last_t)).split("## Step phases", 1)[1]
     assert "**input-bound**" in section and "(rank 2, eager-cpu" in section  # the slowest rank's split on top
-    assert "- rank 2: input-bound, 120.0 ms/step, largest input wait 50.0%" in section
+    # rank 2's timed phases add up to 130 ms of its 120 ms step: scaled into it, the wait is 60 of 130
+    assert "- rank 2: input-bound, 120.0 ms/step, largest input wait 46.2%" in section
     assert "- rank 0: compute-bound, 100.0 ms/step" in section
 
 

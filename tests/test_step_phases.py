@@ -16,6 +16,7 @@ import pytest
 from conftest import TINY_MODEL, base_env, needs_xla, neurondesk_run
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.figures.phases import step_parts
 from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.reduce.state import RunState
 
@@ -105,3 +106,30 @@ def test_a_phase_the_backend_cannot_tell_is_null_not_zero():
     assert xla.host_tracing == pytest.approx(0.05) and xla.device_wait == pytest.approx(0.03)
     cpu = run_figures(_state([0.001, 0.02, 0.02, 0.01, 0, 0], 0.01)).step_phases
     assert cpu.h2d is None and cpu.host_tracing is None and cpu.forward == pytest.approx(0.02)
+
+
+def test_the_phases_partition_the_steady_step_shown_even_where_the_mean_and_the_median_part():
+    # an input-bound loop whose workers keep most batches ready: two steps of 5 ms for one of 35 ms that
+    # waits 30 ms. The steady step shown is the median (5 ms); the phases' means add up to 15 ms.
+    st = RunState()
+    for i in range(35):
+        slow = i % 3 == 2
+        st.apply(ev.StepEnded(t=1.0 + i, pid=9, step=i, duration_s=0.035 if slow else 0.005,
+                              data_wait_s=0.030 if slow else 0.0, phases_s=[0, 0.002, 0.002, 0.0005, 0, 0]))
+    f = run_figures(st)
+    p = f.step_phases
+    assert f.step_time_s == pytest.approx(0.005)
+    assert sum(s.seconds for s in p.split) == pytest.approx(f.step_time_s, abs=1e-8)  # never more than the step
+    assert p.step_s == pytest.approx(f.step_time_s) and p.mean_step_s == pytest.approx(0.015, rel=0.05)
+    wait = next(s for s in p.split if s.name == "input_wait")
+    assert wait.share == pytest.approx(p.input_wait / p.step_s, abs=1e-4)  # of the steps' time: 10 of 15 ms
+    assert wait.share == pytest.approx(2 / 3, rel=0.05)
+
+
+def test_timed_phases_that_overlap_past_the_step_are_scaled_into_it():
+    # a step whose timed spans add up to 12 ms of a 10 ms step (a span counted in two phases)
+    parts = step_parts(0.010, 0.004, [0, 0.004, 0.003, 0.001, 0, 0], False, None)
+    assert sum(x.seconds for x in parts) == pytest.approx(0.010)
+    assert {x.name: round(x.share, 4) for x in parts}["input_wait"] == pytest.approx(4 / 12, abs=1e-4)
+    p = run_figures(_state([0, 0.004, 0.003, 0.001, 0, 0], 0.004, step_s=0.010)).step_phases
+    assert sum(s.seconds for s in p.split) == pytest.approx(p.step_s) and p.other == 0.0

@@ -147,11 +147,13 @@ def _foreign_query(job: str) -> str:
 INTS = ("step", "compiles", "recompiles_after_warmup", "stragglers", "exit_code")
 FLOATS = ("steps_per_s", "samples_per_s", "tokens_per_s", "step_time_s", "data_wait_fraction", "price_per_hour",
           "cost_usd", "last_update_t", "started_t", "compile_s", "model_flops_per_s", "peak_flops_per_s")
-# per rank: the latest scrape only, in a request of its own, one selector for the four series (4 series
+# per rank: the latest scrape only, in a request of its own, one selector for the seven series (4 series
 # a rank are most of a job's series: through the tagged `or` chain they cost 1.1 s a refresh at 64 x 32,
 # and last_over_time reads every sample of the lookback); a silent node's ranks are not compared
 RANK_FIGURES = {"neurondesk_rank_presync_seconds": "presync_s", "neurondesk_rank_step_duration_seconds": "step_time_s",
-                "neurondesk_rank_steps_total": "steps", "neurondesk_rank_last_step_timestamp_seconds": "last_step_t"}
+                "neurondesk_rank_steps_total": "steps", "neurondesk_rank_last_step_timestamp_seconds": "last_step_t",
+                "neurondesk_rank_own_seconds": "own_s", "neurondesk_rank_collective_seconds": "collective_s",
+                "neurondesk_rank_data_wait_seconds": "data_wait_s"}
 
 
 def _rank_query(job: str | None) -> str:

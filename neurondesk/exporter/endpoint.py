@@ -122,13 +122,23 @@ class RunCollector(Collector):
                                     labels=[*LABELS, "rank"])
         step = GaugeMetricFamily("neurondesk_rank_step_duration_seconds", "Median steady step, per rank",
                                  labels=[*LABELS, "rank"])
+        split = {"own_s": GaugeMetricFamily("neurondesk_rank_own_seconds", "Median steady step less its wait "
+                                            "inside collectives, per rank", labels=[*LABELS, "rank"]),
+                 "collective_s": GaugeMetricFamily("neurondesk_rank_collective_seconds", "Median time a steady "
+                                                   "step spends inside collectives, per rank", labels=[*LABELS, "rank"]),
+                 "data_wait_s": GaugeMetricFamily("neurondesk_rank_data_wait_seconds", "Median data wait a steady "
+                                                  "step, per rank", labels=[*LABELS, "rank"])}
         for r in s.ranks:
             if _finite(r.presync_s):
                 presync.add_metric([*ids, str(r.rank)], r.presync_s)
             if _finite(r.step_time_s):
                 step.add_metric([*ids, str(r.rank)], r.step_time_s)
+            for name, family in split.items():
+                if _finite(getattr(r, name)):
+                    family.add_metric([*ids, str(r.rank)], getattr(r, name))
         yield presync
         yield step
+        yield from split.values()
         util = GaugeMetricFamily("neurondesk_neuroncore_utilization_ratio", "NeuronCore utilisation (0..1)",
                                  labels=[*LABELS, "neuroncore"])
         mem = GaugeMetricFamily("neurondesk_neuroncore_memory_used_bytes", "NeuronCore memory in use",

@@ -6,9 +6,9 @@ pump loop, or a viewer's poll loop). That thread calls ``Snapshotter.take()`` be
 the HTTP server's threads only read the last published snapshot (endpoint.RunCollector). A
 scrape never touches the RunState, so it can neither race the reducer nor mutate anything.
 
-The figures (rates, cost, MFU ...) are core's (core/figures/run_figures.py), read, never recomputed. Counters
-that RunState does not total (samples, tokens over every step) are summed here as the steps pass
-through ``state.history``; the snapshotter keeps that running total, so counters only go up. Replayed runs shift their recorded times by ``time_offset`` so that timestamps look live.
+The figures (rates, cost, MFU ...) are core's (core/figures/run_figures.py), read, never recomputed. The
+samples and tokens counters are the lead's totals over every step (core/reduce/steps.py), times the
+world: the snapshotter adds what came since its last snapshot, so counters only go up. Replayed runs shift their recorded times by ``time_offset`` so that timestamps look live.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import msgspec
 from neurondesk.core.events.job_identity import JobIdentity
 from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.node.node_health import NodeHealth
-from neurondesk.core.reduce.state import RunState, StepRecord
+from neurondesk.core.reduce.state import RunState
 from neurondesk.exporter.job import JobSeries, job_series
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
@@ -47,6 +47,9 @@ class RankFigures:
     step_time_s: float | None
     steps: int
     last_step_t: float | None = None  # live scale
+    own_s: float | None = None  # median step less its wait inside collectives (core/reduce/ranks.py)
+    collective_s: float | None = None  # median wait inside collectives a step
+    data_wait_s: float | None = None  # median data wait of the same steps
 
 
 @dataclass(frozen=True)
@@ -110,26 +113,19 @@ class Snapshotter:
         """``job_id`` / ``node``: given by the viewer (``--job``/``--node`` of attach, replay); None: the run's
         own identity, as its journal has it (core/events/job_identity.py: --job/--node of the run, then the launchers')."""
         self.job_id, self.node, self.time_offset = job_id, node, time_offset
-        self._last_step: StepRecord | None = None
         self._samples = 0
         self._tokens = 0
+        self._samples_seen = self._tokens_seen = 0  # the lead's totals at the last snapshot
         self._cumulative = [0] * (len(STEP_BUCKETS) + 1)
         self._steady_seen = 0
         self._stragglers = 0
         self._stragglers_at = float("-inf")
 
     def _count_new_steps(self, state: RunState) -> None:
-        history, last, new = state.history, self._last_step, []
-        for rec in reversed(history):
-            if rec is last:
-                break
-            new.append(rec)
-        world = max(1, state.world)
-        for rec in new:
-            self._samples += (rec.samples or 0) * world
-            self._tokens += (rec.tokens or 0) * world
-        if history:
-            self._last_step = history[-1]
+        steps, world = state.parts.steps, max(1, state.world)
+        self._samples += (steps.total_samples - self._samples_seen) * world
+        self._tokens += (steps.total_tokens - self._tokens_seen) * world
+        self._samples_seen, self._tokens_seen = steps.total_samples, steps.total_tokens
         times = state.steady_times  # a bounded sketch (core/reduce/sketch.py): counts by bound, to 0.5%
         if len(times) != self._steady_seen:
             below = [times.count_at_most(bound) for bound in STEP_BUCKETS]
@@ -175,7 +171,8 @@ def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:
 def _ranks(state: RunState, offset: float) -> tuple[RankFigures, ...]:
     """Every rank that reports steps, one rank too: the job of many nodes compares them across nodes."""
     return tuple(RankFigures(r.rank, r.presync_s, r.step_time_s, r.steps,
-                             None if r.last_step_t is None else r.last_step_t + offset)
+                             None if r.last_step_t is None else r.last_step_t + offset,
+                             r.own_s, r.collective_s, r.split_wait_s)
                  for r in state.parts.ranks.by_rank())
 
 

@@ -183,6 +183,10 @@ class Recorder:
         self.state.apply(e)
 
     def flush(self) -> None:
+        """The journal to disk, then a checkpoint when one is due: where the run folder is now (a
+        move while live is followed here, before a checkpoint or a segment rotation targets it)."""
+        if self.lock is not None and not self.done:
+            self._follow_moved_folder()
         self.run_journal.flush(self.state)
 
     def pump(self, timeout: float = 0.1) -> int:

@@ -30,4 +30,4 @@ def moved_folder_notice(run_dir: Path, lock: RecorderLock | None) -> tuple[Path,
         return None
     return now, ev.Notice(t=time.time(), level="warn", source="registry", message=(
         f"the run folder was moved while the run was live: {run_dir} is now {now}; "
-        "its summary and index row are written there"))
+        "its checkpoints, journal segments, summary and index row are written there"))

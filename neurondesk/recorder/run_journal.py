@@ -35,8 +35,12 @@ class RunJournal:
         self.writer = JournalWriter(self.paths.events)
 
     def moved(self, paths: RunPaths) -> None:
-        """The run folder was moved while live: what is written from now on goes there."""
+        """The run folder was moved while live: what is written from now on goes there (checkpoints,
+        the journal's segment rotations, the fallback's record)."""
         self.paths = self.disk.paths = paths
+        self.checkpoints.run_dir = paths.dir
+        if self.writer is not None:
+            self.writer.moved(paths.events)
 
     def write(self, e: ev.Event) -> None:
         try:

@@ -3,6 +3,7 @@ and a console given `--prometheus` all say the same lines."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -22,11 +23,45 @@ def slow_line(v: JobView) -> str | None:
     return None if v.slowest is None else slow_words(v.slowest, len(v.ranks))
 
 
+PLACE_WORDS = {"data": "waiting for its data, before the forward", "forward": "before its backward (forward)",
+               "after-backward": "from its backward to the collective"}
+
+
+def _names(xs) -> str:
+    return ", ".join(map(str, xs))
+
+
 def slow_words(s, ranks: int) -> str:
-    """``s``: a slow rank (core/job_view.SlowRank, or the job summary's): the culprit and its victims."""
-    return (f"node {s.node} (rank {s.rank}) is {s.slower:.0%} slower than the job's median before the sync "
-            f"({secs(s.presync_s, 2)} vs {secs(s.median_presync_s, 2)} of a {secs(s.step_time_s, 2)} step); "
-            f"the other {ranks - 1} rank(s) wait for it")
+    """``s``: a slow rank (core/job/culprit.SlowRank, or the job summary's): the culprit, where its time
+    goes, and its victims: "node trn-01 (ranks 2, 3): 31 ms own time a step vs 10 ms on trn-00 (+210%),
+    from its backward to the collective; trn-00 (2 rank(s)) waits 21 ms a step in collectives for it"."""
+    who = f"node {s.node} ({_ranks(tuple(s.node_ranks) or (s.rank,))})"
+    if s.measure != "own":
+        return (f"{who} is {s.slower:.0%} slower than the job's median before the sync "
+                f"({secs(s.presync_s, 2)} vs {secs(s.median_presync_s, 2)} of a {secs(s.step_time_s, 2)} step"
+                f"{', waiting for its data' if s.place == 'data' else ''}); the other {ranks - 1} rank(s) wait for it")
+    others = f"on {_names(s.victim_nodes)}" if 0 < len(s.victim_nodes) <= 3 else "on the other nodes"
+    line = (f"{who}: {secs(s.own_s, 2)} own time a step vs {secs(s.median_own_s, 2)} {others} (+{s.slower:.0%}), "
+            f"{PLACE_WORDS.get(s.place, 'in its step')}")
+    if s.victims:
+        waiters = _names(s.victim_nodes) if len(s.victim_nodes) <= 3 else f"{len(s.victim_nodes)} nodes"
+        line += (f"; {waiters} ({s.victims} rank(s)) wait{'s' if len(s.victim_nodes) == 1 else ''} "
+                 f"{secs(s.victim_wait_s, 2)} a step in collectives for it")
+    return line
+
+
+def slow_collective_line(v: JobView) -> str | None:
+    """No rank computes longer, yet every rank waits in the collective: where it is slow."""
+    c = v.slow_collective
+    if c is None or v.compiling:
+        return None
+    own = f" (own time {secs(c.own_s, 2)} a step, the median rank's)" if c.own_s is not None else ""
+    head = (f"no rank is slower than the others{own}, yet ranks wait {pct(c.share, 0)} of each step "
+            f"({secs(c.wait_s, 2)}) in the collective")
+    if c.node is not None:
+        return (f"{head}: the collective is slower on node {c.node} ({secs(c.node_wait_s, 2)} a step vs "
+                f"{secs(c.others_wait_s, 2)} on the others): its link, see its health")
+    return f"{head}: the network (EFA) or a node's link is slow — see each node's health"
 
 
 def compile_lines(v: JobView) -> list[str]:
@@ -120,20 +155,28 @@ def job_lines(v: JobView) -> list[str]:
     lines = [f"job {name}: {figures_line(v)}"]
     lines += failure_lines(v)
     lines += compile_lines(v)
-    slow = slow_line(v)
+    slow = slow_line(v) or slow_collective_line(v)
     if slow:
         lines.append(slow)
-    elif v.collective_wait is not None and v.collective_wait >= 0.5 and not v.compiling:
-        lines.append(f"no rank is slower than the others, yet ranks wait {pct(v.collective_wait, 0)} of each step in "
-                     "the collective: the network (EFA) or a node's link is slow — see each node's health")
     lines += [r.health for r in v.nodes if r.health and not r.stale]  # beside the slowness: a cause
     bound = bound_line(v)
     if bound:
         lines.append(bound)
     lines += [f"problem: {p}" for p in v.problems]
-    if v.healthy and not v.compiling and slow is None and not any(r.health for r in v.nodes):
+    if v.healthy and not v.compiling and v.slowest is None and not any(r.health for r in v.nodes):
         lines.append("healthy: every node reporting, no slow rank, nothing failed")
     return lines
+
+
+def _culprit_json(v: JobView) -> dict[str, Any] | None:
+    """The rank that holds the job back, where its time goes and who waits for it (core/job/culprit.py)."""
+    s = v.slowest
+    if s is None:
+        return None
+    return {"node": s.node, "rank": s.rank, "ranks": list(s.node_ranks), "measure": s.measure, "place": s.place,
+            "own_s": s.own_s, "median_own_s": s.median_own_s, "presync_s": s.presync_s,
+            "median_presync_s": s.median_presync_s, "victims": s.victims, "victim_nodes": list(s.victim_nodes),
+            "victim_wait_s": s.victim_wait_s}
 
 
 def job_json(v: JobView) -> dict[str, Any]:
@@ -144,6 +187,8 @@ def job_json(v: JobView) -> dict[str, Any]:
         "slowest_node": v.slowest.node if v.slowest else None,
         "slowest_rank": v.slowest.rank if v.slowest else None,
         "slowest_vs_median": v.slowest.slower if v.slowest else None,
+        "culprit": _culprit_json(v),
+        "slow_collective": None if v.slow_collective is None else dataclasses.asdict(v.slow_collective),
         "compiling_nodes": [{"node": c.node, "graph": c.graph, "for_s": c.for_s, "nodes_past_it": c.past_it}
                             for c in v.compiling],
         "failed_node": failed[0].node if failed else None,

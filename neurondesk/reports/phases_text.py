@@ -15,8 +15,9 @@ RANKS_LISTED = 8
 
 def _head(p: dict) -> str:
     who = f"rank {p['rank']}, " if p.get("rank") is not None else ""
-    return (f"mean of {p['steps']:,} steady steps of {fmt.ms(p['step_s'])} ({who}{p['backend']}; "
-            "a blank phase: the backend cannot tell it)")
+    mean = f", their mean {fmt.ms(p['mean_step_s'])}" if p.get("mean_step_s") is not None else ""
+    return (f"the steady step of {fmt.ms(p['step_s'])} by each phase's share of {p['steps']:,} steady steps{mean} "
+            f"({who}{p['backend']}; a blank phase: the backend cannot tell it)")
 
 
 def phase_rows(p: dict) -> list[tuple[str, str, str]]:

@@ -123,6 +123,13 @@ class JournalWriter:
             self._flush_locked()
             return kept
 
+    def moved(self, path: Path | str) -> None:
+        """The run folder was moved while the journal is open (its fd goes on writing there): segment
+        rotations from now on are made beside ``path``. A diverted journal stays where it is."""
+        with self._lock:
+            if not self._diverted:
+                self.path = Path(path)
+
     @property
     def position(self) -> tuple[int, int]:
         """(segment, bytes) of the journal on disk: every event written before the last flush that

@@ -6,8 +6,12 @@ What the probe times, on the training thread's clock, with no device sync of its
 takes it (h2d: the copy to the device and whatever the script does to the batch), the training
 forwards, the backwards, the optimizer steps, torch.distributed calls (collective; DDP's gradient
 all-reduce runs inside the backward and shows there), XLA syncs. ``other`` is what none of them
-took (the loss outside the model, zero_grad, logging, a checkpoint). Means over the steady steps:
-the phases add up to the mean steady step time, ``other`` never below 0.
+took (the loss outside the model, zero_grad, logging, a checkpoint). The phases are a partition of
+the steady step every output shows (the rank's median, figures.step_time_s): each phase's share of the
+steady steps' time (from their means, ``mean_step_s``; ``other`` never below 0, the timed phases scaled
+down where they overlap past the step), in seconds of that step. The median and the mean part where
+steps differ (an input-bound loop whose workers keep most batches ready: a few long waits, many short
+steps); the phases never add up to more than the step.
 
 By backend:
 - eager / torch.compile on a CPU: forward, backward and optimizer are the work itself; there is
@@ -50,7 +54,8 @@ class StepPhases(msgspec.Struct, frozen=True, kw_only=True):
     pid: int | None = None
     backend: str  # "eager-cpu" | "eager-device" | "xla"
     steps: int  # steady steps the means are over
-    step_s: float  # the mean steady step time (the phases add up to it)
+    step_s: float  # the steady step time (the rank's median): the phases add up to it
+    mean_step_s: float | None = None  # the mean of the steady steps the shares are of
     input_wait: float | None = None
     h2d: float | None = None
     forward: float | None = None
@@ -94,21 +99,27 @@ def _values(backend: str, step: float, wait: float, raw: list[float] | tuple[flo
     else:
         values.update(h2d=None if backend == "eager-cpu" else h2d, forward=fwd, backward=bwd, optimizer=opt)
     known = sum(v for v in values.values() if v is not None)
+    if known > step > 0:  # timed spans that overlap (or reach past the step): scaled to fit in it
+        values = {k: None if v is None else v * step / known for k, v in values.items()}
     values["other"] = max(0.0, step - known)
     return values
 
 
 def phases_of(sums: PhaseSums, device_kind: str | None, rank: int | None = None,
-              loader: LoaderFacts | None = None) -> StepPhases | None:
+              loader: LoaderFacts | None = None, step_s: float | None = None) -> StepPhases | None:
+    """``step_s``: the steady step the phases partition (the rank's median); None: the mean of its steps."""
     if not sums.steps or sums.step_s <= 0:
         return None
     n, backend = sums.steps, _backend(sums.xla, device_kind)
-    step = sums.step_s / n
-    values = _values(backend, step, sums.wait_s / n, [x / n for x in sums.phases])
+    mean = sums.step_s / n
+    step = step_s if step_s is not None and step_s > 0 else mean
+    values = {k: None if x is None else x * step / mean
+              for k, x in _values(backend, mean, sums.wait_s / n, [x / n for x in sums.phases]).items()}
     split = sorted((PhaseShare(k, round(v, 9), round(v / step, 4)) for k, v in values.items() if v is not None),
                    key=lambda p: -p.seconds)
     v = verdict(backend, {p.name: p.share for p in split}, step, loader)
     return StepPhases(rank=rank, pid=sums.pid, backend=backend, steps=n, step_s=round(step, 9),
+                      mean_step_s=round(mean, 9),
                       **{k: None if x is None else round(x, 9) for k, x in values.items()},
                       split=split, verdict=v.name, words=v.words,
                       num_workers=loader.workers if loader is not None else None, try_num_workers=v.try_num_workers)
@@ -153,13 +164,16 @@ def loader_facts(state: RunState) -> LoaderFacts:
 
 
 def step_phases_by_rank(state: RunState) -> list[StepPhases]:
-    """Every process that reported phased steady steps, by rank."""
+    """Every process that reported phased steady steps, by rank; each split of its steady step as the
+    figures give it (one process: the run's median, core/figures/run_figures.job_step_time_s; many: its own)."""
     ranks = state.parts.ranks.ranks
     loader = loader_facts(state)
+    one = state.steady_quantile(0.5, exact=True) if state.world <= 1 else None
     out = []
     for pid, sums in state.parts.phases.by_pid.items():
         r = ranks.get(pid)
-        p = phases_of(sums, state.device_kind, r.rank if r is not None else None, loader)
+        step = one if one is not None else (r.step_time_s if r is not None else None)
+        p = phases_of(sums, state.device_kind, r.rank if r is not None else None, loader, step)
         if p is not None:
             out.append(p)
     return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid or 0))

@@ -40,10 +40,16 @@ class RankRow:
     step_time_s: float | None = None  # median steady step
     steps: int | None = None
     last_step_t: float | None = None  # the node's clock
+    own_s: float | None = None  # median step less its wait inside collectives (None: the step not split)
+    collective_s: float | None = None  # median time a step spends inside collectives
+    data_wait_s: float | None = None  # median data wait a step (of the same steps as own_s)
 
     @property
     def wait_s(self) -> float | None:
-        """Time of the step spent after the pre-sync point: in the collective, waiting for the others."""
+        """Time of the step spent waiting for the others: inside collectives where the probe timed some,
+        else what follows the pre-sync point (XLA: collectives not timed, every step's collective phase 0)."""
+        if self.collective_s:
+            return self.collective_s
         if self.presync_s is None or self.step_time_s is None:
             return None
         return max(0.0, self.step_time_s - self.presync_s)

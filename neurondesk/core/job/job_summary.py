@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 
 from neurondesk.core.findings.run_end import RunEnd
+from neurondesk.core.job.culprit import culprit, wait_share
 from neurondesk.core.job.fleet import RankRow as FleetRank
 from neurondesk.core.job.job_figures import JobFigures, NodeFigures, job_figures
-from neurondesk.core.job.job_view import slowest_rank, wait_share
 from neurondesk.core.node.failure_cause import first_cause
 from neurondesk.core.summary.types import Loss, Summary
 
@@ -70,17 +70,27 @@ class JobRank(msgspec.Struct, frozen=True, kw_only=True):
     steps: int
     step_time_s: float | None
     presync_s: float | None  # median time before the sync: compute and data wait
-    wait_s: float | None  # the rest of the step: waiting inside the collective
+    wait_s: float | None  # waiting for the others: inside collectives (else the step after the pre-sync point)
+    own_s: float | None = None  # the step less its wait inside collectives
 
 
 class SlowRank(msgspec.Struct, frozen=True, kw_only=True):
+    """core/job/culprit.py's SlowRank, as the job summary keeps it."""
+
     node: str
     rank: int
-    presync_s: float
-    median_presync_s: float
+    presync_s: float | None
+    median_presync_s: float | None
     step_time_s: float | None
-    slower: float  # presync over the other ranks' median, minus 1
+    slower: float  # its own time (measure "own") or pre-sync time over the other ranks' median, minus 1
     victims: int
+    measure: str = "presync"  # "own": step less collective wait | "presync": collectives not timed
+    own_s: float | None = None
+    median_own_s: float | None = None
+    node_ranks: list[int] = []
+    place: str | None = None  # "data" | "forward" | "after-backward"
+    victim_nodes: list[str] = []
+    victim_wait_s: float | None = None
 
 
 class JobFailure(msgspec.Struct, frozen=True, kw_only=True):
@@ -159,7 +169,8 @@ def _ranks(n: NodeRun, node: JobNode) -> list[FleetRank]:
     """The node's ranks as the job view compares them; a node of one process is its one rank."""
     s = n.summary
     rows = [FleetRank(job_id="", node=node.node, run_id=s.run_id or "", rank=r.rank, presync_s=r.presync_s,
-                      step_time_s=r.step_time_s, steps=r.steps) for r in s.ranks if r.rank is not None]
+                      step_time_s=r.step_time_s, steps=r.steps, own_s=r.own_s, collective_s=r.collective_s,
+                      data_wait_s=r.step_data_wait_s) for r in s.ranks if r.rank is not None]
     if not rows and node.ranks:  # one process: the summary lists no ranks, its steady figures are that rank's
         rows = [FleetRank(job_id="", node=node.node, run_id=s.run_id or "", rank=node.ranks[0],
                           presync_s=None, step_time_s=node.step_time_s, steps=s.steps)]
@@ -228,7 +239,7 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
     ids = [n.summary.job for n in order if n.summary.job]
     expected = max((j.nodes for j in ids if j.nodes), default=None)
     ranks = [r for n, node in zip(order, nodes, strict=True) for r in _ranks(n, node)]
-    slow = slowest_rank(ranks)
+    slow = culprit(ranks)
     figures = job_figures([_figures(n) for n in order])
     lead = _lead(order, nodes)
     failure = _failure(order, nodes)
@@ -246,11 +257,14 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
         loss=order[lead].summary.loss if order else Loss(), lead_node=nodes[lead].node if nodes else None,
         nodes=nodes,
         ranks=[JobRank(node=r.node, rank=r.rank, steps=r.steps or 0, step_time_s=r.step_time_s,
-                       presync_s=r.presync_s, wait_s=r.wait_s) for r in sorted(ranks, key=lambda r: r.rank)],
+                       presync_s=r.presync_s, wait_s=r.wait_s, own_s=r.own_s)
+               for r in sorted(ranks, key=lambda r: r.rank)],
         figures=figures,
         slowest=None if slow is None else SlowRank(
             node=slow.node, rank=slow.rank, presync_s=slow.presync_s, median_presync_s=slow.median_presync_s,
-            step_time_s=slow.step_time_s, slower=slow.slower, victims=slow.victims),
+            step_time_s=slow.step_time_s, slower=slow.slower, victims=slow.victims, measure=slow.measure,
+            own_s=slow.own_s, median_own_s=slow.median_own_s, node_ranks=list(slow.node_ranks), place=slow.place,
+            victim_nodes=list(slow.victim_nodes), victim_wait_s=slow.victim_wait_s),
         collective_wait=wait_share(ranks),
         compile_slowest_node=compile_node.node if compile_node and compile_node.compile_total_s > 0 else None,
         first_failure=failure, problems=_problems(nodes, order, expected))

@@ -1,40 +1,20 @@
 """A job of many nodes, seen as one: which node and rank hold it back, which node is still compiling,
 which failed first and who is blocked since, who went silent, and the job's figures. Pure.
 
-Read from every node's series (clients/prometheus_api.py: ``FleetRead``). The slow rank is found as one
-node finds its straggler (core/reduce/ranks.py), across every rank of the job: with collectives every
-rank's step lasts as long as the slowest one's, so ranks are compared on their time *before* the sync
-(compute and data wait); the rest of each step (``wait_s``) is the time spent waiting inside the
-collective. A rank that computes long is the culprit; the others, with short pre-sync and long waits,
-are its victims. No rank above the others while every rank waits long: the collective itself is slow
-(the network, or a node's link: see its health).
+Read from every node's series (clients/prometheus_api.py: ``FleetRead``). The rank that holds the job
+back, where in its step, and who waits for it, or a collective slow for everyone: core/job/culprit.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from neurondesk.core.job.culprit import SlowCollective, SlowRank, culprit, slow_collective, wait_share
 from neurondesk.core.job.fleet import FleetRead, FleetRow, NodeFailure, RankRow, node_figures
 from neurondesk.core.job.job_figures import JobFigures, job_figures
 from neurondesk.core.node.failure_cause import first_cause
-from neurondesk.core.reduce.ranks import STRAGGLER_ABS_S, STRAGGLER_REL, median
 
 BLOCKED_AFTER_S = 10.0  # no step for this long (and 3 steps' time) after a failure: blocked
-COLLECTIVE_BOUND = 0.5  # share of the step spent waiting in the collective, with no slow rank
-
-
-@dataclass(frozen=True)
-class SlowRank:
-    node: str
-    rank: int
-    presync_s: float
-    median_presync_s: float  # the other ranks' median
-    step_time_s: float | None  # the job's median step
-    victims: int  # the other ranks, who wait for it
-
-    @property
-    def slower(self) -> float:
-        return self.presync_s / self.median_presync_s - 1 if self.median_presync_s > 0 else float("inf")
 
 
 @dataclass(frozen=True)
@@ -66,6 +46,7 @@ class JobView:
     stale: list[FleetRow]
     collective_wait: float | None  # the median rank's share of the step spent waiting in the collective
     problems: list[str] = field(default_factory=list)
+    slow_collective: SlowCollective | None = None  # no culprit, yet every rank waits in the collective
 
     @property
     def healthy(self) -> bool:
@@ -98,30 +79,14 @@ def job_view(read: FleetRead, job_id: str) -> JobView:
     now = read.now
     failed = _first_failure(rows)
     live_ranks = [k for k in ranks if (k.node, k.run_id) in live_keys]
+    slowest = culprit(live_ranks)
     return JobView(job_id=job_id, nodes=rows, ranks=ranks, figures=job_figures([node_figures(r, now) for r in rows]),
-                   slowest=slowest_rank(live_ranks), compiling=_compiling(rows),
+                   slowest=slowest, compiling=_compiling(rows),
                    failed=failed, blocked=_blocked(live_ranks, rows, now) if failed else None,
                    stale=[r for r in rows if r.stale and not r.finished], collective_wait=wait_share(live_ranks),
-                   problems=problems)
+                   problems=problems, slow_collective=slow_collective(live_ranks, slowest))
 
 
-def slowest_rank(ranks: list[RankRow]) -> SlowRank | None:
-    """The rank whose pre-sync median exceeds the other ranks' median by max(10%, 2 ms): the culprit."""
-    known = [k for k in ranks if k.presync_s is not None]
-    if len(known) < 2:
-        return None
-    worst = max(known, key=lambda k: (k.presync_s, -k.rank))
-    others = [k.presync_s for k in known if k is not worst]
-    base = median(others)
-    if base is None or worst.presync_s - base <= max(STRAGGLER_REL * base, STRAGGLER_ABS_S):
-        return None
-    step = median(k.step_time_s for k in known if k.step_time_s is not None)
-    return SlowRank(worst.node, worst.rank, worst.presync_s, base, step, victims=len(ranks) - 1)
-
-
-def wait_share(ranks: list[RankRow]) -> float | None:
-    shares = [k.wait_s / k.step_time_s for k in ranks if k.wait_s is not None and k.step_time_s]
-    return median(shares)
 
 
 def _compiling(rows: list[FleetRow]) -> list[CompileSkew]:

@@ -9,7 +9,12 @@ Events (DiskSample in core/events/device_events.py, OutputNotStored in core/even
 
 Figures (DiskReducer -> FsFigures): free share, growth rate (least squares over the last WINDOW_S
 of samples), the time until full at that rate, and a warning when free space is under
-WARN_FREE_SHARE or the forecast under WARN_FULL_IN_S. DiskWarnings turns the figures into
+WARN_FREE_SHARE or the forecast under WARN_FULL_IN_S.
+
+The forecast is from the steady writes (the journal, the run's outputs, checkpoints at their cadence):
+the space used between two samples while a compile ran (CompileStarted / CompileFinished: Inductor's
+or Neuron's cache written in the first seconds of a run) is a burst, said apart (``burst_bytes``) and
+left out of the growth line with its time, which goes on from where the burst began. DiskWarnings turns the figures into
 notices once per episode (the recorder journals them, so a replay shows the same notices).
 """
 
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from neurondesk.core.events.device_events import DiskSample, FsReading
-from neurondesk.core.events.run_events import OutputNotStored
+from neurondesk.core.events.run_events import CompileFinished, CompileStarted, OutputNotStored
 
 __all__ = ["DiskReducer", "DiskSample", "DiskWarnings", "FsFigures", "FsReading", "OutputNotStored"]
 
@@ -34,6 +39,7 @@ WARN_FULL_IN_S = 6 * 3600.0
 CLEAR_FREE_SHARE = 0.12  # a warning ends (and may come again) past these: no notice per sample near a limit
 CLEAR_FULL_IN_S = 8 * 3600.0
 SHOW_FULL_IN_S = 24 * 3600.0  # the status line names a forecast under this
+COMPILES_KEPT = 64  # the latest compiles' spans, for the samples still to come that overlap them
 
 
 # ---------------------------------------------------------------- words
@@ -127,6 +133,7 @@ class FsFigures:
     growth_bytes_per_s: float | None
     full_in_s: float | None
     t: float  # the latest sample
+    burst_bytes: int = 0  # used while compiles ran: left out of the forecast
 
     @property
     def holds_words(self) -> str:
@@ -144,7 +151,7 @@ class FsFigures:
         if self.full_in_s is not None:
             text += (f": disk full in about {duration_words(self.full_in_s)} at this rate "
                      f"(+{rate_words(self.growth_bytes_per_s or 0)})")
-        return text
+        return text + self.burst_words()
 
     def words(self) -> str:
         """The console's line: free space, growth, forecast."""
@@ -152,10 +159,18 @@ class FsFigures:
         text = f"disk {self.holds_words}: {size_words(self.free_bytes)} free of {size_words(self.total_bytes)}{share}"
         rate = self.growth_bytes_per_s
         if rate is None:
-            return text + ", growth not measured yet"
-        if self.full_in_s is None:
-            return text + (", not filling" if rate <= 0 else "")
-        return text + f", +{rate_words(rate)}, full in about {duration_words(self.full_in_s)} at this rate"
+            text += ", growth not measured yet"
+        elif self.full_in_s is None:
+            text += ", not filling" if rate <= 0 else ""
+        else:
+            text += f", +{rate_words(rate)}, full in about {duration_words(self.full_in_s)} at this rate"
+        return text + self.burst_words()
+
+    def burst_words(self) -> str:
+        """"; 1.2 GB written during the compiles (their caches), left out of the forecast"."""
+        if self.burst_bytes <= 0:
+            return ""
+        return f"; {size_words(self.burst_bytes)} written during the compiles (their caches), left out of the forecast"
 
     def short(self) -> str | None:
         """For a status line: the forecast when it is near, else a low free share; None otherwise."""
@@ -172,6 +187,7 @@ class FsFigures:
                 "growth_bytes_per_s": None if self.growth_bytes_per_s is None else round(self.growth_bytes_per_s, 1),
                 "full_in_s": None if self.full_in_s is None else round(self.full_in_s, 1),
                 "full_in": None if self.full_in_s is None else duration_words(self.full_in_s),
+                "compile_burst_bytes": self.burst_bytes,
                 "warning": self.warning(), "words": self.words()}
 
 
@@ -179,7 +195,21 @@ class _Fs:
     def __init__(self) -> None:
         self.reading: FsReading | None = None
         self.t = 0.0
+        # the steady samples: (time, free bytes) with the bursts before each taken out of both
         self.samples: deque[tuple[float, int]] = deque(maxlen=SAMPLES_KEPT)
+        self.last: tuple[float, int] | None = None  # the latest sample as read
+        self.burst_s = 0.0  # time spent in bursts so far
+        self.burst_bytes = 0  # space used in them
+
+    def add(self, t: float, free: int, burst: bool) -> None:
+        """A sample; ``burst``: a compile ran since the one before."""
+        if self.last is not None and burst:
+            t0, f0 = self.last
+            self.burst_s += t - t0
+            self.burst_bytes += f0 - free
+        else:
+            self.samples.append((t - self.burst_s, free + self.burst_bytes))
+        self.last = (t, free)
 
 
 class DiskReducer:
@@ -191,9 +221,27 @@ class DiskReducer:
         self.output: dict[str, OutputNotStored] = {}  # stream -> the relay's latest totals
         self.errors: list[str] = []  # the latest sample's unreadable paths
         self.events = 0  # events taken in (a view re-renders when it changes)
+        self._open: dict[tuple[str, int | None], float] = {}  # compiles in progress: (source, pid) -> start
+        self._compiles: deque[tuple[float, float]] = deque(maxlen=COMPILES_KEPT)  # finished: (start, end)
 
     def handlers(self) -> dict[str, Callable]:
-        return {"disk_sample": self.on_disk_sample, "output_not_stored": self.on_output_not_stored}
+        return {"disk_sample": self.on_disk_sample, "output_not_stored": self.on_output_not_stored,
+                "compile_started": self.on_compile_started, "compile": self.on_compile}
+
+    def on_compile_started(self, e: CompileStarted) -> None:
+        self._open[(e.source, e.pid)] = e.t
+
+    def on_compile(self, e: CompileFinished) -> None:
+        start = self._open.pop((e.source, e.pid), None)
+        if e.duration_s is not None:
+            start = e.t - e.duration_s if start is None else min(start, e.t - e.duration_s)
+        self._compiles.append((e.t if start is None else start, e.t))
+
+    def _compiled_between(self, t0: float | None, t: float) -> bool:
+        """A compile ran in (t0, t]: one finished that overlaps it, or one still open."""
+        if any(since < t for since in self._open.values()):
+            return True
+        return t0 is not None and any(start < t and end > t0 for start, end in self._compiles)
 
     def on_disk_sample(self, e: DiskSample) -> None:
         self.events += 1
@@ -201,10 +249,10 @@ class DiskReducer:
         for r in e.filesystems:
             key = f"dev:{r.device}" if r.device else f"path:{r.path}"
             fs = self._fs.setdefault(key, _Fs())
-            if fs.samples and e.t < fs.samples[-1][0]:
+            if fs.last is not None and e.t < fs.last[0]:
                 continue  # out of order: the growth line needs time going forward
             fs.reading, fs.t = r, e.t
-            fs.samples.append((e.t, r.free_bytes))
+            fs.add(e.t, r.free_bytes, self._compiled_between(fs.last[0] if fs.last else None, e.t))
 
     def on_output_not_stored(self, e: OutputNotStored) -> None:
         self.events += 1
@@ -220,7 +268,8 @@ class DiskReducer:
             out.append(FsFigures(holds=list(r.holds), path=r.path, free_bytes=r.free_bytes,
                                  total_bytes=r.total_bytes,
                                  free_share=r.free_bytes / r.total_bytes if r.total_bytes > 0 else None,
-                                 growth_bytes_per_s=rate, full_in_s=full_in_s(r.free_bytes, rate), t=fs.t))
+                                 growth_bytes_per_s=rate, full_in_s=full_in_s(r.free_bytes, rate), t=fs.t,
+                                 burst_bytes=max(0, fs.burst_bytes)))
         return out
 
     # ------------------------------------------------------------------ output not stored

@@ -13,6 +13,12 @@ presync exceeds the median of the other ranks' by more than max(10%, 2 ms) in at
 of 4, and its median excess does too (a busy machine's noise is not consistent; a slow rank is).
 Its cause is "data" when its extra data wait explains at least half of the excess, "compile"
 when it compiled in that window and the others did not, else "compute".
+
+Own time: a rank's steady step less the time it spent inside collectives (the probe's collective
+phase: torch.distributed calls, and the part of DDP's all-reduce its backward waited for). Medians
+over its last WINDOW steady steps that carry phases; the job of many nodes compares ranks on it
+(core/job/culprit.py): pre-sync time ends where the backward starts, so a rank slow *after* its
+backward (before a hand-written all_reduce) has the same pre-sync as the others, not the same own time.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from neurondesk.core.reduce.steps import COLUMNS_FROM
 WINDOW = 50  # steady steps per rank the straggler test looks at
 STRAGGLER_REL, STRAGGLER_ABS_S = 0.10, 0.002
 STRAGGLER_STEPS = 0.75  # share of the compared steps in which the excess must hold
+COLLECTIVE = 5  # the collective's place in a step's phases (StepEnded.phases_s)
 
 
 def median(xs) -> float | None:
@@ -77,6 +84,8 @@ class RankStats:
     by_step_ascending: bool = True
     by_step_top: int = -1
     last_step_t: float | None = None  # when it last ended a step (a rank blocked in a collective ends none)
+    # the last WINDOW steady steps that carry phases: (own time, collective wait, data wait) of each
+    split_times: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
 
     @property
     def step_time_s(self) -> float | None:
@@ -86,6 +95,21 @@ class RankStats:
     def presync_s(self) -> float | None:
         """Median time before the sync over the last WINDOW steady steps."""
         return median(p for p, _ in list(self.by_step.values())[-WINDOW:])
+
+    @property
+    def own_s(self) -> float | None:
+        """Median own time a steady step: the step less its wait inside collectives."""
+        return median(own for own, _, _ in self.split_times)
+
+    @property
+    def collective_s(self) -> float | None:
+        """Median time a steady step spends inside collectives (waiting for the others, or in the link)."""
+        return median(coll for _, coll, _ in self.split_times)
+
+    @property
+    def split_wait_s(self) -> float | None:
+        """Median data wait of the same steps as own_s."""
+        return median(wait for _, _, wait in self.split_times)
 
     @property
     def data_wait_fraction(self) -> float | None:
@@ -157,7 +181,7 @@ class RankReducer:
         stats = self._stats(e.pid)
         stats.last_step_t = e.t
         self._one(stats, e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
-                  e.presync_s)
+                  e.presync_s, e.phases_s)
 
     def on_steps(self, b: ev.StepBatch) -> None:
         """A StepBatch: as its steps one by one (none of them compiled)."""
@@ -173,7 +197,7 @@ class RankReducer:
         none = [None] * n
         for i, d, w, sa, to, pr in zip(range(n), b.duration_s, b.data_wait_s, b.samples or none, b.tokens or none,
                                        b.presync_s or none, strict=True):
-            self._one(r, first + i, d, w, False, sa, to, pr)
+            self._one(r, first + i, d, w, False, sa, to, pr, b.phases_of(i))
 
     def _steady_batch(self, r: RankStats, b: ev.StepBatch) -> None:
         """``_one`` of each step of a batch of steady steps (past the warm-up, none compiled) whose
@@ -185,6 +209,10 @@ class RankReducer:
         r.steady_steps += n
         r.steady_total_s = reduce(add, ds, r.steady_total_s)
         r.steady_times.extend(ds)
+        if b.phases_s is not None:
+            colls = b.phases_s[COLLECTIVE::ev.PHASES_PER_STEP]
+            r.split_times.extend(zip([d - c for d, c in zip(ds, colls, strict=True)], colls, b.data_wait_s,
+                                     strict=True))
         if b.presync_s is not None:
             by_step = r.by_step
             by_step.update(zip(range(first, first + n), zip(b.presync_s, b.data_wait_s, strict=True), strict=True))
@@ -203,7 +231,7 @@ class RankReducer:
             r.steady_tokens += sum(tokens)
 
     def _one(self, r: RankStats, step: int, duration: float, wait: float, compiled: bool, samples: int | None,
-             tokens: int | None, presync: float | None) -> None:
+             tokens: int | None, presync: float | None, phases: list[float] | None = None) -> None:
         r.steps = max(r.steps, step + 1)
         r.total_s += duration
         r.wait_s += wait
@@ -216,6 +244,8 @@ class RankReducer:
         r.steady_steps += 1
         r.steady_total_s += duration
         r.steady_times.append(duration)
+        if phases:
+            r.split_times.append((duration - phases[COLLECTIVE], phases[COLLECTIVE], wait))
         if presync is not None:
             by_step, top = r.by_step, r.by_step_top
             if step < top and step not in by_step:

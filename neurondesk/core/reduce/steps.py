@@ -85,6 +85,8 @@ class StepReducer:
         self.series_compiled = Downsampled()  # steps in which something compiled
         self.steady_samples = 0
         self.steady_tokens = 0
+        self.total_samples = 0  # of every step of the lead (the history keeps the last HISTORY only)
+        self.total_tokens = 0
         self.steady_samples_known = True
         self.steady_tokens_known = True
         self.steady_wait_s = 0.0
@@ -172,10 +174,12 @@ class StepReducer:
             self.steady_samples_known = False
         else:
             self.steady_samples += sum(samples)
+            self.total_samples += sum(samples)
         if tokens is None:
             self.steady_tokens_known = False
         else:
             self.steady_tokens += sum(tokens)
+            self.total_tokens += sum(tokens)
         self.series.add_many(first, ds)
         k = max(0, n - HISTORY)  # the history keeps its last HISTORY records only
         none = [None] * n
@@ -198,6 +202,8 @@ class StepReducer:
             self._lead_next = step + 1
         self.total_step_s += duration
         self.total_wait_s += wait
+        self.total_samples += samples or 0
+        self.total_tokens += tokens or 0
         start = t - duration - eval_s
         if self.first_step_start is None or start < self.first_step_start:
             self.first_step_start = start

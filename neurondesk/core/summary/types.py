@@ -53,6 +53,9 @@ class RankRow(_S):
     steps: int = 0
     step_time_s: float | None = None
     presync_s: float | None = None
+    own_s: float | None = None  # median steady step less its wait inside collectives (core/reduce/ranks.py)
+    collective_s: float | None = None  # median time a steady step spends inside collectives
+    step_data_wait_s: float | None = None  # median data wait of the same steps
     data_wait_fraction: float | None = None
     samples_per_s: float | None = None
     compile_count: int = 0

@@ -45,7 +45,7 @@ def split_text(p: StepPhases, width: int, compact: bool = False, legend: bool = 
         t.append("step phases ", style="bold")
         t.append(tag, style=VERDICT_STYLE.get(p.verdict or "", "bold yellow"))
         who = f"rank {p.rank}, " if p.rank is not None else ""
-        t.append(f" {fmt.ms(p.step_s)}/step: mean of {p.steps:,} steady steps ({who}{p.backend})\n", style="dim")
+        t.append(f" {fmt.ms(p.step_s)}/step: shares of {p.steps:,} steady steps ({who}{p.backend})\n", style="dim")
         bar_width = max(10, width)
     for name in cells(p.split, bar_width):
         t.append("█", style=COLORS.get(name, ""))

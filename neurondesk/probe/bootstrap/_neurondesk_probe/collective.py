@@ -59,6 +59,9 @@ class CollectiveHooks:
         self.probe = probe
         self.dump_server = False
         self.ddp = DdpWait()
+        # collectives running on the training thread: one made inside another (all_gather_object's
+        # all_gather, broadcast_object_list's broadcast) is in the outer one's time, never counted twice
+        self.depth = 0
 
     def patch_c10d(self, module) -> None:
         """Wraps each function in torch.distributed.distributed_c10d right after it ran, so that
@@ -71,16 +74,18 @@ class CollectiveHooks:
             self.dump_server = start_dump_server(self.probe.private_dir, self.probe.pid)
 
     def _wrap(self, real):
-        probe = self.probe
+        probe, hooks = self.probe, self
 
         def collective(*args, **kwargs):
-            if (_state.is_compiling() or probe.disabled or "collective" in probe.off
+            if (hooks.depth or _state.is_compiling() or probe.disabled or "collective" in probe.off
                     or threading.get_ident() != probe.train_thread):
                 return real(*args, **kwargs)
             t0 = perf_counter()
+            hooks.depth += 1
             try:
                 return real(*args, **kwargs)
             finally:
+                hooks.depth -= 1
                 clock = probe.clock
                 if not probe.phase.in_eval:
                     took = perf_counter() - t0
