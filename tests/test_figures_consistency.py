@@ -30,6 +30,7 @@ from neurondesk.recorder.metrics_http import RunCollector
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.sources.replay import state_from_run_dir
+from neurondesk.core.view.run_view import view_of
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 from neurondesk.views.headless import status_line
@@ -100,7 +101,7 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
                          ("$ / 1M tokens", fmt.usd(f.per_million_tokens_usd))):
         assert f"| {label} | {value} |" in md, (label, value)
     # the headless status line
-    line = status_line(state, now)
+    line = status_line(view_of(state, now))
     assert f"step {f.steps}" in line
     if f.samples_per_s is not None:
         assert f"{f.samples_per_s:,.1f} samples/s steady" in line
