@@ -13,9 +13,9 @@ from neurondesk.core.findings.crash import TRY, crash_of
 from neurondesk.core.findings.neuron_errors import DEVICE_OOM_FIX
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.html_report import _crash
 from neurondesk.reports.summary_writer import to_markdown
-from neurondesk.core.view.run_view import view_of
 from neurondesk.views.headless import status_line
 
 CRASH = DATA / "crash"

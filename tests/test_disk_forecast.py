@@ -29,9 +29,9 @@ from neurondesk.core.node.disk import (
 )
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.store.journal import read_journal
-from neurondesk.core.view.run_view import view_of
 from neurondesk.views.headless import status_line
 
 GB = 10**9

@@ -25,12 +25,12 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.recorder.metrics import Snapshotter
 from neurondesk.recorder.metrics_http import RunCollector
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.sources.replay import state_from_run_dir
-from neurondesk.core.view.run_view import view_of
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 from neurondesk.views.headless import status_line
