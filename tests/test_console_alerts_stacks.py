@@ -140,21 +140,22 @@ def test_the_bell_rings_each_alert_once_however_many_notices_come_between_two_po
     from neurondesk.core.events import run_events as ev
     from neurondesk.core.reduce.log import NOTICES_KEEP
     from neurondesk.core.reduce.state import RunState
+    from neurondesk.core.view.pulse import alerts_of
 
     def alert(t: float, words: str) -> ev.Notice:
         return ev.Notice(t=t, level="error", source="alert", message=words)
 
     state, bell = RunState(), AlertBell()
     state.apply(alert(1.0, "old"))
-    assert bell.new_alerts(state) == []  # the past is not rung
+    assert bell.new_alerts(alerts_of(state)) == []  # the past is not rung
     state.apply(alert(2.0, "first"))
     for i in range(3 * NOTICES_KEEP):  # far more than the state keeps, an alert among the last ones
         state.apply(ev.Notice(t=3.0 + i, level="info", source="disk", message=f"note {i}"))
         if i == 3 * NOTICES_KEEP - 10:
             state.apply(alert(3.0 + i, "second"))
-    assert bell.new_alerts(state) == ["first", "second"]  # each new one once, none pushed out
+    assert bell.new_alerts(alerts_of(state)) == ["first", "second"]  # each new one once, none pushed out
     again = pickle.loads(pickle.dumps(state))  # the same run as a checkpoint gives it back
-    assert bell.new_alerts(again) == []
+    assert bell.new_alerts(alerts_of(again)) == []
     again.apply(alert(9999.0, "third"))
-    assert bell.new_alerts(again) == ["third"]
-    assert bell.new_alerts(again) == []
+    assert bell.new_alerts(alerts_of(again)) == ["third"]
+    assert bell.new_alerts(alerts_of(again)) == []

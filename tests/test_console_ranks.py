@@ -19,6 +19,7 @@ import pytest
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
@@ -159,9 +160,9 @@ def test_a_single_process_has_no_ranks_panel_nor_tab():
 # ---------------------------------------------------------------- headless and summary.md
 def test_the_status_line_names_the_first_straggler():
     st = state_of(job(8))
-    line = status_line(st, T0 + 10)
+    line = status_line(view_of(st, T0 + 10))
     assert "straggler: rank 2 +40 ms before sync (compute)" in line
-    assert "straggler" not in status_line(state_of(job(8, straggler=None)), T0 + 10)
+    assert "straggler" not in status_line(view_of(state_of(job(8, straggler=None)), T0 + 10))
 
 
 class EndedSource(FixedSource):

@@ -309,8 +309,8 @@ def test_one_render_per_poll_however_many_events_arrived(tmp_path):
     async def script(app, pilot):
         calls = []
         panel = app.query_one("#input")
-        original = panel.render_state
-        panel.render_state = lambda s, now: (calls.append(s.steps_done), original(s, now))[1]
+        original = panel.render_view
+        panel.render_view = lambda v: (calls.append(v.figures.steps), original(v))[1]
         clock.t += 100  # every step is due at once
         app.poll_now()
         app.poll_now()  # nothing new: nothing to render

@@ -13,6 +13,7 @@ from neurondesk.core.findings.crash import TRY, crash_of
 from neurondesk.core.findings.neuron_errors import DEVICE_OOM_FIX
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.html_report import _crash
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.views.headless import status_line
@@ -159,7 +160,7 @@ def test_every_output_says_it():
 
     html = _crash(0, load_summary(summary))
     assert 'data-kind="oom-killer"' in html and "64.0 MiB" in html
-    assert "died: oom-killer" in status_line(s, 21.0)
+    assert "died: oom-killer" in status_line(view_of(s, 21.0))
 
 
 def test_an_exit_0_on_a_nan_loss_or_lightnings_early_stop_on_one_is_a_nan_stop():

@@ -29,6 +29,7 @@ from neurondesk.core.node.disk import (
 )
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.store.journal import read_journal
 from neurondesk.views.headless import status_line
@@ -123,7 +124,7 @@ def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figu
     assert fs.growth_bytes_per_s == pytest.approx(1e6)
     assert fs.full_in_s == pytest.approx((free - 60 * 10**6) / 1e6)
     assert said == [] and fs.warning() is None  # 16 h away, 60% free: no warning
-    assert status_line(state, 1060.0).count("disk full in about 16 h") == 1  # under a day: shown
+    assert status_line(view_of(state, 1060.0)).count("disk full in about 16 h") == 1  # under a day: shown
 
     # now 7.8 GB free of 50 GB (16%) at the same pace: full in 2 h 10 min
     state2, warner2, said2 = RunState(), DiskWarnings(), []
@@ -132,7 +133,7 @@ def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figu
         said2 += warner2.check(state2.parts.disk.filesystems())
     assert said2 == ["the disk holding the run folder (/runs) has 7.8 GB free (16%): disk full in about "
                      "2 h 10 min at this rate (+60.0 MB/min)"]
-    assert "disk full in about 2 h 10 min (run folder)" in status_line(state2, 1060.0)
+    assert "disk full in about 2 h 10 min (run folder)" in status_line(view_of(state2, 1060.0))
     figures = build_summary(state2, 1060.0)["disk"]["filesystems"]
     assert figures == [{"holds": ["run folder"], "path": "/runs", "free_bytes": 7800 * 10**6, "total_bytes": 50 * GB,
                         "free_share": 0.156, "growth_bytes_per_s": 1e6, "full_in_s": 7800.0,

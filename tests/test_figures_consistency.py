@@ -26,6 +26,7 @@ from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import view_of
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
 from neurondesk.reports import fmt
@@ -101,7 +102,7 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
                          ("$ / 1M tokens", fmt.usd(f.per_million_tokens_usd))):
         assert f"| {label} | {value} |" in md, (label, value)
     # the headless status line
-    line = status_line(state, now)
+    line = status_line(view_of(state, now))
     assert f"step {f.steps}" in line
     if f.samples_per_s is not None:
         assert f"{f.samples_per_s:,.1f} samples/s steady" in line

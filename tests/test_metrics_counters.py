@@ -4,11 +4,10 @@ lead, times the world, however many steps arrive between two snapshots: one prob
 
 from __future__ import annotations
 
-from neurondesk.exporter.snapshot import Snapshotter
-
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.reduce.steps import HISTORY
+from neurondesk.exporter.snapshot import Snapshotter
 
 PID = 41
 
@@ -29,7 +28,7 @@ def test_a_batch_longer_than_the_step_history_is_counted_whole():
     state.apply(batch(10, n, 2.0))
     state.apply(batch(10 + n, 1500, 3.0))
     s = snap.take(state, 3.0)
-    assert s.steps == 10 + n + 1500
-    assert (s.samples, s.tokens) == (8 * s.steps, 8 * 64 * s.steps)
+    assert s.figures.steps == 10 + n + 1500
+    assert (s.samples, s.tokens) == (8 * s.figures.steps, 8 * 64 * s.figures.steps)
     again = snap.take(state, 3.5)  # nothing new: the counters stay
     assert (again.samples, again.tokens) == (s.samples, s.tokens)

@@ -19,9 +19,8 @@ from neurondesk.core.events.run_events import Notice, RunStarted
 from neurondesk.core.node.prices import bundled_price_table
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.devices_view import device_units, execution_text
 from neurondesk.reports.summary_writer import report_rows
-from neurondesk.views.console.derived import device_units
-from neurondesk.views.console.devices import execution_text
 
 
 def monitor_lines(name: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Headless view: the workload's own output passes through, one status line on stderr, the
-summary table on stdout at the end. It renders core's figures (core/figures/run_figures.py); it computes
-nothing itself."""
+summary table on stdout at the end. The status line renders the RunView of its moment
+(core/view/run_view.py: core's figures among it); it computes nothing itself, and runs no lint: a
+caller that wants lint's line for a creeping memory passes ``locate_memory`` in."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from neurondesk.core.figures.phases import short_verdict
-from neurondesk.core.figures.run_figures import FIGURES, run_figures
+from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import build_summary
-from neurondesk.lint.locate import annotate_memory
+from neurondesk.core.view.pulse import alerts_of
+from neurondesk.core.view.run_view import RunView, view_of
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean, clean_lines
 from neurondesk.reports.summary_writer import to_text_table
@@ -24,9 +27,8 @@ PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now a
 FIRST_STATUS_S = 2.0
 OPEN_LINE_STALE_S = 3.0  # a workload line left open (a tqdm bar) this long: the status line goes below it
 POLL_S = 0.1  # how often the journal is read when nothing new came (the recorder writes every 0.1 s)
-
-
-STRAGGLERS_EVERY_S = 5.0  # stragglers() compares every rank step by step: not at every status line
+LocateMemory = Callable[[dict | None], dict | None]  # lint.locate.annotate_memory: a summary's memory_creep with
+# the line where lint finds the list a creeping rank appends its tensors to
 
 # A workload line that would pass for one of neurondesk's own ("neurondesk: finished | ... samples/s"):
 # "neurondesk" at the start of a line (after LF or CR), past any blanks and escape sequences (an
@@ -51,12 +53,10 @@ def mark_impersonation(data: bytes, at_line_start: bool = True) -> bytes:
     return _OWN_WORD.sub(mark, data)
 
 
-def status_line(state: RunState, now: float, stragglers: list | None = None) -> str:
-    """``stragglers``: state.parts.ranks.stragglers() as computed a moment ago (None: computed here)."""
-    _, words = state.phase(now)
-    f = run_figures(state, now)
+def status_line(view: RunView) -> str:
+    f = view.figures
     step = f"step {f.steps}" + (f"/{f.steps_requested}" if f.steps_requested else "")
-    parts = [f"neurondesk: {words}", step]
+    parts = [f"neurondesk: {view.pulse.phase_words}", step]
     if f.crash is not None:  # how it died (core/findings/crash.py); the finding whole is among the final lines
         parts.insert(1, f"died: {f.crash.kind}" + (f" (rank {f.crash.rank})" if f.crash.rank is not None else ""))
     sps = f.samples_per_s
@@ -67,16 +67,15 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
         parts.append(f"{f.compile_count} compiles ({f.compile_total_s:.1f} s)")
     if f.total_usd is not None:
         parts.append(f"${f.total_usd:,.4f} so far")
-    if state.parts.ranks.world > 1:
-        found = state.parts.ranks.stragglers() if stragglers is None else stragglers
-        if found:
-            parts.append(f"straggler: {found[0].words()}")
+    compared = view.ranks.comparison  # the ranks compared a moment ago (core/view/ranks_view.py)
+    if compared is not None and compared.stragglers:
+        parts.append(f"straggler: {compared.stragglers[0].words()}")
     verdict = short_verdict(f.step_phases) if f.step_phases is not None else None
     if verdict:  # what bounds the steady step (core/figures/phases.py); its words whole are among the final lines
         parts.append(verdict)
     if f.memory_creep is not None:  # a trend over the steady steps (core/findings/memory_creep.py)
         parts.append(f.memory_creep.short)
-    parts += state.parts.disk.status_words()  # a disk that fills soon, output not stored
+    parts += view.disk_status  # a disk that fills soon, output not stored
     parts.append(fmt.clock(f.elapsed_s))
     return " | ".join(parts)
 
@@ -101,8 +100,12 @@ class HeadlessPrinter:
     SIGTERM are passed on to the workload through the recorder (SIGINT, then SIGTERM, then
     SIGKILL); closing the terminal only ends this printer: the recorder keeps the run."""
 
-    def __init__(self, source, out=None, err=None, echo: bool = True, notify: bool = False) -> None:
+    def __init__(self, source, out=None, err=None, echo: bool = True, notify: bool = False,
+                 locate_memory: LocateMemory | None = None) -> None:
+        """``locate_memory``: lint.locate.annotate_memory, to say at the end where lint finds the list
+        a creeping rank appends its tensors to (None: the creep is said without it)."""
         self.source = source
+        self.locate_memory = locate_memory
         self.bell = AlertBell() if notify else None  # --notify: each alert rings the terminal
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -114,7 +117,7 @@ class HeadlessPrinter:
         self.detached = False
         self.at_line_start = True  # the workload's output ends a line: a status line may go below it
         self.last_output = 0.0  # when the workload's output last came (time.time())
-        self._stragglers: tuple[float, list] | None = None  # (when, stragglers()) for the status line
+        self._view: RunView | None = None  # the last status line's (its costly sections are kept a while)
 
     def _clear_status(self) -> None:
         if self.status_shown:
@@ -122,11 +125,8 @@ class HeadlessPrinter:
             self.status_shown = False
 
     def _show_status(self, now: float) -> None:
-        state = self.source.state
-        if state.parts.ranks.world > 1 and (self._stragglers is None
-                                            or now - self._stragglers[0] >= STRAGGLERS_EVERY_S):
-            self._stragglers = (now, state.parts.ranks.stragglers())
-        line = clean(status_line(state, now, self._stragglers[1] if self._stragglers else []))
+        self._view = view_of(self.source.state, now, self._view)
+        line = clean(status_line(self._view))
         if not self.at_line_start:  # below the workload's open line (a bar), never glued onto it
             self.err.write("\n")
             self.at_line_start = True
@@ -141,7 +141,7 @@ class HeadlessPrinter:
         """Each new alert: one line (and on a terminal the bell and a desktop notification)."""
         if self.bell is None:
             return
-        for message in self.bell.new_alerts(self.source.state):
+        for message in self.bell.new_alerts(alerts_of(self.source.state)):
             self._clear_status()
             if not self.at_line_start:
                 self.err.write("\n")
@@ -206,7 +206,9 @@ class HeadlessPrinter:
         said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
         phases = summary.get("step_phases") or {}
         said += [phases["words"]] if phases.get("words") else []  # the verdict with its next step to try
-        creep = annotate_memory(summary.get("memory_creep"))  # with the line where lint finds the list, if it can
+        creep = summary.get("memory_creep")
+        if self.locate_memory is not None:  # with the line where lint finds the list, if it can
+            creep = self.locate_memory(creep)
         said += ([creep["words"]] if creep else []) + rank_lines(summary) + list(summary["notices"])
         if self.source.recorder_lost:
             said.append(recorder_lost_message(self.source))

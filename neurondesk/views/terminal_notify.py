@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from neurondesk.core.view.pulse import Alerts
 from neurondesk.reports.safe_text import clean
 
 ALERT_SOURCE = "alert"  # the notices the recorder journals for its alerts (core/reduce/log.py keeps them apart)
@@ -22,19 +23,18 @@ def notification(message: str, title: str = "neurondesk") -> str:
 
 
 class AlertBell:
-    """``new_alerts(state)``: the alert messages journaled since the last call, each once. The first
+    """``new_alerts(alerts)``: the alert messages journaled since the last call, each once. The first
     call only marks where the run stands (an attached viewer does not ring for alerts of the past).
-    Alerts are kept apart from the other notices and counted (``state.parts.log``):
+    Alerts are kept apart from the other notices and counted (core/view/pulse.py's ``Alerts``):
     however many notices arrive between two calls none pushes an alert out unrung, and a state
     reduced again (a checkpoint's copy) rings none twice."""
 
     def __init__(self) -> None:
-        self._seen: int | None = None  # alerts_total at the last call
+        self._seen: int | None = None  # Alerts.total at the last call
 
-    def new_alerts(self, state) -> list[str]:
-        log = state.parts.log
-        total, alerts = log.alerts_total, log.alerts
+    def new_alerts(self, alerts: Alerts) -> list[str]:
+        total, messages = alerts.total, alerts.messages
         seen, self._seen = self._seen, total
-        if seen is None or total <= seen or not alerts:
+        if seen is None or total <= seen or not messages:
             return []
-        return [n.message for n in list(alerts)[-min(total - seen, len(alerts)):]]
+        return list(messages[-min(total - seen, len(messages)):])

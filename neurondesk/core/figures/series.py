@@ -9,6 +9,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from neurondesk.core.reduce.sketch import Bucket
 from neurondesk.core.reduce.steps import HISTORY, StepRecord, StepReducer
 
 
@@ -79,25 +80,70 @@ def whole_run_line(steps: StepReducer, points: int | None = None) -> StepTimeLin
     history: per bucket of steps its median (the line) and its max (the band's edge), and the
     steps that compiled (their bucket's max), so a compile wall at the start and a slowdown in
     the middle of a long run both show. ``window``: the steps per bucket."""
-    pts = steps.series.points()
+    return _buckets_line(steps.series.points(), steps.series_compiled.points(), steps.series.width, points)
+
+
+def _buckets_line(pts: Sequence[Bucket], comp: Sequence[Bucket], width: int, points: int | None) -> StepTimeLine:
+    pts = list(pts)
     if points is not None and points > 0 and len(pts) > points:
         k = -(-len(pts) // points)
         pts = [_merge(pts[i:i + k]) for i in range(0, len(pts), k)]
-    comp = steps.series_compiled.points()
     return StepTimeLine([p.last_step for p in pts], [p.median_s for p in pts], [p.max_s for p in pts],
-                        steps.series.width, [p.last_step for p in comp], [p.max_s for p in comp])
+                        width, [p.last_step for p in comp], [p.max_s for p in comp])
 
 
 def _merge(bs):
-    from neurondesk.core.reduce.sketch import Bucket
-
     return Bucket(bs[0].first_step, bs[-1].last_step, sum(b.n for b in bs), min(b.min_s for b in bs),
                   sorted(b.median_s for b in bs)[len(bs) // 2], max(b.max_s for b in bs))
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """What the step-time chart is drawn from at one moment (a copy: the reducer goes on): the recent
+    history while the run fits in it, else the whole run's buckets. ``chart_line_of`` draws its line
+    for a chart of any width."""
+
+    whole: bool
+    history: tuple[StepRecord, ...] = ()
+    buckets: tuple[Bucket, ...] = ()
+    compiled: tuple[Bucket, ...] = ()
+    bucket_steps: int = 1
+
+
+def chart_data(steps: StepReducer) -> ChartData:
+    if steps.steps_done > HISTORY:
+        return ChartData(True, buckets=tuple(steps.series.points()), compiled=tuple(steps.series_compiled.points()),
+                         bucket_steps=steps.series.width)
+    return ChartData(False, history=tuple(steps.history))
+
+
+def chart_line_of(data: ChartData, points: int | None = None) -> StepTimeLine:
+    if data.whole:
+        return _buckets_line(data.buckets, data.compiled, data.bucket_steps, points)
+    return step_time_line(data.history, points=points)
 
 
 def chart_line(steps: StepReducer, points: int | None = None) -> tuple[StepTimeLine, bool]:
     """(line, whole): the rolling line over the recent history while the run fits in it, the whole
     run's downsampled line once it does not."""
-    if steps.steps_done > HISTORY:
-        return whole_run_line(steps, points), True
-    return step_time_line(steps.history, points=points), False
+    data = chart_data(steps)
+    return chart_line_of(data, points), data.whole
+
+
+def binned(xs: Sequence[int], ys: Sequence[float | None], bins: int) -> tuple[list[int], list[float]]:
+    """At most `bins` points for a chart `bins` dots wide: the mean of each run of steps, placed
+    at its last step (a chart cannot show more points than it has dots)."""
+    size = max(1, -(-len(xs) // max(1, bins)))
+    out_x: list[int] = []
+    out_y: list[float] = []
+    for i in range(0, len(xs), size):
+        chunk = [y for y in ys[i:i + size] if y is not None]
+        if chunk:
+            out_x.append(xs[min(i + size, len(xs)) - 1])
+            out_y.append(sum(chunk) / len(chunk))
+    return out_x, out_y
+
+
+def loss_line(history: Sequence[tuple[int, float]], bins: int) -> tuple[list[int], list[float]]:
+    """The loss against step for a chart ``bins`` dots wide (nan and inf left out)."""
+    return binned([s for s, _ in history], [v if math.isfinite(v) else None for _, v in history], bins)

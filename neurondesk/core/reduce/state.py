@@ -6,8 +6,9 @@ depends on "now" takes it as an argument.
 
 RunState is a thin composition of focused reducers (core/reduce/: run, processes, steps, loss,
 compiles, telemetry, log); `apply` dispatches each event by kind to the reducers that handle it.
-The attributes views, the summary and the checks read (``steps_done``, ``compiles``,
-``steady_quantile()`` ...) are read-only delegates to those reducers; ``state.parts`` holds them.
+The attributes core's readers use (the figures, the summary, the checks, the RunView the views read:
+``steps_done``, ``compiles``, ``steady_quantile()`` ...) are read-only delegates to those reducers;
+``state.parts`` holds them (views never reach it: they read core/view/run_view.py's RunView).
 
 `apply` never raises: an event a handler chokes on (a malformed but decodable event, a bug) is
 counted in ``reduce_errors`` and the first few are kept as text in ``reduce_error_samples``; the
@@ -219,10 +220,6 @@ class RunState:
         ranks = self.parts.ranks
         job = ranks.job_step_time_s if ranks.world > 1 else None
         return job if job is not None else self.parts.steps.steady_quantile(0.5)
-
-    @property
-    def steady_step_time_p90_s(self) -> float | None:
-        return self.parts.steps.steady_quantile(0.9)
 
     def recent_data_wait_fraction(self, n: int = 20) -> float | None:
         return self.parts.steps.recent_data_wait_fraction(n)

@@ -1,9 +1,10 @@
 """The console app. It polls its source (a live RunSession or a ReplaySource) four times a second,
 on one interval timer (a poll never overlaps the next: a late one is skipped), and redraws the
 visible panels once a second (and at once when the phase changes), however many events arrived
-in between; a poll that brought nothing new only reads the journal's tail. Wide terminals show
-every panel; small ones fold them into tabs. When the run ends, the final summary stays up until
-the user quits."""
+in between; a poll that brought nothing new only reads the journal's tail. A poll reads the run's
+pulse (core/view/pulse.py); a frame builds one RunView (core/view/run_view.py) that the header and
+every visible panel render. Wide terminals show every panel; small ones fold them into tabs. When
+the run ends, the final summary stays up until the user quits."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import DataTable, Footer, Input, Tab, Tabs
 
+from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.pulse import Pulse, pulse
+from neurondesk.core.view.run_view import RunView, build_view
 from neurondesk.reports.safe_text import clean
-from neurondesk.views.console import derived
 from neurondesk.views.console.compiles import CompilesPanel
 from neurondesk.views.console.cost import CostPanel
 from neurondesk.views.console.devices import DevicesPanel
@@ -84,6 +87,7 @@ class ConsoleApp(App[int]):
         self._panels: list[Panel] | None = None
         self._phase = ""
         self._polled_events = -1  # state.event_count at the last poll
+        self.view: RunView | None = None  # the last frame's
         self.multi_rank = False  # more than one rank reports steps: the Ranks panel and tab show
 
     # ------------------------------------------------------------------ layout
@@ -162,24 +166,26 @@ class ConsoleApp(App[int]):
             self.source.poll()
         except Exception as exc:  # noqa: BLE001 - a bad event must not take the console down
             self.notify(clean(f"could not take in events: {exc}"), severity="error")
-        state, now = self.source.state, self.source.now()
+        state = self.source.state
         due = force or self.polls % RENDER_EVERY == 0
         fresh = state.event_count != self._polled_events  # nothing new: the phase moves only with time
         self._polled_events = state.event_count
+        at: Pulse | None = None
         if due or fresh:
-            ring_alerts(self, state)  # --notify (run_console gives the app an alert_bell)
-            if (state.parts.ranks.world > 1) != self.multi_rank:
+            at = pulse(state, self.source.now())
+            ring_alerts(self, at.alerts)  # --notify (run_console gives the app an alert_bell)
+            if (at.world > 1) != self.multi_rank:
                 self._show_ranks(not self.multi_rank)
-            phase = derived.phase(state, now)[0]  # the header asks it again: computed once
-            due = due or phase != self._phase
-            self._phase = phase
+            due = due or at.phase != self._phase
+            self._phase = at.phase
         headers = self.query(HeaderBar)  # none: the app is being torn down, a tick came after its widgets
-        if due and headers and not isinstance(self.screen, SummaryScreen):
+        if at is not None and due and headers and not isinstance(self.screen, SummaryScreen):
             self.frames += 1
             frame = 0 if force else self.frames
-            headers.first().render_state(state, now)
+            view = self.view = build_view(state, at, self.view)  # one view for the whole frame
+            headers.first().render_view(view)
             for panel in self.visible_panels():
-                panel.update_view(state, now, frame)
+                panel.update_view(view, frame)
         if self.source.done:
             if self.quit_when_done:
                 self.exit(0)
@@ -212,7 +218,13 @@ class ConsoleApp(App[int]):
         self._show_active()
         panel = self.query_one(f"#{name}", Panel)
         panel.invalidate()
-        panel.update_view(self.source.state, self.source.now())
+        panel.update_view(self.frame_view())
+
+    def frame_view(self) -> RunView:
+        """A view of the run as it is now, for what is drawn between two frames (a tab shown, a search)."""
+        state = self.source.state
+        self.view = build_view(state, pulse(state, self.source.now()), self.view)
+        return self.view
 
     def action_search(self) -> None:
         self.action_panel("log")
@@ -237,7 +249,8 @@ class ConsoleApp(App[int]):
         run_dir = getattr(self.source, "run_dir", None) if self.source.live else None
         where = str(run_dir) if run_dir is not None else None
         note = "" if self.source.live else getattr(self.source, "label", "")
-        self.push_screen(SummaryScreen(self.source.state, self.source.now(), where, note))
+        view = self.frame_view()
+        self.push_screen(SummaryScreen(build_summary(self.source.state, view.now), view, where, note))
 
     def action_stop(self) -> None:
         if not self.source.live:
@@ -308,7 +321,6 @@ def run_console(source, notify: bool = False, job_lines=None) -> int:
     """Open the console on a live run's source (the recorder already owns the run). On the way
     out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
     the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
-    from neurondesk.core.summary.build import build_summary
     from neurondesk.reports.summary_writer import to_text_table
     from neurondesk.views.headless import fallback_message
 

@@ -1,7 +1,7 @@
 """Compiles: count, total, first; the live wall timer; the table of compile events; the detail
 of the highlighted one; graph executions per step and the split point; the advice (core.advice)
 for the highlighted row's line: the shape buckets to pad to, a value read inside the step, a
-split step, a growing graph."""
+split step, a growing graph. Everything shown is the frame's RunView (core/view/compiles_view.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from neurondesk.core.findings.advice import advise
-from neurondesk.core.reduce.state import CompileRecord, RunState
+from neurondesk.core.reduce.compiles import CompileRecord
+from neurondesk.core.view.compiles_view import CompilesView
+from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.reports.advice_text import KIND_TITLE
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.advice_panels import advice_lines
-from neurondesk.views.console.derived import split_text
 from neurondesk.views.console.panel import Line, Panel, kv
 
-ADVISE_EVERY_S = 30.0  # live, the advice is costed again at most this often (it reads the whole step history)
 TABLE_ROWS = 500  # the table keeps the latest compiles; the figures above it count them all
 COLUMNS = ("#", "step", "cause", "location", "duration", "cache", "status", "source")
 STATUS_STYLE = {"ok": "dim", "failed": "bold red", "cached failure": "red"}
@@ -39,11 +38,6 @@ def _cells(c: CompileRecord, warmup: int) -> list[Text]:
         Text(c.status, style=STATUS_STYLE.get(c.status, "")),
         Text(clean(c.source), style="dim"),
     ]
-
-
-def _first_error(state: RunState) -> str:
-    e = state.errors[0]
-    return f"{e.code or e.source} {' '.join(e.message.removeprefix(f'[{e.code}]').split())}"[:100]
 
 
 def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
@@ -81,10 +75,8 @@ class CompilesPanel(Panel):
         super().__init__(**kwargs)
         self._rows = 0  # compiles added to the table
         self._last_cells: dict[int, list[str]] = {}
-        self._state: RunState | None = None
-        self._sig: tuple = ()
-        self._advice: list[dict] = []
-        self._advised: tuple[int, float, bool] | None = None  # (compiles, now, finished) at the last costing
+        self._shown: CompilesView | None = None  # the section the panel shows
+        self._compiling = False  # a compile was running at the last render
 
     def compose(self) -> ComposeResult:
         yield Line(id="compile-stats")
@@ -98,92 +90,72 @@ class CompilesPanel(Panel):
     def table(self) -> DataTable:
         return self.query_one("#compile-table", DataTable)
 
-    def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
-        # steps arrive all the time but seldom change this panel: render when what it shows may
-        # have changed (a compile, a late cache verdict, the split points), or the wall timer ticks
-        since = state.open_compile_since()
-        sig = (len(state.compiles), since, None if since is None else int(now - since), len(state.errors),
-               tuple((c.cache, c.cause, c.reason, c.graph_hash) for c in state.compiles[-3:]),
-               state.executions_per_step, sum(p.count for p in state.split_points.values()),
-               len(state.graph_breaks), state.warmup_steps, state.finished, state.parts.telemetry.graph_stats.rows)
-        if sig != self._sig or self._seen_events < 0:
-            self._sig = sig
-            self._seen_events = state.event_count
-            self.render_state(state, now)
+    def update_view(self, view: RunView, frame: int = 0) -> None:
+        # steps arrive all the time but seldom change this panel: core keeps the section while what it
+        # shows stays (a compile, a late cache verdict, the split points, the wall timer's second)
+        if view.compiles is not self._shown or self._seen_events < 0:
+            self._seen_events = view.event_count
+            self.render_view(view)
 
-    def render_state(self, state: RunState, now: float) -> None:
-        self._state = state
-        counted = state.parts.compiles.compile_count
-        stats = kv(("compiles", str(counted)), ("total", fmt.secs(state.compile_total_s)),
-                   ("first", fmt.secs(state.first_compile_s)))
-        if counted < len(state.compiles):  # graph_stats rows whose time another compile holds
-            stats.append(f"  +{len(state.compiles) - counted} listed, held by other compiles", style="dim")
-        late = state.recompiles_after_warmup
+    def render_view(self, view: RunView) -> None:
+        c = self._shown = view.compiles
+        stats = kv(("compiles", str(c.counted)), ("total", fmt.secs(c.total_s)), ("first", fmt.secs(c.first_s)))
+        if c.held:  # graph_stats rows whose time another compile holds
+            stats.append(f"  +{c.held} listed, held by other compiles", style="dim")
         stats.append("  ")
-        stats.append(f"{late} after warm-up", style="bold red" if late else "dim")
-        failed = sum(not c.ok for c in state.compiles)
-        if failed:
-            stats.append(f"  {failed} failed", style="bold red")
-        if state.errors:
-            stats.append(f"  errors {len(state.errors)}: {clean(_first_error(state))}", style="red")
-        since = state.open_compile_since()
-        if since is not None:
+        stats.append(f"{c.after_warmup} after warm-up", style="bold red" if c.after_warmup else "dim")
+        if c.failed:
+            stats.append(f"  {c.failed} failed", style="bold red")
+        if c.errors:
+            stats.append(f"  errors {c.errors}: {clean(c.first_error or '')}", style="red")
+        running = view.open_compile
+        if running is not None:
             stats.append("\n")
-            stats.append(f" compiling #{len(state.compiles) + 1} — {fmt.clock(now - since)} and counting ",
+            stats.append(f" compiling #{running.number} — {fmt.clock(running.open_s)} and counting ",
                          style="bold black on yellow")
         stats.append("\n")
-        stats.append(split_text(state), style="dim")
-        if state.graph_breaks:
-            stats.append(f"  graph breaks {len(state.graph_breaks)}", style="magenta")
+        stats.append(c.graphs_per_step, style="dim")
+        if c.graph_breaks:
+            stats.append(f"  graph breaks {c.graph_breaks}", style="magenta")
         self.query_one("#compile-stats", Line).show(stats)
-        self._cost_advice(state, now)
-        self._sync_table(state)
+        self._compiling = running is not None
+        self._sync_table(c)
+        self._show_detail()
 
-    def _cost_advice(self, state: RunState, now: float) -> None:
-        """core.advice on the state: once the compiles changed, at most every ADVISE_EVERY_S while
-        the run goes on (the bucket search reads every step's shape), and once more at the end."""
-        last = self._advised
-        if last is not None and last[2] == state.finished and (
-                last[0] == len(state.compiles) or now - last[1] < ADVISE_EVERY_S):
-            return
-        self._advised = (len(state.compiles), now, state.finished)
-        self._advice = [a.as_dict() for a in advise(state)]
-
-    def _sync_table(self, state: RunState) -> None:
+    def _sync_table(self, c: CompilesView) -> None:
         table = self.table
-        total = len(state.compiles)
-        new = state.compiles[max(self._rows, total - TABLE_ROWS):]
+        total = len(c.records)
+        new = c.records[max(self._rows, total - TABLE_ROWS):]
         follow = table.cursor_row >= table.row_count - 1
-        for c in new:
-            cells = _cells(c, state.warmup_steps)
-            table.add_row(*cells, key=str(c.index))
-            self._last_cells[c.index] = [x.plain for x in cells]
+        for record in new:
+            cells = _cells(record, c.warmup_steps)
+            table.add_row(*cells, key=str(record.index))
+            self._last_cells[record.index] = [x.plain for x in cells]
         self._rows = total
         while table.row_count > TABLE_ROWS:
             first = next(iter(table.rows))
             table.remove_row(first)
             self._last_cells.pop(int(first.value), None)
         # a record can still change after it arrived (cache verdict, guard reason): recheck the tail
-        for c in state.compiles[-8:]:
-            cells = _cells(c, state.warmup_steps)
+        for record in c.records[-8:]:
+            cells = _cells(record, c.warmup_steps)
             plain = [x.plain for x in cells]
-            if self._last_cells.get(c.index) not in (None, plain):
+            if self._last_cells.get(record.index) not in (None, plain):
                 for col, cell in zip(table.columns, cells, strict=False):
-                    table.update_cell(str(c.index), col, cell)
-                self._last_cells[c.index] = plain
+                    table.update_cell(str(record.index), col, cell)
+                self._last_cells[record.index] = plain
         if new and follow:
             table.move_cursor(row=table.row_count - 1, animate=False)
-        self._show_detail()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
 
     def _show_detail(self) -> None:
-        state = self._state
+        c = self._shown
         table = self.table
         box = self.query_one("#compile-detail", Line)
-        if state is None or table.row_count == 0:
-            if state is not None and state.open_compile_since() is not None:
+        if c is None or table.row_count == 0:
+            if self._compiling:
                 box.show(Text("the first compile is running: its cause, place, shapes and graph hash "
                               "show here when it ends", style="yellow"))
             else:
@@ -194,14 +166,14 @@ class CompilesPanel(Panel):
         except Exception:  # noqa: BLE001 - cursor outside the table
             return
         index = int(key)
-        if 1 <= index <= len(state.compiles):
-            record = state.compiles[index - 1]
-            text = detail(record, state.warmup_steps, box.content_size.width or 80)
-            for split in state.parts.telemetry.graph_stats.splits_for(index)[:4]:  # TorchNeuron's graph_stats
+        if 1 <= index <= len(c.records):
+            record = c.records[index - 1]
+            text = detail(record, c.warmup_steps, box.content_size.width or 80)
+            for words in c.splits.get(index, ()):  # TorchNeuron's graph_stats
                 text.append("\n")
-                text.append_text(kv(("TorchNeuron", clean(split.words()))))
+                text.append_text(kv(("TorchNeuron", clean(words))))
             box.show(text)
-            self.query_one("#compile-advice", Line).show(row_advice(self._advice, record))
+            self.query_one("#compile-advice", Line).show(row_advice(list(c.advised.advice), record))
 
 
 def row_advice(advice: list[dict], record: CompileRecord) -> Text:

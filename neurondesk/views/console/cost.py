@@ -8,11 +8,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.figures.time_breakdown import time_breakdown
-from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_legend
-from neurondesk.views.console.derived import figures
 from neurondesk.views.console.panel import Line, Panel
 
 BUDGET_STYLE = {"warn": "bold yellow", "reached": "bold red"}
@@ -28,8 +26,8 @@ class CostPanel(Panel):
         yield Line(id="cost-text")
         yield Line(id="cost-breakdown")
 
-    def render_state(self, state: RunState, now: float) -> None:
-        c = figures(state, now)
+    def render_view(self, view: RunView) -> None:
+        c = view.figures
         t = Text()
         if c.price_per_hour is None:
             t.append("no price: give --instance-type or --price-per-hour\n", style="yellow")
@@ -42,8 +40,8 @@ class CostPanel(Panel):
             ("compile share", fmt.pct(c.compile_share)),
             ("MFU", fmt.pct(c.mfu)),
         ]
-        if state.steps_requested:
-            rows.append((f"projected {state.steps_requested:,}", fmt.usd(c.projected_usd)))
+        if c.steps_requested:
+            rows.append((f"projected {c.steps_requested:,}", fmt.usd(c.projected_usd)))
         for i, (label, value) in enumerate(rows):
             t.append(f"{label:<20}", style="dim")
             t.append(value, style="bold" if label in ("so far", "$/1k steps steady") else "")
@@ -54,12 +52,12 @@ class CostPanel(Panel):
             t.append("\n")
             t.append(f"{'budget':<20}", style="dim")
             t.append(budget.words(), style=BUDGET_STYLE.get(budget.level, ""))
-        source = " · ".join(x for x in (state.instance_type, state.price_source) if x)
+        source = " · ".join(x for x in (view.header.instance_type, view.header.price_source) if x)
         if source:
             t.append("\n")
             t.append(fmt.ellipsize(source, max(20, self.content_size.width * 2 - 1)), style="dim italic")
         self.query_one("#cost-text", Line).show(t)
-        slices = [vars(x) for x in time_breakdown(state, now)]
+        slices = [vars(x) for x in view.time_breakdown]
         width = self.content_size.width or 36
         b = Text("time ", style="dim")  # where the time (and the money) went
         b.append_text(breakdown_bar(slices, width - 5))

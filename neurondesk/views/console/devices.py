@@ -1,5 +1,6 @@
 """Devices: per-core utilisation bars and memory — NeuronCores or GPUs when they are sampled,
-else the host CPU per core and memory (and the panel says so)."""
+else the host CPU per core and memory (and the panel says so). What it shows is the frame's
+RunView (core/view/devices_view.py); it only draws."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import textwrap
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.devices_view import CompileCache, DevicesView, HostMemory, Unit
+from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
-from neurondesk.views.console.derived import device_units, figures, memory_sum
 from neurondesk.views.console.device_memory import memory_by_category, profile_line
 from neurondesk.views.console.panel import Line, Panel
 
@@ -30,30 +31,6 @@ def _mem(used: int | None, total: int | None) -> str:
     return fmt.gib(used)
 
 
-def execution_text(state: RunState) -> str | None:
-    """neuron-monitor's failed executions: per second in the latest report, and in all; None when
-    there were none."""
-    tel = state.parts.telemetry
-    total = sum(tel.execution_errors_by_status.values())
-    rate = state.neuron.execution_errors_per_s if state.neuron is not None else None
-    if not total and not rate:
-        return None
-    by_class = sorted(tel.execution_errors_by_class.items(), key=lambda kv: (-kv[1], kv[0]))
-    classes = f" ({', '.join(f'{k} {v}' for k, v in by_class)})" if by_class else ""
-    return f"execution errors {rate or 0.0:.1f}/s now, {total} in all{classes}"
-
-
-def hardware_text(state: RunState) -> str | None:
-    """Device and core counts from neuron_hardware_info, when neuron-ls listed no devices."""
-    hw = state.parts.telemetry.neuron_hardware
-    inv = state.inventory
-    if hw is None or hw.device_count is None or (inv is not None and inv.neuron is not None):
-        return None
-    each = f", {fmt.gib(hw.device_memory_bytes)} each" if hw.device_memory_bytes else ""
-    devices = f"{hw.device_count} Neuron device{'s' if hw.device_count != 1 else ''}"
-    return f"{devices} × {hw.cores_per_device or '?'} cores{each} (neuron_hardware_info)"
-
-
 MAX_ROWS = 8  # bars are laid out in columns so that at most this many rows are used
 LEVELS = " ▁▂▃▄▅▆▇█"
 
@@ -67,16 +44,17 @@ class DevicesPanel(Panel):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._samples: tuple = ()
+        self._drawn: tuple = ()  # (section, size) of the last render
 
     def invalidate(self) -> None:
         super().invalidate()
-        self._samples = ()
+        self._drawn = ()
 
     @staticmethod
-    def _bars(t: Text, kind: str, units: list, width: int) -> None:
+    def _bars(t: Text, d: DevicesView, width: int) -> None:
         """One bar per unit, in as many columns as keep it within MAX_ROWS rows; each unit's
         memory beside its bar when there is room, else the sum below them."""
+        kind, units = d.kind, d.units
         per_mem = kind != "host"
         cols = -(-len(units) // MAX_ROWS)
         if per_mem and width // cols < 30:
@@ -96,12 +74,11 @@ class DevicesPanel(Panel):
                 t.append(f" {_mem(u.mem_used, u.mem_total):>9}", style="dim")
             t.append("  " if (i + 1) % cols else "")
         if kind != "host" and not per_mem:
-            used, total = memory_sum(units)
             what = {"neuron": "NeuronCores", "gpu": "GPUs"}.get(kind, kind)
-            t.append(f"\n  device memory {_mem(used, total)} over {len(units)} {what}", style="dim")
+            t.append(f"\n  device memory {_mem(d.memory_used, d.memory_total)} over {len(units)} {what}", style="dim")
 
     @staticmethod
-    def _spark(t: Text, units: list, width: int) -> None:
+    def _spark(t: Text, units: tuple[Unit, ...], width: int) -> None:
         """Many units (a 128-vCPU host): one cell per unit, its height the utilisation."""
         per_line = max(16, min(64, width - 12))
         for start in range(0, len(units), per_line):
@@ -111,85 +88,75 @@ class DevicesPanel(Panel):
                 level = 0 if u.util is None else round(max(0.0, min(1.0, u.util)) * 8)
                 t.append(LEVELS[level], style=util_style(u.util) + " on grey19")
 
-    def render_state(self, state: RunState, now: float) -> None:
-        samples = (id(state.neuron), id(state.gpu), id(state.host), id(state.process_tree), id(state.cache),
-                   id(state.parts.telemetry.neuron_profile),
-                   len(state.notices), state.reduce_errors, self.content_size, state.parts.disk.events)
-        if samples == self._samples:
+    def render_view(self, view: RunView) -> None:
+        d = view.devices
+        drawn = (d, self.content_size)
+        if self._drawn and self._drawn[0] is d and self._drawn[1] == self.content_size:
             return  # nothing new sampled since the last render
-        self._samples = samples
-        kind, units, note = device_units(state)
+        self._drawn = drawn
         t = Text()
-        t.append(note, style="dim" if kind != "host" else "italic yellow")
-        hardware = hardware_text(state) if kind == "neuron" else None
-        if hardware:
-            t.append(" · " + hardware, style="dim")
-        inv = state.inventory
-        if kind == "host" and inv is not None and (inv.neuron_reason or inv.gpu_reason):
-            why = "; ".join(r for r in (inv.neuron_reason, inv.gpu_reason) if r)
-            t.append("\n" + fmt.ellipsize(clean(why), max(20, self.content_size.width)), style="dim")
+        t.append(d.note, style="dim" if d.kind != "host" else "italic yellow")
+        if d.hardware:
+            t.append(" · " + d.hardware, style="dim")
+        if d.unsampled_why:
+            t.append("\n" + fmt.ellipsize(clean(d.unsampled_why), max(20, self.content_size.width)), style="dim")
         width = max(30, self.content_size.width)
-        if len(units) > MAX_ROWS * 4:
-            self._spark(t, units, width)
-        elif units:
-            self._bars(t, kind, units, width)
-        if kind == "neuron":
-            memory_by_category(t, state, width)
-        profile_line(t, state, width)
-        errors = execution_text(state)
-        if errors:
-            t.append("\n  " + fmt.ellipsize(errors, width - 2), style="yellow")
-        host = state.host
-        if host is not None:
-            t.append("\n")
-            filled, empty = fmt.bar(host.memory_used / host.memory_total if host.memory_total else None, 20)
-            t.append("  mem ")
-            t.append(filled, style="magenta")
-            t.append(empty, style="on grey19")
-            t.append(f" {fmt.gib(host.memory_used)} / {fmt.gib(host.memory_total)} host")
-            if host.cpu_percent is not None:
-                t.append(f"   cpu {host.cpu_percent:.0f}% overall", style="dim")
-            if host.swap_used:
-                t.append(f"   swap {fmt.gib(host.swap_used)}", style="yellow")
-        creep = figures(state, now).memory_creep  # a trend over the steady steps (core/findings/memory_creep.py)
-        if creep is not None:
-            t.append("\n  " + fmt.ellipsize(clean(creep.short), width - 2), style="bold yellow")
-        if state.process_tree is not None and state.process_tree.compilers:
-            c = state.process_tree.compilers
-            t.append(f"\n  {len(c)} compiler process{'es' if len(c) > 1 else ''} running", style="yellow")
-        self._cache(t, state, width)
-        self._disks(t, state, width)
+        if len(d.units) > MAX_ROWS * 4:
+            self._spark(t, d.units, width)
+        elif d.units:
+            self._bars(t, d, width)
+        if d.neuron_memory is not None:
+            memory_by_category(t, d.neuron_memory, width)
+        profile_line(t, d.profile, width)
+        if d.execution_errors:
+            t.append("\n  " + fmt.ellipsize(d.execution_errors, width - 2), style="yellow")
+        if d.host is not None:
+            self._host(t, d.host)
+        if d.memory_creep is not None:  # a trend over the steady steps (core/findings/memory_creep.py)
+            t.append("\n  " + fmt.ellipsize(clean(d.memory_creep), width - 2), style="bold yellow")
+        if d.compilers:
+            t.append(f"\n  {d.compilers} compiler process{'es' if d.compilers > 1 else ''} running", style="yellow")
+        if d.cache is not None:
+            self._cache(t, d.cache, width)
+        self._disks(t, d, width)
         # collector trouble (neuron-monitor restarting, a collector that stopped): shown, not fatal
-        for n in [n for n in state.notices if n.level in ("warn", "error") and n.source != "probe"][-2:]:
-            t.append("\n" + fmt.ellipsize(clean(f"{n.source}: {n.message}"), width), style="yellow")
-        if state.reduce_errors:  # events the reducer skipped: the figures may miss them
-            t.append("\n" + fmt.ellipsize(clean(state.reduce_error_text), width), style="yellow")
+        for notice in d.collector_notices:
+            t.append("\n" + fmt.ellipsize(clean(notice), width), style="yellow")
+        if d.reduce_errors:  # events the reducer skipped: the figures may miss them
+            t.append("\n" + fmt.ellipsize(clean(d.reduce_errors), width), style="yellow")
         self.query_one("#devices-text", Line).show(t)
 
     @staticmethod
-    def _disks(t: Text, state: RunState, width: int) -> None:
+    def _host(t: Text, host: HostMemory) -> None:
+        t.append("\n")
+        filled, empty = fmt.bar(host.used_fraction, 20)
+        t.append("  mem ")
+        t.append(filled, style="magenta")
+        t.append(empty, style="on grey19")
+        t.append(f" {fmt.gib(host.used)} / {fmt.gib(host.total)} host")
+        if host.cpu_percent is not None:
+            t.append(f"   cpu {host.cpu_percent:.0f}% overall", style="dim")
+        if host.swap_used:
+            t.append(f"   swap {fmt.gib(host.swap_used)}", style="yellow")
+
+    @staticmethod
+    def _disks(t: Text, d: DevicesView, width: int) -> None:
         """The run folder's and the compile cache's disks: free, growth, when full; output not stored."""
-        disk = state.parts.disk
-        for f in disk.filesystems():
-            for line in textwrap.wrap(clean(f.words()), max(20, width - 2), subsequent_indent="  ")[:3]:
-                t.append("\n  " + line, style="yellow" if f.warning() else "dim")
-        lost = disk.output_not_stored_words()
-        if lost:
-            for line in textwrap.wrap(clean(lost), max(20, width - 2), subsequent_indent="  ")[:4]:
+        for disk in d.disks:
+            for line in textwrap.wrap(clean(disk.words), max(20, width - 2), subsequent_indent="  ")[:3]:
+                t.append("\n  " + line, style="yellow" if disk.warning else "dim")
+        if d.output_not_stored:
+            for line in textwrap.wrap(clean(d.output_not_stored), max(20, width - 2), subsequent_indent="  ")[:4]:
                 t.append("\n  " + line, style="bold red")
 
     @staticmethod
-    def _cache(t: Text, state: RunState, width: int) -> None:
+    def _cache(t: Text, c: CompileCache, width: int) -> None:
         """The Neuron compile cache, once it exists (or is remote): size, entries, free disk."""
-        c = state.cache
-        if c is None or not (c.exists or c.remote):
-            return
         if c.remote:
             line = f"compile cache {c.path} (remote, not scanned)"
         else:
-            entries = ", ".join(f"{v} {k}" for k, v in c.entries.items() if v)
-            free = (f", {c.free_bytes / c.disk_total_bytes:.0%} disk free"
-                    if c.free_bytes is not None and c.disk_total_bytes else "")
+            entries = ", ".join(f"{v} {k}" for k, v in c.entries)
+            free = f", {c.disk_free_fraction:.0%} disk free" if c.disk_free_fraction is not None else ""
             line = f"compile cache {fmt.gib(c.size_bytes)}, {entries or 'empty'}{free} · {c.path}"
         t.append("\n" + fmt.ellipsize(clean(line), width), style="dim")
         for w in c.warnings:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.findings.diagnostics import input_advice
-from neurondesk.core.reduce.state import INPUT_BOUND, INPUT_WARN, RunState
+from neurondesk.core.reduce.steps import INPUT_BOUND, INPUT_WARN
+from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.panel import Line, Panel, kv
@@ -27,9 +27,9 @@ class InputPanel(Panel):
     def on_mount(self) -> None:
         self.border_subtitle = f"warn ≥{INPUT_WARN:.0%} · input-bound ≥{INPUT_BOUND:.0%}"
 
-    def render_state(self, state: RunState, now: float) -> None:
-        verdict = state.input_verdict()
-        frac = state.data_wait_fraction
+    def render_view(self, view: RunView) -> None:
+        inputs = view.inputs
+        verdict, frac = inputs.verdict, view.figures.data_wait_fraction
         width = max(20, self.content_size.width)
         t = Text()
         t.append("data wait ", style="dim")
@@ -42,12 +42,10 @@ class InputPanel(Panel):
         t.append(filled, style="dark_orange3" if verdict == "input-bound" else "cyan")
         t.append(empty, style="on grey19")
         t.append("\n")
-        t.append_text(kv(("last 20 steps", fmt.pct(state.recent_data_wait_fraction()))))
-        if verdict in ("warn", "input-bound"):
-            _, _, hint = input_advice(state).partition(" — ")
-            if hint:
-                t.append("\n" + hint, style="yellow")
-        tree = state.process_tree
+        t.append_text(kv(("last 20 steps", fmt.pct(inputs.recent_wait_fraction))))
+        if inputs.hint:
+            t.append("\n" + inputs.hint, style="yellow")
+        tree = inputs.process_tree
         t.append("\n")
         if tree is None:
             t.append("workload processes: no samples yet", style="dim")

@@ -1,4 +1,4 @@
-"""Log: the workload's stdout and stderr (OutputLine events kept by RunState), bounded and
+"""Log: the workload's stdout and stderr (the OutputLine events of the frame's RunView), bounded and
 searchable; compile lines tinted, errors red, noise dimmed. The workload's own colours (SGR) are
 kept as styles; every other control sequence in its output is dropped (reports/safe_text.py), so
 none reaches the user's terminal.
@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Input
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.run_view import LogLines, RunView
 from neurondesk.views.console.panel import Panel
 from neurondesk.views.console.rich_text import safe_text
 
@@ -104,7 +104,7 @@ class LogPanel(Panel):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._seen_total = 0  # state.output_total already shown
+        self._seen_total = 0  # lines already shown (of LogLines.total)
         self._fresh = True
         self.needle = ""
 
@@ -116,22 +116,23 @@ class LogPanel(Panel):
     def view(self) -> LogView:
         return self.query_one("#log-lines", LogView)
 
-    def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
-        if state.output_total != self._seen_total and (
-                self._fresh or frame % WRITE_FRAMES == 0 or state.finished):
+    def update_view(self, view: RunView, frame: int = 0) -> None:
+        if view.log.total != self._seen_total and (
+                self._fresh or frame % WRITE_FRAMES == 0 or view.finished):
             self._fresh = False
-            self.render_state(state, now)
+            self.render_view(view)
 
     def invalidate(self) -> None:
         super().invalidate()
         self._fresh = True
 
-    def render_state(self, state: RunState, now: float) -> None:
-        new = state.output_total - self._seen_total
+    def render_view(self, view: RunView) -> None:
+        log = view.log
+        new = log.total - self._seen_total
         if new <= 0:
             return
-        self._write(list(islice(state.output, max(0, len(state.output) - new), None)))
-        self._seen_total = state.output_total
+        self._write(list(islice(log.lines, max(0, len(log.lines) - new), None)))
+        self._seen_total = log.total
 
     def _write(self, lines: list[ev.OutputLine]) -> None:
         needle = self.needle.lower()
@@ -139,18 +140,18 @@ class LogPanel(Panel):
         if batch:
             self.view.append(batch)
 
-    def refilter(self, state: RunState, needle: str) -> int:
+    def refilter(self, log: LogLines, needle: str) -> int:
         """Show only the kept lines that contain `needle` (all of them when empty); returns matches."""
         self.needle = needle
         self.view.clear()
-        self._seen_total = state.output_total
-        self._write(list(state.output))
+        self._seen_total = log.total
+        self._write(list(log.lines))
         return len(self.view.lines)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         needle = event.value.strip()
-        matches = self.refilter(self.app.source.state, needle)
+        matches = self.refilter(self.app.frame_view().log, needle)
         self.border_subtitle = f"filter “{needle}”: {matches} lines" if needle else ""
         self.view.focus()
 
@@ -159,6 +160,6 @@ class LogPanel(Panel):
         if event.key == "escape" and search.has_focus:
             event.stop()
             search.value = ""
-            self.refilter(self.app.source.state, "")
+            self.refilter(self.app.frame_view().log, "")
             self.border_subtitle = ""
             self.view.focus()

@@ -3,17 +3,18 @@ new alert (``--notify``) and read every rank's Python stacks (``k``)."""
 
 from __future__ import annotations
 
+from neurondesk.core.view.pulse import Alerts
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.terminal_notify import AlertBell, notification
 
 
-def ring_alerts(app, state) -> None:
+def ring_alerts(app, alerts: Alerts) -> None:
     """--notify (``app.alert_bell`` set): a toast, the bell and a desktop notification (OSC 777 /
     OSC 9) per new alert."""
     bell: AlertBell | None = getattr(app, "alert_bell", None)
     if bell is None:
         return
-    for message in bell.new_alerts(state):
+    for message in bell.new_alerts(alerts):
         app.notify(clean(message), title="alert", severity="warning", timeout=30)
         driver = getattr(app, "_driver", None)
         if driver is not None:

@@ -1,4 +1,4 @@
-"""The base of every panel: a bordered box that re-renders from RunState when asked."""
+"""The base of every panel: a bordered box that re-renders from the frame's RunView when asked."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ try:  # Textual's own cache of a widget's rendered rows (private): without it, L
 except ImportError:  # another Textual
     _RenderCache = None
 
-from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.run_view import RunView
 
 
 class Line(Static):
@@ -98,7 +98,7 @@ def _on_row(strip: Strip, y: int) -> Strip:
 
 
 class Panel(Vertical):
-    """Subclasses set `NAME` (tab label) and `KEY` (its key), and implement `render_state`."""
+    """Subclasses set `NAME` (tab label) and `KEY` (its key), and implement `render_view`."""
 
     NAME = ""
     KEY = ""
@@ -110,14 +110,14 @@ class Panel(Vertical):
         self.border_title = f"{self.NAME} [{self.KEY}]" if self.KEY else self.NAME
         self._seen_events = -1
 
-    def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
-        if frame % self.EVERY and self._seen_events >= 0 and not state.finished:
+    def update_view(self, view: RunView, frame: int = 0) -> None:
+        if frame % self.EVERY and self._seen_events >= 0 and not view.finished:
             return
-        if self.TIME_DEPENDENT or state.event_count != self._seen_events:
-            self._seen_events = state.event_count
-            self.render_state(state, now)
+        if self.TIME_DEPENDENT or view.event_count != self._seen_events:
+            self._seen_events = view.event_count
+            self.render_view(view)
 
-    def render_state(self, state: RunState, now: float) -> None:  # pragma: no cover - abstract
+    def render_view(self, view: RunView) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def invalidate(self) -> None:

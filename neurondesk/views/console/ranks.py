@@ -1,7 +1,8 @@
 """Ranks: every rank of the job in a strip, coloured by its time before the gradient sync against
 the median over the ranks (normal / slower / straggler), the stragglers in words, the rank that
 failed first, and a per-rank table when there is room. Shown only when the job has more than one
-rank (the app hides the panel and its tab for a single process)."""
+rank (the app hides the panel and its tab for a single process). The comparison is core's
+(core/view/ranks_view.py); this panel lays it out."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import math
 from rich.text import Text
 from textual.app import ComposeResult
 
-from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.ranks_view import RankComparison
+from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.views.console.panel import Line, Panel
@@ -29,39 +31,38 @@ def cell_label(presync_s: float | None) -> str:
 
 
 class RanksPanel(Panel):
-    EVERY = 4  # once every 4 s: stragglers() (20-60 ms with 32 ranks) is the costly part of its frame
+    EVERY = 4  # once every 4 s: core compares the ranks again that often (core/view/ranks_view.py)
     NAME = "Ranks"
     KEY = "r"
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.add_class("multi-only")
-        self._last: tuple[RunState, float] | None = None
+        self._last: RunView | None = None
 
     def on_resize(self) -> None:
         """The strip is fitted to the width: shown for the first time, or resized, draw it again."""
         if self._last is not None:
-            self.render_state(*self._last)
+            self.render_view(self._last)
 
     def compose(self) -> ComposeResult:
         yield Line(id="ranks-text")
 
-    def render_state(self, state: RunState, now: float) -> None:
-        self._last = (state, now)
-        ranks = state.parts.ranks
+    def render_view(self, view: RunView) -> None:
+        self._last = view
+        ranks = view.ranks
         width = max(20, self.content_size.width or self.size.width - 4)
         height = max(3, self.content_size.height or self.size.height - 2)
-        if ranks.world < 2:
+        compared = ranks.comparison
+        if compared is None:
             self.query_one("#ranks-text", Line).show(Text("one process: nothing to compare across ranks",
                                                           style="dim"))
             return
-        stragglers = ranks.stragglers()
-        levels = ranks.presync_levels(stragglers)
-        failed = ranks.failed_first
-        failed_ranks = {f.rank for f in ranks.failures}
+        stragglers, levels = compared.stragglers, compared.levels
+        failed, failed_ranks = ranks.failed_first, ranks.failed_ranks
         t = Text()
         t.append(f"{len(levels)} ranks", style="bold")
-        t.append(f" · median {fmt.ms(ranks.median_presync_s)} before sync · ", style="dim")
+        t.append(f" · median {fmt.ms(compared.median_presync_s)} before sync · ", style="dim")
         for level, word in (("normal", "normal"), ("slower", ">10% slower"), ("straggler", "straggler")):
             t.append(word, style=LEVEL_STYLE[level])
             t.append(" ")
@@ -79,7 +80,7 @@ class RanksPanel(Panel):
             lines.append(Text(head, style="bold red")
                          + Text(fmt.ellipsize(clean(failed.error), max(10, width - len(head)))))
         used = sum(x.plain.count("\n") + 1 for x in lines)
-        table = self._table(state, levels, failed_ranks, height - used - 1)
+        table = self._table(compared, failed_ranks, height - used - 1)
         out = Text("\n").join(lines)
         if table is not None:
             out.append("\n")
@@ -87,7 +88,7 @@ class RanksPanel(Panel):
         self.query_one("#ranks-text", Line).show(out)
 
     @staticmethod
-    def _strip(t: Text, levels, failed_ranks: set, width: int) -> None:
+    def _strip(t: Text, levels, failed_ranks: frozenset, width: int) -> None:
         """Rows of cells: the rank number above its pre-sync ms, coloured by level."""
         labels = [cell_label(x.presync_s) for x in levels]
         cell = max(4, 1 + max(len(str(x.rank)) for x in levels), 1 + max(len(s) for s in labels))
@@ -108,14 +109,14 @@ class RanksPanel(Panel):
                          style=LEVEL_STYLE[level])
 
     @staticmethod
-    def _table(state: RunState, levels, failed_ranks: set, room: int) -> Text | None:
+    def _table(compared: RankComparison, failed_ranks: frozenset, room: int) -> Text | None:
         """rank, steps, step time, presync, data wait, samples/s: every rank when they fit, else the
         stragglers, the failed ranks and the slowest ones before sync (in rank order), and how many
         more there are."""
         if room < 3:
             return None
-        stats = state.parts.ranks.by_rank()
-        level = {x.rank: x.level for x in levels}
+        stats = compared.rows
+        level = {x.rank: x.level for x in compared.levels}
         shown = stats
         if len(stats) > room - 1:
             order = sorted(stats, key=lambda r: (r.rank not in failed_ranks, level.get(r.rank) != "straggler",

@@ -11,7 +11,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Sparkline, Static
 from textual_plotext import PlotextPlot
 
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 from neurondesk.reports.summary_writer import summary_rows
@@ -64,7 +64,7 @@ class BreakdownView(Static):
 
 
 class LossPlot(PlotextPlot):
-    def __init__(self, history: list[tuple[int, float]], target: float | None, **kwargs) -> None:
+    def __init__(self, history: tuple[tuple[int, float], ...], target: float | None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.history, self.target = history, target
 
@@ -73,7 +73,8 @@ class LossPlot(PlotextPlot):
 
 
 class SummaryScreen(Screen):
-    """The run's final summary; the console stays here until the user quits."""
+    """The run's final summary (core/summary/build.py's, built by the app once the run is done) beside
+    the last frame's step times and loss; the console stays here until the user quits."""
 
     BINDINGS = [
         Binding("escape,b", "app.back", "Panels"),
@@ -82,12 +83,12 @@ class SummaryScreen(Screen):
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
 
-    def __init__(self, state, now: float, where: str | None, note: str = "") -> None:
+    def __init__(self, summary: dict, view: RunView, where: str | None, note: str = "") -> None:
         super().__init__(id="summary-screen")
-        self.summary = build_summary(state, now)
-        self.durations = [r.duration_s for r in state.history if not r.compiled]
-        self.loss_history = list(state.loss_history)
-        self.target_loss = state.target_loss
+        self.summary = summary
+        self.durations = list(view.plain_step_times)
+        self.loss_history = view.throughput.loss
+        self.target_loss = view.throughput.target_loss
         self.where = where
         self.note = note
 

@@ -2,24 +2,22 @@
 nothing, its p90 band, the compile steps marked; core.series), the loss against step beside it
 (with the target line), the steady value and the rule that decided it, tokens/s, and the script's
 own throughput figure beside it; under them the step split into its phases (views/console/phases_view.py)
-once the probe times them."""
+once the probe times them. Drawn from the frame's RunView: the lines are core's (core/figures/series.py)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
-from neurondesk.core.figures.phases import recent_step_bars
 from neurondesk.core.figures.run_figures import FIGURES
-from neurondesk.core.figures.series import chart_line
-from neurondesk.core.reduce.state import RunState
+from neurondesk.core.figures.series import chart_line_of, loss_line
+from neurondesk.core.view.run_view import RunView, ThroughputView
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
-from neurondesk.views.console.derived import binned, figures
 from neurondesk.views.console.panel import Line, Panel, kv
 from neurondesk.views.console.phases_view import FULL_FROM_ROWS, columns_text, split_text
 
@@ -50,21 +48,21 @@ class ThroughputPanel(Panel):
         super().invalidate()
         self._plotted_steps = -1
 
-    def update_view(self, state: RunState, now: float, frame: int = 0) -> None:
+    def update_view(self, view: RunView, frame: int = 0) -> None:
         self._frame = frame
-        super().update_view(state, now, frame)
+        super().update_view(view, frame)
 
-    def render_state(self, state: RunState, now: float) -> None:
-        self._figures = figures(state, now)
-        self._text(state)
-        self._phases(state)
-        due = self._frame % REPLOT_FRAMES == 0 or self._plotted_steps < 0 or state.finished
-        if state.steps_done != self._plotted_steps and due:
-            self._plot(state)
-            self._plotted_steps = state.steps_done
+    def render_view(self, view: RunView) -> None:
+        self._text(view)
+        self._phases(view)
+        due = self._frame % REPLOT_FRAMES == 0 or self._plotted_steps < 0 or view.finished
+        if view.figures.steps != self._plotted_steps and due:
+            self._plot_step_time(view)
+            self._plot_loss(view.throughput)
+            self._plotted_steps = view.figures.steps
 
-    def _text(self, state: RunState) -> None:
-        f = self._figures
+    def _text(self, view: RunView) -> None:
+        f, tp = view.figures, view.throughput
         t = kv(("steady", f"{fmt.ms(f.step_time_s)}/step"),
                ("p90", fmt.ms(f.step_time_p90_s)),
                ("samples/s", fmt.num(f.samples_per_s)),
@@ -75,24 +73,27 @@ class ThroughputPanel(Panel):
             t.append("\n")
             t.append_text(kv(*listed))
         t.append("\n")
-        if state.steady_from is None:
-            rule = f"steady: not yet (needs a step ≥ {state.warmup_steps} with no compile in it)"
+        if tp.steady_from is None:
+            rule = f"steady: not yet (needs a step ≥ {tp.warmup_steps} with no compile in it)"
         else:
-            rule = (f"steady: median of {len(state.steady_times):,} steps from step {state.steady_from} "
-                    f"(step ≥ {state.warmup_steps}, no compile)")
+            rule = (f"steady: median of {f.steady_steps:,} steps from step {tp.steady_from} "
+                    f"(step ≥ {tp.warmup_steps}, no compile)")
         t.append(rule, style="dim")
-        self._script_rate(t, state)
-        if state.steps_lost:  # the step count is right (the probe's own counter); these steps are not charted
-            t.append("\n" + state.steps_lost_text, style="yellow")
+        rate = tp.script_rate  # the script's own figure beside the steady one; yellow when off by more than 10%
+        if rate is not None:
+            t.append("\nscript's own: ", style="dim")
+            t.append(script_rate_text(rate.as_dict()), style="yellow" if rate.off else "")
+        if tp.steps_lost:  # the step count is right (the probe's own counter); these steps are not charted
+            t.append("\n" + tp.steps_lost, style="yellow")
         self.query_one("#throughput-text", Line).show(t)
 
-    def _phases(self, state: RunState) -> None:
+    def _phases(self, view: RunView) -> None:
         """The steady split with its verdict, and the recent steps' stacked columns; nothing before
         the probe has timed a step's phases."""
         line = self.query_one("#step-phases", Line)
         width = max(20, self.content_size.width)
-        split = self._figures.step_phases
-        bars = recent_step_bars(state, width - 12)
+        split = view.figures.step_phases
+        bars = view.throughput.step_bars[-(width - 12):]  # as many recent steps as columns
         line.display = split is not None or any(b.parts for b in bars)
         if not line.display:
             return
@@ -102,27 +103,16 @@ class ThroughputPanel(Panel):
              else Text("step phases: no steady step yet", style="dim"))
         if full and any(b.parts for b in bars):
             t.append("\n")
-            t.append_text(columns_text(bars, width))
+            t.append_text(columns_text(list(bars), width))
         line.show(t)
 
-    @staticmethod
-    def _script_rate(t: Text, state: RunState) -> None:
-        """The script's own figure beside the steady one; yellow when they differ by more than 10%."""
-        rate = state.script_throughput()
-        if rate is not None:
-            t.append("\nscript's own: ", style="dim")
-            t.append(script_rate_text(rate.as_dict()), style="yellow" if rate.off else "")
-
-    def _plot(self, state: RunState) -> None:
-        self._plot_step_time(state)
-        self._plot_loss(state)
-
-    def _plot_step_time(self, state: RunState) -> None:
+    def _plot_step_time(self, view: RunView) -> None:
         widget = self.query_one("#throughput-plot", PlotextPlot)
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        line, whole = chart_line(state.parts.steps, points=max(20, (widget.size.width - 10) * 2))
+        chart = view.throughput.chart
+        line = chart_line_of(chart, points=max(20, (widget.size.width - 10) * 2))
         if not line.steps and not line.compile_steps:
             plt.title("step time — waiting for the first step")
             widget.refresh()
@@ -136,21 +126,21 @@ class ThroughputPanel(Panel):
             plt.plot(line.steps, med, color="cyan", marker="braille")
         if line.compile_steps:  # compile steps take seconds: marked at the top, not drawn to scale
             plt.scatter(line.compile_steps[-200:], [top] * len(line.compile_steps[-200:]), color="red", marker="x")
-        step_time = self._figures.step_time_s
+        step_time = view.figures.step_time_s
         if step_time is not None:
             plt.hline(step_time * 1000, color="orange")
         plt.ylim(0, top * 1.05)
         plt.xlim(*x_limits(line.steps + line.compile_steps))
         # the legend in words: plotext's own legend box covers the data on a small plot
-        plt.xlabel("ms, whole run: median, max per bucket · x compile" if whole else "ms: median, p90 · x compile")
+        plt.xlabel("ms, whole run: median, max per bucket · x compile" if chart.whole
+                   else "ms: median, p90 · x compile")
         widget.refresh()
 
-    def _plot_loss(self, state: RunState) -> None:
+    def _plot_loss(self, tp: ThroughputView) -> None:
         widget = self.query_one("#loss-plot", PlotextPlot)
-        history = list(state.loss_history)
-        widget.display = bool(history)
-        if history:
-            plot_loss(widget, history, state.target_loss)
+        widget.display = bool(tp.loss)
+        if tp.loss:
+            plot_loss(widget, tp.loss, tp.target_loss)
 
 
 def x_limits(steps: list) -> tuple[float, float]:
@@ -160,13 +150,12 @@ def x_limits(steps: list) -> tuple[float, float]:
     return float(lo), float(hi if hi > lo else lo + 1)
 
 
-def plot_loss(widget: PlotextPlot, history: list[tuple[int, float]], target: float | None) -> None:
-    """Loss against step (binned to the plot's width; nan and inf left out), the target as a line."""
+def plot_loss(widget: PlotextPlot, history: Sequence[tuple[int, float]], target: float | None) -> None:
+    """Loss against step (core's line, binned to the plot's width), the target as a line."""
     plt = widget.plt
     plt.clear_data()
     plt.clear_figure()
-    xs, ys = binned([s for s, _ in history], [v if math.isfinite(v) else None for _, v in history],
-                    max(20, (widget.size.width - 10) * 2))
+    xs, ys = loss_line(history, max(20, (widget.size.width - 10) * 2))
     if xs:
         plt.plot(xs, ys, color="green", marker="braille")
         plt.xlim(*x_limits(xs))
