@@ -1,4 +1,4 @@
-"""Bounded quantiles and the downsampled step-time series (core/reduce/sketch.py): within the stated 0.5%
+"""Bounded quantiles and the downsampled step-time series (core/node/sketch.py): within the stated 0.5%
 of the exact quantile at any length, memory that does not grow with the stream, a chart that
 still shows a slowdown in the middle of a long run."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.reduce.sketch import EXACT_KEEP, MAX_BUCKETS, Downsampled, QuantileSketch
+from neurondesk.core.node.sketch import EXACT_KEEP, MAX_BUCKETS, Downsampled, QuantileSketch
 from neurondesk.core.reduce.state import RunState, quantile
 
 

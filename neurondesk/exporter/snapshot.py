@@ -126,7 +126,7 @@ class Snapshotter:
         self._samples += (steps.total_samples - self._samples_seen) * world
         self._tokens += (steps.total_tokens - self._tokens_seen) * world
         self._samples_seen, self._tokens_seen = steps.total_samples, steps.total_tokens
-        times = state.steady_times  # a bounded sketch (core/reduce/sketch.py): counts by bound, to 0.5%
+        times = state.steady_times  # a bounded sketch (core/node/sketch.py): counts by bound, to 0.5%
         if len(times) != self._steady_seen:
             below = [times.count_at_most(bound) for bound in STEP_BUCKETS]
             self._cumulative = [*below, len(times)]

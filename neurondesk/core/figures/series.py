@@ -9,7 +9,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from neurondesk.core.reduce.sketch import Bucket
+from neurondesk.core.node.sketch import Bucket
 from neurondesk.core.reduce.steps import HISTORY, StepRecord, StepReducer
 
 
@@ -76,7 +76,7 @@ def step_time_line(history: Iterable[StepRecord], window: int | None = None,
 
 
 def whole_run_line(steps: StepReducer, points: int | None = None) -> StepTimeLine:
-    """The whole run from its downsampled series (core/reduce/sketch.py), for a run longer than the
+    """The whole run from its downsampled series (core/node/sketch.py), for a run longer than the
     history: per bucket of steps its median (the line) and its max (the band's edge), and the
     steps that compiled (their bucket's max), so a compile wall at the start and a slowdown in
     the middle of a long run both show. ``window``: the steps per bucket."""

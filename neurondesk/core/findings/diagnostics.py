@@ -13,7 +13,7 @@ from neurondesk.core.reduce.telemetry import SteadyProcesses
 
 def device_utilization(state: RunState) -> dict:
     """Mean and median device utilisation (%) over the samples taken in steady state."""
-    xs = state.device_util_steady  # a bounded sketch (core/reduce/sketch.py)
+    xs = state.device_util_steady  # a bounded sketch (core/node/sketch.py)
     return {
         "mean": round(xs.total / len(xs), 2) if xs else None,
         "p50": None if not xs else round(xs.quantile(0.5), 2),

@@ -19,9 +19,9 @@ from itertools import repeat
 from operator import add, sub
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.node.sketch import Downsampled, QuantileSketch
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.run import RunReducer
-from neurondesk.core.reduce.sketch import Downsampled, QuantileSketch
 
 HISTORY = 2000  # steps kept for charts; aggregates cover every step
 # A batch of at least this many steps is reduced column by column; shorter ones (2-3 steps a send
@@ -77,7 +77,7 @@ class StepReducer:
         self.total_wait_s = 0.0
         self.steady_from: int | None = None
         # every steady step's time, in bounded memory: quantiles exact up to 4,096 steps, within
-        # 0.5% after (core/reduce/sketch.py)
+        # 0.5% after (core/node/sketch.py)
         self.steady_times = QuantileSketch()
         self.steady_total_s = 0.0
         # the step time of the whole run for charts, min/median/max per bucket of steps (bounded)
@@ -261,7 +261,7 @@ class StepReducer:
 
     def steady_quantile(self, q: float, exact: bool = False) -> float | None:
         """Quantile of the steady step times: exact over the first 4,096 steady steps, within 0.5%
-        of a step time at that rank after (a bounded log histogram, core/reduce/sketch.py). ``exact`` is
+        of a step time at that rank after (a bounded log histogram, core/node/sketch.py). ``exact`` is
         kept for callers; every answer is the sketch's. Depends on the values only: a replay, or
         a reader that started from a checkpoint, gives the same numbers."""
         return self.steady_times.quantile(q)
