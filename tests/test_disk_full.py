@@ -101,7 +101,7 @@ def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_pa
     assert rec.run_journal.writer.diverted and rec.run_journal.writer.pending_bytes == 0  # in the fallback, not in memory
     rec.record(ev.RunFinished(t=200.0, exit_code=0))
     rec.finish()
-    folder = rec.fallback
+    folder = rec.run_journal.fallback
     assert folder == tmp_path / "xdg" / "neurondesk" / "fallback" / "run"
     remainder = (folder / REMAINDER_FILE).read_bytes()
     assert remainder.count(b'"kind":"step"') == 100 and b'"kind":"run_finished"' in remainder

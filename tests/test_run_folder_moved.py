@@ -9,7 +9,6 @@ import time
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.recorder.run_journal import RunJournal
-from neurondesk.store.checkpoint import LATEST
 from neurondesk.store.journal import JournalWriter, read_journal
 from neurondesk.store.journal_segments import closed_segments
 from neurondesk.store.rundir import RunPaths
@@ -32,7 +31,7 @@ def test_checkpoints_and_rotations_follow_a_moved_folder(tmp_path):
 
     record(10, 0)
     journal.checkpoint(state, force=True)
-    assert (old / LATEST).exists()
+    assert RunPaths(old).checkpoint.exists()
     old.rename(new)
     journal.moved(RunPaths(new))
     record(120, 10)  # past a segment or two: rotated beside the journal where it is now
@@ -40,6 +39,6 @@ def test_checkpoints_and_rotations_follow_a_moved_folder(tmp_path):
     journal.close()
     assert not old.exists()  # nothing made again at the old path
     assert [n.message for n in notices] == []  # no checkpoint or rotation failed
-    assert closed_segments(new / "events.jsonl") and (new / LATEST).stat().st_mtime >= (new / "events.jsonl").stat().st_mtime - 5
+    assert closed_segments(new / "events.jsonl") and RunPaths(new).checkpoint.stat().st_mtime >= (new / "events.jsonl").stat().st_mtime - 5
     events, problems = read_journal(new / "events.jsonl")
     assert problems == [] and [e.message for e in events] == [f"event {i} " + "x" * 100 for i in range(130)]

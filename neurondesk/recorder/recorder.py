@@ -113,7 +113,9 @@ class Recorder:
     # ------------------------------------------------------------------ start
     def start(self) -> None:
         self.lock = RecorderLock(self.paths.dir, self.lock_id, stamp=False)
-        unregistered = self._register()  # before the journal: a run `run --detach` printed is listed
+        # before the journal: a run `run --detach` printed is listed (why not, when it could not be written)
+        self.registration, unregistered = register_live_run(self.options.run_root or default_run_root(),
+                                                            self.run_id, self.paths.dir, self.lock.fd)
         self.run_journal.open()
         self.lock.stamp()  # our pid there says to the launcher: the journal is this recorder's (made by it)
         o = self.options
@@ -150,12 +152,6 @@ class Recorder:
             if problem is not None:
                 self.record(problem)
 
-    def _register(self) -> str | None:
-        """This run's entry in the registry of live runs; why not, when it could not be written."""
-        self.registration, why = register_live_run(self.options.run_root or default_run_root(), self.run_id,
-                                                   self.paths.dir, self.lock.fd)
-        return why
-
     def _follow_moved_folder(self) -> None:
         """Its folder was moved while the run was live: the summary and the index row go where it is now."""
         moved = moved_folder_notice(self.paths.dir, self.lock)
@@ -167,6 +163,10 @@ class Recorder:
     def unregister(self) -> None:
         if self.registration is not None:
             self.registration.remove()
+
+    def _stop_workload(self) -> None:
+        if self.workload is not None and self.workload.running():
+            self.workload.stop()
 
     def _start_metrics(self) -> None:
         """--metrics-addr: served from this process, so the metrics outlive any viewer."""
@@ -329,14 +329,6 @@ class Recorder:
         if self.workload is not None and not self.workload.running():
             self.workload.cleanup()
         self.alerts.close()  # queued webhook posts: a bounded wait
-
-    def _stop_workload(self) -> None:
-        if self.workload is not None and self.workload.running():
-            self.workload.stop()
-
-    @property
-    def fallback(self) -> Path | None:
-        return self.run_journal.fallback
 
 
 def serve(command: list[str], options: RunOptions, paths: RunPaths, lock_id: FileId | None = None) -> int:
