@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from neurondesk.lint.files import lint_paths
 
 VALUE_RULES = frozenset({"item", "host-copy", "tensor-cast", "print-tensor", "fstring-tensor", "tensor-branch"})
@@ -45,12 +47,29 @@ def annotate(advice: list[dict]) -> list[dict]:
     return advice
 
 
-def annotate_memory(creep: dict | None) -> dict | None:
+def annotate_memory(creep):
     """Each leak of a summary's ``memory_creep`` whose kind is a tensor kept per step, with the line where
     lint finds a list append of a tensor in the rank's script: ``location`` ("path:line"), and said at
-    the end of its words (so every writer shows it)."""
+    the end of its words (so every writer shows it). ``creep``: the summary's MemoryCreep struct
+    (core/findings/memory_creep.py; lint imports no other part, so it is read by its fields) or its
+    JSON-shaped dict; annotated in place and returned (cli.py's `neurondesk summary` reads the summary it
+    annotated)."""
     if not creep:
         return creep
+    if isinstance(creep, dict):
+        _annotate_creep_dict(creep)
+        return creep
+    said = msgspec.to_builtins(creep)
+    _annotate_creep_dict(said)
+    leaks = [msgspec.structs.replace(leak, location=new.get("location"), words=new["words"])
+             for leak, new in zip(creep.leaks, said["leaks"], strict=True)]
+    # the struct is frozen (a finding core made); the summary holding it is this command's own copy
+    for name, value in (("leaks", leaks), ("short", said["short"]), ("words", said["words"])):
+        msgspec.structs.force_setattr(creep, name, value)
+    return creep
+
+
+def _annotate_creep_dict(creep: dict) -> None:
     cache: dict = {}
     for leak in creep.get("leaks") or []:
         script = leak.get("script")
@@ -68,4 +87,3 @@ def annotate_memory(creep: dict | None) -> dict | None:
         for key in ("short", "words"):
             if key in creep:
                 creep[key] = f"{creep[key]} (lint: {first['location']})"
-    return creep

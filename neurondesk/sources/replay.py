@@ -8,7 +8,8 @@ from pathlib import Path
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.sources.resume import resume
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
@@ -53,20 +54,20 @@ def _reduce(events, target_loss: float | None, state: RunState | None = None) ->
     return state
 
 
-def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
+def recording_gap(run_dir: Path | str, summary: Summary) -> str | None:
     """What a summary of an unfinished journal lacks, in words; None for a finished run."""
     from datetime import datetime
 
     from neurondesk.store.liveness import read_recorder_info, recorder_alive
 
-    if summary.get("finished"):
+    if summary.finished:
         return None
     if recorder_alive(run_dir):
         return f"{run_dir} is still being recorded: this summary covers the run so far"
-    started = summary.get("started_at")
+    started = summary.started_at
     last = None
-    if started and summary.get("elapsed_s") is not None:
-        last = datetime.fromisoformat(started).timestamp() + summary["elapsed_s"]
+    if started and summary.elapsed_s is not None:
+        last = datetime.fromisoformat(started).timestamp() + summary.elapsed_s
     when = datetime.fromtimestamp(last).strftime("%Y-%m-%d %H:%M:%S") if last else "an unknown time"
     info = read_recorder_info(run_dir)
     pid = f" (pid {info.workload_pid})" if info and info.workload_pid else ""
@@ -76,9 +77,10 @@ def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
 
 
 def summary_from_run_dir(run_dir: Path, target_loss: float | None = None,
-                         notes: list[str] | None = None) -> tuple[dict, list[JournalProblem]]:
+                         notes: list[str] | None = None) -> tuple[Summary, list[JournalProblem]]:
+    """The run's summary rebuilt from its journal (`summary`, `advise`, `compare`, `reindex`)."""
     state, problems = state_from_run_dir(run_dir, target_loss, notes)
-    return build_summary(state), problems
+    return run_summary(state), problems
 
 
 class ReplaySource:
@@ -172,7 +174,7 @@ class ReplaySource:
         from neurondesk.reports.summary_writer import to_json, to_markdown
         from neurondesk.store.summary_files import write_atomic
 
-        s = build_summary(self.state, self.now())
+        s = run_summary(self.state, self.now())
         out = self.run_dir / "replay-summary.json"
         write_atomic(out, to_json(s))  # 0600, never through a link, as the recorder's own summary
         write_atomic(out.with_suffix(".md"), to_markdown(s))

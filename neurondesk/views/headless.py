@@ -12,7 +12,8 @@ import time
 from neurondesk.core.figures.phases import short_verdict
 from neurondesk.core.figures.run_figures import FIGURES, run_figures
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.lint.locate import annotate_memory
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean, clean_lines
@@ -81,17 +82,17 @@ def status_line(state: RunState, now: float, stragglers: list | None = None) -> 
     return " | ".join(parts)
 
 
-def rank_lines(summary: dict, tail: int = 8) -> list[str]:
+def rank_lines(summary: Summary, tail: int = 8) -> list[str]:
     """The end of a many-rank run in words: the rank that failed first with the last lines of its
     traceback, and the stragglers."""
     lines = []
-    f = summary.get("failed_rank")
+    f = summary.failed_rank
     if f:
-        who = f"rank {f['rank']}" if f["rank"] is not None else "a process"
-        at = f", at step {f['step']}" if f["step"] is not None else ""
-        lines.append(f"{who} (pid {f['pid']}) failed first{at}: {f['error']}")
-        lines += [f"  {x}" for x in f["traceback"][-tail:]]
-    lines += [f"straggler: {s['words']}" for s in summary.get("stragglers") or []]
+        who = f"rank {f.rank}" if f.rank is not None else "a process"
+        at = f", at step {f.step}" if f.step is not None else ""
+        lines.append(f"{who} (pid {f.pid}) failed first{at}: {f.error}")
+        lines += [f"  {x}" for x in f.traceback[-tail:]]
+    lines += [f"straggler: {s.words}" for s in summary.stragglers]
     return lines
 
 
@@ -198,16 +199,16 @@ class HeadlessPrinter:
         if not self.tty:
             self._show_status(self._now())  # a log keeps the final status line too
         final = getattr(self.source, "final_summary", None)  # the journal lacks the end: the recorder's own
-        summary = final if final is not None else build_summary(state)
+        summary = final if final is not None else run_summary(state)
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
-        said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
-        crash = summary.get("crash")  # how it died (core/findings/crash.py): first, before the details
-        said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
-        phases = summary.get("step_phases") or {}
-        said += [phases["words"]] if phases.get("words") else []  # the verdict with its next step to try
-        creep = annotate_memory(summary.get("memory_creep"))  # with the line where lint finds the list, if it can
-        said += ([creep["words"]] if creep else []) + rank_lines(summary) + list(summary["notices"])
+        said = [d.message + (f" (at {d.location})" if d.location else "") for d in summary.diagnostics]
+        crash = summary.crash  # how it died (core/findings/crash.py): first, before the details
+        said = ([f"died ({crash.kind}): {crash.finding}", f"try: {crash.try_next}"] if crash else []) + said
+        phases = summary.step_phases
+        said += [phases.words] if phases is not None and phases.words else []  # the verdict with its next step to try
+        creep = annotate_memory(summary.memory_creep)  # with the line where lint finds the list, if it can
+        said += ([creep.words] if creep else []) + rank_lines(summary) + list(summary.notices)
         if self.source.recorder_lost:
             said.append(recorder_lost_message(self.source))
         if getattr(self.source, "fallback", None):
@@ -220,7 +221,7 @@ class HeadlessPrinter:
             self.err.write(f"neurondesk: {clean(line, sgr=True)}\n")
         self.out.flush()
         self.err.flush()
-        code = state.exit_code if final is None else final.get("exit_code")
+        code = state.exit_code if final is None else final.exit_code
         if not isinstance(code, int):
             return 1
         return 128 - code if code < 0 else code

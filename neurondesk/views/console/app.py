@@ -308,7 +308,7 @@ def run_console(source, notify: bool = False, job_lines=None) -> int:
     """Open the console on a live run's source (the recorder already owns the run). On the way
     out of a `run` console, wait for the recorder to finish its summary, then print it. Returns
     the workload's exit status (1 when it is not known: detached, or the recorder was lost)."""
-    from neurondesk.core.summary.build import build_summary
+    from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.summary_writer import to_text_table
     from neurondesk.views.headless import fallback_message
 
@@ -329,7 +329,7 @@ def run_console(source, notify: bool = False, job_lines=None) -> int:
         return 1
     source.finish()
     sys.stdout.write(f"neurondesk summary ({source.run_dir})\n")
-    sys.stdout.write(to_text_table(build_summary(source.state)))
+    sys.stdout.write(to_text_table(run_summary(source.state)))
     if getattr(source, "fallback", None):
         sys.stderr.write(f"neurondesk: {fallback_message(source)}\n")
     code = source.state.exit_code

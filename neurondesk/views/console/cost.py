@@ -59,7 +59,7 @@ class CostPanel(Panel):
             t.append("\n")
             t.append(fmt.ellipsize(source, max(20, self.content_size.width * 2 - 1)), style="dim italic")
         self.query_one("#cost-text", Line).show(t)
-        slices = [vars(x) for x in time_breakdown(state, now)]
+        slices = time_breakdown(state, now)
         width = self.content_size.width or 36
         b = Text("time ", style="dim")  # where the time (and the money) went
         b.append_text(breakdown_bar(slices, width - 5))

@@ -17,6 +17,7 @@ from neurondesk.core.figures.phases import recent_step_bars
 from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import script_throughput_row
 from neurondesk.reports import fmt
 from neurondesk.reports.summary_writer import script_rate_text
 from neurondesk.views.console.derived import binned, figures
@@ -111,7 +112,7 @@ class ThroughputPanel(Panel):
         rate = state.script_throughput()
         if rate is not None:
             t.append("\nscript's own: ", style="dim")
-            t.append(script_rate_text(rate.as_dict()), style="yellow" if rate.off else "")
+            t.append(script_rate_text(script_throughput_row(rate)), style="yellow" if rate.off else "")
 
     def _plot(self, state: RunState) -> None:
         self._plot_step_time(state)
