@@ -10,7 +10,7 @@ import random
 
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.figures import run_figures
+from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter
 from neurondesk.views.console.app import ConsoleApp

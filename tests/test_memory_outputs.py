@@ -14,7 +14,7 @@ from prometheus_harness import require_prometheus
 from test_memory_trend import MiB, _run
 
 from neurondesk.core.events import device_events as dev
-from neurondesk.core.figures import run_figures
+from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.alert_rules import AlertRules

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.registry import EVENT_TYPES
-from neurondesk.core.figures import run_figures
+from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.node.memory_trend import MIN_SAMPLES, creep, mann_kendall_z, theil_sen
 from neurondesk.core.reduce.memory import MAX_POINTS, RECHECK, MemorySeries
 from neurondesk.core.reduce.state import RunState

@@ -14,7 +14,7 @@ from exposition import exposition, exposition_text
 from prometheus_harness import require_prometheus
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.figures import run_figures
+from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import run_summary

@@ -16,7 +16,7 @@ import pytest
 from conftest import TINY_MODEL, base_env, needs_xla, neurondesk_run
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.figures import run_figures
+from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.reduce.state import RunState
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
