@@ -7,9 +7,9 @@ import pytest
 
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.figures.phase_verdict import LoaderFacts, workers_to_try
 from neurondesk.core.figures.phases import recent_step_bars
+from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.reduce.state import RunState
 
 PID = 9

@@ -172,3 +172,11 @@ def test_a_run_folders_malformed_or_foreign_summary_is_one_line_naming_the_file(
         read_summary(tmp_path)
     said = str(err.value)
     assert said.startswith(f"{tmp_path / 'summary.json'}: ") and words in said and "\n" not in said
+
+
+def test_a_summary_holding_a_lone_surrogate_is_refused_not_raised() -> None:
+    """Found by benchmarks/fuzz.py (run_records): Python's json reads "\\ud800" into a str that msgspec, reading
+    it as a number, cannot encode; the index and reindex hand such a dict to the contract."""
+    doc = json.loads('{"summary_version": 2, "run_id": "r", "elapsed_s": "\\ud800"}')
+    with pytest.raises(SummaryError, match="not Unicode"):
+        load_summary(doc)

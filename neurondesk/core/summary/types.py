@@ -375,12 +375,16 @@ def load_summary(data: bytes | str | dict[str, Any]) -> Summary:
         why = ("a newer neurondesk wrote it: upgrade neurondesk to read it" if newer else
                "not a summary neurondesk wrote, or one from before version 1: `neurondesk summary RUN_DIR` "
                "rebuilds it from the run's journal")
-        raise SummaryError(f"summary_version {version!r} is not one this neurondesk reads "
+        raise SummaryError(f"summary_version {repr(version)[:40]} is not one this neurondesk reads "
                            f"({', '.join(map(str, READABLE_VERSIONS))}): {why}")
     try:
         return msgspec.convert(raw, Summary, strict=False)
     except msgspec.ValidationError as exc:
         raise SummaryError(f"a field has the wrong type ({_one_line(exc)})") from exc
+    except UnicodeError as exc:  # a lone surrogate Python's json let through (benchmarks/fuzz.py found it)
+        raise SummaryError(f"a text that is not Unicode ({_one_line(exc)})") from exc
+    except RecursionError as exc:
+        raise SummaryError("nested too deep") from exc
 
 
 def _one_line(exc: Exception) -> str:
