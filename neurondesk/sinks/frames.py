@@ -22,7 +22,7 @@ PREFIX = "neurondesk/"
 # (name, RunFigures field): counts and totals that are figures too, beside FIGURES' rates
 COUNTS = (("steps", "steps"), ("compile_count", "compile_count"), ("compile_total_s", "compile_total_s"),
           ("recompiles_after_warmup", "recompiles_after_warmup"), ("elapsed_s", "elapsed_s"))
-FIGURE_SCALARS = tuple((info.name, info.name) for info in FIGURES) + COUNTS
+FIGURE_SCALARS = tuple((info.name, info.name) for info in FIGURES if info.kind != "text") + COUNTS  # words are no scalars
 
 
 class CompileRow(msgspec.Struct, frozen=True, kw_only=True):

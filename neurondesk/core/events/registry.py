@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import neff_events as neff
 from neurondesk.core.events import run_events as ev
 
 EVENT_CLASSES: tuple[type[ev.Event], ...] = (
@@ -36,6 +37,10 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.LossReported,
     ev.ThroughputReported,
     ev.ProbeDropped,
+    # TorchNeuron's NEFF compiles and cache (probe, collectors/torchneuron.py)
+    neff.NeffCompiles,
+    neff.NeffCacheTotals,
+    neff.NeffCacheLog,
     # the workload's output and neurondesk's own messages
     ev.OutputLine,
     ev.LogError,

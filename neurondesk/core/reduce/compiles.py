@@ -136,9 +136,11 @@ class CompileReducer:
                 and (record.duration_s or 0.0) > (first.duration_s or 0.0))
 
     # ------------------------------------------------------------------ many ranks
-    def _rank_of(self, pid: int | None) -> int | None:
+    def rank_of(self, pid: int | None) -> int | None:
         proc = self._procs.processes.get(pid) if pid is not None else None
         return proc.rank if proc is not None else None
+
+    _rank_of = rank_of
 
     def _count_for_rank(self, record: CompileRecord, e: ev.CompileFinished, duration: float | None) -> None:
         rank = self._rank_of(e.pid)
@@ -249,13 +251,31 @@ class CompileReducer:
 
     @property
     def compile_count(self) -> int:
-        """Compiles counted (a graph_stats row another compile already holds is listed, not counted)."""
-        return sum(c.counted for c in self.compiles)
+        """Compiles counted (a graph_stats row another compile already holds is listed, not counted); a
+        group of TorchNeuron's eager NEFFs counts its NEFFs."""
+        return sum(c.count for c in self.compiles if c.counted)
 
     def add_own(self, record: CompileRecord) -> CompileRecord:
         """A compile no event of the four sources reported (a graph_stats row of its own): appended, numbered."""
         record.index = len(self.compiles) + 1
         self.compiles.append(record)
+        return record
+
+    def add_group(self, record: CompileRecord) -> CompileRecord:
+        """A group of compiles one event reported (TorchNeuron's eager NEFFs of one step,
+        core/reduce/neff.py): appended and numbered, its step marked compiled, counted for its process."""
+        self.add_own(record)
+        self._count_for_rank(record, ev.CompileFinished(t=record.t, source=record.source, pid=record.pid),
+                             record.duration_s)
+        if record.pid is not None:  # its NEFFs, not one
+            self.per_pid[record.pid][0] += record.count - 1
+        if self.first_ok is None:
+            self.first_ok = record
+        if record.phase == "train" and self._first_step_graph(record):
+            self.first_train = record
+        lead = self._procs.lead_pid
+        if record.phase != "eval" and record.step is not None and (record.pid in (None, lead) or lead is None):
+            self._steps.mark_compiled(record.step)
         return record
 
     @property

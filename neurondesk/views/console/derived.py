@@ -41,7 +41,7 @@ def phase(state: RunState, now: float) -> tuple[str, str]:
 def phase_text(state: RunState, now: float) -> tuple[str, str]:
     """(phase, words): 'compiling #3 — 0:42 and counting' while a compile is open."""
     name, words = phase(state, now)
-    if name == "compiling":
+    if name == "compiling" and not words.startswith("compiling NEFFs"):  # TorchNeuron's NEFFs say their count
         since = state.open_compile_since()
         return name, f"compiling #{len(state.compiles) + 1} — {clock(now - since)} and counting"
     return name, words
