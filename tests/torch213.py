@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REAL_RUN_TIMEOUT_S, REPO, Run, base_env
 
 DOUBLE = REPO / "tests" / "torchneuron_double"

@@ -44,6 +44,7 @@ DEFAULT_LEVEL = 1  # TorchNeuron's own default: warnings and errors
 NEFF_LEVEL = 2  # the level its NEFF cache lines are written at
 READ_MAX = 1 << 20  # bytes taken from the log per read
 KEYS_KEPT = 100_000  # distinct keys counted; past that, counted no more (bounded memory)
+MAX_FILES = 4  # log files read at once (a rotated one and its successors)
 HOLD_POLLS = 4  # reads a relayed line waits for the user's stream to end its line, then goes anyway
 NEFF_LINE = re.compile(r"\[NEFF_CACHE\]\s*(Cache MISS|Cache HIT|Storing NEFF) for key:\s*(\S+)")
 LEVEL = re.compile(r"\[(ERROR|WARNING|WARN|INFO|DEBUG)\]")
@@ -87,7 +88,7 @@ def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[s
                               "NEFF cache lines are not read; NEFF compiles come from its metrics")
         elif level < NEFF_LEVEL:
             plan.notes.append(f"TORCH_NEURONX_LOG_FILE set by you ({path}) at TORCH_NEURONX_LOG_LEVEL {level}: "
-                              "TorchNeuron writes its NEFF cache lines at level 2, so they are not in it; "
+                              "TorchNeuron writes its NEFF cache lines at level 2, so they are not in it: "
                               "NEFF compiles and cache hits come from its metrics alone")
         return extra, plan
     path = run_dir / LOG_FILE
@@ -112,17 +113,22 @@ def parse_line(text: str) -> tuple[str | None, int | None, str | None]:
     return COUNTED[n.group(1)], level, n.group(2)
 
 
+@dataclass
+class _LogFile:
+    fd: int
+    ident: tuple[int, int]  # (st_dev, st_ino)
+    rest: bytes = b""  # a line its writer has not ended yet
+
+
 class NeffLogTail:
     """TorchNeuron's log file, read as it grows: a line it is still writing waits for its end; a
-    deleted file is read on through the open descriptor (TorchNeuron writes on into it); a rotated
-    one (a new file at the path) is read to its end, then the new one from its start."""
+    deleted file is read on through the open descriptor (TorchNeuron writes on into it); when a new
+    file appears at the path (rotated), both are read: the writer may write on into either."""
 
     def __init__(self, plan: LogPlan, outputs: dict[str, Path], file_ids: dict[str, FileId]) -> None:
         self.plan = plan
         self.outputs, self.file_ids = outputs, file_ids
-        self.fd: int | None = None
-        self.ident: tuple[int, int] | None = None
-        self.rest = b""
+        self.files: list[_LogFile] = []  # the last one is the file at the path
         self.keys: set[str] = set()
         self.said: set[str] = set()  # notices given once
         self.held: list[tuple[str, bytes]] = []  # lines to pass on, waiting for a line end
@@ -133,19 +139,25 @@ class NeffLogTail:
         out: list[Event] = []
         if self.plan.path is None:
             return out
+        counts = {"misses": 0, "hits": 0, "stores": 0}
         try:
-            data = self._read(t, out)
+            self._follow(t, out)
+            for f in self.files:
+                data = os.read(f.fd, READ_MAX)
+                while final and data and len(data) % READ_MAX == 0:  # at the end: all of it
+                    more = os.read(f.fd, READ_MAX)
+                    if not more:
+                        break
+                    data += more
+                self._lines(f, data, t, final, counts, out)
         except OSError as exc:
             self._once(out, t, "read", f"TorchNeuron's log {self.plan.path} could not be read ({exc}); "
                                         "NEFF compiles still come from its metrics")
-            data = b""
-        counts = {"misses": 0, "hits": 0, "stores": 0}
-        self._lines(self.rest + data, t, final, counts, out)
         relayed = self._relay(final)
-        if final and self.fd is None and not self.plan.ours:
+        if final and not self.files and not self.plan.ours and not self.plan.notes:  # not said at the start
             self._once(out, t, "never", f"TORCH_NEURONX_LOG_FILE {self.plan.path} (set by you) was never written: "
                                         "TorchNeuron's NEFF cache lines were not read (NEFF compiles come from its "
-                                        "metrics)", "info")
+                                        "metrics)")
         if any(counts.values()) or relayed:
             out.append(NeffCacheLog(t=t, path=str(self.plan.path), relayed=relayed, keys=len(self.keys), **counts))
         return out
@@ -155,48 +167,41 @@ class NeffLogTail:
             self.said.add(what)
             out.append(Notice(t=t, level=level, source="torchneuron", message=message))
 
-    def _open(self) -> int | None:
+    def _follow(self, t: float, out: list[Event]) -> None:
+        """The file at the path: opened when it appears; deleted or replaced, said once."""
         try:
-            fd = os.open(self.plan.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            st = os.stat(self.plan.path, follow_symlinks=False)
         except FileNotFoundError:
-            return None
+            if self.files:
+                self._once(out, t, "deleted", f"TorchNeuron's log {self.plan.path} was deleted while the run went "
+                                              "on; read on from the open file (TorchNeuron writes on into it)")
+            return
+        if self.files and (st.st_dev, st.st_ino) == self.files[-1].ident:
+            return
+        if self.files and os.fstat(self.files[-1].fd).st_nlink == 0:  # replaced after it was deleted
+            self._once(out, t, "deleted", f"TorchNeuron's log {self.plan.path} was deleted while the run went "
+                                          "on; read on from the open file (TorchNeuron writes on into it)")
+        fd = os.open(self.plan.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or a device in its place: never read, never waited on
             os.close(fd)
             raise OSError(errno.EINVAL, "not a regular file")
-        self.ident = (st.st_dev, st.st_ino)
-        return fd
-
-    def _read(self, t: float, out: list[Event]) -> bytes:
-        if self.fd is None:
-            self.fd = self._open()
-            if self.fd is None:
-                return b""
-        data = os.read(self.fd, READ_MAX)
-        if data:
-            return data
-        try:  # at the end of what it holds: still the file at the path?
-            st = os.stat(self.plan.path, follow_symlinks=False)
-        except FileNotFoundError:
-            self._once(out, t, "deleted", f"TorchNeuron's log {self.plan.path} was deleted while the run went on; "
-                                          "read on from the open file (TorchNeuron writes on into it)", "info")
-            return b""
-        if (st.st_dev, st.st_ino) != self.ident:  # rotated: the old one is read to its end, now the new one
+        if self.files:
             self._once(out, t, "rotated", f"TorchNeuron's log {self.plan.path} was replaced by a new file "
-                                          "(rotated): the old one was read to its end, the new one from its start",
-                        "info")
-            os.close(self.fd)
-            self.fd, self.rest = self._open(), b""
-            return os.read(self.fd, READ_MAX) if self.fd is not None else b""
-        return b""
+                                          "(rotated): both are read on")
+        self.files.append(_LogFile(fd, (st.st_dev, st.st_ino)))
+        while len(self.files) > MAX_FILES:  # the oldest, read to its end, closed
+            old = self.files.pop(0)
+            os.close(old.fd)
 
-    def _lines(self, data: bytes, t: float, final: bool, counts: dict[str, int], out: list[Event]) -> None:
-        lines = data.split(b"\n")
-        self.rest = lines.pop()
-        if final and self.rest:  # the writer ended mid-line: kept raw, never counted
-            out.append(ParseProblem(t=t, source="torchneuron", raw=self.rest.decode("utf-8", "replace")[:2000],
+    def _lines(self, f: _LogFile, data: bytes, t: float, final: bool, counts: dict[str, int],
+               out: list[Event]) -> None:
+        lines = (f.rest + data).split(b"\n")
+        f.rest = lines.pop()
+        if final and f.rest:  # the writer ended mid-line: kept raw, never counted
+            out.append(ParseProblem(t=t, source="torchneuron", raw=f.rest.decode("utf-8", "replace")[:2000],
                                     error="TorchNeuron's log ended in the middle of a line (cut in half): not counted"))
-            self.rest = b""
+            f.rest = b""
         for raw in lines:
             what, level, key = parse_line(raw.decode("utf-8", "replace"))
             if what is not None:
@@ -241,9 +246,9 @@ class NeffLogTail:
         return sent
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        for f in self.files:
+            os.close(f.fd)
+        self.files = []
 
 
 def _ends_line(path: Path) -> bool:

@@ -3,13 +3,18 @@ does) and its records: each graph it compiles (the forward, and the backward whe
 goes through the NEFF cache as a graph, is counted in ``counters["neuron"]["compiled_graphs"]`` and
 kept as a record ``get_dynamo_metrics()`` returns (graph_id, graph_name, model_name,
 has_collectives, graph_node_count, timestamp, torch_neuronx_fx_passes_us, torch_neuronx_lower_us,
-torch_neuronx_compile_us). The graph runs eagerly (aot_autograd's partitioned graphs)."""
+torch_neuronx_compile_us). The graph runs eagerly (aot_autograd's partitioned graphs). At exit,
+with ``TORCH_NEURONX_ENABLED_METRIC_TABLES=graph_stats``, the same records go to
+``$TORCH_NEURONX_METRICS_DIR/metric_table_graph_stats_rank{RANK}.csv``, as torch-neuronx writes them.
+``TORCHNEURON_DOUBLE_CALLS``: a file that gets a line at each get_dynamo_metrics() call."""
 
 from __future__ import annotations
 
+import atexit
+import csv
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 
 from . import _cache
 
@@ -73,6 +78,10 @@ def neuron_backend(gm, example_inputs, **kwargs):
 
 
 def get_dynamo_metrics() -> list:
+    calls = os.environ.get("TORCHNEURON_DOUBLE_CALLS")
+    if calls:
+        with open(calls, "a") as f:
+            f.write("get_dynamo_metrics\n")
     mode = os.environ.get("TORCHNEURON_DOUBLE_DYNAMO_METRICS", "")
     if mode == "raise":
         raise RuntimeError("NRT: synchronize failed (status 1005)")
@@ -84,3 +93,17 @@ def get_dynamo_metrics() -> list:
 
 def reset_dynamo_metrics() -> None:
     _records.clear()
+
+
+def _write_table() -> None:
+    if "graph_stats" not in os.environ.get("TORCH_NEURONX_ENABLED_METRIC_TABLES", "").split(",") or not _records:
+        return
+    folder = os.environ.get("TORCH_NEURONX_METRICS_DIR", "/tmp")
+    path = os.path.join(folder, f"metric_table_graph_stats_rank{os.environ.get('RANK', '0')}.csv")
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow([x.name for x in fields(NeuronCompilationMetrics)])
+        out.writerows(astuple(r) for r in _records)
+
+
+atexit.register(_write_table)

@@ -161,12 +161,14 @@ class TorchNeuronHooks:
             graph_id = fields["graph_id"] if isinstance(fields["graph_id"], str) else None
             times = {ours: (None if _number(getattr(row, theirs, None)) is None
                             else _number(getattr(row, theirs)) / 1e6) for ours, theirs in GRAPH_TIMES}
-            if not self.odd_said and graph_id is None and fields["node_count"] is None:
-                self.odd_said = True
-                self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
-                    f"torch_neuronx.get_dynamo_metrics() returned a {type(row).__name__} without the documented "
-                    "fields (graph_id, graph_name, graph_node_count, torch_neuronx_*_us): a newer torch-neuronx? "
-                    "Its graphs are listed without names, node counts or times")})
+            if graph_id is None and fields["node_count"] is None:  # not a record we know: not sent
+                if not self.odd_said:
+                    self.odd_said = True
+                    self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
+                        f"torch_neuronx.get_dynamo_metrics() returned a {type(row).__name__} without the documented "
+                        "fields (graph_id, graph_name, graph_node_count, torch_neuronx_*_us): a newer torch-neuronx? "
+                        "Its records are not read; the graph_stats table, where written, still is")})
+                continue
             key = graph_id or f"row{i}"
             if key in self.sent and (self.sent[key] or times["compile_s"] is None):
                 continue
