@@ -140,10 +140,8 @@ class CompileReducer:
         proc = self._procs.processes.get(pid) if pid is not None else None
         return proc.rank if proc is not None else None
 
-    _rank_of = rank_of
-
     def _count_for_rank(self, record: CompileRecord, e: ev.CompileFinished, duration: float | None) -> None:
-        rank = self._rank_of(e.pid)
+        rank = self.rank_of(e.pid)
         if rank is not None:
             record.ranks.append(rank)
             if duration is not None:
@@ -158,7 +156,7 @@ class CompileReducer:
 
     def _merge_rank(self, e: ev.CompileFinished, cause: str, step: int, duration: float | None) -> bool:
         """The same graph compiled by another rank of the job: one row "x N ranks", not N rows."""
-        rank = self._rank_of(e.pid)
+        rank = self.rank_of(e.pid)
         if rank is None or e.pid is None:
             return False
         base = point_of(e)
@@ -262,15 +260,13 @@ class CompileReducer:
         return record
 
     def add_group(self, record: CompileRecord) -> CompileRecord:
-        """A group of compiles one event reported (TorchNeuron's eager NEFFs of one step,
-        core/reduce/neff.py): appended and numbered, its step marked compiled, counted for its process."""
+        """A group of TorchNeuron's eager NEFFs (core/reduce/neff.py): numbered, counted, its step marked."""
         self.add_own(record)
         self._count_for_rank(record, ev.CompileFinished(t=record.t, source=record.source, pid=record.pid),
                              record.duration_s)
         if record.pid is not None:  # its NEFFs, not one
             self.per_pid[record.pid][0] += record.count - 1
-        if self.first_ok is None:
-            self.first_ok = record
+        self.first_ok = self.first_ok or record
         if record.phase == "train" and self._first_step_graph(record):
             self.first_train = record
         lead = self._procs.lead_pid
