@@ -246,9 +246,16 @@ class NeffLogTail:
         return sent
 
     def close(self) -> None:
+        """The files closed; ours removed when TorchNeuron never wrote to it (a run without it)."""
         for f in self.files:
             os.close(f.fd)
         self.files = []
+        if self.plan.ours and self.plan.path is not None:
+            try:
+                if os.stat(self.plan.path, follow_symlinks=False).st_size == 0:
+                    os.unlink(self.plan.path)
+            except OSError:
+                pass
 
 
 def _ends_line(path: Path) -> bool:
