@@ -5,16 +5,10 @@ from __future__ import annotations
 
 import sys
 from datetime import date
-from pathlib import Path
 
 from neurondesk.cli.errors import die
 from neurondesk.reports.tables import FORMATS
 from neurondesk.store.price_files import local_price_table_path
-
-
-def local_prices_path() -> Path:
-    """The locally refreshed price table, used before the bundled one (same JSON format)."""
-    return local_price_table_path()
 
 
 def run_price(args) -> tuple[str | None, float | None, str]:
@@ -30,7 +24,7 @@ def run_price(args) -> tuple[str | None, float | None, str]:
         instance = found.instance_type
         if instance is None:
             imds_note = f" ({found.detail})"
-    table = load_price_table(local_prices_path())
+    table = load_price_table(local_price_table_path())
     for warning in table.warnings:
         sys.stderr.write(f"neurondesk: {warning}\n")
     if args.instance_type is not None:
@@ -76,7 +70,7 @@ def cmd_prices(args) -> int:
     from neurondesk.reports.tables import render
     from neurondesk.store.price_files import load_price_table
 
-    path = local_prices_path()
+    path = local_price_table_path()
     if args.action == "refresh":
         if not args.region:
             die("prices refresh needs --region, e.g. neurondesk prices refresh --region us-east-1")
