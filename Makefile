@@ -4,6 +4,10 @@
 PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
+# torch 2.13, the torch TorchNeuron (torch-neuronx 2.13) runs on: the TorchNeuron tests run their workloads
+# in it (a CPU build from PyPI; tests/torch213.py finds it, or NEURONDESK_TORCH213_PYTHON names another)
+TORCH213 := .venv-torch213
+TORCH213_STAMP := $(TORCH213)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -11,13 +15,20 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test,workload]'
 	touch $(STAMP)
 
-.PHONY: venv demo test screenshots
+$(TORCH213_STAMP):
+	test -x $(TORCH213)/bin/python || $(PY) -m venv $(TORCH213)
+	$(TORCH213)/bin/pip install -q --upgrade pip
+	$(TORCH213)/bin/pip install -q torch==2.13.0
+	touch $(TORCH213_STAMP)
+
+.PHONY: venv venv-torch213 demo test screenshots
 venv: $(STAMP)
+venv-torch213: $(TORCH213_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/neurondesk demo
 
-test: $(STAMP)
+test: $(STAMP) $(TORCH213_STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo  # DESIGN.md's arrows: [tool.importlinter] in pyproject.toml
 	# two workers, one test file each (module fixtures are whole real runs): 12.4-15.9 min here (2026-12-04, fresh clones); the 30 slowest are listed

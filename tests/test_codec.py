@@ -14,6 +14,7 @@ import pytest
 
 from neurondesk.core.events import codec
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import neff_events as nf
 from neurondesk.core.events import price_events as price
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.codec import EventDecodeError, decode_event_line, encode_event, event_from_dict
@@ -61,6 +62,11 @@ SAMPLES: list[ev.Event] = [
     dev.DiskSample(t=4.6, filesystems=[dev.FsReading(holds=["run folder", "compile cache"], path="/runs/r",
                                                      free_bytes=5 << 30, total_bytes=100 << 30, device=2049)],
                    errors=["compile cache /x: Permission denied"]),
+    nf.NeffCompiles(t=4.8, pid=9, step=20, count=17, duration_s=0.7, graphs=1, phase="train",
+                    input_shapes=[[8, 16]], disk_hits=0, disk_misses=17),
+    nf.NeffCacheTotals(t=4.9, pid=9, step=0, compiles=19, compile_s=0.2, memory_hits=500, memory_misses=19,
+                       disk_hits=0, disk_misses=19, at_exit=True),
+    nf.NeffCacheLog(t=5.0, path="/r/torchneuron.log", misses=17, stores=17, hits=2, relayed=1, keys=36),
     ev.OutputNotStored(t=4.7, stream="stdout", lost_bytes=4_200_000, pending_bytes=12, reason="disk full (ENOSPC)",
                        first_t=4.65),
     dev.DeviceInventory(t=4.0, neuron=dev.NeuronInventory(
@@ -91,7 +97,7 @@ SAMPLES: list[ev.Event] = [
 
 
 def test_every_event_class_is_registered_once_and_every_sample_kind_is_covered():
-    defined = {cls for mod in (ev, dev, price) for _, cls in inspect.getmembers(mod, inspect.isclass)
+    defined = {cls for mod in (ev, dev, price, nf) for _, cls in inspect.getmembers(mod, inspect.isclass)
                if issubclass(cls, ev.Event) and cls is not ev.Event}
     assert set(EVENT_CLASSES) == defined
     assert len(EVENT_TYPES) == len(EVENT_CLASSES)

@@ -25,9 +25,11 @@ _COMPILE_HEAD = b'{"kind":"compile",'
 _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 # The kinds the probe sends. The socket is the workload's to write to: any other kind (a launcher's
 # run_started with its price and id, a run_finished ...) is refused, never taken as the run's own.
+# torch_log: read by ProbeDecoder into dynamo events; neff_compiles, neff_cache, neuron_graph_stat: TorchNeuron's
 PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "graph_executed", "compile_started",
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
-                         "eval_phase", "eval_progress", "torch_log", "process_failed"})  # torch_log: read by ProbeDecoder into dynamo events
+                         "eval_phase", "eval_progress", "torch_log", "process_failed",
+                         "neff_compiles", "neff_cache", "neuron_graph_stat"})
 
 
 class RefusedKind(ValueError):
@@ -44,7 +46,8 @@ MAX_DIM = 2**40  # one dimension of a tensor shape
 MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
 WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
 _STEPS = ("step", "steps", "dropped_steps")
-_COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs")
+_COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs", "count", "graphs",
+           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count")
 _DURATIONS = ("duration_s", "data_wait_s")
 _RANKS = ("rank", "local_rank", "world_size")
 

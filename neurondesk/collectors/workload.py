@@ -35,6 +35,7 @@ from neurondesk.collectors.neuron_profile import profile_setup
 from neurondesk.collectors.output_tail import OutputTail
 from neurondesk.collectors.probe_listener import ProbeListener
 from neurondesk.collectors.relay_link import RawRelayStatus, RelayLink, open_output
+from neurondesk.collectors.torchneuron import LogPlan, NeffLogTail, torchneuron_environment
 from neurondesk.core.events.run_events import Notice, ParseProblem
 from neurondesk.core.node.disk import OutputNotStored
 from neurondesk.store.input_files import bounded_lines
@@ -49,6 +50,7 @@ MAX_LINE = 1 << 20  # a probe message longer than this is refused unread (output
 OUTPUT_POLL_S = 0.1  # how often the output files are read while the workload writes (the pace of the main loop)
 OUTPUT_IDLE_POLL_S = 0.4  # ... and at least this often while it is quiet
 EXIT_GRACE_S = 2.0  # after the main process exits, output of processes it left running is still taken in
+NEFF_LOG_POLL_S = 0.25  # how often TorchNeuron's log file is read (collectors/torchneuron.py)
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ class WorkloadProcess:
         self.graph_stats_dir: Path | None = None  # where torch-neuronx writes its graph_stats tables at exit
         self.neuron_profile = neuron_profile  # --neuron-profile: a Neuron Explorer capture into the run folder
         self.cgroup: CgroupWatch | None = None  # its memory cgroup: limit and OOM kills (collectors/cgroup_memory.py)
+        self.neuron_log: LogPlan | None = None  # TorchNeuron's log file, read as it grows (collectors/torchneuron.py)
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -184,6 +187,10 @@ class WorkloadProcess:
         extra, self.graph_stats_dir = metrics_environment(self.base_env, self.output_paths["stdout"].parent)
         env.update(extra)  # TorchNeuron's graph_stats tables, read at exit (_read_graph_stats)
         self._profile_setup(env)
+        extra, self.neuron_log = torchneuron_environment(self.base_env, self.output_paths["stdout"].parent)
+        env.update(extra)  # TorchNeuron's metrics on, its log to a file of the run folder
+        for text in self.neuron_log.notes:
+            self.out.put(Notice(t=time.time(), level="warn", source="torchneuron", message=text))
         note = user_metrics_notice(self.base_env)
         if note:
             self.out.put(Notice(t=time.time(), level="warn" if "not read" in note else "info", source="graph_stats",
@@ -210,6 +217,7 @@ class WorkloadProcess:
         self.cgroup = CgroupWatch(self.proc.pid)
         self._spawn(lambda: watch(self.cgroup, self.out.put, self.exited), "nd-cgroup")
         self._spawn(self._tail_output, "nd-output")
+        self._spawn(self._tail_neuron_log, "nd-torchneuron")
         self._spawn(self._wait_exit, "nd-wait")
 
     @property
@@ -254,6 +262,20 @@ class WorkloadProcess:
             for tail in tails:
                 tail.close()
 
+    def _tail_neuron_log(self) -> None:
+        """TorchNeuron's log, read while the workload runs and once more when it has exited."""
+        tail = NeffLogTail(self.neuron_log, self.output_paths, self.link.file_ids)
+        try:
+            while True:
+                done = self.exited.is_set()
+                for e in tail.poll(time.time(), final=done):
+                    self.out.put(e)
+                if done:
+                    return
+                self.exited.wait(NEFF_LOG_POLL_S)
+        finally:
+            tail.close()
+
     def _wait_exit(self) -> None:
         """The run ends when the main process exits. Processes it left running (same session) are
         named; their output and probe messages are still taken in for EXIT_GRACE_S, not longer."""
@@ -271,6 +293,9 @@ class WorkloadProcess:
             self.link.done.wait(0.2)
         else:
             wait_for_relay(self.link.done, list(self.output_paths.values()))
+        for th in list(self.threads):
+            if th.name == "nd-torchneuron":
+                th.join(timeout=5)  # its last lines, and those it passes on to the output, before the output ends
         self.output_done.set()
         for th in list(self.threads):
             if th.name == "nd-output":

@@ -255,9 +255,10 @@ def create_run_dir(root: Path, run_id: str) -> RunPaths:
 RUN_FILES = (EVENTS_FILE, SUMMARY_JSON, SUMMARY_MD, STDOUT_LOG, STDERR_LOG, RECORDER_INFO, RECORDER_LOG)
 # The folders the workload is told to write into (TorchNeuron's metric tables, a Neuron Explorer capture)
 NEURON_METRICS_DIR, NEURON_PROFILE_DIR = "neuron-metrics", "neuron-profile"
+TORCHNEURON_LOG = "torchneuron.log"  # TorchNeuron's log file (collectors/torchneuron.py)
 # ... and every name a run writes there first (--force moves them aside too; never reused)
 MOVABLE_FILES = (*RUN_FILES, *(f"{n}.tmp" for n in (SUMMARY_JSON, SUMMARY_MD, RECORDER_INFO)),
-                 NEURON_METRICS_DIR, NEURON_PROFILE_DIR)
+                 NEURON_METRICS_DIR, NEURON_PROFILE_DIR, TORCHNEURON_LOG)
 
 
 def holds_run_files(d: Path) -> bool:

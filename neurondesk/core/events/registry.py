@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import neff_events as neff
 from neurondesk.core.events import price_events as price
 from neurondesk.core.events import run_events as ev
 
@@ -38,6 +39,10 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.LossReported,
     ev.ThroughputReported,
     ev.ProbeDropped,
+    # TorchNeuron's NEFF compiles and cache (probe, collectors/torchneuron.py)
+    neff.NeffCompiles,
+    neff.NeffCacheTotals,
+    neff.NeffCacheLog,
     # the workload's output and neurondesk's own messages
     ev.OutputLine,
     ev.LogError,

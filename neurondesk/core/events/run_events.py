@@ -115,6 +115,10 @@ class DeviceSeen(Event):
     device_kind: str  # "xla-cpu" | "neuron" | "cuda" | "cpu"
     device_name: str = ""
     precision: str | None = None  # "fp32" | "bf16" | "fp16" | "bf16-autocast" ...
+    framework: str | None = None  # "TorchNeuron": the native neuron device (probe's torchneuron.py)
+    framework_version: str | None = None  # torch_neuronx.__version__
+    cores: int | None = None  # the NeuronCores it was given (torch_neuronx.device_count())
+    visible_cores: str | None = None  # NEURON_RT_VISIBLE_CORES, as set
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ METRIC_NAMES: tuple[MetricName, ...] = (
             "Model FLOP/s at the steady pace (a job's MFU sums them over its nodes)"),
     _figure("peak_flops_per_s", "neurondesk_figure_peak_flops_per_second",
             "Dense peak FLOP/s of the devices the run uses"),
+    _figure("ttfi_s", "neurondesk_figure_ttfi_seconds",
+            "Time to first iteration (TTFI): from the launch to the end of the first training step, seconds"),
+    _figure("ttfi_cache", sink=False),  # words (cold / warm): no series, no scalar
     # what the run has seen at the moment (the Snapshot's and the Frame's own)
     _own("loss", "neurondesk_loss", "Last loss reported", sink=True),
     _own("last_step_time_s", sink=True),  # the last step's own duration, as recorded

@@ -63,6 +63,8 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     step_phases_by_rank: list[StepPhases] = []  # every rank's (one row with one rank)
     crash: Crash | None = None  # how the run died, when it did: kind, finding, what to try (core/findings/crash.py)
     memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/findings/memory_creep.py); None: none
+    ttfi_s: float | None = None  # time to first step (TTFI): from the launch to the end of the first training step
+    ttfi_cache: str | None = None  # "cold": something compiled before it ended; "warm": a persistent cache served it
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -96,6 +98,8 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("hfu", "HFU", "pct"),
     FigureInfo("model_flops_per_s", "model FLOP/s", "rate"),
     FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate"),
+    FigureInfo("ttfi_s", "time to first step", "s", report=True, better="lower", panel="throughput", status=True),
+    FigureInfo("ttfi_cache", "first step's compile cache", "text", report=True, panel="throughput"),
 )
 
 
@@ -153,7 +157,17 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         step_phases_by_rank=phases,
         crash=crash_of(state),
         memory_creep=memory_creep(state),
+        ttfi_s=_ttfi_s(state),
+        ttfi_cache=state.parts.neff.first_step_cache(state.lead_pid),
     )
+
+
+def _ttfi_s(state: RunState) -> float | None:
+    """From the launch to the end of the lead's first training step (None: no step yet)."""
+    end = state.parts.steps.first_step_end
+    if end is None or state.started_t is None:
+        return None
+    return round(max(0.0, end - state.started_t), 6)
 
 
 def _budget(state: RunState, elapsed: float, step_time: float | None) -> BudgetFigures | None:

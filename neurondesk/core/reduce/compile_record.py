@@ -39,6 +39,7 @@ class CompileRecord:
     # False: listed, but its time is not in the totals (count, seconds): a graph_stats row whose time
     # another compile already holds (core/reduce/graph_stats.py says when)
     counted: bool = True
+    count: int = 1  # compiles this record stands for: a group of TorchNeuron's eager NEFFs holds many (core/reduce/neff.py)
 
     @property
     def status(self) -> str:
@@ -75,4 +76,5 @@ class CompileRecord:
             "cache_hit_ranks": self.hit_ranks,
             "node_count": self.node_count,
             "counted": self.counted,
+            "count": self.count,
         }

@@ -136,12 +136,12 @@ class CompileReducer:
                 and (record.duration_s or 0.0) > (first.duration_s or 0.0))
 
     # ------------------------------------------------------------------ many ranks
-    def _rank_of(self, pid: int | None) -> int | None:
+    def rank_of(self, pid: int | None) -> int | None:
         proc = self._procs.processes.get(pid) if pid is not None else None
         return proc.rank if proc is not None else None
 
     def _count_for_rank(self, record: CompileRecord, e: ev.CompileFinished, duration: float | None) -> None:
-        rank = self._rank_of(e.pid)
+        rank = self.rank_of(e.pid)
         if rank is not None:
             record.ranks.append(rank)
             if duration is not None:
@@ -156,7 +156,7 @@ class CompileReducer:
 
     def _merge_rank(self, e: ev.CompileFinished, cause: str, step: int, duration: float | None) -> bool:
         """The same graph compiled by another rank of the job: one row "x N ranks", not N rows."""
-        rank = self._rank_of(e.pid)
+        rank = self.rank_of(e.pid)
         if rank is None or e.pid is None:
             return False
         base = point_of(e)
@@ -249,13 +249,29 @@ class CompileReducer:
 
     @property
     def compile_count(self) -> int:
-        """Compiles counted (a graph_stats row another compile already holds is listed, not counted)."""
-        return sum(c.counted for c in self.compiles)
+        """Compiles counted (a graph_stats row another compile already holds is listed, not counted); a
+        group of TorchNeuron's eager NEFFs counts its NEFFs."""
+        return sum(c.count for c in self.compiles if c.counted)
 
     def add_own(self, record: CompileRecord) -> CompileRecord:
         """A compile no event of the four sources reported (a graph_stats row of its own): appended, numbered."""
         record.index = len(self.compiles) + 1
         self.compiles.append(record)
+        return record
+
+    def add_group(self, record: CompileRecord) -> CompileRecord:
+        """A group of TorchNeuron's eager NEFFs (core/reduce/neff.py): numbered, counted, its step marked."""
+        self.add_own(record)
+        self._count_for_rank(record, ev.CompileFinished(t=record.t, source=record.source, pid=record.pid),
+                             record.duration_s)
+        if record.pid is not None:  # its NEFFs, not one
+            self.per_pid[record.pid][0] += record.count - 1
+        self.first_ok = self.first_ok or record
+        if record.phase == "train" and self._first_step_graph(record):
+            self.first_train = record
+        lead = self._procs.lead_pid
+        if record.phase != "eval" and record.step is not None and (record.pid in (None, lead) or lead is None):
+            self._steps.mark_compiled(record.step)
         return record
 
     @property

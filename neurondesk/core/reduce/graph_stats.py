@@ -3,7 +3,10 @@
 A rank writes its table at exit, so every row arrives after the compiles it describes. Each row
 goes to one dynamo compile of its rank that no row of that rank has taken yet: the one that ended
 nearest the row's timestamp (when it has one within ``JOIN_WINDOW_S``), else the first in order.
-A row read twice (same file, same row) counts once.
+A row read twice (same file, same row) counts once, and so does a graph read from two sources:
+TorchNeuron's ``get_dynamo_metrics()`` (read by the probe at the end of each dynamo compile and at
+exit) and its graph_stats table are the same records, keyed by graph_id and rank; the later one
+only fills in what the earlier lacked (the compile time, lazy in TorchNeuron).
 
 A row no dynamo compile takes (no probe saw torch.compile, a folder of the user's own, more
 graphs than dynamo compiles) becomes a compile of its own (source ``graph_stats``, cause
@@ -19,7 +22,7 @@ counted once (the ranks compile in parallel), as for the other sources."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
@@ -99,6 +102,7 @@ class GraphStatsJoin:
         self.unjoined_rows = 0  # all of them
         self._own: dict[str, CompileRecord] = {}  # graph id (else name) -> its compile of its own
         self._seen: set[tuple[str, int]] = set()
+        self._graphs: dict[tuple[int, str], int] = {}  # (rank, graph_id) -> the compile index its split is under
 
     @property
     def rows(self) -> int:
@@ -110,6 +114,10 @@ class GraphStatsJoin:
         if key in self._seen:
             return
         self._seen.add(key)
+        graph = (e.rank or 0, e.graph_id) if e.graph_id else None
+        if graph is not None and graph in self._graphs:  # the same graph from the other source
+            self._fill(self._graphs[graph], _split(e))
+            return
         record = self._compile_for(e)
         if record is None:
             self.unjoined_rows += 1
@@ -117,8 +125,25 @@ class GraphStatsJoin:
                 self.unjoined.append(_split(e))
             if self.unjoined_rows <= OWN_KEEP:
                 self._own_compile(e, _split(e))
+                if graph is not None:
+                    self._graphs[graph] = self._own[e.graph_id].index
             return
         self.by_compile.setdefault(record.index, []).append(_split(e))
+        if graph is not None:
+            self._graphs[graph] = record.index
+
+    def _fill(self, index: int, new: CompileSplit) -> None:
+        """What the earlier record of a graph lacked (None or 0), from the later one."""
+        splits = self.by_compile.get(index, [])
+        for i, old in enumerate(splits):
+            if old.graph_id == new.graph_id and (old.rank or 0) == (new.rank or 0):
+                merged = {name: getattr(new, name) for name in CompileSplit.__dataclass_fields__
+                          if not getattr(old, name) and getattr(new, name) is not None}
+                splits[i] = replace(old, **merged)
+                own = next((c for c in self._own.values() if c.index == index), None)
+                if own is not None:
+                    own.duration_s = splits[i].total_s
+                return
 
     def _own_compile(self, e: dev.NeuronGraphStat, split: CompileSplit) -> None:
         total = split.total_s

@@ -16,6 +16,9 @@ class ProcessReducer:
         self.device_kind: str | None = None
         self.device_name: str | None = None
         self.precision: str | None = None
+        self.framework: str | None = None  # "TorchNeuron" (its native neuron device), with its version and cores
+        self.framework_version: str | None = None
+        self.cores: int | None = None
         self.blocked: ev.CollectiveBlocked | None = None  # the latest; core/flight_recorder.blocked_now reads it
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
@@ -37,6 +40,7 @@ class ProcessReducer:
     def on_device_seen(self, e: ev.DeviceSeen) -> None:
         if self.device_kind is None or self.lead_pid is None or e.pid == self.lead_pid:
             self.device_kind, self.device_name = e.device_kind, e.device_name
+            self.framework, self.framework_version, self.cores = e.framework, e.framework_version, e.cores
             if e.precision:
                 self.precision = e.precision
 

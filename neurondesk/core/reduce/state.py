@@ -30,6 +30,7 @@ from neurondesk.core.reduce.job import JobReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
 from neurondesk.core.reduce.loss import LossReducer, ScriptRate
 from neurondesk.core.reduce.memory import MemoryReducer
+from neurondesk.core.reduce.neff import NeffReducer
 from neurondesk.core.reduce.phases import PhaseReducer
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.ranks import RankReducer
@@ -66,6 +67,7 @@ class Parts(NamedTuple):
     job: JobReducer  # which job, node and ranks (core/events/job_identity.py)
     phases: PhaseReducer  # steady sums of the step phases per process (core/figures/phases.py reads them)
     memory: MemoryReducer  # memory series over the steady steps, limits (core/findings/memory_creep.py reads them)
+    neff: NeffReducer  # TorchNeuron's eager NEFF compiles (groups) and its NEFF cache (core/reduce/neff.py)
 
 
 def _via(part: str, name: str) -> Any:
@@ -85,7 +87,8 @@ class RunState:
                            telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
                            evaluation=evaluation, ranks=ranks, disk=DiskReducer(), job=JobReducer(),
                            phases=PhaseReducer(run, steps, ranks),
-                           memory=MemoryReducer(run, steps, compiles, ranks))
+                           memory=MemoryReducer(run, steps, compiles, ranks),
+                           neff=NeffReducer(compiles, steps, evaluation))
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()
@@ -279,8 +282,11 @@ class RunState:
             return "finished", f"finished (exit {self.exit_code})"
         since = self.open_compile_since()
         if since is not None:
-            wall = (now if now is not None else self.last_t or since) - since
-            return "compiling", f"compiling #{len(self.compiles) + 1} for {wall:.0f} s"
+            clock = now if now is not None else self.last_t or since
+            neff = self.parts.neff.live_words(clock)  # TorchNeuron's eager NEFFs: many, counted live
+            if neff is not None:
+                return "compiling", neff
+            return "compiling", f"compiling #{len(self.compiles) + 1} for {clock - since:.0f} s"
         hang = detect_hang(self, now)
         if hang is not None:
             return "hung", hang.words()

@@ -99,6 +99,8 @@ class StepReducer:
         self.probe_drops: dict[int, tuple[int, int, int]] = {}
         # for the time breakdown and the shape advisor (the lead's steps)
         self.first_step_start: float | None = None  # wall time the first step began
+        self.first_step_end: float | None = None  # ... and ended (time to first step: core/figures/run_figures.py)
+        self.last_shape: tuple[int, ...] | None = None  # the latest step's batch shape
         self.last_step_end: float | None = None
         self.compiled_step_s = 0.0  # time of the steps in which something compiled
         self.shape_counts: Counter = Counter()  # the first input shape of each step, as a tuple
@@ -160,8 +162,11 @@ class StepReducer:
         end = max(ts)
         if self.last_step_end is None or end > self.last_step_end:
             self.last_step_end = end
+        if self.first_step_end is None:
+            self.first_step_end = b.ts[0]
         if b.input_shapes:
-            self.shape_counts[tuple(b.input_shapes[0])] += n
+            self.last_shape = tuple(b.input_shapes[0])
+            self.shape_counts[self.last_shape] += n
         if b.executions is not None:
             self.all_execs.update(b.executions)
             self.steady_execs.update(b.executions)
@@ -209,10 +214,13 @@ class StepReducer:
             self.first_step_start = start
         if self.last_step_end is None or t > self.last_step_end:
             self.last_step_end = t
+        if self.first_step_end is None:
+            self.first_step_end = t
         if compiled:
             self.compiled_step_s += duration
         if first_shape is not None:
-            self.shape_counts[tuple(first_shape)] += 1
+            self.last_shape = tuple(first_shape)
+            self.shape_counts[self.last_shape] += 1
         if execs is not None:
             self.all_execs[execs] += 1
         if steady:

@@ -56,6 +56,24 @@ class NodeHealthSection(_S):
     words: str | None = None  # "trn-07: 412 EFA retransmits in the last minute"; None: healthy
 
 
+class NeffCacheSection(_S):
+    """TorchNeuron's eager NEFF compiles and its NEFF cache over the run (core/reduce/neff.py)."""
+
+    compiles: int = 0  # eager NEFFs compiled (summed over the groups in "compiles")
+    compile_s: float = 0.0
+    groups: int = 0  # compile entries they make (per step and cause)
+    graph_neffs: int = 0  # NEFFs of torch.compile graphs (counted with their dynamo compiles)
+    memory_hits: int | None = None  # CompilationCache.InMemoryHits, summed over the processes
+    memory_misses: int | None = None
+    disk_hits: int | None = None  # CompilationCache.PersistentHits: NEFFs the persistent cache served
+    disk_misses: int | None = None
+    log_file: str | None = None  # the TORCH_NEURONX_LOG_FILE read
+    log_misses: int = 0  # its "[NEFF_CACHE] Cache MISS" lines
+    log_hits: int = 0
+    log_stores: int = 0
+    log_relayed: int = 0  # its warnings and errors passed on to the workload's stderr
+
+
 class NeuronSection(_S):
     memory_peak_bytes: dict[str, int] = {}  # per category, the most any one NeuronCore held
     host_memory_peak_bytes: dict[str, int] = {}  # per host category, the runtimes summed
@@ -65,6 +83,7 @@ class NeuronSection(_S):
     compile_splits: list[CompileSplitSection] = []
     graph_stats_unjoined: int = 0  # graph_stats rows no dynamo compile took (each a compile of its own in "compiles")
     node_health: NodeHealthSection | None = None
+    neff_cache: NeffCacheSection | None = None  # TorchNeuron (issue 44)
 
 
 def neuron_section(state: RunState) -> NeuronSection | None:
@@ -87,8 +106,19 @@ def neuron_section(state: RunState) -> NeuronSection | None:
         compile_splits=splits,
         graph_stats_unjoined=tel.graph_stats.unjoined_rows,
         node_health=_health(state),
+        neff_cache=_neff(state),
     )
     return None if section == NeuronSection() else section
+
+
+def _neff(state: RunState) -> NeffCacheSection | None:
+    c = state.parts.neff.cache()
+    if c is None:
+        return None
+    return NeffCacheSection(compiles=c.compiles, compile_s=c.compile_s, groups=c.groups, graph_neffs=c.graph_neffs,
+                            memory_hits=c.memory_hits, memory_misses=c.memory_misses, disk_hits=c.disk_hits,
+                            disk_misses=c.disk_misses, log_file=c.log.path, log_misses=c.log.misses,
+                            log_hits=c.log.hits, log_stores=c.log.stores, log_relayed=c.log.relayed)
 
 
 def _health(state: RunState) -> NodeHealthSection | None:

@@ -34,6 +34,9 @@ class _S(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
 class Device(_S):
     kind: str | None = None
     name: str | None = None
+    framework: str | None = None  # "TorchNeuron": the native neuron device (not torch_xla's)
+    framework_version: str | None = None
+    cores: int | None = None  # the NeuronCores it was given
 
 
 class Devices(_S):

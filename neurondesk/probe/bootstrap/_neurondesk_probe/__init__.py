@@ -17,6 +17,7 @@ with a module of theirs). Its parts, each a class the Probe below holds:
   xla.XlaHooks          torch_xla.sync -> XLA step boundaries, compiles, graph executions
   values.ValueReads     Tensor value reads under XLA -> value-access executions
   dynamo.DynamoHooks    torch._dynamo.callback, torch._logging -> torch.compile compiles, logs
+  torchneuron.TorchNeuronHooks  torch_neuronx -> device `neuron`, eager NEFF compiles, its torch.compile graphs
   collective.CollectiveHooks  torch.distributed's collectives -> the step's collective phase
   flight                Flight Recorder dumps on request, through a FIFO (where TORCH_FR_BUFFER_SIZE is set)
   finder.PostImportFinder  applies each patch right after its module was imported by the user
@@ -54,6 +55,7 @@ from .loader import LoaderHooks
 from .optim import OptimizerHooks
 from .phase import EvalPhase
 from .steps import StepClock
+from .torchneuron import TorchNeuronHooks
 from .transport import Transport
 from .values import ValueReads
 from .xla import XlaHooks
@@ -106,6 +108,7 @@ class Probe:
         self.xla = XlaHooks(self)
         self.values = ValueReads(self)
         self.dynamo = DynamoHooks(self)
+        self.torchneuron = TorchNeuronHooks(self)
         self.collective = CollectiveHooks(self)
 
     def send(self, msg: dict) -> None:
@@ -152,11 +155,12 @@ class Probe:
 
     def close_at_exit(self) -> None:
         """The last evaluation, compiles torch_xla counted since the last sync, and the last step
-        end with the process."""
+        end with the process; then TorchNeuron's last NEFF compiles, graphs and cache counters."""
         self.phase.leave()
         if self.xla.xlac is not None:
             self.xla.catch_up(self.xla.counts())
         self.clock.end_at_exit()
+        self.guarded(self.torchneuron.at_exit, hook="torchneuron")
 
     def _hello(self) -> dict:
         torch = sys.modules.get("torch")

@@ -50,11 +50,17 @@ class Devices:
                 name = torch.cuda.get_device_name(dev)
             except Exception:  # noqa: BLE001
                 pass
+        facts = {}
+        if kind == "neuron" and self.probe.torchneuron.module is not None:  # TorchNeuron's native device
+            facts = self.probe.torchneuron.device_facts()
+            cores = f", {facts['cores']} NeuronCores" if facts.get("cores") else ""
+            name = f"{dev} (TorchNeuron {facts.get('framework_version') or '?'}{cores})"
         dtype = str(param.dtype).replace("torch.", "")
         precision = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
         if self.autocast and precision == "fp32":
             precision = f"{self.autocast}-autocast"
-        self.probe.send({"kind": "device_seen", "device_kind": kind, "device_name": name, "precision": precision})
+        self.probe.send({"kind": "device_seen", "device_kind": kind, "device_name": name, "precision": precision,
+                         **facts})
 
     def report_xla_device(self) -> None:
         """The device seen from a sync, before any optimizer (an inference loop, or a setup sync

@@ -97,3 +97,5 @@ class DynamoHooks:
                     "duration_s": duration, "trigger": "dynamo", "phase": phase.name,
                     "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
                     "input_shapes": phase.shapes()})
+        if probe.torchneuron.module is not None:  # its graphs' records, now: never per step
+            probe.guarded(probe.torchneuron.after_dynamo_compile, hook="torchneuron-graphs")

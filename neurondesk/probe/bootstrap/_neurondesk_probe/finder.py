@@ -13,6 +13,7 @@ class PostImportFinder:
             "torch.nn.modules.module": (probe.forward.patch_module, "forward"),
             "torch.utils.data.dataloader": (probe.loader.patch_dataloader, "dataloader"),
             "torch_xla": (probe.xla.patch_torch_xla, "xla-sync"),
+            "torch_neuronx": (probe.torchneuron.patch_torch_neuronx, "torchneuron"),
             "torch_xla.distributed.parallel_loader": (probe.loader.patch_parallel_loader, "parallel-loader"),
             "torch._dynamo.callback": (probe.dynamo.patch_dynamo, "dynamo"),
             "torch._dynamo.eval_frame": (probe.forward.patch_eval_frame, "forward"),

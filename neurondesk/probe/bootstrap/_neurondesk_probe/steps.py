@@ -46,6 +46,7 @@ class StepClock:
         self.batch_at: float | None = None  # perf_counter when the last training batch came
         self.opt_t0: float | None = None  # perf_counter at the optimizer step's pre-hook
         self.opt_inner0 = 0.0
+        self.neff = None  # TorchNeuron's NEFF compiles of the step, read at its end (torchneuron.py), when loaded
 
     def note_activity(self) -> None:
         if self.step_start is None:
@@ -55,6 +56,8 @@ class StepClock:
     def end_step(self) -> None:
         """The step ends: an ordinary one into the transport's columns (batch.py), one that
         compiled, ran an evaluation or holds an odd count as a message of its own."""
+        if self.neff is not None:  # TorchNeuron: the step's NEFF compiles, first (they mark the step)
+            self.probe.guarded(self.neff, hook="torchneuron")
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
         phase = self.probe.phase

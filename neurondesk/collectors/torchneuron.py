@@ -1,0 +1,271 @@
+"""TorchNeuron, the recorder's half of its one adapter (the probe's half:
+probe/bootstrap/_neurondesk_probe/torchneuron.py): the workload's TorchNeuron variables, and its
+log file read as it grows.
+
+Every TorchNeuron name neurondesk uses, and where it was read (the AWS Neuron documentation as
+stored here, its ``latest`` pages; the Neuron release each was current for):
+
+| name | what it is | read from |
+|---|---|---|
+| ``torch_neuronx``, the ``neuron`` device, ``torch_neuronx.device_count()``, ``torch_neuronx.__version__`` | TorchNeuron (torch-neuronx 2.13.x / 2.14.x on torch 2.13 / 2.14), its NeuronCores | TorchNeuron release notes, Neuron 2.33.0 (doctor/compat.json); "torch.compile backend reference" (torch/compile/reference-torch-compile, date-modified 2026-10-14: Neuron 2.33) |
+| ``TORCH_NEURONX_LOG_LEVEL``, ``TORCH_NEURONX_LOG_FILE`` | the log's level (0 error, 1 warning, 2 info, 3 debug) and its file | "TorchNeuron environment variables" (torch/reference/env-vars, 2026-10-14: Neuron 2.33), its logging section as issue 44 quotes it |
+| ``[NEFF_CACHE] Cache MISS for key: K``, ``Cache HIT for key: K``, ``Storing NEFF for key: K`` | the NEFF cache's lines, at level 2 | TorchNeuron logging, as issue 44 quotes it (Neuron 2.33-2.34); the lines' ``[Neuron] [INFO] [file:line]`` prefix is not in what we read: the parser needs none |
+| ``TORCH_NEURONX_METRICS_ENABLED``, ``CompilationCache.TotalCompilations``, ``.InMemoryHits``, ``.InMemoryMisses``, ``.PersistentHits``, ``.PersistentMisses``, ``CompilationCache.CompilationTime`` | TorchNeuron's metrics (off by default) | "TorchNeuron environment variables" (metrics section), issue 44's quotes of the metrics page (Neuron 2.33-2.34) |
+| ``torch_neuronx.metrics.is_enabled()``, ``get_counter_value(name)``, ``get_metric_data(name)`` (``accumulator``, in nanoseconds as torch_xla's) | how a process reads them | torch-neuronx's ``torch_neuronx/metrics.py`` docstring (not found in the stored docs pages; the unit is our assumption) |
+| ``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` | the persistent NEFF cache | "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16: Neuron 2.34) names the variable; the default is torch-neuronx's own, not in the pages we read |
+| ``torch.compile(backend="neuron")``, ``torch_neuronx.get_dynamo_metrics()`` (graph_id, graph_name, model_name, has_collectives, graph_node_count, timestamp, torch_neuronx_fx_passes_us / _lower_us / _compile_us), ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` | its torch.compile graphs; get_dynamo_metrics synchronizes, so it is read at the end of a dynamo compile and at exit, never per step | "torch.compile backend reference" (2026-10-14: Neuron 2.33); the fields: the metrics documentation of Neuron 2.33-2.34 as issue 27 quotes it (collectors/devices/graph_stats.py) |
+| ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); read by nothing here yet (issue 44 item 6) |
+
+What the launcher sets, only where the user set nothing (``torchneuron_environment``):
+``TORCH_NEURONX_METRICS_ENABLED=1``; ``TORCH_NEURONX_LOG_FILE=<run folder>/torchneuron.log`` with
+``TORCH_NEURONX_LOG_LEVEL`` at least 2, so the NEFF cache lines go to that file, not to the script's
+stdout. The lines the user would have seen at their own level (1 unless set: warnings and errors)
+are passed on to their streams (``NeffLogTail``: warnings and errors to stderr, info and debug to
+stdout), so their output is what they print alone; a user's own log file is read, never written.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from neurondesk.collectors.relay_link import open_output
+from neurondesk.core.events.neff_events import NeffCacheLog
+from neurondesk.core.events.run_events import Event, Notice, ParseProblem
+from neurondesk.store.own_files import FileId, create_new
+from neurondesk.store.rundir import TORCHNEURON_LOG
+
+LOG_FILE = TORCHNEURON_LOG  # in the run folder (store/rundir.py moves it aside with --force)
+DEFAULT_LEVEL = 1  # TorchNeuron's own default: warnings and errors
+NEFF_LEVEL = 2  # the level its NEFF cache lines are written at
+READ_MAX = 1 << 20  # bytes taken from the log per read
+KEYS_KEPT = 100_000  # distinct keys counted; past that, counted no more (bounded memory)
+MAX_FILES = 4  # log files read at once (a rotated one and its successors)
+HOLD_POLLS = 4  # reads a relayed line waits for the user's stream to end its line, then goes anyway
+NEFF_LINE = re.compile(r"\[NEFF_CACHE\]\s*(Cache MISS|Cache HIT|Storing NEFF) for key:\s*(\S+)")
+LEVEL = re.compile(r"\[(ERROR|WARNING|WARN|INFO|DEBUG)\]")
+LEVELS = {"ERROR": 0, "WARNING": 1, "WARN": 1, "INFO": 2, "DEBUG": 3}
+COUNTED = {"Cache MISS": "misses", "Cache HIT": "hits", "Storing NEFF": "stores"}
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+@dataclass
+class LogPlan:
+    """Where TorchNeuron's log goes, and which of its lines reach the user's streams."""
+
+    path: Path | None  # the file to read (None: none)
+    ours: bool  # the run folder's file (its lines the user would have seen are passed on)
+    user_level: int  # the level the user would have run at
+    cache_dir: str  # the persistent NEFF cache
+    notes: list[str] = field(default_factory=list)
+
+
+def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[str, str], LogPlan]:
+    """The variables to add to the workload's environment, and the plan for its log."""
+    extra: dict[str, str] = {}
+    if "TORCH_NEURONX_METRICS_ENABLED" not in base:
+        extra["TORCH_NEURONX_METRICS_ENABLED"] = "1"
+    elif base["TORCH_NEURONX_METRICS_ENABLED"].strip().lower() not in ("1", "true", "yes"):
+        pass  # theirs, left alone: the probe says once that NEFF compiles are not counted
+    cache_dir = base.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"
+    level = _int(base.get("TORCH_NEURONX_LOG_LEVEL"), DEFAULT_LEVEL)
+    if base.get("TORCH_NEURONX_LOG_FILE"):
+        path = Path(base["TORCH_NEURONX_LOG_FILE"])
+        plan = LogPlan(path, False, level, cache_dir)
+        if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+            plan.notes.append(f"TORCH_NEURONX_LOG_FILE set by you ({path}) is in a folder that cannot be written: "
+                              "TorchNeuron cannot write its log there (it writes to the console instead), so its "
+                              "NEFF cache lines are not read; NEFF compiles come from its metrics")
+        elif level < NEFF_LEVEL:
+            plan.notes.append(f"TORCH_NEURONX_LOG_FILE set by you ({path}) at TORCH_NEURONX_LOG_LEVEL {level}: "
+                              "TorchNeuron writes its NEFF cache lines at level 2, so they are not in it: "
+                              "NEFF compiles and cache hits come from its metrics alone")
+        return extra, plan
+    path = run_dir / LOG_FILE
+    try:
+        fd, _ = create_new(path, os.O_WRONLY | os.O_APPEND, "TorchNeuron's log file")  # private (0600), ours
+        os.close(fd)
+    except OSError as exc:  # a file planted there, a read-only folder: TorchNeuron's log left alone
+        return extra, LogPlan(None, False, level, cache_dir, [
+            f"TorchNeuron's log file {path} could not be made ({exc}): its NEFF cache lines are not read"])
+    extra["TORCH_NEURONX_LOG_FILE"] = str(path)
+    extra["TORCH_NEURONX_LOG_LEVEL"] = str(max(level, NEFF_LEVEL))
+    return extra, LogPlan(path, True, level, cache_dir)
+
+
+def parse_line(text: str) -> tuple[str | None, int | None, str | None]:
+    """(what it counts: "misses" / "hits" / "stores" or None, its level or None, the key or None)."""
+    m = LEVEL.search(text)
+    level = LEVELS[m.group(1)] if m else None
+    n = NEFF_LINE.search(text)
+    if n is None:
+        return None, level, None
+    return COUNTED[n.group(1)], level, n.group(2)
+
+
+@dataclass
+class _LogFile:
+    fd: int
+    ident: tuple[int, int]  # (st_dev, st_ino)
+    rest: bytes = b""  # a line its writer has not ended yet
+
+
+class NeffLogTail:
+    """TorchNeuron's log file, read as it grows: a line it is still writing waits for its end; a
+    deleted file is read on through the open descriptor (TorchNeuron writes on into it); when a new
+    file appears at the path (rotated), both are read: the writer may write on into either."""
+
+    def __init__(self, plan: LogPlan, outputs: dict[str, Path], file_ids: dict[str, FileId]) -> None:
+        self.plan = plan
+        self.outputs, self.file_ids = outputs, file_ids
+        self.files: list[_LogFile] = []  # the last one is the file at the path
+        self.keys: set[str] = set()
+        self.said: set[str] = set()  # notices given once
+        self.held: list[tuple[str, bytes]] = []  # lines to pass on, waiting for a line end
+        self.held_polls = 0
+        self.lost_relay = 0
+
+    def poll(self, t: float, final: bool = False) -> list[Event]:
+        out: list[Event] = []
+        if self.plan.path is None:
+            return out
+        counts = {"misses": 0, "hits": 0, "stores": 0}
+        try:
+            self._follow(t, out)
+            for f in self.files:
+                data = os.read(f.fd, READ_MAX)
+                while final and data and len(data) % READ_MAX == 0:  # at the end: all of it
+                    more = os.read(f.fd, READ_MAX)
+                    if not more:
+                        break
+                    data += more
+                self._lines(f, data, t, final, counts, out)
+        except OSError as exc:
+            self._once(out, t, "read", f"TorchNeuron's log {self.plan.path} could not be read ({exc}); "
+                                        "NEFF compiles still come from its metrics")
+        relayed = self._relay(final)
+        if final and not self.files and not self.plan.ours and not self.plan.notes:  # not said at the start
+            self._once(out, t, "never", f"TORCH_NEURONX_LOG_FILE {self.plan.path} (set by you) was never written: "
+                                        "TorchNeuron's NEFF cache lines were not read (NEFF compiles come from its "
+                                        "metrics)")
+        if any(counts.values()) or relayed:
+            out.append(NeffCacheLog(t=t, path=str(self.plan.path), relayed=relayed, keys=len(self.keys), **counts))
+        return out
+
+    def _once(self, out: list[Event], t: float, what: str, message: str, level: str = "warn") -> None:
+        if what not in self.said:
+            self.said.add(what)
+            out.append(Notice(t=t, level=level, source="torchneuron", message=message))
+
+    def _follow(self, t: float, out: list[Event]) -> None:
+        """The file at the path: opened when it appears; deleted or replaced, said once."""
+        try:
+            st = os.stat(self.plan.path, follow_symlinks=False)
+        except FileNotFoundError:
+            if self.files:
+                self._once(out, t, "deleted", f"TorchNeuron's log {self.plan.path} was deleted while the run went "
+                                              "on; read on from the open file (TorchNeuron writes on into it)")
+            return
+        if self.files and (st.st_dev, st.st_ino) == self.files[-1].ident:
+            return
+        if self.files and os.fstat(self.files[-1].fd).st_nlink == 0:  # replaced after it was deleted
+            self._once(out, t, "deleted", f"TorchNeuron's log {self.plan.path} was deleted while the run went "
+                                          "on; read on from the open file (TorchNeuron writes on into it)")
+        fd = os.open(self.plan.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device in its place: never read, never waited on
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
+        if self.files:
+            self._once(out, t, "rotated", f"TorchNeuron's log {self.plan.path} was replaced by a new file "
+                                          "(rotated): both are read on")
+        self.files.append(_LogFile(fd, (st.st_dev, st.st_ino)))
+        while len(self.files) > MAX_FILES:  # the oldest, read to its end, closed
+            old = self.files.pop(0)
+            os.close(old.fd)
+
+    def _lines(self, f: _LogFile, data: bytes, t: float, final: bool, counts: dict[str, int],
+               out: list[Event]) -> None:
+        lines = (f.rest + data).split(b"\n")
+        f.rest = lines.pop()
+        if final and f.rest:  # the writer ended mid-line: kept raw, never counted
+            out.append(ParseProblem(t=t, source="torchneuron", raw=f.rest.decode("utf-8", "replace")[:2000],
+                                    error="TorchNeuron's log ended in the middle of a line (cut in half): not counted"))
+            f.rest = b""
+        for raw in lines:
+            what, level, key = parse_line(raw.decode("utf-8", "replace"))
+            if what is not None:
+                counts[what] += 1
+                if key is not None and len(self.keys) < KEYS_KEPT:
+                    self.keys.add(key)
+            self._pass_on(raw, level)
+
+    def _pass_on(self, raw: bytes, level: int | None) -> None:
+        """A line the user would have seen at their own level, to their stream (ours only)."""
+        if not self.plan.ours or level is None or level > self.plan.user_level:
+            return
+        self.held.append(("stderr" if level <= 1 else "stdout", raw + b"\n"))
+
+    def _relay(self, final: bool) -> int:
+        """The held lines, appended to the user's stdout.log / stderr.log where that stream is at a
+        line end (after HOLD_POLLS reads, or at the end, anyway). Never raises: a disk that fails
+        loses the line (counted), never the training's output."""
+        if not self.held:
+            return 0
+        self.held_polls += 1
+        sent = 0
+        for stream in ("stdout", "stderr"):
+            lines = [data for s, data in self.held if s == stream]
+            if not lines:
+                continue
+            path = self.outputs.get(stream)
+            if path is None:
+                continue
+            if not (final or self.held_polls >= HOLD_POLLS or _ends_line(path)):
+                return 0
+            try:
+                fd = open_output(path, self.file_ids.get(stream))
+                try:
+                    os.write(fd, b"".join(lines))
+                finally:
+                    os.close(fd)
+                sent += len(lines)
+            except OSError:
+                self.lost_relay += len(lines)
+        self.held, self.held_polls = [], 0
+        return sent
+
+    def close(self) -> None:
+        """The files closed; ours removed when TorchNeuron never wrote to it (a run without it)."""
+        for f in self.files:
+            os.close(f.fd)
+        self.files = []
+        if self.plan.ours and self.plan.path is not None:
+            try:
+                if os.stat(self.plan.path, follow_symlinks=False).st_size == 0:
+                    os.unlink(self.plan.path)
+            except OSError:
+                pass
+
+
+def _ends_line(path: Path) -> bool:
+    """The file is empty or its last byte ends a line."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return True
+            f.seek(size - 1)
+            return f.read(1) == b"\n"
+    except OSError:
+        return True

@@ -1,0 +1,60 @@
+"""TorchNeuron's NEFF compiles and cache (issue 44): what the probe reads from its metrics
+(probe/bootstrap/_neurondesk_probe/torchneuron.py) and what the recorder reads from its NEFF cache
+log (collectors/torchneuron.py). Each is listed in core/events/registry.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from neurondesk.core.events.run_events import Event
+
+
+@dataclass(frozen=True)
+class NeffCompiles(Event):
+    """The eager NEFF compiles of one step of one process, as TorchNeuron's metrics counted and
+    timed them (CompilationCache.TotalCompilations, CompilationCache.CompilationTime): read at the
+    end of a step in which they moved, sent before the step's own message. One message a step,
+    however many NEFFs: the reducer makes it one group."""
+
+    kind: ClassVar[str] = "neff_compiles"
+    pid: int
+    step: int  # the step they compiled in (a compile after the last step end: the step after it)
+    count: int  # eager NEFFs (graphs of torch.compile left out: ``graphs``)
+    duration_s: float | None = None  # their compile seconds (None: the metric was not there)
+    graphs: int = 0  # NEFFs of torch.compile graphs in the same counter move (their dynamo compiles hold them)
+    phase: str | None = None  # "train" | "eval"
+    input_shapes: list[list[int]] | None = None  # the step's batch shape, as the probe saw it
+    disk_hits: int | None = None  # CompilationCache.PersistentHits so far (this process)
+    disk_misses: int | None = None
+
+
+@dataclass(frozen=True)
+class NeffCacheTotals(Event):
+    """TorchNeuron's compilation-cache counters of one process, totals so far: at the end of its
+    first step and at its exit. A later one replaces an earlier one."""
+
+    kind: ClassVar[str] = "neff_cache"
+    pid: int
+    step: int
+    compiles: int = 0  # CompilationCache.TotalCompilations (eager and torch.compile graphs)
+    compile_s: float | None = None  # CompilationCache.CompilationTime, summed
+    memory_hits: int | None = None  # CompilationCache.InMemoryHits
+    memory_misses: int | None = None
+    disk_hits: int | None = None  # CompilationCache.PersistentHits: NEFFs the persistent cache served
+    disk_misses: int | None = None
+    at_exit: bool = False
+
+
+@dataclass(frozen=True)
+class NeffCacheLog(Event):
+    """What TorchNeuron's log file (TORCH_NEURONX_LOG_FILE) said since the last read: its
+    ``[NEFF_CACHE]`` lines counted, the warnings and errors passed on to the workload's stderr."""
+
+    kind: ClassVar[str] = "neff_log"
+    path: str
+    misses: int = 0  # "Cache MISS for key": a NEFF the persistent cache did not have (it compiles)
+    stores: int = 0  # "Storing NEFF for key": a compiled NEFF stored
+    hits: int = 0  # "Cache HIT for key": a NEFF the persistent cache served
+    relayed: int = 0  # lines passed on to the workload's own streams (warnings, errors)
+    keys: int = 0  # distinct keys seen so far

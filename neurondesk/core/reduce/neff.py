@@ -1,0 +1,209 @@
+"""TorchNeuron's eager NEFF compiles and its NEFF cache (issue 44).
+
+A real eager model compiles hundreds or thousands of small NEFFs; the probe sends one
+``neff_compiles`` a step (core/events/neff_events.py), and each becomes one compile record, a
+*group* (source ``torchneuron``, ``count`` NEFFs, their seconds), whose cause says why:
+
+- ``first``: the first shapes (step 0: every op's first NEFF);
+- ``shape-change``: the step's batch shape was never seen before (``previous_shapes``: the step
+  before's); after the warm-up it is a recompile;
+- ``new-op``: the shapes were seen, yet something compiled: an op never seen (a new code path).
+
+A shape that comes back compiles nothing (TorchNeuron's cache has it), so it makes no group. The
+same step's group from another rank joins the row ("× N ranks"); its NEFFs are not added twice.
+
+Counted once: the probe leaves the NEFFs of torch.compile graphs out of a group (their dynamo
+compiles hold them) and the NEFF cache log's lines (``neff_log``) are never compiles: they say
+what the persistent cache served, and they keep the live line going: while the log has seen more
+misses than the groups account for, NEFFs are compiling now ("compiling NEFFs at step 20: 17 so
+far, 0:00.7"), an open compile until the step's group arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from neurondesk.core.events import neff_events as nf
+from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.compile_record import CompileRecord
+from neurondesk.core.reduce.compiles import CompileReducer
+from neurondesk.core.reduce.evaluation import EvalReducer
+from neurondesk.core.reduce.steps import StepReducer
+
+OPEN_KEY = ("torchneuron", None)  # the live NEFF compile in CompileReducer.compile_open
+RANK_JOIN_LAST = 16  # a group from another rank joins one of the latest groups of the same step and cause
+
+
+@dataclass
+class NeffLogCounts:
+    """The NEFF cache log's lines, totals over the run."""
+
+    path: str | None = None
+    misses: int = 0
+    stores: int = 0
+    hits: int = 0
+    relayed: int = 0
+    keys: int = 0
+
+
+@dataclass
+class NeffCache:
+    """The run's NEFF cache figures, for the summary (None: not known)."""
+
+    compiles: int = 0  # eager NEFFs compiled (the groups' counts)
+    compile_s: float = 0.0
+    graph_neffs: int = 0  # NEFFs of torch.compile graphs (their dynamo compiles count them)
+    groups: int = 0
+    memory_hits: int | None = None
+    memory_misses: int | None = None
+    disk_hits: int | None = None
+    disk_misses: int | None = None
+    log: NeffLogCounts = field(default_factory=NeffLogCounts)
+
+
+def _clock(seconds: float) -> str:
+    """0:00.7, 1:02.5: minutes and seconds to the tenth."""
+    minutes, rest = divmod(max(0.0, seconds), 60.0)
+    return f"{int(minutes)}:{rest:04.1f}"
+
+
+class NeffReducer:
+    def __init__(self, compiles: CompileReducer, steps: StepReducer, evaluation: EvalReducer) -> None:
+        self._compiles = compiles
+        self._steps = steps
+        self._eval = evaluation
+        self.groups: list[CompileRecord] = []  # the group records (also in compiles.compiles)
+        self.totals: dict[int, nf.NeffCacheTotals] = {}  # pid -> its latest cache counters
+        self.first_totals: dict[int, nf.NeffCacheTotals] = {}  # pid -> its counters at its first step's end
+        self.log = NeffLogCounts()
+        self.accounted = 0  # NEFFs the groups account for (eager and graphs): the log's misses are these
+        self.graph_neffs = 0
+        self.open_step: int | None = None  # the step the live NEFF compile began in
+
+    def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
+        return {"neff_compiles": self.on_compiles, "neff_cache": self.on_totals, "neff_log": self.on_log,
+                "step": self.on_step, "steps": self.on_step}
+
+    # ------------------------------------------------------------------ groups
+    def on_compiles(self, e: nf.NeffCompiles) -> None:
+        self.accounted += e.count + e.graphs
+        self.graph_neffs += e.graphs
+        self._maybe_close()
+        if e.count <= 0:
+            return
+        cause, previous = self._cause(e)
+        joined = self._join_rank(e, cause)
+        if joined is not None:
+            return
+        phase = e.phase or "train"
+        noun = "NEFF" if e.count == 1 else "NEFFs"
+        record = CompileRecord(
+            index=0, t=e.t, step=e.step, source="torchneuron", cause=cause, duration_s=e.duration_s,
+            location=None, graph_hash=None, cache="miss", trigger="eager", input_shapes=e.input_shapes,
+            previous_shapes=previous, reason=_reason(e, cause, previous), frames=[], ok=True, error=None,
+            name=f"{e.count:,} {noun}", phase=phase, recompile=cause == "shape-change",
+            eval_phases_before=self._eval.phases, pid=e.pid, count=e.count)
+        self.groups.append(self._compiles.add_group(record))
+
+    def _cause(self, e: nf.NeffCompiles) -> tuple[str, list | None]:
+        steps = self._steps
+        if e.step == 0 or steps.first_step_end is None:
+            return "first", None
+        shape = tuple(e.input_shapes[0]) if e.input_shapes else None
+        if shape is not None and shape not in steps.shape_counts:
+            last = steps.last_shape
+            return "shape-change", [list(last)] if last is not None else None
+        return "new-op", None
+
+    def _join_rank(self, e: nf.NeffCompiles, cause: str) -> CompileRecord | None:
+        """Another rank's group of the same step and cause: one row with its ranks, counted once."""
+        rank = self._compiles.rank_of(e.pid)
+        if rank is None:
+            return None
+        for record in reversed(self.groups[-RANK_JOIN_LAST:]):
+            if record.pid != e.pid and record.step == e.step and record.cause == cause and rank not in record.ranks:
+                record.ranks.append(rank)
+                if e.duration_s is not None:
+                    record.rank_durations.append(e.duration_s)
+                return record
+        return None
+
+    # ------------------------------------------------------------------ cache counters and log
+    def on_totals(self, e: nf.NeffCacheTotals) -> None:
+        self.totals[e.pid] = e
+        if not e.at_exit and e.pid not in self.first_totals:
+            self.first_totals[e.pid] = e
+
+    def on_log(self, e: nf.NeffCacheLog) -> None:
+        log = self.log
+        log.path = e.path
+        log.misses += e.misses
+        log.stores += e.stores
+        log.hits += e.hits
+        log.relayed += e.relayed
+        log.keys = max(log.keys, e.keys)
+        if log.misses > self.accounted and OPEN_KEY not in self._compiles.compile_open:
+            self._compiles.compile_open[OPEN_KEY] = e.t
+            self.open_step = self._steps.steps_done
+        self._maybe_close()
+
+    def on_step(self, e: ev.StepEnded | ev.StepBatch) -> None:
+        """A live compile the metrics never account for (metrics off, another process's log) ends
+        with the step after the one it began in."""
+        if self.open_step is not None and self._steps.steps_done > self.open_step + 1:
+            self._close()
+
+    def _maybe_close(self) -> None:
+        if self.open_step is not None and self.accounted >= self.log.misses:
+            self._close()
+
+    def _close(self) -> None:
+        self._compiles.compile_open.pop(OPEN_KEY, None)
+        self.open_step = None
+
+    # ------------------------------------------------------------------ derived
+    def live_words(self, now: float) -> str | None:
+        """"compiling NEFFs at step 20: 17 so far, 0:00.7" while NEFFs compile, else None."""
+        since = self._compiles.compile_open.get(OPEN_KEY)
+        if since is None:
+            return None
+        so_far = max(0, self.log.misses - self.accounted)
+        return f"compiling NEFFs at step {self.open_step}: {so_far:,} so far, {_clock(now - since)}"
+
+    def cache(self) -> NeffCache | None:
+        """The run's NEFF figures, or None for a run that saw nothing of TorchNeuron's cache."""
+        if not (self.groups or self.totals or self.log.path or self.graph_neffs):
+            return None
+        counted = [g for g in self.groups if g.counted]
+
+        def summed(name: str) -> int | None:
+            values = [getattr(t, name) for t in self.totals.values() if getattr(t, name) is not None]
+            return sum(values) if values else None
+
+        return NeffCache(compiles=sum(g.count for g in counted),
+                         compile_s=round(sum(g.duration_s or 0.0 for g in counted), 6),
+                         graph_neffs=self.graph_neffs, groups=len(self.groups),
+                         memory_hits=summed("memory_hits"), memory_misses=summed("memory_misses"),
+                         disk_hits=summed("disk_hits"), disk_misses=summed("disk_misses"), log=self.log)
+
+    def first_step_cache(self, lead: int | None) -> str | None:
+        """"cold" (something compiled before the first step ended), "warm" (the persistent cache
+        served it all) or None (nothing known) for the first training step."""
+        first = [c for c in self._compiles.compiles if c.counted and c.phase != "eval" and c.step == 0
+                 and (c.pid is None or lead is None or c.pid == lead)]
+        if any(c.cache != "hit" for c in first):
+            return "cold"
+        totals = self.first_totals.get(lead) if lead is not None else None
+        if first or (totals is not None and (totals.disk_hits or 0) > 0) or (totals is None and self.log.hits):
+            return "warm"
+        return None
+
+
+def _reason(e: nf.NeffCompiles, cause: str, previous: list | None) -> str:
+    shapes = e.input_shapes[0] if e.input_shapes else None
+    what = {"first": "the first shapes",
+            "shape-change": f"a new shape {shapes}" + (f" (the step before: {previous[0]})" if previous else ""),
+            "new-op": "an op never seen (the shapes were seen before)"}[cause]
+    took = f" in {e.duration_s:.2f} s" if e.duration_s is not None else ""
+    return f"TorchNeuron compiled {e.count:,} NEFF{'s' if e.count != 1 else ''} at step {e.step}{took}: {what}"

@@ -1,0 +1,204 @@
+"""TorchNeuron (torch-neuronx 2.13+: the native ``neuron`` device): the probe's half of the one
+TorchNeuron adapter. Every TorchNeuron name used here is cited, with the Neuron docs page and
+version it was read from, in neurondesk/collectors/torchneuron.py (the recorder's half: the NEFF
+cache log) and docs/torchneuron.md.
+
+- the device: ``neuron``, torch-neuronx's version and the NeuronCores it was given, said with the
+  device (devices.py asks ``device_facts``);
+- eager NEFF compiles, as TorchNeuron counts and times them (its metrics,
+  ``CompilationCache.TotalCompilations`` and ``CompilationCache.CompilationTime``): the step clock
+  calls ``at_step_end`` at every step end, which reads one counter and does more only when it
+  moved; the step's compiles go out as one ``neff_compiles`` message (a group, never one per NEFF);
+- the cache's counters (``CompilationCache.InMemoryHits`` ... ``PersistentMisses``) at the end of
+  the first step and at exit (``neff_cache``);
+- torch.compile graphs: ``torch._dynamo.utils.counters["neuron"]`` read at the end of each dynamo
+  compile and ``torch_neuronx.get_dynamo_metrics()`` (it synchronizes) only when that count moved,
+  and once more at exit: never per step. Each record goes out as a ``neuron_graph_stat`` message,
+  the event graph_stats tables make, keyed by graph_id (the reducer joins both to the dynamo compile).
+
+A torch.compile graph's NEFF goes through the same compilation cache as an eager op's: the NEFFs
+of graphs (counted in ``counters["neuron"]``) are taken out of a step's eager count, and their
+compile seconds (from get_dynamo_metrics) out of its time, so that nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+
+TOTAL = "CompilationCache.TotalCompilations"
+TIME = "CompilationCache.CompilationTime"  # a timed metric: its accumulator in nanoseconds
+CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "CompilationCache.InMemoryMisses"),
+         ("disk_hits", "CompilationCache.PersistentHits"), ("disk_misses", "CompilationCache.PersistentMisses"))
+GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
+                ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
+GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
+               ("compile_s", "torch_neuronx_compile_us"))
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+class TorchNeuronHooks:
+    def __init__(self, probe) -> None:
+        self.probe = probe
+        self.module = None  # torch_neuronx, once the user imported it
+        self.metrics = None  # torch_neuronx.metrics, when its collection is on
+        self.compiles_seen = 0  # TotalCompilations as of the last report
+        self.time_seen_ns = 0.0
+        self.graphs_seen = 0  # counters["neuron"]["compiled_graphs"] as of the last step report
+        self.graph_s = 0.0  # compile seconds of the graphs get_dynamo_metrics reported so far ...
+        self.graph_s_taken = 0.0  # ... and of those already taken out of a step's eager time
+        self.graph_count_read = 0  # compiled_graphs when get_dynamo_metrics was last read
+        self.sent: dict[str, float | None] = {}  # graph_id -> its compile seconds as sent
+        self.cache_said = False
+        self.odd_said = False  # records without the documented fields: said once
+
+    # ------------------------------------------------------------------ import
+    def patch_torch_neuronx(self, module) -> None:
+        """torch_neuronx was imported: its metrics module, when collection is on (the launcher
+        asks for it with TORCH_NEURONX_METRICS_ENABLED=1 unless the user set it)."""
+        self.module = module
+        try:
+            metrics = importlib.import_module("torch_neuronx.metrics")
+            on = bool(metrics.is_enabled())
+        except Exception:  # noqa: BLE001 - a torch-neuronx without it: no NEFF counts, said below
+            metrics, on = None, False
+        if on:
+            self.metrics = metrics
+            self.probe.clock.neff = self.at_step_end
+        else:
+            self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron",
+                             "message": "TorchNeuron's metrics are off (TORCH_NEURONX_METRICS_ENABLED is "
+                                        f"{os.environ.get('TORCH_NEURONX_METRICS_ENABLED', 'unset')!r}, or "
+                                        "torch_neuronx.metrics is missing): its NEFF compiles are not counted "
+                                        "or timed; the NEFF cache log's lines still are"})
+
+    def device_facts(self) -> dict:
+        """What device_seen says of TorchNeuron: its name, version and NeuronCores."""
+        module = self.module
+        cores = None
+        try:
+            cores = int(module.device_count())
+        except Exception:  # noqa: BLE001
+            pass
+        return {"framework": "TorchNeuron", "framework_version": getattr(module, "__version__", None),
+                "cores": cores, "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES")}
+
+    # ------------------------------------------------------------------ eager NEFFs
+    def at_step_end(self) -> None:
+        """Every step end (steps.StepClock.end_step): one counter read; a report only when it moved."""
+        total = self.metrics.get_counter_value(TOTAL) or 0
+        if total != self.compiles_seen:
+            self.report_compiles(total)
+        if not self.cache_said:
+            self.cache_said = True
+            self.send_cache(at_exit=False)
+
+    def report_compiles(self, total: int) -> None:
+        probe = self.probe
+        new, self.compiles_seen = total - self.compiles_seen, total
+        data = self.metrics.get_metric_data(TIME) or {}
+        acc = _number(data.get("accumulator")) if isinstance(data, dict) else None
+        seconds = None
+        if acc is not None:
+            seconds, self.time_seen_ns = max(0.0, (acc - self.time_seen_ns) / 1e9), acc
+        graphs = self.graph_neffs()
+        graph_s, self.graph_s_taken = self.graph_s - self.graph_s_taken, self.graph_s
+        eager = max(0, new - graphs)
+        if seconds is not None:
+            seconds = max(0.0, seconds - graph_s)
+        if eager:
+            probe.phase.count_compiles(eager)
+        cache = self.cache_counts()
+        probe.send({"kind": "neff_compiles", "step": probe.clock.step, "count": eager, "duration_s": seconds,
+                    "graphs": graphs, "phase": probe.phase.name, "input_shapes": probe.phase.shapes(),
+                    "disk_hits": cache.get("disk_hits"), "disk_misses": cache.get("disk_misses")})
+
+    def graph_neffs(self) -> int:
+        """NEFFs of torch.compile graphs since the last report (counters["neuron"]; 0 without dynamo)."""
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return 0
+        now = int(utils.counters["neuron"]["compiled_graphs"])
+        new, self.graphs_seen = max(0, now - self.graphs_seen), now
+        return new
+
+    def cache_counts(self) -> dict:
+        get = self.metrics.get_counter_value
+        return {name: get(counter) for name, counter in CACHE}
+
+    def send_cache(self, at_exit: bool) -> None:
+        data = self.metrics.get_metric_data(TIME) or {}
+        acc = _number(data.get("accumulator")) if isinstance(data, dict) else None
+        self.probe.send({"kind": "neff_cache", "step": self.probe.clock.step, "at_exit": at_exit,
+                         "compiles": self.metrics.get_counter_value(TOTAL) or 0,
+                         "compile_s": None if acc is None else acc / 1e9, **self.cache_counts()})
+
+    # ------------------------------------------------------------------ torch.compile graphs
+    def after_dynamo_compile(self) -> None:
+        """The end of a dynamo compile (dynamo.py): new graphs in counters["neuron"] are read from
+        get_dynamo_metrics (which synchronizes: here, never per step)."""
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return
+        now = int(utils.counters["neuron"]["compiled_graphs"])
+        if now != self.graph_count_read:
+            self.graph_count_read = now
+            self.read_graphs()
+
+    def read_graphs(self) -> None:
+        """Each record of get_dynamo_metrics not sent yet (or whose compile time was not known
+        then), as a neuron_graph_stat message; fields a newer torch-neuronx renamed are None."""
+        rank = os.environ.get("RANK", "")
+        for i, row in enumerate(self.module.get_dynamo_metrics()):
+            fields = {ours: getattr(row, theirs, None) for ours, theirs in GRAPH_FIELDS}
+            graph_id = fields["graph_id"] if isinstance(fields["graph_id"], str) else None
+            times = {ours: (None if _number(getattr(row, theirs, None)) is None
+                            else _number(getattr(row, theirs)) / 1e6) for ours, theirs in GRAPH_TIMES}
+            if graph_id is None and fields["node_count"] is None:  # not a record we know: not sent
+                if not self.odd_said:
+                    self.odd_said = True
+                    self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
+                        f"torch_neuronx.get_dynamo_metrics() returned a {type(row).__name__} without the documented "
+                        "fields (graph_id, graph_name, graph_node_count, torch_neuronx_*_us): a newer torch-neuronx? "
+                        "Its records are not read; the graph_stats table, where written, still is")})
+                continue
+            key = graph_id or f"row{i}"
+            if key in self.sent and (self.sent[key] or times["compile_s"] is None):
+                continue
+            if times["compile_s"]:
+                self.graph_s += times["compile_s"] - (self.sent.get(key) or 0.0)
+            self.sent[key] = times["compile_s"] or None
+            stamp = _number(getattr(row, "timestamp", None))
+            if stamp is None:
+                try:
+                    stamp = float(getattr(row, "timestamp", ""))
+                except (TypeError, ValueError):
+                    stamp = None
+            self.probe.send({"kind": "neuron_graph_stat", "path": "get_dynamo_metrics", "row": i,
+                             "rank": int(rank) if rank.isdigit() else None, "graph_id": graph_id,
+                             "graph_name": fields["graph_name"] if isinstance(fields["graph_name"], str) else None,
+                             "model_name": fields["model_name"] if isinstance(fields["model_name"], str) else None,
+                             "has_collectives": fields["has_collectives"] if isinstance(fields["has_collectives"], bool) else None,
+                             "node_count": fields["node_count"] if type(fields["node_count"]) is int else None,  # noqa: E721
+                             "timestamp": stamp if stamp is not None else time.time(), **times})
+
+    # ------------------------------------------------------------------ exit
+    def at_exit(self) -> None:
+        """Compiles after the last step end (an evaluation, the tail), the graphs' last records,
+        the cache's totals."""
+        if self.module is None:
+            return
+        if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
+            self.probe.guarded(self.read_graphs, hook="torchneuron-graphs")
+        if self.metrics is not None:
+            total = self.metrics.get_counter_value(TOTAL) or 0
+            if total != self.compiles_seen:
+                self.report_compiles(total)
+            self.send_cache(at_exit=True)

@@ -1,0 +1,56 @@
+"""A TorchNeuron double, for tests only: on the CPU, under torch 2.13, it plays the signals
+torch-neuronx (TorchNeuron, the native ``neuron`` device of Neuron 2.30+) documents, so that
+neurondesk's TorchNeuron adapter (neurondesk/collectors/torchneuron.py and the probe's
+torchneuron.py) is exercised by a real process. Nothing here is a capture: no Trainium here.
+
+It follows these pages of the AWS Neuron documentation (the ``latest`` docs as stored, read for
+Neuron 2.33-2.34):
+
+- "TorchNeuron environment variables" (torch/reference/env-vars, date-modified 2026-10-14):
+  ``TORCH_NEURONX_NEFF_CACHE_DIR`` (the persistent NEFF cache), ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``,
+  the logging and metrics variables ``TORCH_NEURONX_LOG_LEVEL`` (0 error, 1 warning (the default),
+  2 info, 3 debug), ``TORCH_NEURONX_LOG_FILE`` and ``TORCH_NEURONX_METRICS_ENABLED``, as issue 44 quotes them;
+- "torch.compile backend reference" (torch/compile/reference-torch-compile, 2026-10-14):
+  ``torch.compile(backend="neuron")``, ``torch_neuronx.get_dynamo_metrics()``, ``dynamic=True`` rejected;
+- "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16): eager mode
+  lowers each op to StableHLO and compiles it into a NEFF, kept in memory and in the persistent
+  NEFF cache; a new shape is a new compile;
+- issue 44's quotes of the logging and metrics pages: ``[NEFF_CACHE] Cache MISS for key: K``,
+  ``Cache HIT for key: K``, ``Storing NEFF for key: K`` at level 2, the ``CompilationCache.*``
+  counters and the ``CompilationCache.CompilationTime`` metric, ``torch._dynamo.utils.counters["neuron"]``.
+
+What it does: importing it names PrivateUse1 ``neuron`` (a Python backend: torch 2.13's
+``_setup_privateuseone_for_python_backend``), registers ``torch.neuron``, and makes ``.to("neuron")``
+and ``device="neuron"`` give tensors of device ``neuron:0`` (a wrapper around a CPU tensor). Every
+ATen op on them is looked up in a NEFF cache by op and shapes: in memory, then on disk; a miss
+"compiles" (sleeps ``TORCHNEURON_DOUBLE_COMPILE_S``, default 0.01 s), counts and times the compile
+in the metrics, stores the NEFF and logs the three lines. Knobs for the bad-input tests:
+``TORCHNEURON_DOUBLE_DYNAMO_METRICS`` = ``raise`` | ``other-fields``; ``TORCHNEURON_DOUBLE_WARN``: a
+warning logged at import; ``TORCHNEURON_DOUBLE_CORES`` (default 2): the NeuronCores it says it has.
+"""
+
+from __future__ import annotations
+
+import torch  # noqa: F401 - torch first, as torch-neuronx does
+
+__version__ = "2.13.3.0+double"
+
+from . import _log, _tensor, metrics, neuron  # noqa: E402
+from ._dynamo_backend import get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
+
+__all__ = ["device_count", "get_dynamo_metrics", "metrics", "reset_dynamo_metrics", "synchronize"]
+
+_tensor.install(neuron)
+_log.startup_warning()
+
+
+def device_count() -> int:
+    return neuron.device_count()
+
+
+def current_device() -> int:
+    return 0
+
+
+def synchronize(device=None) -> None:
+    """Nothing runs asynchronously here; the real one waits for the device."""

@@ -1,0 +1,86 @@
+"""Tensors of device ``neuron``: a wrapper subclass around a CPU tensor. Each ATen op on them goes
+through the NEFF cache (_cache.neff_for) with its name and its tensors' shapes and dtypes, then
+runs on the CPU. ``.to("neuron")`` and ``device="neuron"`` make them (a torch function mode)."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_map
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+from . import _cache
+
+DEVICE: torch.device | None = None
+# ops that only look at or reshape a tensor's metadata: no NEFF of their own
+_NO_NEFF = ("aten.detach", "aten.view", "aten._unsafe_view", "aten.t.", "aten.alias", "aten._to_copy",
+            "aten.lift_fresh", "aten._local_scalar_dense", "aten.expand", "aten.clone")
+
+
+class NeuronTensor(torch.Tensor):
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor):
+        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, strides=elem.stride(), dtype=elem.dtype,
+                                                   device=DEVICE, requires_grad=elem.requires_grad)
+
+    def __init__(self, elem: torch.Tensor) -> None:
+        self.elem = elem
+
+    def __repr__(self) -> str:
+        return f"tensor({self.elem.tolist()}, device='neuron:0')"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(func)
+        to_cpu = name.startswith("aten._to_copy") and str(kwargs.get("device", "")) == "cpu"
+        if not name.startswith(_NO_NEFF):
+            shapes = [f"{tuple(a.shape)}:{a.dtype}" for a in args if isinstance(a, torch.Tensor)]
+            _cache.neff_for(f"{name}|{','.join(shapes)}")
+        kw = {k: (torch.device("cpu") if k == "device" else _unwrap(v)) for k, v in kwargs.items()}
+        out = func(*tree_map(_unwrap, args), **kw)
+        return out if to_cpu else tree_map(_wrap, out)
+
+
+def _unwrap(x):
+    return x.elem if isinstance(x, NeuronTensor) else x
+
+
+def _wrap(x):
+    return NeuronTensor(x) if isinstance(x, torch.Tensor) and not isinstance(x, NeuronTensor) else x
+
+
+def _is_neuron(device) -> bool:
+    try:
+        return device is not None and torch.device(device).type == "neuron"
+    except (RuntimeError, TypeError):
+        return False
+
+
+class ToNeuron(torch.overrides.TorchFunctionMode):
+    """``tensor.to("neuron")``, ``module.to("neuron")`` and factories given ``device="neuron"``."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.to and args and not isinstance(args[0], NeuronTensor):
+            target = kwargs.get("device") or next((a for a in args[1:] if isinstance(a, str | torch.device)), None)
+            if _is_neuron(target):
+                src = args[0]
+                dtype = kwargs.get("dtype") or next((a for a in args[1:] if isinstance(a, torch.dtype)), None)
+                with torch._C.DisableTorchFunction():
+                    data = src.detach().to(dtype) if dtype is not None else src.detach().clone()
+                return NeuronTensor(data).requires_grad_(src.requires_grad)
+        if _is_neuron(kwargs.get("device")):
+            kwargs = {**kwargs, "device": "cpu"}
+            requires_grad = kwargs.pop("requires_grad", False)
+            with torch._C.DisableTorchFunction():
+                out = func(*args, **kwargs)
+            return NeuronTensor(out).requires_grad_(requires_grad)
+        return func(*args, **kwargs)
+
+
+def install(device_module) -> None:
+    """Name PrivateUse1 ``neuron``, register ``torch.neuron`` (``device_module``) and its device guard."""
+    global DEVICE
+    _setup_privateuseone_for_python_backend("neuron", backend_module=device_module)
+    DEVICE = torch.device("neuron", 0)
+    ToNeuron().__enter__()  # for the process's life, as a device backend is
