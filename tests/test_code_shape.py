@@ -1,5 +1,6 @@
 """The code keeps the shape the design asks for: no class over about 250 lines (a longer one is
-several things), and no import loop inside core (a pure part whose modules can be read in order).
+several things), no module over 450 lines, no folder with more than 20 modules side by side (issue
+43: a folder that big wants wings that say what they hold), and no import loop inside core (a pure part whose modules can be read in order).
 Static: the source is parsed, nothing is imported."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from conftest import REPO
 
 PACKAGE = REPO / "neurondesk"
 MAX_CLASS_LINES = 250
+MAX_MODULE_LINES = 450
+MAX_MODULES_A_FOLDER = 20  # __init__.py counted
 
 
 def _sources() -> list[Path]:
@@ -25,6 +28,34 @@ def test_no_class_is_over_about_250_lines() -> None:
                 long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} "
                             f"({node.end_lineno - node.lineno + 1} lines)")
     assert not long, "classes to split: " + "; ".join(long)
+
+
+def long_modules(paths: list[Path]) -> list[str]:
+    return [f"{p.name} ({n} lines)" for p in paths if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+
+
+def crowded_folders(paths: list[Path]) -> list[str]:
+    counts: dict[Path, int] = {}
+    for p in paths:
+        counts[p.parent] = counts.get(p.parent, 0) + 1
+    return [f"{folder.name}/ ({n} modules)" for folder, n in sorted(counts.items()) if n > MAX_MODULES_A_FOLDER]
+
+
+def test_no_module_is_over_450_lines_and_no_folder_over_20_modules() -> None:
+    paths = _sources()
+    assert not long_modules(paths), "modules to split: " + "; ".join(long_modules(paths))
+    assert not crowded_folders(paths), "folders to give wings: " + "; ".join(crowded_folders(paths))
+
+
+def test_the_size_checks_catch_a_long_module_and_a_crowded_folder(tmp_path: Path) -> None:
+    (tmp_path / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "small.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules(sorted(tmp_path.glob("*.py"))) == [f"big.py ({MAX_MODULE_LINES + 1} lines)"]
+    for i in range(MAX_MODULES_A_FOLDER - 2):
+        (tmp_path / f"m{i}.py").write_text("")
+    assert crowded_folders(sorted(tmp_path.glob("*.py"))) == []
+    (tmp_path / "one_more.py").write_text("")
+    assert crowded_folders(sorted(tmp_path.glob("*.py"))) == [f"{tmp_path.name}/ ({MAX_MODULES_A_FOLDER + 1} modules)"]
 
 
 def _module_name(path: Path) -> str:

@@ -202,7 +202,7 @@ def test_the_probe_never_calls_torch_neurons_device_synchronising_metrics_on_the
                           and getattr(node.func, "attr", getattr(node.func, "id", None)) in
                           ("get_dynamo_metrics", "memory_stats")]
     assert calls == [("torchneuron.py", "read_graphs")]
-    source = (REPO / "neurondesk" / "probe" / "bootstrap" / "_neurondesk_probe" / "torchneuron.py").read_text()
+    source = (REPO / "neurondesk" / "probe" / "bootstrap" / "_neurondesk_probe" / "backends" / "torchneuron.py").read_text()
     tree = ast.parse(source)
     callers = sorted(fn.name for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and fn.name != "read_graphs"
                      and any(getattr(n, "attr", None) == "read_graphs" for n in ast.walk(fn)))

@@ -88,7 +88,7 @@ def test_every_kind_the_probe_sends_is_accepted():
 
     from neurondesk.collectors import probe_messages
     package = Path(probe_messages.__file__).parent.parent / "probe" / "bootstrap" / "_neurondesk_probe"
-    src = "".join(p.read_text() for p in sorted(package.glob("*.py")))
+    src = "".join(p.read_text() for p in sorted(package.rglob("*.py")))
     sent = set(re.findall(r'"kind": "([a-z_]+)"', src)) | set(re.findall(r'\{"kind":"([a-z_]+)"', src))
     assert sent and sent <= probe_messages.PROBE_KINDS
 

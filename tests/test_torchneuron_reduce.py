@@ -1,4 +1,4 @@
-"""The reduction of TorchNeuron's NEFF events (core/reduce/neff.py, issue 44): the live line while
+"""The reduction of TorchNeuron's NEFF events (core/reduce/compile/neff.py, issue 44): the live line while
 NEFFs compile, a group per step and cause, one row for the ranks, graphs counted once whichever
 source told of them, cold or warm first steps. Events as the probe and the log collector send them."""
 

@@ -1,5 +1,5 @@
 """TorchNeuron, the recorder's half of its one adapter (the probe's half:
-probe/bootstrap/_neurondesk_probe/torchneuron.py): the workload's TorchNeuron variables, and its
+probe/bootstrap/_neurondesk_probe/backends/torchneuron.py): the workload's TorchNeuron variables, and its
 log file read as it grows.
 
 Every TorchNeuron name neurondesk uses, and where it was read (the AWS Neuron documentation as

@@ -4,7 +4,7 @@ TorchNeuron compile split. Text only, from the summary's values."""
 
 from __future__ import annotations
 
-from neurondesk.core.reduce.graph_stats import split_times_words
+from neurondesk.core.reduce.compile.graph_stats import split_times_words
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
 

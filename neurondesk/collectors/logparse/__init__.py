@@ -14,7 +14,8 @@ from neurondesk.core.events.run_events import Event, OutputLine, ParseProblem
 
 from ._common import TAG_RANK, clip
 from .metrics_report import MetricsReport, parse_metrics_report
-from .neuron_cc import NeuronCCParser, runtime_code
+from .neuron_cc import NeuronCCParser
+from .neuron_runtime import runtime_code
 from .progress import ProgressParser, parse_loss
 from .pt_xla_debug import Block, PtXlaDebugParser, cause_category, parse_debug_block_text
 from .torch_logs import TorchLogsParser

@@ -14,6 +14,7 @@ from neurondesk.core.events.run_events import CompileFinished, CompileStarted, L
 
 from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip, small_int
 from .neuron_faults import fault_of
+from .neuron_runtime import RuntimeLog
 
 SOURCE = "neuron-log"
 
@@ -30,25 +31,12 @@ _REMAINING = re.compile(
     r"Current remaining items are (\d+), locked are (\d+), failed are (\d+), done are (\d+), total is (\d+)"
 )
 _TOTAL = re.compile(r"Total (graphs|successful compilations|failed compilations): (\d+)")
-# libnrt: "2023-Jan-09 20:27:41.0593 15042:15042 ERROR  NRT:nrt_allocate_neuron_cores   <message>";
-# containers pad pid:tid to a fixed width ("...44.501233    87:87    ERROR  TDRV:...").
-# A message can be glued to the function name ("...bundle_instanceFailed to add ...").
-_RUNTIME = re.compile(
-    r"^(\d{4})-([A-Z][a-z]{2})-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\s+(\d+):\d+\s+([A-Z]+)\s+([A-Z]+):"
-    r"(\w+?)(?:\s+|(?<=[a-z0-9])(?=[A-Z][a-z]+(?:\s|$))|(?!\w))(.*)$"
-)
 # Export and inference tools (optimum-neuron, neuronx-cc called directly) print one block per graph:
 # "***** Compiling unet *****", dots, "Compiler status PASS", "[Compilation Time] 41.27 seconds.";
 # after the last block, "[Total compilation Time] 612.90 seconds." (a check, not a compile).
 _BLOCK_START = re.compile(r"\*{3,}\s*Compiling\s+(\S.*?)\s*\*{3,}")
 _BLOCK_TIME = re.compile(r"\[Compilation Time\]\s*(\d+(?:\.\d*)?)\s*s")
 _BLOCKS_TOTAL = re.compile(r"\[Total compilation Time\]\s*(\d+(?:\.\d*)?)\s*s")
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
-                                       "Nov", "Dec"))}
-# A runtime failure prints its consequences (memory dump notice, ring and queue set-up, the NEFF
-# load) as ERROR lines of the same process right after it: they belong to that error.
-BURST_S = 2.0
-_BURSTS_KEEP = 256
 # neuronx-cc's own log: ISO form, or the pre-2023 "MM/DD/YYYY HH:MM:SS AM" form.
 _CC_LOG = re.compile(
     r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M)"
@@ -61,18 +49,6 @@ _NOISE = (
     "Use PJRT C-API",
     "object(s) leaked, improper teardown",
 )
-_RUNTIME_CODES = (
-    ("version-skew", ("compatibility id", "undefined symbol: nrt_", "NEFF version mismatch",
-                      "Unsupported hardware operator code")),
-    ("compiler-oom", ("[F137]", "forcibly killed")),
-    ("device-oom", ("Failed to alloc", "Allocation Failure", "NRT_RESOURCE", "RESOURCE_EXHAUSTED")),
-    ("cores-busy", ("NeuronCore(s) not available", "nrt_allocate_neuron_cores")),
-    ("driver", ("Neuron Driver", "aws-neuron-dkms")),
-    ("exec-timeout", ("execution timeout", "inference timeout")),
-    ("collectives", ("collective",)),
-)
-
-
 @dataclass
 class _Block:
     """A named compile block of an export tool, open until its time (or failure) is printed."""
@@ -82,22 +58,6 @@ class _Block:
     passed: bool = False
     error: str | None = None  # the compiler's own ERROR line inside the block, if it printed one
     wrapped: bool = False  # the wrapper's own compile lines came inside it: those are the compiles
-
-
-def runtime_code(message: str) -> str | None:
-    """A short class for a Neuron runtime failure: device-oom, cores-busy, driver, exec-timeout ..."""
-    for code, needles in _RUNTIME_CODES:
-        if any(n in message for n in needles):
-            return code
-    return None
-
-
-def _printed_s(m: re.Match[str]) -> float:
-    """The runtime line's own time as seconds on a scale good for differences of a few seconds
-    (months count 31 days: a burst across a month's last midnight is not grouped)."""
-    year, month, day, hh, mm, ss = m.group(1, 2, 3, 4, 5, 6)
-    days = (small_int(year) or 0) * 372 + _MONTHS.get(month, 0) * 31 + (small_int(day) or 0)
-    return days * 86400.0 + (small_int(hh) or 0) * 3600 + (small_int(mm) or 0) * 60 + float(ss)
 
 
 def _module(text: str) -> str | None:
@@ -142,74 +102,12 @@ def parallel_line(s: str, t: float, out: Out) -> str | None:
 
 
 
-CONTEXT_FUNCS = ("print_lnc_hbm_details",)  # "LNC size is 1. Neuron Cores using this HBM: NC 4 and NC 5"
-
-
 def total_check(seen: float, total: float, t: float) -> Notice:
     """The tool's total compile time against the blocks seen: the rest was not seen as a compile."""
     off = abs(seen - total) > max(1.0, 0.02 * total)
     note = "; the rest was not seen as a compile" if off else ""
     return Notice(t=t, level="warn" if off else "info", source="neuron-compile",
                   message=f"compile check: blocks seen add up to {seen:.2f} s, the tool's total is {total:.2f} s{note}")
-
-
-class RuntimeLog:
-    """The Neuron runtime's ERROR/FATAL lines: one error per burst (a pid's lines within BURST_S of
-    the one that opened it are its detail), and the memory dump that follows a device OOM."""
-
-    def __init__(self) -> None:
-        self.mem_dump = False  # tab-indented "* total: ..." lines after a device OOM
-        self._bursts: dict[int, float] = {}  # pid -> printed time of the error that opened its burst
-        # pid -> (printed time, text) of a line that explains the failure printed right after it
-        # (the HBM an OOM is about): it becomes that error's first detail line, not the error
-        self._context: dict[int | None, tuple[float, str]] = {}
-
-    def line(self, s: str, t: float, out: Out) -> str | None:
-        m = _RUNTIME.match(s)
-        if m is None:
-            if "FATAL-RT-UNDEFINED-STATE" in s:
-                out.append(LogError(t=t, source="neuron-runtime", message=clip(s.strip()),
-                                    code=runtime_code(s) or "exec-timeout"))
-                return ERROR
-            return None
-        pid, level, mod, func, msg = small_int(m.group(7)), m.group(8), m.group(9), m.group(10), m.group(11).strip()
-        if level not in ("ERROR", "FATAL"):
-            return None
-        self.mem_dump = True
-        if msg.startswith("* "):
-            return ERROR
-        code = runtime_code(f"{func} {msg}")
-        text = clip(f"{mod}:{func} {msg}")
-        printed = _printed_s(m)
-        opened = self._bursts.get(pid)
-        if opened is not None and 0.0 <= printed - opened <= BURST_S:
-            out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid, detail=[text],
-                                continues=True))
-            return ERROR
-        context = self._context.pop(pid, None)
-        if func in CONTEXT_FUNCS:
-            if context is not None:  # an older one that no failure followed stands alone
-                out.append(LogError(t=t, source="neuron-runtime", message=context[1], pid=pid))
-            if len(self._context) < _BURSTS_KEEP:
-                self._context[pid] = (printed, text)
-            else:
-                out.append(LogError(t=t, source="neuron-runtime", message=text, pid=pid))
-            return ERROR
-        if context is not None and not 0.0 <= printed - context[0] <= BURST_S:
-            out.append(LogError(t=t, source="neuron-runtime", message=context[1], pid=pid))
-            context = None
-        if len(self._bursts) >= _BURSTS_KEEP:
-            self._bursts.clear()
-        self._bursts[pid] = printed
-        out.append(LogError(t=t, source="neuron-runtime", message=text, code=code, pid=pid,
-                            detail=[context[1]] if context else []))
-        return ERROR
-
-    def flush(self, t: float, out: Out) -> None:
-        """Context lines no failure followed: errors of their own."""
-        for pid, (_, text) in list(self._context.items()):
-            out.append(LogError(t=t, source="neuron-runtime", message=text, pid=pid))
-        self._context.clear()
 
 
 class NeuronCCParser:

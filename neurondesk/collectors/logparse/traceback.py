@@ -7,7 +7,7 @@ import re
 from neurondesk.core.events.run_events import LogError
 
 from ._common import ERROR, ERROR_CODE, Out, clip, is_library_path
-from .neuron_cc import runtime_code
+from .neuron_runtime import runtime_code
 
 _START = "Traceback (most recent call last)"
 _FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+)(?:, in (.+))?')

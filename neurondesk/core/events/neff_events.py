@@ -1,5 +1,5 @@
 """TorchNeuron's NEFF compiles and cache (issue 44): what the probe reads from its metrics
-(probe/bootstrap/_neurondesk_probe/torchneuron.py) and what the recorder reads from its NEFF cache
+(probe/bootstrap/_neurondesk_probe/backends/torchneuron.py) and what the recorder reads from its NEFF cache
 log (collectors/torchneuron.py). Each is listed in core/events/registry.py."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from neurondesk.core.findings.diagnostics import graph_grows
 from neurondesk.core.findings.library_advice import what_to_do, where_in_library
-from neurondesk.core.reduce.compiles import CompileRecord
+from neurondesk.core.reduce.compile.compiles import CompileRecord
 from neurondesk.core.reduce.state import RunState
 
 MAX_K = 4

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from neurondesk.core.findings.neuron_errors import neuron_fault_findings
 from neurondesk.core.node.node_health import health_words
-from neurondesk.core.reduce.compiles import STORM_STEPS
+from neurondesk.core.reduce.compile.compiles import STORM_STEPS
 from neurondesk.core.reduce.state import INPUT_BOUND, INPUT_WARN, RunState
 from neurondesk.core.reduce.telemetry import SteadyProcesses
 

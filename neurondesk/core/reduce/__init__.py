@@ -17,7 +17,7 @@ reads the clock. They read each other only in one direction, fixed at constructi
                                                                        (reads run)
 """
 
-from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
+from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.log import LogReducer
 from neurondesk.core.reduce.loss import LossReducer

@@ -20,7 +20,7 @@ from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.registry import EVENT_TYPES
 from neurondesk.core.node.memory_trend import Creep, creep
-from neurondesk.core.reduce.compiles import CompileReducer
+from neurondesk.core.reduce.compile.compiles import CompileReducer
 from neurondesk.core.reduce.ranks import RankReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import StepReducer

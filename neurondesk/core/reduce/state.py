@@ -24,13 +24,13 @@ from typing import Any, NamedTuple
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.disk import DiskReducer
 from neurondesk.core.node.hang import detect_hang
-from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
+from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
+from neurondesk.core.reduce.compile.neff import NeffReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.job import JobReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
 from neurondesk.core.reduce.loss import LossReducer, ScriptRate
 from neurondesk.core.reduce.memory import MemoryReducer
-from neurondesk.core.reduce.neff import NeffReducer
 from neurondesk.core.reduce.phases import PhaseReducer
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.ranks import RankReducer
@@ -67,7 +67,7 @@ class Parts(NamedTuple):
     job: JobReducer  # which job, node and ranks (core/events/job_identity.py)
     phases: PhaseReducer  # steady sums of the step phases per process (core/figures/phases.py reads them)
     memory: MemoryReducer  # memory series over the steady steps, limits (core/findings/memory_creep.py reads them)
-    neff: NeffReducer  # TorchNeuron's eager NEFF compiles (groups) and its NEFF cache (core/reduce/neff.py)
+    neff: NeffReducer  # TorchNeuron's eager NEFF compiles (groups) and its NEFF cache (core/reduce/compile/neff.py)
 
 
 def _via(part: str, name: str) -> Any:

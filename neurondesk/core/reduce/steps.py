@@ -73,8 +73,7 @@ class StepReducer:
         self._procs = procs
         self.steps_done = 0  # the lead's steps: max(its highest step index + 1, the probe's own count)
         self.history: deque[StepRecord] = deque(maxlen=HISTORY)
-        self.total_step_s = 0.0
-        self.total_wait_s = 0.0
+        self.total_step_s = self.total_wait_s = 0.0
         self.steady_from: int | None = None
         # every steady step's time, in bounded memory: quantiles exact up to 4,096 steps, within
         # 0.5% after (core/node/sketch.py)
@@ -83,15 +82,12 @@ class StepReducer:
         # the step time of the whole run for charts, min/median/max per bucket of steps (bounded)
         self.series = Downsampled()  # steps that compiled nothing
         self.series_compiled = Downsampled()  # steps in which something compiled
-        self.steady_samples = 0
-        self.steady_tokens = 0
+        self.steady_samples = self.steady_tokens = 0
         self.total_samples = 0  # of every step of the lead (the history keeps the last HISTORY only)
         self.total_tokens = 0
-        self.steady_samples_known = True
-        self.steady_tokens_known = True
+        self.steady_samples_known = self.steady_tokens_known = True
         self.steady_wait_s = 0.0
-        self.steady_execs: Counter = Counter()
-        self.all_execs: Counter = Counter()
+        self.steady_execs, self.all_execs = Counter(), Counter()
         self.steps_with_compile: set[int] = set()  # marked by the CompileReducer
         self.split_points: dict[tuple, SplitPoint] = {}
         self._lead_next = 0  # the lead's highest step index + 1

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.sketch import QuantileSketch
-from neurondesk.core.reduce.compiles import CompileReducer
-from neurondesk.core.reduce.graph_stats import GraphStatsJoin
+from neurondesk.core.reduce.compile.compiles import CompileReducer
+from neurondesk.core.reduce.compile.graph_stats import GraphStatsJoin
 from neurondesk.core.reduce.neuron_faults import NeuronFaults
 from neurondesk.core.reduce.neuron_memory import HbmHeadroom, NeuronMemoryPeaks
 from neurondesk.core.reduce.node_health import NodeHealthReducer

@@ -1,7 +1,7 @@
 """summary.json's ``neuron`` section (issue 27): device memory peaks per category and the HBM
 headroom (core/reduce/neuron_memory.py), the runtime's allocation logs of a device out of memory
 (core/reduce/neuron_faults.py), a Neuron Explorer capture (its folder and the command that opens
-it), TorchNeuron's FX-passes / lowering / compile split per compile (core/reduce/graph_stats.py) and
+it), TorchNeuron's FX-passes / lowering / compile split per compile (core/reduce/compile/graph_stats.py) and
 the node's health counters (core/node/node_health.py: EFA, NeuronLink, ECC, throttling).
 None when the run saw none of them."""
 
@@ -57,7 +57,7 @@ class NodeHealthSection(_S):
 
 
 class NeffCacheSection(_S):
-    """TorchNeuron's eager NEFF compiles and its NEFF cache over the run (core/reduce/neff.py)."""
+    """TorchNeuron's eager NEFF compiles and its NEFF cache over the run (core/reduce/compile/neff.py)."""
 
     compiles: int = 0  # eager NEFFs compiled (summed over the groups in "compiles")
     compile_s: float = 0.0

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from neurondesk.core.findings.advice import advise
-from neurondesk.core.reduce.compiles import CompileRecord
+from neurondesk.core.reduce.compile.compiles import CompileRecord
 from neurondesk.core.reduce.state import RunState
 
 ADVISE_EVERY_S = 30.0  # live, the advice is costed again at most this often (it reads the whole step history)

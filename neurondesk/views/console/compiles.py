@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from neurondesk.core.reduce.compiles import CompileRecord
+from neurondesk.core.reduce.compile.compiles import CompileRecord
 from neurondesk.core.view.compiles_view import CompilesView
 from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt

@@ -25,7 +25,7 @@ def phase_words(view: RunView) -> str:
     """The phase in words; while a compile runs, its live wall timer: 'compiling #3 — 0:42 and counting'."""
     c = view.open_compile
     if view.pulse.phase == "compiling" and c is not None and not view.pulse.phase_words.startswith("compiling NEFFs"):
-        # TorchNeuron's eager NEFFs say their own count and wall (core/reduce/neff.py)
+        # TorchNeuron's eager NEFFs say their own count and wall (core/reduce/compile/neff.py)
         return f"compiling #{c.number} — {fmt.clock(c.open_s)} and counting"
     return view.pulse.phase_words
 

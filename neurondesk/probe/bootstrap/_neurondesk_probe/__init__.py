@@ -44,9 +44,11 @@ import sys
 import threading
 import time
 
+from .backends.devices import Devices
+from .backends.dynamo import DynamoHooks
+from .backends.torchneuron import TorchNeuronHooks
+from .backends.xla import XlaHooks
 from .collective import CollectiveHooks
-from .devices import Devices
-from .dynamo import DynamoHooks
 from .finder import PostImportFinder
 from .flight import flight_env
 from .forward import ForwardWatch
@@ -55,10 +57,8 @@ from .loader import LoaderHooks
 from .optim import OptimizerHooks
 from .phase import EvalPhase
 from .steps import StepClock
-from .torchneuron import TorchNeuronHooks
 from .transport import Transport
 from .values import ValueReads
-from .xla import XlaHooks
 
 # The launchers' variables sent in the hello (neurondesk/core/events/job_identity.py reads them: the same list).
 LAUNCH_VARS = (

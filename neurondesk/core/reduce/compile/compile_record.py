@@ -37,9 +37,9 @@ class CompileRecord:
     hit_ranks: list[int] = dataclasses.field(default_factory=list)  # ranks the persistent cache served
     node_count: int | None = None  # the graph's FX node count (a graph_stats compile: TorchNeuron's table)
     # False: listed, but its time is not in the totals (count, seconds): a graph_stats row whose time
-    # another compile already holds (core/reduce/graph_stats.py says when)
+    # another compile already holds (core/reduce/compile/graph_stats.py says when)
     counted: bool = True
-    count: int = 1  # compiles this record stands for: a group of TorchNeuron's eager NEFFs holds many (core/reduce/neff.py)
+    count: int = 1  # compiles this record stands for: a group of TorchNeuron's eager NEFFs holds many (core/reduce/compile/neff.py)
 
     @property
     def status(self) -> str:

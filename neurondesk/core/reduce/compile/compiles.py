@@ -22,8 +22,8 @@ import dataclasses
 from collections.abc import Callable
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.reduce.compile_causes import DynamoReasons
-from neurondesk.core.reduce.compile_record import CompileRecord
+from neurondesk.core.reduce.compile.compile_causes import DynamoReasons
+from neurondesk.core.reduce.compile.compile_record import CompileRecord
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.processes import ProcessReducer
 from neurondesk.core.reduce.run import RunReducer
@@ -260,7 +260,7 @@ class CompileReducer:
         return record
 
     def add_group(self, record: CompileRecord) -> CompileRecord:
-        """A group of TorchNeuron's eager NEFFs (core/reduce/neff.py): numbered, counted, its step marked."""
+        """A group of TorchNeuron's eager NEFFs (core/reduce/compile/neff.py): numbered, counted, its step marked."""
         self.add_own(record)
         self._count_for_rank(record, ev.CompileFinished(t=record.t, source=record.source, pid=record.pid),
                              record.duration_s)

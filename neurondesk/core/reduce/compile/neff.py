@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from neurondesk.core.events import neff_events as nf
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.reduce.compile_record import CompileRecord
-from neurondesk.core.reduce.compiles import CompileReducer
+from neurondesk.core.reduce.compile.compile_record import CompileRecord
+from neurondesk.core.reduce.compile.compiles import CompileReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.steps import StepReducer
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from neurondesk.core.events import device_events as dev
-from neurondesk.core.reduce.compiles import CompileRecord, CompileReducer
+from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
 
 JOIN_WINDOW_S = 3600.0
 UNJOINED_KEEP = 200

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import frames
+from .. import frames
 
 
 class DynamoHooks:

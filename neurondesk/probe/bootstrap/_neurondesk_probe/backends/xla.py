@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 
-from . import frames
-from .callthrough import CallThrough
+from .. import frames
+from ..callthrough import CallThrough
 
 
 class XlaHooks:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from neurondesk.core.events import run_events as ev
 
 if TYPE_CHECKING:
-    from neurondesk.core.reduce.compile_record import CompileRecord
+    from neurondesk.core.reduce.compile.compile_record import CompileRecord
 
 REASON_SLACK_S = 30.0
 PENDING_KEEP = 64  # unpaired reasons / recompiles kept waiting for their other half
