@@ -136,9 +136,11 @@ class StepClock:
     def mark_presync(self) -> None:
         """The step reaches its first synchronising point (backward, where DDP all-reduces; the
         optimizer step; an XLA sync): the time before it is this rank's own (data wait plus
-        forward), before any wait for the other ranks. A straggler shows there."""
+        forward), before any wait for the other ranks. A straggler shows there. The time spent inside
+        torch.distributed calls before it is a wait too, not its own (Lightning broadcasts a tensor before
+        every training step; a loop may all_reduce its loss before the backward): left out."""
         if self.presync is None and self.step_start is not None and not self.probe.phase.in_eval:
-            self.presync = time.perf_counter() - self.step_start
+            self.presync = max(0.0, time.perf_counter() - self.step_start - self.coll)
 
     def note_backward(self) -> None:
         self.mark_presync()
