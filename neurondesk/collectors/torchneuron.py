@@ -33,6 +33,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neurondesk.collectors.logparse.neuron_faults import fault_of
 from neurondesk.collectors.relay_link import open_output
 from neurondesk.core.events.neff_events import NeffCacheLog
 from neurondesk.core.events.run_events import Event, Notice, ParseProblem
@@ -208,13 +209,18 @@ class NeffLogTail:
                 counts[what] += 1
                 if key is not None and len(self.keys) < KEYS_KEPT:
                     self.keys.add(key)
-            self._pass_on(raw, level)
+            if not self._pass_on(raw, level) and what is None:
+                # a failure told in a line not passed on (a passed-on line is read from the stream it goes to)
+                fault = fault_of(raw.decode("utf-8", "replace"), t)
+                if fault is not None:
+                    out.append(fault)
 
-    def _pass_on(self, raw: bytes, level: int | None) -> None:
+    def _pass_on(self, raw: bytes, level: int | None) -> bool:
         """A line the user would have seen at their own level, to their stream (ours only)."""
         if not self.plan.ours or level is None or level > self.plan.user_level:
-            return
+            return False
         self.held.append(("stderr" if level <= 1 else "stdout", raw + b"\n"))
+        return True
 
     def _relay(self, final: bool) -> int:
         """The held lines, appended to the user's stdout.log / stderr.log where that stream is at a
