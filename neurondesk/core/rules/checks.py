@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 # diagnostics that fail the gate whatever the thresholds: a graph that grows each step, and
 # TorchNeuron's failures (their kinds: core/findings/neuron_errors.py TORCHNEURON_KINDS)
 GATED_DIAGNOSTICS = frozenset({"graph-grows", "dynamic-shape", "graph-fallback", "cpu-fallback", "mode-ignored"})

@@ -26,7 +26,7 @@ else:
     model = model.to("neuron")
     run, device = model, "neuron"
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(6):
+for _step in range(6):
     x = torch.randn(4, 8).to(device)
     loss = run(x).pow(2).mean()
     if device == "neuron":

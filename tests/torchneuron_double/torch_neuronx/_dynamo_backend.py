@@ -68,9 +68,14 @@ _modes_said: set = set()
 
 
 def _dynamic_shape(gm) -> tuple[str, str] | None:
-    """(node, shape) of the first node whose shape is symbolic (dynamic=True), or None."""
+    """(node, shape) of the first node whose shape is symbolic under dynamic=True (which turns dynamo's
+    assume_static_by_default off for the call), or None; a shape dynamo made dynamic by itself on a
+    recompile is compiled as it comes, as TorchNeuron recompiles per new shape."""
     import torch
+    import torch._dynamo.config
 
+    if torch._dynamo.config.assume_static_by_default:
+        return None
     for node in gm.graph.nodes:
         value = node.meta.get("example_value", node.meta.get("val"))
         shape = getattr(value, "shape", None)
