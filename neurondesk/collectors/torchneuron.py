@@ -14,7 +14,7 @@ stored here, its ``latest`` pages; the Neuron release each was current for):
 | ``torch_neuronx.metrics.is_enabled()``, ``get_counter_value(name)``, ``get_metric_data(name)`` (``accumulator``, in nanoseconds as torch_xla's) | how a process reads them | torch-neuronx's ``torch_neuronx/metrics.py`` docstring (not found in the stored docs pages; the unit is our assumption) |
 | ``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` | the persistent NEFF cache | "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16: Neuron 2.34) names the variable; the default is torch-neuronx's own, not in the pages we read |
 | ``torch.compile(backend="neuron")``, ``torch_neuronx.get_dynamo_metrics()`` (graph_id, graph_name, model_name, has_collectives, graph_node_count, timestamp, torch_neuronx_fx_passes_us / _lower_us / _compile_us), ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` | its torch.compile graphs; get_dynamo_metrics synchronizes, so it is read at the end of a dynamo compile and at exit, never per step | "torch.compile backend reference" (2026-10-14: Neuron 2.33); the fields: the metrics documentation of Neuron 2.33-2.34 as issue 27 quotes it (collectors/devices/graph_stats.py) |
-| ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); read by nothing here yet (issue 44 item 6) |
+| ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); named in the graph-fallback finding (collectors/logparse/neuron_faults.py reads the failures) |
 
 What the launcher sets, only where the user set nothing (``torchneuron_environment``):
 ``TORCH_NEURONX_METRICS_ENABLED=1``; ``TORCH_NEURONX_LOG_FILE=<run folder>/torchneuron.log`` with
@@ -33,6 +33,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neurondesk.collectors.logparse.neuron_faults import fault_of
 from neurondesk.collectors.relay_link import open_output
 from neurondesk.core.events.neff_events import NeffCacheLog
 from neurondesk.core.events.run_events import Event, Notice, ParseProblem
@@ -208,13 +209,18 @@ class NeffLogTail:
                 counts[what] += 1
                 if key is not None and len(self.keys) < KEYS_KEPT:
                     self.keys.add(key)
-            self._pass_on(raw, level)
+            if not self._pass_on(raw, level) and what is None:
+                # a failure told in a line not passed on (a passed-on line is read from the stream it goes to)
+                fault = fault_of(raw.decode("utf-8", "replace"), t)
+                if fault is not None:
+                    out.append(fault)
 
-    def _pass_on(self, raw: bytes, level: int | None) -> None:
+    def _pass_on(self, raw: bytes, level: int | None) -> bool:
         """A line the user would have seen at their own level, to their stream (ours only)."""
         if not self.plan.ours or level is None or level > self.plan.user_level:
-            return
+            return False
         self.held.append(("stderr" if level <= 1 else "stdout", raw + b"\n"))
+        return True
 
     def _relay(self, final: bool) -> int:
         """The held lines, appended to the user's stdout.log / stderr.log where that stream is at a

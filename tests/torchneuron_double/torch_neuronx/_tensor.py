@@ -4,6 +4,9 @@ runs on the CPU. ``.to("neuron")`` and ``device="neuron"`` make them (a torch fu
 
 from __future__ import annotations
 
+import logging
+import os
+
 import torch
 from torch.utils._pytree import tree_map
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
@@ -14,6 +17,23 @@ DEVICE: torch.device | None = None
 # ops that only look at or reshape a tensor's metadata: no NEFF of their own
 _NO_NEFF = ("aten.detach", "aten.view", "aten._unsafe_view", "aten.t.", "aten.alias", "aten._to_copy",
             "aten.lift_fresh", "aten._local_scalar_dense", "aten.expand", "aten.clone")
+
+
+# TORCHNEURON_DOUBLE_CPU_FALLBACK: ops (name prefixes, comma-separated) no Neuron implementation
+# handles: they run on the CPU, are counted for get_fallback_ops(), and their line is logged once at
+# Python's DEBUG level, as torch-neuronx's dispatcher does (invisible unless the user turns it on)
+CPU_FALLBACK = tuple(x for x in os.environ.get("TORCHNEURON_DOUBLE_CPU_FALLBACK", "").split(",") if x)
+FALLBACK_OPS: dict[str, int] = {}
+
+
+def _falls_back(name: str) -> bool:
+    if not CPU_FALLBACK or not name.startswith(CPU_FALLBACK):
+        return False
+    op = name.split(".")[0] + "::" + name.split(".")[1] if name.count(".") >= 1 else name
+    if op not in FALLBACK_OPS:
+        logging.debug(f"No implementation could handle operation {op}. Falling back on CPU")
+    FALLBACK_OPS[op] = FALLBACK_OPS.get(op, 0) + 1
+    return True
 
 
 class NeuronTensor(torch.Tensor):
@@ -33,7 +53,7 @@ class NeuronTensor(torch.Tensor):
         kwargs = kwargs or {}
         name = str(func)
         to_cpu = name.startswith("aten._to_copy") and str(kwargs.get("device", "")) == "cpu"
-        if not name.startswith(_NO_NEFF):
+        if not name.startswith(_NO_NEFF) and not _falls_back(name):
             shapes = [f"{tuple(a.shape)}:{a.dtype}" for a in args if isinstance(a, torch.Tensor)]
             _cache.neff_for(f"{name}|{','.join(shapes)}")
         kw = {k: (torch.device("cpu") if k == "device" else _unwrap(v)) for k, v in kwargs.items()}
