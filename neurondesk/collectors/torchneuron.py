@@ -30,6 +30,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,21 @@ NEFF_LINE = re.compile(r"\[NEFF_CACHE\]\s*(Cache MISS|Cache HIT|Storing NEFF) fo
 LEVEL = re.compile(r"\[(ERROR|WARNING|WARN|INFO|DEBUG)\]")
 LEVELS = {"ERROR": 0, "WARNING": 1, "WARN": 1, "INFO": 2, "DEBUG": 3}
 COUNTED = {"Cache MISS": "misses", "Cache HIT": "hits", "Storing NEFF": "stores"}
+
+
+DEFAULT_NEFF_CACHE = "/tmp/neff_cache"  # TORCH_NEURONX_NEFF_CACHE_DIR's default (torch-neuronx's own)
+
+
+def neff_cache_dir(env: Mapping[str, str]) -> str | None:
+    """The persistent NEFF cache folder a workload with this environment writes to, for the disk
+    forecast: TORCH_NEURONX_NEFF_CACHE_DIR when set; else its default when it exists (a machine that
+    ran TorchNeuron before); None when TORCH_NEURONX_NEFF_DISABLE_CACHE=1 (memory only) or neither."""
+    if env.get("TORCH_NEURONX_NEFF_DISABLE_CACHE") == "1":
+        return None
+    given = env.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+    if given:
+        return given
+    return DEFAULT_NEFF_CACHE if os.path.isdir(DEFAULT_NEFF_CACHE) else None
 
 
 def _int(text: str | None, default: int) -> int:
@@ -78,7 +94,7 @@ def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[s
         extra["TORCH_NEURONX_METRICS_ENABLED"] = "1"
     elif base["TORCH_NEURONX_METRICS_ENABLED"].strip().lower() not in ("1", "true", "yes"):
         pass  # theirs, left alone: the probe says once that NEFF compiles are not counted
-    cache_dir = base.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"
+    cache_dir = base.get("TORCH_NEURONX_NEFF_CACHE_DIR") or DEFAULT_NEFF_CACHE
     level = _int(base.get("TORCH_NEURONX_LOG_LEVEL"), DEFAULT_LEVEL)
     if base.get("TORCH_NEURONX_LOG_FILE"):
         path = Path(base["TORCH_NEURONX_LOG_FILE"])

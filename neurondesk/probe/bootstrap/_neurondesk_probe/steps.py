@@ -56,8 +56,13 @@ class StepClock:
     def end_step(self) -> None:
         """The step ends: an ordinary one into the transport's columns (batch.py), one that
         compiled, ran an evaluation or holds an odd count as a message of its own."""
-        if self.neff is not None:  # TorchNeuron: the step's NEFF compiles, first (they mark the step)
-            self.probe.guarded(self.neff, hook="torchneuron")
+        neff = self.neff
+        if neff is not None:  # TorchNeuron: the step's NEFF compiles, first (they mark the step)
+            try:  # guarded() inline: its call cost a microsecond a step (benchmarks/probe_step_torchneuron.py)
+                if "torchneuron" not in self.probe.off:
+                    neff()
+            except Exception as exc:  # noqa: BLE001 - fail open: that hook alone turns off, said once
+                self.probe.hook_failed("torchneuron", exc)
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
         phase = self.probe.phase
