@@ -22,6 +22,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.ProcessAttached,
     ev.ProcessFailed,
     ev.RankExited,
+    ev.StepResumed,  # where a restarted process's step count begins (core/reduce/attempts.py)
     ev.CollectiveBlocked,
     ev.DeviceSeen,
     ev.WorkloadConfig,

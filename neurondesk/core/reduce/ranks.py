@@ -32,6 +32,7 @@ from operator import add
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.failure_cause import first_cause
+from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import COLUMNS_FROM
 
@@ -150,8 +151,14 @@ class FailedRank:
 
 
 class RankReducer:
-    def __init__(self, run: RunReducer) -> None:
+    """The ranks of the current attempt (core/reduce/attempts.py): a restart's ranks replace the ranks before
+    them, whose number is kept in ``before``; failures are the current attempt's (the earlier ones are
+    the attempts' disruptions)."""
+
+    def __init__(self, run: RunReducer, attempts: AttemptReducer | None = None) -> None:
         self._run = run
+        self._attempts = attempts or AttemptReducer()
+        self.before = 0  # rank records of earlier attempts, dropped when a restart's ranks came
         self.declared: dict[int, tuple[int | None, int | None]] = {}  # pid -> (rank, local_rank) from its hello
         self.ranks: dict[int, RankStats] = {}  # pid -> stats, for processes that report steps
         self.failures: list[FailedRank] = []
@@ -164,13 +171,27 @@ class RankReducer:
     # ------------------------------------------------------------------ reduce
     def on_process_attached(self, e: ev.ProcessAttached) -> None:
         self.declared[e.pid] = (e.rank, e.local_rank)
+        old = self._attempts.is_old
+        if not old(e.pid) and (any(map(old, self.ranks)) or any(old(f.pid) for f in self.failures)):
+            self._new_attempt()
         stats = self.ranks.get(e.pid)
         if stats is not None and e.rank is not None:
             stats.rank, stats.local_rank = e.rank, e.local_rank
 
+    def _new_attempt(self) -> None:
+        """Drop the ranks and failures of attempts before the current one."""
+        old = self._attempts.is_old
+        gone = [pid for pid in self.ranks if old(pid)]
+        self.before += len(gone)
+        for pid in gone:
+            del self.ranks[pid]
+        self.failures = [f for f in self.failures if not old(f.pid)]
+
     def _stats(self, pid: int) -> RankStats:
         stats = self.ranks.get(pid)
         if stats is None:
+            if any(map(self._attempts.is_old, self.ranks)):
+                self._new_attempt()
             rank, local = self.declared.get(pid, (None, None))
             if rank is None:
                 rank = len(self.ranks)
@@ -178,6 +199,8 @@ class RankReducer:
         return stats
 
     def on_step(self, e: ev.StepEnded) -> None:
+        if self._attempts.is_old(e.pid):
+            return  # a late step of an attempt a restart replaced
         stats = self._stats(e.pid)
         stats.last_step_t = e.t
         self._one(stats, e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
@@ -185,6 +208,8 @@ class RankReducer:
 
     def on_steps(self, b: ev.StepBatch) -> None:
         """A StepBatch: as its steps one by one (none of them compiled)."""
+        if self._attempts.is_old(b.pid):
+            return
         r, n, first = self._stats(b.pid), len(b), b.step
         if not n:
             return
@@ -272,15 +297,18 @@ class RankReducer:
     def on_rank_exited(self, e: ev.RankExited) -> None:
         """torchrun's root cause: a rank that died without a Python exception (a signal) is a failure too;
         one that raised was already reported by its probe, with its traceback."""
-        if not e.root_cause or any(f.rank == e.rank for f in self.failures):
+        rank = self.declared[e.pid][0] if e.pid in self.declared and self.declared[e.pid][0] is not None else e.rank
+        if not e.root_cause or any(f.rank == rank for f in self.failures) or self._attempts.is_old(e.pid):
             return
-        stats = next((r for r in self.ranks.values() if r.rank == e.rank), None)
+        stats = next((r for r in self.ranks.values() if r.rank == rank), None)
         what = e.signal or f"exit code {e.exit_code}"
-        self.failures.append(FailedRank(e.rank, e.pid or (stats.pid if stats else 0), e.t,
+        self.failures.append(FailedRank(rank, e.pid or (stats.pid if stats else 0), e.t,
                                         f"{what} (torchrun: exitcode {e.exit_code})",
                                         stats.steps if stats else None, []))
 
     def on_process_failed(self, e: ev.ProcessFailed) -> None:
+        if self._attempts.is_old(e.pid):
+            return
         rank = self.ranks[e.pid].rank if e.pid in self.ranks else self.declared.get(e.pid, (None, None))[0]
         self.failures.append(FailedRank(rank, e.pid, e.t, e.error, e.step, list(e.traceback)))
 
