@@ -14,6 +14,7 @@ import msgspec
 from neurondesk.core.figures.budget import BudgetFigures
 from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.reports import fmt
+from neurondesk.reports.goodput_text import goodput_markdown, goodput_words
 from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
 from neurondesk.reports.phases_text import phases_markdown
 from neurondesk.reports.safe_text import clean
@@ -72,6 +73,7 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
         *([("died", f"{crash['kind']}: {crash['finding']}")] if crash else []),
+        *([("goodput", goodput_words(s["goodput"]))] if s.get("goodput") else []),
         *([("memory creeps", creep["short"].removeprefix("memory creeps: "))] if creep else []),
         ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
         ("precision", _fmt(s["precision"])),
@@ -233,6 +235,7 @@ def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
     lines += crash_markdown(s.get("crash"))
+    lines += goodput_markdown(s)
     lines += creep_markdown(s.get("memory_creep"))
     if s["compiles"]:
         lines += ["", "## Compiles", "",
