@@ -23,6 +23,7 @@ from neurondesk.core.findings.run_end import RunEnd
 from neurondesk.core.job.culprit import culprit, wait_share
 from neurondesk.core.job.fleet import RankRow as FleetRank
 from neurondesk.core.job.job_figures import JobFigures, NodeFigures, job_figures
+from neurondesk.core.job.job_goodput import JobGoodput, job_goodput
 from neurondesk.core.node.failure_cause import first_cause
 from neurondesk.core.summary.types import Loss, Summary
 
@@ -126,6 +127,7 @@ class JobSummary(msgspec.Struct, kw_only=True):
     compile_slowest_node: str | None  # whose compile the job waited for (None: no compile)
     first_failure: JobFailure | None
     problems: list[str] = []
+    goodput: JobGoodput | None = None  # across the nodes: which node failed, what the restarts cost (core/job/job_goodput.py)
 
     def as_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -267,7 +269,8 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
             victim_nodes=list(slow.victim_nodes), victim_wait_s=slow.victim_wait_s),
         collective_wait=wait_share(ranks),
         compile_slowest_node=compile_node.node if compile_node and compile_node.compile_total_s > 0 else None,
-        first_failure=failure, problems=_problems(nodes, order, expected))
+        first_failure=failure, problems=_problems(nodes, order, expected),
+        goodput=job_goodput([(node.node, n.summary.goodput) for n, node in zip(order, nodes, strict=True)]))
 
 
 class JobSummaryError(ValueError):
