@@ -26,9 +26,12 @@ ap.add_argument("--always-die", action="store_true")
 ap.add_argument("--step-s", type=float, default=0.01)
 args = ap.parse_args()
 
-dist.init_process_group("gloo")
-rank = dist.get_rank()
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+# a file rendezvous of its own per attempt: torchrun's store, reused by the restart, can hand a restarted
+# gloo mesh the previous attempt's addresses (connectFullMesh refused, seen with torch 2.9 on loopback)
+dist.init_process_group("gloo", init_method=f"file://{Path(args.ckpt).resolve()}/rendezvous.{attempt}",
+                        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+rank = dist.get_rank()
 torch.manual_seed(0)
 model = DDP(torch.nn.Linear(16, 4))
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
