@@ -11,6 +11,7 @@ import pytest
 
 from neurondesk.collectors.logparse.torchelastic import TorchElasticParser
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.attempt_events import StepResumed
 from neurondesk.core.figures.goodput import KINDS, GoodputInputs, goodput
 from neurondesk.core.job.job_goodput import job_goodput
 from neurondesk.core.reduce.attempts import KEEP
@@ -39,7 +40,7 @@ def attempt(t, pids, number, n, resumed=None, var="TORCHELASTIC_RESTART_COUNT", 
     out = [hello(t, pid, rank, number, var) for rank, pid in enumerate(pids)]
     t += 1.0  # its start-up
     if resumed is not None:
-        out += [ev.StepResumed(t=t, pid=pid, step=resumed) for pid in pids]
+        out += [StepResumed(t=t, pid=pid, step=resumed) for pid in pids]
     end = t
     for pid in pids:
         s, end = steps(pid, n, t)

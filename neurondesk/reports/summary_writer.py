@@ -73,7 +73,6 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         ("command", shlex.join(str(a) for a in s["command"] or [])),
         ("exit code", _fmt(s["exit_code"])),
         *([("died", f"{crash['kind']}: {crash['finding']}")] if crash else []),
-        *([("goodput", goodput_words(s["goodput"]))] if s.get("goodput") else []),
         *([("memory creeps", creep["short"].removeprefix("memory creeps: "))] if creep else []),
         ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
         ("precision", _fmt(s["precision"])),
@@ -124,6 +123,7 @@ def report_rows(s: dict) -> list[tuple[str, str]]:
     """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
     why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
     rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}"),
+            *([("goodput", goodput_words(s["goodput"]))] if s.get("goodput") else []),
             *figure_rows(s)]
     ex = s.get("neuron_executions")
     ev = s.get("evaluation")

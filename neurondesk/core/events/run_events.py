@@ -92,17 +92,6 @@ class ProcessFailed(Event):
 
 
 @dataclass(frozen=True)
-class StepResumed(Event):
-    """Process ``pid`` began at a step other than 0: its optimizer's own step count was already
-    ``step`` at its first step (a checkpoint restored it). Its step 0 is the job's step ``step``."""
-
-    kind: ClassVar[str] = "step_resumed"
-    pid: int
-    step: int  # optimizer steps already done when the process's first step began
-    source: str = "optimizer state"
-
-
-@dataclass(frozen=True)
 class RankExited(Event):
     """torchrun said a rank exited with an error (its failure report: collectors/logparse/torchelastic.py),
     the only word of a rank killed by a signal (SIGKILL of the OOM killer, a segfault)."""

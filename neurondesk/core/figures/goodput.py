@@ -43,6 +43,7 @@ class Disruption(msgspec.Struct, frozen=True, kw_only=True):
 
     attempt: int  # the attempt that failed
     t: float | None  # when (the first failure of that attempt, else its last step's end)
+    at_s: float | None = None  # the same, seconds from the run's start (its place on the run's time line)
     rank: int | None
     pid: int | None
     step: int | None  # the job step it reached
@@ -155,14 +156,15 @@ def _disruptions(state: RunState) -> list[Disruption]:
     attempts = state.parts.attempts
     kept = attempts.attempts
     lost = {a.number: x for a, _, x in attempts.restarts_lost()}
-    out = []
+    out, t0 = [], state.started_t
     for a in kept:
         f = a.failure
         x = lost.get(a.number)
         if f is None and x is None:
             continue
         out.append(Disruption(
-            attempt=a.number, t=f.t if f else a.ended_t, rank=f.rank if f else None, pid=f.pid if f else None,
+            attempt=a.number, t=(t := f.t if f else a.ended_t),
+            at_s=round(t - t0, 3) if t is not None and t0 is not None else None, rank=f.rank if f else None, pid=f.pid if f else None,
             step=a.reached, cause=f.error if f else "", traceback=list(f.traceback[-TRACEBACK_LINES:]) if f else [],
             steps_lost=x.steps if x else None, wasted_s=round(x.seconds, 3) if x else None,
             recovery_s=round(x.recovery_s, 3) if x else None, problem=x.problem if x else None))

@@ -18,10 +18,13 @@ that ended it in ``folded`` (the summary lists the kept ones and counts all).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import add, sub
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.attempt_events import StepResumed
 from neurondesk.core.node.failure_cause import first_cause
 
 KEEP = 32  # attempts kept in full (the last ones)
@@ -199,15 +202,17 @@ class AttemptReducer:
             self.problems.append(words)
 
     # ------------------------------------------------------------------ steps
-    def on_step_resumed(self, e: ev.StepResumed) -> None:
+    def on_step_resumed(self, e: StepResumed) -> None:
         a = self._attempt(e.pid)
         if a is not None and (a.resumed is None or e.step > a.resumed):
             a.resumed = e.step
 
-    def _stepped(self, pid: int, ended: int, start: float, end: float, seconds: float, n: int) -> Attempt | None:
+    def _stepped(self, pid: int, ended: int, first: float, start: float, end: float,
+                 seconds: Sequence[float]) -> Attempt | None:
+        """``first``: its first step's start; ``start``: the earliest step start; ``end``: the latest end."""
         a = self._attempt(pid)
         if a is None:  # steps before any hello (a process the probe never introduced): the first attempt
-            self._start(self.number, start)
+            self._start(self.number, first)
             a = self.current
             self.pid_attempt[pid] = a.number
         if ended > a.steps.get(pid, 0):
@@ -218,18 +223,20 @@ class AttemptReducer:
             a.last_step_end = end
         if a.lead_pid is None:
             a.lead_pid = pid
-        if a.lead_pid == pid:
-            a.lead_step_s += seconds
-            a.lead_steps += n
+        if a.lead_pid == pid:  # added one by one, in order: a batch sums as its steps do
+            a.lead_step_s = reduce(add, seconds, a.lead_step_s)
+            a.lead_steps += len(seconds)
         return a
 
     def on_step(self, e: ev.StepEnded) -> None:
-        self._stepped(e.pid, e.step + 1, e.t - e.duration_s - e.eval_s, e.t, e.duration_s, 1)
+        start = e.t - e.duration_s - e.eval_s
+        self._stepped(e.pid, e.step + 1, start, start, e.t, (e.duration_s,))
 
     def on_steps(self, b: ev.StepBatch) -> None:
         n = len(b)
         if n:
-            self._stepped(b.pid, b.step + n, b.ts[0] - b.duration_s[0], max(b.ts), sum(b.duration_s), n)
+            self._stepped(b.pid, b.step + n, b.ts[0] - b.duration_s[0], min(map(sub, b.ts, b.duration_s)), max(b.ts),
+                          b.duration_s)
 
     def on_probe_dropped(self, e: ev.ProbeDropped) -> None:
         a = self._attempt(e.pid)

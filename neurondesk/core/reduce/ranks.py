@@ -151,10 +151,7 @@ class FailedRank:
 
 
 class RankReducer:
-    """The ranks of the current attempt (core/reduce/attempts.py): a restart's ranks replace the ranks before
-    them, whose number is kept in ``before``; failures are the current attempt's (the earlier ones are
-    the attempts' disruptions)."""
-
+    """The current attempt's ranks and failures (core/reduce/attempts.py keeps the earlier ones)."""
     def __init__(self, run: RunReducer, attempts: AttemptReducer | None = None) -> None:
         self._run = run
         self._attempts = attempts or AttemptReducer()
@@ -173,25 +170,16 @@ class RankReducer:
         self.declared[e.pid] = (e.rank, e.local_rank)
         old = self._attempts.is_old
         if not old(e.pid) and (any(map(old, self.ranks)) or any(old(f.pid) for f in self.failures)):
-            self._new_attempt()
+            self.before += sum(map(old, self.ranks))  # a restart: the attempts before are the attempts' own
+            self.ranks = {pid: r for pid, r in self.ranks.items() if not old(pid)}
+            self.failures = [f for f in self.failures if not old(f.pid)]
         stats = self.ranks.get(e.pid)
         if stats is not None and e.rank is not None:
             stats.rank, stats.local_rank = e.rank, e.local_rank
 
-    def _new_attempt(self) -> None:
-        """Drop the ranks and failures of attempts before the current one."""
-        old = self._attempts.is_old
-        gone = [pid for pid in self.ranks if old(pid)]
-        self.before += len(gone)
-        for pid in gone:
-            del self.ranks[pid]
-        self.failures = [f for f in self.failures if not old(f.pid)]
-
     def _stats(self, pid: int) -> RankStats:
         stats = self.ranks.get(pid)
         if stats is None:
-            if any(map(self._attempts.is_old, self.ranks)):
-                self._new_attempt()
             rank, local = self.declared.get(pid, (None, None))
             if rank is None:
                 rank = len(self.ranks)
@@ -199,8 +187,8 @@ class RankReducer:
         return stats
 
     def on_step(self, e: ev.StepEnded) -> None:
-        if self._attempts.is_old(e.pid):
-            return  # a late step of an attempt a restart replaced
+        if self._attempts.is_old(e.pid):  # a late step of an attempt a restart replaced
+            return
         stats = self._stats(e.pid)
         stats.last_step_t = e.t
         self._one(stats, e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
