@@ -193,7 +193,7 @@ def test_the_ci_gate_and_compare_read_goodput():
 def test_the_job_goodput_sums_node_seconds_and_names_the_node_that_failed():
     g = goodput(restarted_once())
     calm = goodput(reduced(attempt(T0 + 1, [31, 32], 0, 60)[0]))
-    j = job_goodput([("node-a", calm), ("node-b", g)])
+    j = job_goodput([("node-a", [calm]), ("node-b", [g])])
     assert j.restarts == 1 and [x.node for x in j.disruptions] == ["node-b"]
     assert j.wall_s == pytest.approx(g.wall_s + calm.wall_s, abs=1e-3)
     assert j.restart_cost_s == pytest.approx(g.badput["wasted_progress"] + g.badput["restart_recovery"], abs=1e-3)
@@ -210,3 +210,14 @@ def test_prometheus_series_of_goodput():
     kinds = {s.labels["kind"] for s in fams["neurondesk_badput_seconds"].samples if s.name.endswith("_total")}
     assert kinds == set(KINDS)
     assert 0 < fams["neurondesk_goodput_ratio"].samples[0].value < 1
+
+
+def test_a_relaunch_with_the_same_job_is_an_attempt_of_the_job():
+    """A requeued job (a new run folder, the same job id): the node's two runs are its attempts."""
+    first = goodput(reduced(attempt(T0 + 1, [11, 12], 0, 60, fail_rank=1)[0], exit_code=1))
+    again = goodput(reduced(attempt(T0 + 100, [21, 22], 0, 70, resumed=50)[0]))
+    assert (first.max_step, again.first_step, again.max_step) == (60, 50, 120)
+    j = job_goodput([("node-a", [first, again])])
+    assert (j.restarts, j.relaunches, j.steps_lost, j.max_step) == (1, 1, 10, 120)
+    assert j.wall_s == pytest.approx(first.wall_s + again.wall_s, abs=1e-3)
+    assert [x.disruption.rank for x in j.disruptions] == [1]

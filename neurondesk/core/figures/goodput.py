@@ -63,6 +63,7 @@ class Goodput(msgspec.Struct, frozen=True, kw_only=True):
     restarts: int
     steps_lost: int  # steps run twice, all restarts
     max_step: int  # the largest step the job reached
+    first_step: int = 0  # where this run's first attempt began (a relaunch resumed there: core/job/job_goodput.py)
     badput: dict[str, float]  # seconds by kind (KINDS)
     badput_usd: dict[str, float] = {}  # by kind, where the price is known
     ended: str = "running"  # "running" | "finished" | "finished after N restarts" | "died" | "died after N restarts"
@@ -133,6 +134,7 @@ def goodput(state: RunState, now: float | None = None, inputs: GoodputInputs | N
         fraction=round(productive / wall, 4) if wall > 0 else None,
         productive_s=round(productive, 3), productive_usd=usd(productive) if usd else None, wall_s=round(wall, 3),
         restarts=attempts.restarts, steps_lost=steps_lost, max_step=attempts.max_step,
+        first_step=attempts.max_step - attempts.job_steps,
         badput={k: round(v, 3) for k, v in bad.items()},
         badput_usd={k: usd(v) for k, v in bad.items()} if usd else {},
         ended=_ended(state, attempts.restarts), disruptions=disruptions[-DISRUPTIONS_KEPT:],

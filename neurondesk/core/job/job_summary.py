@@ -37,6 +37,7 @@ class NodeRun(msgspec.Struct, frozen=True, kw_only=True):
     summary: Summary
     end: RunEnd | None = None
     started_t: float | None = None  # the run's start on its clock (epoch seconds)
+    earlier: list[Summary] = []  # the node's earlier runs of the job (relaunches with the same job id), oldest first
 
 
 class JobNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -270,7 +271,8 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
         collective_wait=wait_share(ranks),
         compile_slowest_node=compile_node.node if compile_node and compile_node.compile_total_s > 0 else None,
         first_failure=failure, problems=_problems(nodes, order, expected),
-        goodput=job_goodput([(node.node, n.summary.goodput) for n, node in zip(order, nodes, strict=True)]))
+        goodput=job_goodput([(node.node, [*(x.goodput for x in n.earlier), n.summary.goodput])
+                             for n, node in zip(order, nodes, strict=True)]))
 
 
 class JobSummaryError(ValueError):
