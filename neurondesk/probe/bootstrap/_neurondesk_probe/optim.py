@@ -117,15 +117,16 @@ def report_resumed(probe, optimizer) -> None:
     """At a process's first optimizer step: an optimizer whose own step count is already above 0
     (Adam, AdamW ... keep one per parameter; a checkpoint restored it) began at that step. Read only
     where it is a plain number or a CPU tensor (reading a device tensor would sync); nothing is changed."""
-    for state in list(optimizer.state.values())[:1]:
-        step = state.get("step") if isinstance(state, dict) else None
-        if step is None:
+    values = getattr(getattr(optimizer, "state", None), "values", None)  # an odd optimizer may keep none
+    state = next(iter(values()), None) if callable(values) else None
+    step = state.get("step") if isinstance(state, dict) else None
+    if step is None or isinstance(step, bool):
+        return
+    if not isinstance(step, int | float):
+        device = getattr(step, "device", None)
+        if getattr(device, "type", None) != "cpu" or getattr(step, "numel", lambda: 0)() != 1:
             return
-        if not isinstance(step, int | float):
-            device = getattr(step, "device", None)
-            if getattr(device, "type", None) != "cpu" or getattr(step, "numel", lambda: 0)() != 1:
-                return
-            step = step.item()
-        n = int(step)
-        if 0 < n <= 10**12:
-            probe.send({"kind": "step_resumed", "step": n, "source": "optimizer state"})
+        step = step.item()
+    n = int(step)
+    if 0 < n <= 10**12:
+        probe.send({"kind": "step_resumed", "step": n, "source": "optimizer state"})
