@@ -221,3 +221,18 @@ def test_a_relaunch_with_the_same_job_is_an_attempt_of_the_job():
     assert (j.restarts, j.relaunches, j.steps_lost, j.max_step) == (1, 1, 10, 120)
     assert j.wall_s == pytest.approx(first.wall_s + again.wall_s, abs=1e-3)
     assert [x.disruption.rank for x in j.disruptions] == [1]
+
+
+def test_a_restart_that_compiles_again_what_the_first_attempt_compiled_says_the_cache_was_not_shared():
+    a, t = attempt(T0 + 1, [11, 12], 0, 20, fail_rank=1)
+    b, t2 = attempt(t + 2, [21, 22], 1, 20, resumed=10)
+
+    def compile_(t, pid, h, cache="miss", source="probe"):
+        return ev.CompileFinished(t=t, source=source, duration_s=30.0, pid=pid, step=0, graph_hash=h, cache=cache)
+
+    first = [compile_(T0 + 1.5, 11, "g1"), compile_(T0 + 1.6, 11, "g2")]
+    again = [compile_(t + 2.5, 21, "g1"), compile_(t + 2.6, 21, "g2"), compile_(t + 2.7, 21, "g3")]
+    g = goodput(reduced(a + first + b + again))
+    assert g.recompile is not None and g.recompile.startswith("a restart recompiled 2 graphs for 60.0 s")  # g3 is new
+    hit = [compile_(t + 2.5, 21, "g1", cache="hit"), compile_(t + 2.6, 21, "g2", cache="hit")]
+    assert goodput(reduced(a + first + b + hit)).recompile is None  # the cache served the restart
