@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from neurondesk.core.events import attempt_events as att
 from neurondesk.core.events import codec
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import neff_events as nf
@@ -35,6 +36,7 @@ SAMPLES: list[ev.Event] = [
                          shapes="Float [4]", ranks=[0, 2], never_entered=[1], last=[411], words="n: ..."),
     ev.ProcessFailed(t=1.15, pid=7, error="RuntimeError: boom", step=3, traceback=["Traceback ...", "RuntimeError: boom"]),
     ev.RankExited(t=1.16, rank=2, local_rank=0, exit_code=-9, pid=8, signal="SIGKILL", host="trn-01", root_cause=True),
+    att.StepResumed(t=1.17, pid=8, step=50),
     ev.DeviceSeen(t=1.2, pid=7, device_kind="xla-cpu", device_name="xla:0", precision="bf16"),
     ev.WorkloadConfig(t=1.3, values={"batch_size": 8, "lr": 0.001, "name": "demo", "nested": {"a": [1, 2]}}),
     ev.StepEnded(t=2.0, pid=7, step=0, duration_s=0.5, samples=8, tokens=512, executions=1,
@@ -97,7 +99,7 @@ SAMPLES: list[ev.Event] = [
 
 
 def test_every_event_class_is_registered_once_and_every_sample_kind_is_covered():
-    defined = {cls for mod in (ev, dev, price, nf) for _, cls in inspect.getmembers(mod, inspect.isclass)
+    defined = {cls for mod in (ev, dev, price, nf, att) for _, cls in inspect.getmembers(mod, inspect.isclass)
                if issubclass(cls, ev.Event) and cls is not ev.Event}
     assert set(EVENT_CLASSES) == defined
     assert len(EVENT_TYPES) == len(EVENT_CLASSES)

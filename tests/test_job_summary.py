@@ -91,9 +91,22 @@ def test_another_jobs_run_and_a_node_given_twice_are_refused(job, tmp_path):
     assert p.returncode == 2 and "belong to 2 jobs" in p.stderr and "--job ID" in p.stderr
     p = nd("job", "summary", job / "job", tmp_path / "other", "--job", "j1", "--format", "json")
     assert [n["node"] for n in json.loads(p.stdout)["nodes"]] == ["n0", "n1"] and "left out 1 run(s) of job 'j2'" in p.stderr
+    for name in ("none-a", "none-b"):  # torchrun's default run id names no job: a node given twice is refused
+        node_run(job, tmp_path / name, "n0", 0, job="none")
+    p = nd("job", "summary", tmp_path / "none-a", tmp_path / "none-b", check=False)
+    assert p.returncode == 2 and "node 'n0' has 2 runs" in p.stderr and "same --job" in p.stderr
+
+
+def test_a_relaunch_of_a_named_job_is_an_attempt_of_its_node(job, tmp_path):
+    """The same job id launched again on node n0 (a requeue): its latest run is the node's, the earlier one
+    counts in the job's goodput as a relaunch (docs/goodput.md)."""
     node_run(job, tmp_path / "again", "n0", 0)
-    p = nd("job", "summary", job / "job", tmp_path / "again", check=False)
-    assert p.returncode == 2 and "node 'n0' has 2 runs" in p.stderr
+    p = nd("job", "summary", job / "job", tmp_path / "again", "--format", "json")
+    out = json.loads(p.stdout)
+    assert [n["node"] for n in out["nodes"]] == ["n0", "n1"] and "relaunches of the job" in p.stderr
+    assert out["nodes"][0]["run_dir"] == str(tmp_path / "again")
+    g = out["goodput"]
+    assert (g["relaunches"], g["restarts"]) == (1, 1) and g["wall_s"] > sum(n["elapsed_s"] for n in out["nodes"])
 
 
 def _summary(node, node_rank, nodes=4, precision="bf16", steps=100, price=10.0, compile_s=5.0):

@@ -81,7 +81,8 @@ def test_every_registered_kind_reaches_a_reducer():
     st = RunState()
     assert set(st._dispatch) == set(EVENT_TYPES)
     takers = [h.__self__ for h in st._dispatch["step"]]
-    assert takers[:2] == [st.parts.procs, st.parts.steps] and st.parts.ranks in takers  # the lead is known first
+    # which attempt a process is, then the lead, are known first (core/reduce/attempts.py)
+    assert takers[:3] == [st.parts.attempts, st.parts.procs, st.parts.steps] and st.parts.ranks in takers
 
 
 def test_apply_never_raises_counts_and_keeps_the_first_errors():

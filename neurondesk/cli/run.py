@@ -67,6 +67,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-first-compile-s", type=number(0, MAX_SECONDS), metavar="S",
                    help="fail when the first compile took over S s")
     g.add_argument("--min-samples-per-s", type=number(0, MAX_RATE), metavar="X", help="fail below X steady samples/s")
+    g.add_argument("--min-goodput", type=number(0, 1), metavar="F",
+                   help="fail when goodput (productive training time / wall time, 0..1) is below F (docs/goodput.md)")
     add_alert_options(p)  # --notify, --notify-url, --budget-usd, --hang-after ...
     add_sink_options(p)  # --tensorboard, --mlflow, --wandb
 
@@ -94,7 +96,7 @@ def _thresholds(args):
     from neurondesk.core.rules.checks import Thresholds
 
     t = Thresholds(args.max_recompiles_after_warmup, args.loss_finite, args.max_first_compile_s,
-                   args.min_samples_per_s)
+                   args.min_samples_per_s, getattr(args, "min_goodput", None))
     return t if args.check or t != Thresholds() else None
 
 

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.reduce.state import RunState
+from neurondesk.exporter.goodput import goodput_families
 from neurondesk.exporter.health import health_families
 from neurondesk.exporter.job import job_families
 from neurondesk.exporter.memory import memory_families
@@ -98,6 +99,7 @@ class RunCollector(Collector):
         yield from health_families(s, ids)
         yield from phase_families(s, ids)
         yield from memory_families(s, ids)
+        yield from goodput_families(s, ids)
 
     @staticmethod
     def _named(s: Snapshot, ids: list[str]) -> Iterator[Metric]:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+import msgspec
+
 from neurondesk.core.figures.series import StepTimeLine
 from neurondesk.core.summary.types import Summary
 from neurondesk.reports import fmt
 from neurondesk.reports.compare_writer import cell_text
+from neurondesk.reports.goodput_text import disruption_lines
 from neurondesk.reports.html_svg import COLORS, Chart, Line, line_chart, stacked_bar
 from neurondesk.reports.phases_text import phases_html
 from neurondesk.reports.summary_writer import report_rows
@@ -103,6 +106,20 @@ def _crash(i: int, s: Summary) -> str:
             f"{e(c.finding)}<br>try: {e(c.try_next)}{memory}{told}</div>")
 
 
+def _goodput(i: int, s: Summary) -> str:
+    """Goodput (core/figures/goodput.py): the productive share and the badput by kind as one bar, the disruptions."""
+    g = s.goodput
+    if g is None:
+        return ""
+    wall = g.wall_s or 1.0
+    parts = [("productive", g.productive_s / wall, f"{fmt.secs(g.productive_s)} · {fmt.usd(g.productive_usd)}")]
+    parts += [(k.replace("_", " "), v / wall, f"{fmt.secs(v)} · {fmt.usd(g.badput_usd.get(k))}")
+              for k, v in g.badput.items() if v > 0]
+    lost = "".join(f"<li>{e(line)}</li>" for line in disruption_lines(msgspec.to_builtins(g)))
+    return (f'<h3 id="r{i}-goodput">Goodput {e(fmt.pct(g.fraction))}: {e(g.ended)}</h3>' + stacked_bar(parts)
+            + (f"<ul>{lost}</ul>" if lost else "") + (f'<div class="warn">{e(g.recompile)}</div>' if g.recompile else ""))
+
+
 def _creep(i: int, s: Summary) -> str:
     """Memory that creeps (core/findings/memory_creep.py): each leak in words, with the line lint found."""
     c = s.memory_creep
@@ -124,6 +141,7 @@ def _run(i: int, run: ReportRun) -> str:
         out.append("<h3>Where the time and the money went</h3>")
         out.append(stacked_bar([(x.name, x.share or 0.0, f"{fmt.secs(x.seconds)} · {fmt.pct(x.share)} · {fmt.usd(x.usd)}")
                                 for x in s.time_breakdown]))
+    out.append(_goodput(i, s))
     out.append(phases_html(s.as_dict()))  # the steady step by phase and its verdict (reports/phases_text.py)
     out.append(_charts(run))
     out.append("<h3>Summary</h3>" + _table(["", ""], [[k, v] for k, v in report_rows(s.as_dict())], sortable=False))

@@ -20,6 +20,15 @@ def findings(j: JobSummary) -> list[str]:
         when = f" at {f.at}" if f.at else ""
         last = f"; last stderr line: {f.last_line}" if f.last_line else ""
         lines.append(f"failed first: {rank} on node {f.node}{when}{step}: {f.what}{last}")
+    g = j.goodput
+    if g is not None:
+        lines.append(f"goodput {pct(g.fraction, 0)} of {secs(g.wall_s, 1)} node-seconds"
+                     + (f"; {g.restarts} restart(s) cost the job {secs(g.restart_cost_s, 1)} (node-seconds), "
+                        f"{g.steps_lost:,} steps lost" if g.restarts else ""))
+        for x in g.disruptions[:5]:
+            d = x.disruption
+            rank = f"rank {d.rank}" if d.rank is not None else "a rank"
+            lines.append(f"node {x.node} failed (attempt {d.attempt}): {rank} at step {d.step or 0:,}: {d.cause[:160]}")
     unfinished = [n.node for n in j.nodes if not n.finished]
     if unfinished:
         lines.append(f"not ended in its journal: {', '.join(unfinished[:8])} (its recorder stopped, or the run "

@@ -14,6 +14,7 @@ import msgspec
 from neurondesk.core.figures.budget import BudgetFigures
 from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.reports import fmt
+from neurondesk.reports.goodput_text import goodput_markdown, goodput_words
 from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
 from neurondesk.reports.phases_text import phases_markdown
 from neurondesk.reports.safe_text import clean
@@ -122,6 +123,7 @@ def report_rows(s: dict) -> list[tuple[str, str]]:
     """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
     why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
     rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}"),
+            *([("goodput", goodput_words(s["goodput"]))] if s.get("goodput") else []),
             *figure_rows(s)]
     ex = s.get("neuron_executions")
     ev = s.get("evaluation")
@@ -233,6 +235,7 @@ def to_markdown(s: dict) -> str:
     lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
     lines += crash_markdown(s.get("crash"))
+    lines += goodput_markdown(s)
     lines += creep_markdown(s.get("memory_creep"))
     if s["compiles"]:
         lines += ["", "## Compiles", "",

@@ -6,7 +6,9 @@ as a child span, and where the probe timed the step's phases a slice per phase a
 backward, optimizer, collective, host tracing, device wait; their durations exact, their order a step's
 usual one, what none of them took left as gaps), "compiles" (cause, location, graph hash, cache) and "evaluation"; one process
 "job" (pid 0) for the counters (cost so far, NeuronCore utilisation, host CPU), compiles that name
-no process, and the notices (global instant events). Each rank has a "samples/s" counter.
+no process, the notices (global instant events) and its attempts (thread "attempts": one span per attempt
+of a restarted job, and the recovery from each failure to the next attempt's first step). Each rank of
+every attempt has its own process ("rank 1 (pid P, attempt 0)") and a "samples/s" counter.
 
 Written as a stream: the journal's events are read once (``events``: an iterator the caller
 gives) and nothing grows with the run but the compiles (from the reduced ``state``). Bounded
@@ -39,7 +41,7 @@ __all__ = ["CLAMP_S", "MAX_COUNTER_POINTS", "MAX_STEP_EVENTS", "ExportRange", "E
 MAX_STEP_EVENTS = 100_000  # per rank; more steps than that are drawn in buckets
 MAX_COUNTER_POINTS = 2_000  # per counter track, over the whole run
 JOB_PID = 0
-TID_STEPS, TID_COMPILES, TID_EVAL = 1, 10, 20  # compiles 10, 11 ...: lanes for overlapping ones
+TID_STEPS, TID_COMPILES, TID_EVAL, TID_ATTEMPTS = 1, 10, 20, 30  # compiles 10, 11 ...: lanes for overlapping ones
 PHASE_NAMES = {**LABELS, "input_wait": "data wait"}  # a step's phase slices (the input wait: "data wait", as ever)
 
 
@@ -50,7 +52,11 @@ class TraceWriter:
         self.stats = ExportStats()
         self._first = True
         self._lanes: dict[int, Lanes] = {}
-        self.ranks = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
+        attempts = state.parts.attempts.attempts
+        # every attempt's ranks (a restart's ranks came back with new pids), the current one's last
+        self.ranks = {pid: rank for a in attempts for rank, pid in a.ranks.items()}
+        self.ranks.update({pid: r.rank for pid, r in state.parts.ranks.ranks.items()})
+        self.attempt = {pid: a.number for a in attempts for pid in a.ranks.values()} if len(attempts) > 1 else {}
         self.lead = state.lead_pid
         steps = {pid: r.steps for pid, r in state.parts.ranks.ranks.items()} or {self.lead: state.current_step}
         most = max((self._in_range(n) for n in steps.values()), default=0)
@@ -125,15 +131,19 @@ class TraceWriter:
             self._flush_bucket(pid)
         self._compiles()
         self._evaluations()
+        self._attempts()
         self.out.write("\n]}\n")
         return self.stats
 
     def _names(self) -> None:
-        meta = [(JOB_PID, None, "process_name", "job"), (JOB_PID, None, "process_sort_index", -1)]
+        meta = [(JOB_PID, None, "process_name", "job"), (JOB_PID, None, "process_sort_index", -1),
+                (JOB_PID, TID_ATTEMPTS, "thread_name", "attempts")]
         pids = sorted(self.ranks, key=lambda p: self.ranks[p]) or ([self.lead] if self.lead else [])
         for pid in pids:
             rank = self.ranks.get(pid, 0)
-            meta += [(pid, None, "process_name", f"rank {rank} (pid {pid})"), (pid, None, "process_sort_index", rank),
+            attempt = f", attempt {self.attempt[pid]}" if pid in self.attempt else ""
+            meta += [(pid, None, "process_name", f"rank {rank} (pid {pid}{attempt})"),
+                     (pid, None, "process_sort_index", rank),
                      (pid, TID_STEPS, "thread_name", "steps"), (pid, TID_COMPILES, "thread_name", "compiles"),
                      (pid, TID_EVAL, "thread_name", "evaluation")]
         meta += [(JOB_PID, TID_COMPILES, "thread_name", "compiles (no process named)")]
@@ -243,6 +253,28 @@ class TraceWriter:
         for i, (a, b) in enumerate(self.state.parts.evaluation.spans, start=1):
             if self._in_window(b):
                 self._span(pid, TID_EVAL, f"evaluation {i}", a, b, "evaluation", {})
+
+
+    def _attempts(self) -> None:
+        """A restarted job's attempts as spans, and each restart's recovery (core/reduce/attempts.py)."""
+        attempts = self.state.parts.attempts
+        if not attempts.restarts:
+            return
+        for a, b, lost in attempts.restarts_lost():
+            end = a.ended_t or a.started_t
+            f = a.failure
+            self._span(JOB_PID, TID_ATTEMPTS, f"attempt {a.number}", a.started_t, end, "attempt", {
+                "reached_step": a.reached, "resumed_at": a.resumed, "failure": f.error if f else None,
+                "rank": f.rank if f else None})
+            if b.first_step_start is not None and end < b.first_step_start:
+                self._span(JOB_PID, TID_ATTEMPTS, f"recovery to attempt {b.number}", end, b.first_step_start,
+                           "recovery", {"steps_lost": lost.steps, "wasted_s": round(lost.seconds, 3)})
+        last = attempts.attempts[-1]
+        f = last.failure
+        self._span(JOB_PID, TID_ATTEMPTS, f"attempt {last.number}", last.started_t,
+                   max(last.ended_t or last.started_t, self.state.last_t or last.started_t), "attempt", {
+                       "reached_step": last.reached, "resumed_at": last.resumed,
+                       "failure": f.error if f else None, "rank": f.rank if f else None})
 
 
 def write_trace(state, events: Iterable[ev.Event], out: TextIO, rng: ExportRange | None = None) -> ExportStats:

@@ -4,8 +4,10 @@ Each argument is a run folder (holding events.jsonl) or a folder of run folders 
 copied to one place, or a job's folder on shared storage: its direct children are looked at). Every run
 is reduced from its journal, as `neurondesk summary` does. The runs must be one job's: runs of
 different job ids are refused unless ``job`` names the one to take (the others are then left out, and
-said), and one node given twice (two runs of the same node of the job) is refused: a job's data is never
-mixed with another run's.
+said). One node given twice is one of two things: under a named job (--job, torchrun's --rdzv-id, a SLURM
+job id) a relaunch of the job (a requeue, the same --job run again): its runs are that node's attempts, the
+latest its run and the earlier ones kept for the job's goodput (core/job/job_goodput.py); under no job id,
+refused: a job's data is never mixed with another run's.
 """
 
 from __future__ import annotations
@@ -79,11 +81,12 @@ def gather(args: list[Path], job: str | None = None, target_loss: float | None =
         by_job.setdefault(item[2].job.job_id if item[2].job else "", []).append(item)
     chosen = _choose(by_job, job, notes)
     items = by_job[chosen]
-    _refuse_twice(items)
+    items, earlier = _attempts(items, chosen, notes)
     if chosen == "" and len(items) > 1:
         notes.append("these runs name no job id (no --job, no torchrun --rdzv-id, no SLURM job): merged because "
                      "they were given together; give `--job ID` to each node's `neurondesk run` next time")
-    runs = [NodeRun(run_dir=str(d), summary=s, end=first_failure(state), started_t=state.started_t)
+    runs = [NodeRun(run_dir=str(d), summary=s, end=first_failure(state), started_t=state.started_t,
+                    earlier=earlier.get(str(d), []))
             for d, state, s in items]
     return JobRuns(job_id=chosen, runs=runs, states=[state for _, state, _ in items] if keep_states else [], notes=notes)
 
@@ -107,13 +110,25 @@ def _choose(by_job: dict[str, list], job: str | None, notes: list[str]) -> str:
     return next(iter(by_job))
 
 
-def _refuse_twice(items: list) -> None:
+def _attempts(items: list, job: str, notes: list[str]) -> tuple[list, dict[str, list]]:
+    """(each node's latest run, {its folder: the node's earlier runs' summaries, oldest first}); two runs of
+    a node under no job id are refused."""
     by_node: dict[str, list] = {}
-    for d, _, s in items:
-        by_node.setdefault(s.job.node if s.job else (s.run_id or str(d)), []).append((d, s))
+    for item in items:
+        d, state, s = item
+        by_node.setdefault(s.job.node if s.job else (s.run_id or str(d)), []).append(item)
+    latest, earlier = [], {}
     for node, same in sorted(by_node.items()):
-        if len(same) > 1:
+        same.sort(key=lambda x: x[1].started_t if x[1].started_t is not None else float("-inf"))
+        latest.append(same[-1])
+        if len(same) > 1 and job:
+            earlier[str(same[-1][0])] = [s for _, _, s in same[:-1]]
+            notes.append(f"node {node!r} has {len(same)} runs of job {job!r}: relaunches of the job, taken as its "
+                         f"attempts (the latest, {same[-1][0]}, is the node's run; the earlier count in its goodput)")
+        elif len(same) > 1:
+            same = [(d, s) for d, _, s in same]
             where = ", ".join(f"{d} (run {s.run_id}, started {s.started_at or '?'})" for d, s in same)
             raise JobRunsError(f"node {node!r} has {len(same)} runs among the folders given ({where}): a job summary "
-                               "takes one run a node; give the one you mean (a node restarted? each attempt is a run "
-                               "of its own)")
+                               "takes one run a node under no job id; give the one you mean, or run each attempt "
+                               "with the same --job (its relaunches are then the job's attempts)")
+    return latest, earlier

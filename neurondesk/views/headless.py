@@ -18,6 +18,7 @@ from neurondesk.core.summary.build import build_summary
 from neurondesk.core.view.pulse import alerts_of
 from neurondesk.core.view.run_view import RunView, view_of
 from neurondesk.reports import fmt
+from neurondesk.reports.goodput_text import goodput_lines
 from neurondesk.reports.safe_text import clean, clean_lines
 from neurondesk.reports.summary_writer import to_text_table
 from neurondesk.views.terminal_notify import AlertBell, notification
@@ -59,6 +60,9 @@ def status_line(view: RunView) -> str:
     parts = [f"neurondesk: {view.pulse.phase_words}", step]
     if f.crash is not None:  # how it died (core/findings/crash.py); the finding whole is among the final lines
         parts.insert(1, f"died: {f.crash.kind}" + (f" (rank {f.crash.rank})" if f.crash.rank is not None else ""))
+    g = f.goodput
+    if g is not None and g.restarts:  # attempts, not ranks (core/figures/goodput.py)
+        parts.insert(1, f"{g.restarts} restart{'s' if g.restarts != 1 else ''}, {g.steps_lost:,} steps lost")
     sps = f.samples_per_s
     parts.append(f"{sps:,.1f} samples/s steady" if sps is not None else "steady: not yet")
     parts += [f"{fmt.value_text(getattr(f, info.name), info.kind)} {info.label}" for info in FIGURES
@@ -209,7 +213,8 @@ class HeadlessPrinter:
         creep = summary.get("memory_creep")
         if self.locate_memory is not None:  # with the line where lint finds the list, if it can
             creep = self.locate_memory(creep)
-        said += ([creep["words"]] if creep else []) + rank_lines(summary) + list(summary["notices"])
+        said += ([creep["words"]] if creep else []) + goodput_lines(summary) + rank_lines(summary)
+        said += list(summary["notices"])
         if self.source.recorder_lost:
             said.append(recorder_lost_message(self.source))
         if getattr(self.source, "fallback", None):

@@ -11,6 +11,12 @@
 
 A rank killed by a signal (the OOM killer's SIGKILL, a segfault) raises nothing in Python: this report
 is where its rank, exit code and signal are said. The "Root Cause" entry is marked first.
+
+The agent also says each failure as it sees it, before a restart (``--max-restarts``) and with no report:
+
+    E1206 00:31:48.443000 7077 .../api.py:882] failed (exitcode: 7) local_rank: 1 (pid: 7091) of binary: ...
+
+-> a RankExited with its pid, marked root cause (the reducers take the global rank from the pid's hello).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ _FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(
 _RANK = re.compile(r"^(\d{1,7})(?: \(local_rank: (\d{1,7})\))?")
 _EXIT = re.compile(r"^(-?\d{1,4})(?: \(pid: (\d{1,10})\))?")
 _SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG[A-Z0-9]+)\)")
+_AGENT = re.compile(r"\] failed \(exitcode: (-?\d{1,4})\) local_rank: (\d{1,7}) \(pid: (\d{1,10})\) of binary")
 
 
 class TorchElasticParser:
@@ -36,6 +43,12 @@ class TorchElasticParser:
         self._in_report = False
 
     def feed(self, s: str, t: float, out: Out) -> str | None:
+        agent = _AGENT.search(s) if "] failed (exitcode" in s else None
+        if agent is not None:
+            code, local = int(agent.group(1)), int(agent.group(2))
+            out.append(RankExited(t=t, rank=local, local_rank=local, exit_code=code, pid=int(agent.group(3)),
+                                  signal=_signal_name(code), root_cause=True))
+            return None
         m = _SECTION.match(s)
         if m:
             self._end(t, out)
@@ -87,5 +100,17 @@ def _when(text: str) -> float | None:
     """torchrun's ``time`` field (the local time, to the second): a second may be cut, never added."""
     try:
         return datetime.strptime(text, "%Y-%m-%d_%H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def _signal_name(code: int) -> str | None:
+    """A negative exit code is the signal that ended the process (-9: SIGKILL)."""
+    if code >= 0:
+        return None
+    import signal
+
+    try:
+        return signal.Signals(-code).name
     except ValueError:
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from neurondesk.core.events import attempt_events as att
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import neff_events as neff
 from neurondesk.core.events import price_events as price
@@ -22,6 +23,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.ProcessAttached,
     ev.ProcessFailed,
     ev.RankExited,
+    att.StepResumed,  # where a restarted process's step count begins (core/reduce/attempts.py)
     ev.CollectiveBlocked,
     ev.DeviceSeen,
     ev.WorkloadConfig,

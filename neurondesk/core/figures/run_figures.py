@@ -18,6 +18,7 @@ import msgspec
 
 from neurondesk.core.figures.budget import BudgetFigures, budget_figures
 from neurondesk.core.figures.cost import cost_figures, cost_so_far
+from neurondesk.core.figures.goodput import Goodput, goodput
 from neurondesk.core.figures.mfu import mfu_for_state
 from neurondesk.core.figures.phases import StepPhases, step_phases_by_rank
 from neurondesk.core.findings.crash import Crash, crash_of
@@ -65,6 +66,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/findings/memory_creep.py); None: none
     ttfi_s: float | None = None  # time to first step (TTFI): from the launch to the end of the first training step
     ttfi_cache: str | None = None  # "cold": something compiled before it ended; "warm": a persistent cache served it
+    goodput: Goodput | None = None  # productive time / wall, badput by kind, restarts, steps lost (core/figures/goodput.py)
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -159,6 +161,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         memory_creep=memory_creep(state),
         ttfi_s=_ttfi_s(state),
         ttfi_cache=state.parts.neff.first_step_cache(state.lead_pid),
+        goodput=goodput(state, now),
     )
 
 

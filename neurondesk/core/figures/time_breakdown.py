@@ -31,9 +31,9 @@ class TimeSlice:
 
 
 def _lead_train_compile_s(state: RunState) -> float:
-    lead = state.lead_pid
+    leads = {*state.parts.procs.lead_pids, state.lead_pid}  # every attempt's lead (a restart compiles again)
     return sum(c.duration_s or 0.0 for c in state.compiles
-               if c.counted and c.phase != "eval" and (c.pid is None or lead is None or c.pid == lead))
+               if c.counted and c.phase != "eval" and (c.pid is None or None in leads or c.pid in leads))
 
 
 def time_breakdown(state: RunState, now: float | None = None) -> list[TimeSlice]:

@@ -24,6 +24,7 @@ from neurondesk.core.findings.run_end import RunEnd
 from neurondesk.core.job.culprit import culprit, slow_collective, wait_share
 from neurondesk.core.job.fleet import RankRow as FleetRank
 from neurondesk.core.job.job_figures import JobFigures, NodeFigures, job_figures
+from neurondesk.core.job.job_goodput import JobGoodput, job_goodput
 from neurondesk.core.node.failure_cause import first_cause
 from neurondesk.core.summary.types import Loss, Summary
 
@@ -37,6 +38,7 @@ class NodeRun(msgspec.Struct, frozen=True, kw_only=True):
     summary: Summary
     end: RunEnd | None = None
     started_t: float | None = None  # the run's start on its clock (epoch seconds)
+    earlier: list[Summary] = []  # the node's earlier runs of the job (relaunches with the same job id), oldest first
 
 
 class JobNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,6 +142,7 @@ class JobSummary(msgspec.Struct, kw_only=True):
     compile_slowest_node: str | None  # whose compile the job waited for (None: no compile)
     first_failure: JobFailure | None
     problems: list[str] = []
+    goodput: JobGoodput | None = None  # across the nodes: which node failed, what the restarts cost (core/job/job_goodput.py)
 
     def as_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -285,7 +288,9 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
             own_s=coll.own_s, wait_s=coll.wait_s, share=coll.share, node=coll.node, node_wait_s=coll.node_wait_s,
             others_wait_s=coll.others_wait_s),
         compile_slowest_node=compile_node.node if compile_node and compile_node.compile_total_s > 0 else None,
-        first_failure=failure, problems=_problems(nodes, order, expected))
+        first_failure=failure, problems=_problems(nodes, order, expected),
+        goodput=job_goodput([(node.node, [*(x.goodput for x in n.earlier), n.summary.goodput])
+                             for n, node in zip(order, nodes, strict=True)]))
 
 
 class JobSummaryError(ValueError):

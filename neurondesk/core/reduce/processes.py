@@ -1,15 +1,21 @@
 """The workload's processes: which ones the probe attached to, which report steps, which one leads
-(the first that reported a step: steady figures are its), and the device the training runs on."""
+(the first that reported a step: steady figures are its), and the device the training runs on. A restart
+(core/reduce/attempts.py) hands the lead to the new attempt's first stepping process: the ranks of the
+current attempt are the stepping ones (``world``), those before are kept in ``lead_pids`` and ``before``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.attempts import AttemptReducer
 
 
 class ProcessReducer:
-    def __init__(self) -> None:
+    def __init__(self, attempts: AttemptReducer | None = None) -> None:
+        self._attempts = attempts or AttemptReducer()
+        self.lead_pids: list[int] = []  # the lead of each attempt, in order (the last one is lead_pid)
+        self.before = 0  # stepping processes of earlier attempts
         self.processes: dict[int, ev.ProcessAttached] = {}
         self.lead_pid: int | None = None
         self.step_pids: set[int] = set()
@@ -53,6 +59,13 @@ class ProcessReducer:
     def on_step(self, e: ev.StepEnded | ev.StepBatch | ev.ProbeDropped) -> None:
         pid = e.pid
         if pid != self.lead_pid:
+            attempts = self._attempts
+            if self.lead_pid is not None and attempts.is_old(self.lead_pid) and not attempts.is_old(pid):
+                self.before += len(self.step_pids)  # a restart: the new attempt's ranks replace the old
+                self.step_pids, self.lead_pid = set(), None
+            elif attempts.is_old(pid):
+                return  # a late step of an attempt already replaced
             self.step_pids.add(pid)
             if self.lead_pid is None:
                 self.lead_pid = pid
+                self.lead_pids.append(pid)

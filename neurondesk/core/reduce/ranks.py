@@ -32,6 +32,7 @@ from operator import add
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.failure_cause import first_cause
+from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import COLUMNS_FROM
 
@@ -150,8 +151,11 @@ class FailedRank:
 
 
 class RankReducer:
-    def __init__(self, run: RunReducer) -> None:
+    """The current attempt's ranks and failures (core/reduce/attempts.py keeps the earlier ones)."""
+    def __init__(self, run: RunReducer, attempts: AttemptReducer | None = None) -> None:
         self._run = run
+        self._attempts = attempts or AttemptReducer()
+        self.before = 0  # rank records of earlier attempts, dropped when a restart's ranks came
         self.declared: dict[int, tuple[int | None, int | None]] = {}  # pid -> (rank, local_rank) from its hello
         self.ranks: dict[int, RankStats] = {}  # pid -> stats, for processes that report steps
         self.failures: list[FailedRank] = []
@@ -164,6 +168,11 @@ class RankReducer:
     # ------------------------------------------------------------------ reduce
     def on_process_attached(self, e: ev.ProcessAttached) -> None:
         self.declared[e.pid] = (e.rank, e.local_rank)
+        old = self._attempts.is_old
+        if not old(e.pid) and (any(map(old, self.ranks)) or any(old(f.pid) for f in self.failures)):
+            self.before += sum(map(old, self.ranks))  # a restart: the attempts before are the attempts' own
+            self.ranks = {pid: r for pid, r in self.ranks.items() if not old(pid)}
+            self.failures = [f for f in self.failures if not old(f.pid)]
         stats = self.ranks.get(e.pid)
         if stats is not None and e.rank is not None:
             stats.rank, stats.local_rank = e.rank, e.local_rank
@@ -178,6 +187,8 @@ class RankReducer:
         return stats
 
     def on_step(self, e: ev.StepEnded) -> None:
+        if self._attempts.is_old(e.pid):  # a late step of an attempt a restart replaced
+            return
         stats = self._stats(e.pid)
         stats.last_step_t = e.t
         self._one(stats, e.step, e.duration_s, e.data_wait_s, e.compiles > 0, e.samples, e.tokens,
@@ -185,6 +196,8 @@ class RankReducer:
 
     def on_steps(self, b: ev.StepBatch) -> None:
         """A StepBatch: as its steps one by one (none of them compiled)."""
+        if self._attempts.is_old(b.pid):
+            return
         r, n, first = self._stats(b.pid), len(b), b.step
         if not n:
             return
@@ -272,15 +285,18 @@ class RankReducer:
     def on_rank_exited(self, e: ev.RankExited) -> None:
         """torchrun's root cause: a rank that died without a Python exception (a signal) is a failure too;
         one that raised was already reported by its probe, with its traceback."""
-        if not e.root_cause or any(f.rank == e.rank for f in self.failures):
+        rank = self.declared[e.pid][0] if e.pid in self.declared and self.declared[e.pid][0] is not None else e.rank
+        if not e.root_cause or any(f.rank == rank for f in self.failures) or self._attempts.is_old(e.pid):
             return
-        stats = next((r for r in self.ranks.values() if r.rank == e.rank), None)
+        stats = next((r for r in self.ranks.values() if r.rank == rank), None)
         what = e.signal or f"exit code {e.exit_code}"
-        self.failures.append(FailedRank(e.rank, e.pid or (stats.pid if stats else 0), e.t,
+        self.failures.append(FailedRank(rank, e.pid or (stats.pid if stats else 0), e.t,
                                         f"{what} (torchrun: exitcode {e.exit_code})",
                                         stats.steps if stats else None, []))
 
     def on_process_failed(self, e: ev.ProcessFailed) -> None:
+        if self._attempts.is_old(e.pid):
+            return
         rank = self.ranks[e.pid].rank if e.pid in self.ranks else self.declared.get(e.pid, (None, None))[0]
         self.failures.append(FailedRank(rank, e.pid, e.t, e.error, e.step, list(e.traceback)))
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.disk import DiskReducer
 from neurondesk.core.node.hang import detect_hang
+from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.compile.neff import NeffReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
@@ -54,6 +55,7 @@ REDUCE_ERRORS_KEPT = 5  # the first few reduce errors are kept as text; all are 
 
 
 class Parts(NamedTuple):
+    attempts: AttemptReducer  # the job's attempts (restarts): first, so the others know a process's attempt
     run: RunReducer
     procs: ProcessReducer
     steps: StepReducer
@@ -77,13 +79,14 @@ def _via(part: str, name: str) -> Any:
 
 class RunState:
     def __init__(self) -> None:
+        attempts = AttemptReducer()
         run = RunReducer()
-        procs = ProcessReducer()
+        procs = ProcessReducer(attempts)
         steps = StepReducer(run, procs)
         evaluation = EvalReducer(procs)
         compiles = CompileReducer(run, procs, steps, evaluation)
-        ranks = RankReducer(run)
-        self.parts = Parts(run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
+        ranks = RankReducer(run, attempts)
+        self.parts = Parts(attempts=attempts, run=run, procs=procs, steps=steps, loss=LossReducer(run, steps), compiles=compiles,
                            telemetry=TelemetryReducer(run, steps, compiles), log=LogReducer(),
                            evaluation=evaluation, ranks=ranks, disk=DiskReducer(), job=JobReducer(),
                            phases=PhaseReducer(run, steps, ranks),
@@ -179,7 +182,11 @@ class RunState:
     # ------------------------------------------------------------------ steps and throughput
     @property
     def steps_done(self) -> int:
-        """Steps the whole job has done: with many ranks, those every rank has ended."""
+        """Steps the whole job has done: with many ranks, those every rank has ended; after a restart, the
+        largest step the job reached less where it began (core/reduce/attempts.py)."""
+        attempts = self.parts.attempts
+        if attempts.restarts:
+            return attempts.job_steps
         ranks = self.parts.ranks
         return ranks.job_steps if ranks.world > 1 else self.parts.steps.steps_done
     current_step = _via("steps", "steps_done")  # the step in progress (the lead's next step index)

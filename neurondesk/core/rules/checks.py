@@ -23,6 +23,7 @@ class Thresholds:
     loss_finite: bool = False
     max_first_compile_s: float | None = None
     min_samples_per_s: float | None = None
+    min_goodput: float | None = None  # 0..1: productive training time / wall time (core/figures/goodput.py)
 
 
 def _finite(x) -> bool:
@@ -79,6 +80,16 @@ def evaluate(s: dict, t: Thresholds) -> list[str]:
                           f"steps, or every step compiled), min {t.min_samples_per_s:g}")
         elif sps < t.min_samples_per_s:
             failed.append(f"steady samples/s {sps:,.1f} below min {t.min_samples_per_s:g}")
+    if t.min_goodput is not None:
+        g = s.get("goodput") or {}
+        share = g.get("fraction")
+        if not _finite(share):
+            failed.append(f"goodput unknown (a summary written before goodput, or no wall time), "
+                          f"min {t.min_goodput:.0%}")
+        elif share < t.min_goodput:
+            bad = sorted(((v, k) for k, v in (g.get("badput") or {}).items() if _finite(v) and v > 0), reverse=True)
+            where = ", ".join(f"{k.replace('_', ' ')} {v:,.1f} s" for v, k in bad[:3])
+            failed.append(f"goodput {share:.1%} below min {t.min_goodput:.0%}" + (f" (badput: {where})" if where else ""))
     return failed
 
 
@@ -93,4 +104,6 @@ def describe(t: Thresholds) -> str:
         parts.append(f"first compile <= {t.max_first_compile_s:g} s")
     if t.min_samples_per_s is not None:
         parts.append(f"samples/s >= {t.min_samples_per_s:g}")
+    if t.min_goodput is not None:
+        parts.append(f"goodput >= {t.min_goodput:.0%}")
     return ", ".join(parts)

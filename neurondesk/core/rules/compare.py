@@ -54,6 +54,9 @@ ROWS = (
     ("mfu", "MFU", "pct", "higher"),
     ("hfu", "HFU (neuron-monitor)", "pct", "higher"),
     ("loss_last", "last loss", "loss", None),
+    ("goodput", "goodput", "pct", "higher"),  # productive training time / wall time (core/figures/goodput.py)
+    ("restarts", "restarts", "int", "lower"),
+    ("goodput_steps_lost", "steps lost to restarts", "int", "lower"),
     *((f.name, f.label, f.kind, f.better) for f in FIGURES if f.report),  # read from "figures"
 )
 
@@ -96,6 +99,9 @@ def run_values(s: dict) -> dict[str, Any]:
         "mfu": s.get("mfu"),
         "hfu": s.get("hfu"),
         "loss_last": _g(s, "loss", "last"),
+        "goodput": _g(s, "goodput", "fraction"),
+        "restarts": _g(s, "goodput", "restarts"),
+        "goodput_steps_lost": _g(s, "goodput", "steps_lost"),
         **{f.name: _g(s, "figures", f.name) for f in FIGURES if f.report},
     }
 

@@ -218,6 +218,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         step_phases=f.step_phases,
         crash=f.crash,
         memory_creep=f.memory_creep,
+        goodput=f.goodput,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from neurondesk.core.events.job_identity import JobIdentity
+from neurondesk.core.figures.goodput import Goodput
 from neurondesk.core.figures.phases import StepPhases
 from neurondesk.core.figures.run_figures import RunFigures
 from neurondesk.core.findings.crash import Crash
@@ -236,6 +237,7 @@ class Summary(_S):
     step_phases: StepPhases | None = None  # the steady step by phase, with its verdict (core/figures/phases.py); None before
     crash: Crash | None = None  # how the run died: kind, finding, what to try, memory at the end (core/findings/crash.py)
     memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/findings/memory_creep.py); None: none
+    goodput: Goodput | None = None  # productive time / wall, badput by kind, restarts, disruptions (core/figures/goodput.py)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-shaped form (what summary.json holds), for readers that take one."""

@@ -42,6 +42,8 @@ class RanksView:
     failed_first: FailedRank | None
     failed_ranks: frozenset[int | None]
     comparison: RankComparison | None  # None for one process
+    attempt: int = 0  # the attempt these ranks are (core/reduce/attempts.py); the attempts before it: restarts
+    restarts: int = 0
 
 
 def _compare(state: RunState, now: float) -> RankComparison:
@@ -68,4 +70,5 @@ def ranks_view(state: RunState, now: float, previous: RanksView | None = None) -
     ranks = state.parts.ranks
     return RanksView(ranks.world, ranks.job_step_time_s, ranks.failed_first,
                      frozenset(f.rank for f in ranks.failures),
-                     _comparison(state, now, previous.comparison if previous is not None else None))
+                     _comparison(state, now, previous.comparison if previous is not None else None),
+                     state.parts.attempts.number, state.parts.attempts.restarts)

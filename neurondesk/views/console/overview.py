@@ -93,6 +93,14 @@ class OverviewPanel(Panel):
             row("Devices", Text("no samples yet", style="dim"))
         if c.crash is not None:  # how it died (core/findings/crash.py): the kind, the finding, what to try
             row("Died", Text(clean(f"{c.crash.kind}: {c.crash.finding}; try: {c.crash.try_next}"), style="bold red"))
+        g = c.goodput  # productive share, badput, restarts (core/figures/goodput.py)
+        if g is not None and g.restarts:
+            row("Goodput", Text(clean(g.words() + (f" · {g.ended}" if g.restarts else "")),
+                                style="bold yellow" if g.restarts else ""))
+            for d in g.disruptions[-3:]:  # the disruptions on the run's time line
+                at = fmt.clock(d.at_s) if d.at_s is not None else "?"
+                row("Disruption", Text(clean(f"{at} attempt {d.attempt}: rank {d.rank if d.rank is not None else '?'} "
+                                             f"at step {d.step}: {d.cause[:120]}"), style="yellow"))
         if c.memory_creep is not None:  # a trend over the steady steps (core/findings/memory_creep.py)
             row("Memory", Text(fmt.ellipsize(clean(c.memory_creep.short), max(10, self.size.width - 16)),
                                style="bold yellow"))

@@ -62,6 +62,8 @@ class RanksPanel(Panel):
         failed, failed_ranks = ranks.failed_first, ranks.failed_ranks
         t = Text()
         t.append(f"{len(levels)} ranks", style="bold")
+        if ranks.restarts:  # the current attempt's ranks; those before it are the attempts' (core/reduce/attempts.py)
+            t.append(f" of attempt {ranks.attempt} ({ranks.restarts} before it)", style="bold yellow")
         t.append(f" · median {fmt.ms(compared.median_presync_s)} before sync · ", style="dim")
         for level, word in (("normal", "normal"), ("slower", ">10% slower"), ("straggler", "straggler")):
             t.append(word, style=LEVEL_STYLE[level])

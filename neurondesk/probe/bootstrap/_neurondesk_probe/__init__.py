@@ -67,6 +67,7 @@ LAUNCH_VARS = (
     "SLURM_JOB_ID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
     "SLURMD_NODENAME",
     "PJRT_LOCAL_PROCESS_RANK", "PJRT_LOCAL_PROCESS_COUNT",
+    "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT",  # which attempt of the job (core/reduce/attempts.py)
 )
 
 _probe: Probe | None = None

@@ -63,6 +63,7 @@ class OptimizerHooks:
             probe.guarded(probe.devices.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
         if clock.lead_optimizer is None:
             clock.lead_optimizer = id(optimizer)
+            probe.guarded(report_resumed, probe, optimizer, hook="resume")  # its first step: resumed?
         elif clock.is_xla and clock.opt_stepped and id(optimizer) == clock.lead_optimizer:
             clock.end_step()  # two steps with no sync in between: close the previous one here
         clock.opt_t0, clock.opt_inner0 = time.perf_counter(), clock.inner  # the optimizer phase begins
@@ -110,3 +111,22 @@ class OptimizerHooks:
 
         backward.__doc__, backward.__wrapped__, backward._neurondesk = real.__doc__, real, True
         module.backward = backward
+
+
+def report_resumed(probe, optimizer) -> None:
+    """At a process's first optimizer step: an optimizer whose own step count is already above 0
+    (Adam, AdamW ... keep one per parameter; a checkpoint restored it) began at that step. Read only
+    where it is a plain number or a CPU tensor (reading a device tensor would sync); nothing is changed."""
+    values = getattr(getattr(optimizer, "state", None), "values", None)  # an odd optimizer may keep none
+    state = next(iter(values()), None) if callable(values) else None
+    step = state.get("step") if isinstance(state, dict) else None
+    if step is None or isinstance(step, bool):
+        return
+    if not isinstance(step, int | float):
+        device = getattr(step, "device", None)
+        if getattr(device, "type", None) != "cpu" or getattr(step, "numel", lambda: 0)() != 1:
+            return
+        step = step.item()
+    n = int(step)
+    if 0 < n <= 10**12:
+        probe.send({"kind": "step_resumed", "step": n, "source": "optimizer state"})

@@ -1,0 +1,66 @@
+"""A 2-rank DDP job (gloo) that checkpoints every --save-every steps with torch.save, loses rank 1 at
+--die-at on the first attempt only (TORCHELASTIC_RESTART_COUNT == 0: os._exit, no handler runs) and,
+restarted by torchrun --max-restarts, resumes from its own last checkpoint to finish --steps. With
+--always-die rank 1 dies on every attempt (the job dies for good). Prints, on rank 0, one line
+`restarts-once: {...}` with what it measured itself (its checkpoint step, seconds in torch.save).
+
+    torchrun --nproc-per-node 2 --max-restarts 1 restarts_once.py --ckpt DIR [--steps 120]
+"""
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ckpt", required=True)
+ap.add_argument("--steps", type=int, default=120)
+ap.add_argument("--save-every", type=int, default=25)
+ap.add_argument("--die-at", type=int, default=60)
+ap.add_argument("--always-die", action="store_true")
+ap.add_argument("--step-s", type=float, default=0.01)
+args = ap.parse_args()
+
+attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+# a file rendezvous of its own per attempt: torchrun's store, reused by the restart, can hand a restarted
+# gloo mesh the previous attempt's addresses (connectFullMesh refused, seen with torch 2.9 on loopback)
+dist.init_process_group("gloo", init_method=f"file://{Path(args.ckpt).resolve()}/rendezvous.{attempt}",
+                        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DDP(torch.nn.Linear(16, 4))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+path = Path(args.ckpt) / "ckpt.pt"
+start, save_s = 0, 0.0
+if path.exists():
+    state = torch.load(path)
+    model.module.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    start = state["step"]
+for step in range(start, args.steps):
+    x = torch.randn(8, 16)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(args.step_s)
+    done = step + 1
+    if rank == 1 and done == args.die_at and (attempt == 0 or args.always_die):
+        os._exit(7)
+    if done % args.save_every == 0:
+        dist.barrier()
+        if rank == 0:
+            t0 = time.perf_counter()
+            tmp = path.with_suffix(".tmp")
+            torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": done}, tmp)
+            os.replace(tmp, path)
+            save_s += time.perf_counter() - t0
+        dist.barrier()
+if rank == 0:
+    print("restarts-once: " + json.dumps({"attempt": attempt, "start": start, "save_s": save_s}), flush=True)
+dist.destroy_process_group()
