@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from neurondesk.core.reduce.compile.compile_record import CompileRecord
 
 REASON_SLACK_S = 30.0
+BREAK_SLACK_S = 2.0  # a graph break read from the script's output, after the compile it broke ended
 PENDING_KEEP = 64  # unpaired reasons / recompiles kept waiting for their other half
 
 # (words in the guard's text, the cause it names), first match wins
@@ -85,3 +86,17 @@ def apply_reason(record: CompileRecord, r: ev.DynamoRecompile) -> None:
     record.reason = r.reason
     record.location = record.location or r.location
     record.cause = guard_kind(r.reason)
+
+
+def break_words(e: ev.GraphBreak) -> str:
+    """"Failed to trace builtin operator at x.py:18: Dynamo does not know how to trace builtin
+    operator `print` ... (gb0059); hint: Avoid calling builtin `print` ...": what broke, where, why,
+    and what to do, as dynamo said it (a compile record's ``graph_break``)."""
+    text = e.reason + (f" at {e.location}" if e.location else "")
+    if e.explanation:
+        text += f": {e.explanation}"
+    if e.registry_id:
+        text += f" ({e.registry_id})"
+    if e.hints:
+        text += f"; hint: {e.hints[0]}"
+    return text
