@@ -88,6 +88,31 @@ def apply_reason(record: CompileRecord, r: ev.DynamoRecompile) -> None:
     record.cause = guard_kind(r.reason)
 
 
+class BreakJoin:
+    """A graph break belongs to the dynamo compile of its process that was tracing the frame: the
+    one running when the break arrives (the probe's log record comes before the compile's end), else
+    one that ended with the break inside its span (the script's own TORCH_LOGS output, read late)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int | None, ev.GraphBreak] = {}  # pid -> a break in its dynamo compile running now
+
+    def on_break(self, e: ev.GraphBreak, running: bool, recent: list[CompileRecord]) -> None:
+        if running:
+            self.pending[e.pid] = e
+            return
+        for record in reversed(recent):
+            if (record.source == "dynamo" and record.graph_break is None and (e.pid is None or record.pid == e.pid)
+                    and record.t - (record.duration_s or 0.0) - BREAK_SLACK_S <= e.t <= record.t + BREAK_SLACK_S):
+                record.graph_break = break_words(e)
+                return
+
+    def on_compile(self, record: CompileRecord) -> None:
+        """A dynamo compile ended: the break its frame made while it ran, if any."""
+        brk = self.pending.pop(record.pid, None) if record.source == "dynamo" else None
+        if brk is not None:
+            record.graph_break = break_words(brk)
+
+
 def break_words(e: ev.GraphBreak) -> str:
     """"Failed to trace builtin operator at x.py:18: Dynamo does not know how to trace builtin
     operator `print` ... (gb0059); hint: Avoid calling builtin `print` ...": what broke, where, why,
