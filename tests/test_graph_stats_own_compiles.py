@@ -157,5 +157,5 @@ def test_a_42_5_s_compile_from_the_users_own_folder_shows_everywhere(tmp_path: P
     rows, detail, stats = _console_rows(run.run_dir)
     assert len(rows) == 1 and "train_step_graph_0" in rows[0] and "neuron-compile" in rows[0]
     assert "graph_stats" in rows[0] and any("42.50" in cell for cell in rows[0])
-    assert f"TorchNeuron {SPLIT_WORDS}" in " ".join(detail.split()) and "2,906 nodes" in detail
+    assert f"TorchNeuron train_step_graph_0: {SPLIT_WORDS}" in " ".join(detail.split()) and "2,906 nodes" in detail
     assert "compiles 1" in " ".join(stats.split())

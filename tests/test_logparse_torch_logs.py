@@ -53,6 +53,36 @@ V1130 08:50:43.099000 4155 torch/_dynamo/symbolic_convert.py:618] [2/0] [__graph
 """
 
 
+# Captured with torch 2.13.0 (CPU), TORCH_LOGS="graph_breaks", a `print` inside a compiled function: the first
+# reason line is generic; what broke, the explanation, hints and registry id come on the lines after it.
+_P13 = "V1206 00:46:47.362000 24305 torch/_dynamo/symbolic_convert.py:5124] [0/0] [__graph_breaks] "
+GRAPH_BREAK_213 = "\n".join(_P13 + line for line in (
+    "Graph break in user code at /w/gb.py:4",
+    "Graph Break Reason: Encountered graph break when attempting to trace CALL: a function call, e.g. f(x, y):",
+    "",
+    "Failed to trace builtin operator",
+    "  Explanation: Dynamo does not know how to trace builtin operator `print` with argument types ['str'] "
+    "(has_kwargs False)",
+    "  Hint: Avoid calling builtin `print` with argument types ['str']. Consider using an equivalent alternative "
+    "function/method to `print`.",
+    "  Hint: If you are attempting to call a logging function (e.g. `print`), you can try adding it to "
+    "`torch._dynamo.config.reorderable_logging_functions`.",
+    "  Hint: Please report an issue to PyTorch.",
+    "",
+    "  Developer debug context: builtin print [<class 'torch._dynamo.variables.constant.ConstantVariable'>] False",
+    "",
+    " For more details about this graph break, please visit: "
+    "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0059.html",
+    "",
+    "User code traceback:",
+    '  File "/w/gb.py", line 7, in <module>',
+    "    g(torch.randn(3))",
+    '  File "/w/gb.py", line 4, in f',
+    '    print("hi")',
+    "",
+)) + "\nhi\n" + "V1206 00:46:47.560000 24305 torch/_dynamo/guards.py:5396] [0/1] [__recompiles] Recompiling function f in /w/gb.py:2"
+
+
 def parse(text: str, flush: bool = True):
     p = OutputParser()
     events = []
@@ -97,6 +127,26 @@ def test_graph_breaks_including_the_deduplicated_form():
         ("Failed to trace builtin operator", "/tmp/lp/recomp.py:13", 4155),
     ]
     assert all(e.tag == "compile" for e in of(events, OutputLine))
+
+
+def test_torch_213_graph_break_names_what_broke_not_its_generic_first_line():
+    """torch >= 2.10: the break's reason is the line after the generic one; the explanation, the hints
+    (not "report an issue") and the registry id go with it; the record ends where another begins."""
+    events = parse(GRAPH_BREAK_213, flush=False)
+    (gb,) = of(events, GraphBreak)
+    assert (gb.reason, gb.location, gb.pid, gb.registry_id) == (
+        "Failed to trace builtin operator", "/w/gb.py:4", 24305, "gb0059")
+    assert gb.explanation.startswith("Dynamo does not know how to trace builtin operator `print`")
+    assert [h[:30] for h in gb.hints] == ["Avoid calling builtin `print` ", "If you are attempting to call "]
+    assert gb.t >= 19.0  # read to the record's last line (19) before it is emitted
+    assert of(parse(GRAPH_BREAK_213), DynamoRecompile)[0].function == "f"
+
+
+def test_torch_29_graph_break_keeps_its_reason_and_gains_the_explanation():
+    first, second = of(parse(GRAPH_BREAK_29), GraphBreak)
+    assert first.explanation == "Dynamo does not support tracing `Tensor.item()` with config.capture_scalar_outputs=False."
+    assert second.explanation.startswith("Dynamo does not know how to trace builtin operator `print`")
+    assert first.registry_id is None and first.hints == []
 
 
 def test_two_ranks_interleaved_do_not_mix():

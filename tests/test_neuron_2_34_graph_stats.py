@@ -96,7 +96,7 @@ def test_rows_join_the_dynamo_compile_of_their_rank_nearest_in_time() -> None:
     assert {joined[(1, "g0")], joined[(1, "g1")]} == {joined[(0, "g1")], joined[(0, "g0")]}
     split = join.splits_for(joined[(0, "g0")])[0]
     assert split.total_s == pytest.approx(0.1 + 0.2 + 3.0)
-    assert split.words() == "FX passes 0.10 s · lowering 0.20 s · Neuron compile 3.00 s (graph g0, 10 nodes, rank 0)"
+    assert split.words() == "n0: FX passes 0.10 s · lowering 0.20 s · Neuron compile 3.00 s (graph g0, 10 nodes, rank 0)"
 
 
 def test_a_row_without_a_dynamo_compile_is_a_compile_of_its_own() -> None:
@@ -179,7 +179,7 @@ def test_console_compile_detail_shows_the_fx_lowering_compile_split(tmp_path: Pa
             return app.query_one("#compile-detail", Line).text.plain
 
     text = asyncio.run(go())
-    assert ("TorchNeuron FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s "
+    assert ("TorchNeuron forward_graph_0: FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s "
             "(graph 3f2a9c1e7b5d4a60, 1,834 nodes, rank 0)") in " ".join(text.split())
 
 

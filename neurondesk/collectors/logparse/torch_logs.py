@@ -1,8 +1,15 @@
-"""TORCH_LOGS="recompiles,graph_breaks" output of torch dynamo (written against torch 2.9).
+"""TORCH_LOGS="recompiles,graph_breaks" output of torch dynamo (written against torch 2.9 and 2.13).
 
 Each log record spans several lines, each carrying the logging prefix
 ``V1130 08:50:33.006000 4155 torch/_dynamo/guards.py:4181] [0/1] [__recompiles] ``; state is
 kept per process id so records of different ranks do not mix.
+
+A graph break's record names what broke on the lines after its first ones: torch 2.9 says
+``Graph Break Reason: Failed to trace builtin operator``, torch 2.13 only ``Graph Break Reason:
+Encountered graph break when attempting to trace CALL: a function call, e.g. f(x, y):`` with the
+same headline on a line of its own after it; both then give ``Explanation:``, ``Hint:`` lines
+and the graph-break registry's page (``.../gb/gb0059.html``). The record is read to its end (a
+line with another prefix, or the end of the probe's message) so the break carries all of them.
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ _GUARD_COMMENT = re.compile(r"\s{2,}#.*$")  # "scale == 2.0      # return x * sc
 _BREAK_AT = re.compile(r"Graph break(?: \([^)]*\))? in user code at (\S+?:\d+)")
 _BREAK_OLD = re.compile(r"Graph break: (.*?) ?from user code at:")  # torch <= 2.4
 _BREAK_REASON = re.compile(r"^\s*(?:Graph Break )?Reason: (.*\S)")
+_GENERIC = "Encountered graph break when attempting to trace"  # torch >= 2.10's first reason line
+_EXPLANATION = re.compile(r"^\s*Explanation: (.*\S)")
+_HINT = re.compile(r"^\s*Hint: (.*\S)")
+_REGISTRY = re.compile(r"/gb/(gb\d+)\.html|\b(GB\d{4,})\b")
+_NOT_HEADLINE = ("Developer debug context", "For more details", "User code traceback", "File ", "Graph break")
+HINTS_KEPT = 2
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 _LIMIT = re.compile(r"torch\._dynamo hit config\.(\w+) \((\d+)\)")
 
@@ -33,7 +46,7 @@ def _reason(text: str) -> str:
 class TorchLogsParser:
     def __init__(self) -> None:
         self._recompile: dict[int | None, list] = {}  # pid -> [function, location]
-        self._break: dict[int | None, list] = {}  # pid -> [location, reason]
+        self._break: dict[int | None, _Break] = {}  # pid -> the graph break record being read
         self._limit: dict[int | None, list[str]] = {}  # pid -> lines of a recompile-limit warning
 
     def feed(self, s: str, t: float, out: Out) -> str | None:
@@ -44,7 +57,7 @@ class TorchLogsParser:
         pid = small_int(m.group(1)) if m else None
         body = s[m.end():] if m else s
         tag = COMPILE if m and ("_dynamo" in m.group(2) or m.group(3)) else None
-        if busy and self._continue(pid, body, t, out):
+        if busy and self._continue(pid, s[:m.end()] if m else None, body, t, out):
             return COMPILE
         r = _RECOMPILING.search(body)
         if r:
@@ -55,11 +68,11 @@ class TorchLogsParser:
             return COMPILE
         b = _BREAK_AT.search(body)
         if b:
-            self._break[pid] = [b.group(1), None]
+            self._break[pid] = _Break(s[:m.end()] if m else None, b.group(1), None)
             return COMPILE
         b = _BREAK_OLD.search(body)
         if b and b.group(1).strip():
-            self._break[pid] = [None, b.group(1).strip()]
+            self._break[pid] = _Break(s[:m.end()] if m else None, None, b.group(1).strip())
             return COMPILE
         lim = _LIMIT.search(body)
         if lim:
@@ -67,7 +80,7 @@ class TorchLogsParser:
             return COMPILE
         return tag
 
-    def _continue(self, pid: int | None, body: str, t: float, out: Out) -> bool:
+    def _continue(self, pid: int | None, prefix: str | None, body: str, t: float, out: Out) -> bool:
         """A line that may belong to a record left open for this process; True if it did."""
         if pid in self._recompile:
             if "guard failure" in body:
@@ -78,15 +91,9 @@ class TorchLogsParser:
                 return True
             self._emit_recompile(pid, "unknown (no guard failure printed)", t, out)
         if pid in self._break:
-            location, reason = self._break[pid]
-            r = _BREAK_REASON.match(body) if reason is None else None
-            f = _FILE_LINE.search(body) if reason is not None else None
-            if r or f:
-                if f:
-                    location = f"{f.group(1)}:{f.group(2)}"
-                self._emit_break(pid, r.group(1) if r else reason, location, t, out)
+            if self._break[pid].take(prefix, body):
                 return True
-            self._emit_break(pid, reason or "unknown", location, t, out)
+            self._emit_break(pid, t, out)
         if pid in self._limit:
             text = body.strip()
             if text.startswith(("function:", "last reason:")):
@@ -109,9 +116,8 @@ class TorchLogsParser:
         out.append(DynamoRecompile(t=t, reason=_reason(reason), function=function, location=location,
                                    pid=pid))
 
-    def _emit_break(self, pid: int | None, reason: str, location: str | None, t: float, out: Out) -> None:
-        del self._break[pid]
-        out.append(GraphBreak(t=t, reason=clip(reason), location=location, pid=pid))
+    def _emit_break(self, pid: int | None, t: float, out: Out) -> None:
+        out.append(self._break.pop(pid).event(t, pid))
 
     def _emit_limit(self, pid: int | None, t: float, out: Out) -> None:
         lines = self._limit.pop(pid)
@@ -121,8 +127,62 @@ class TorchLogsParser:
         out: Out = []
         for pid in list(self._recompile):
             self._emit_recompile(pid, "unknown (no guard failure printed)", t, out)
-        for pid, (location, reason) in list(self._break.items()):
-            self._emit_break(pid, reason or "unknown", location, t, out)
+        for pid in list(self._break):
+            self._emit_break(pid, t, out)
         for pid in list(self._limit):
             self._emit_limit(pid, t, out)
         return out
+
+
+class _Break:
+    """One graph break's log record, read line by line to its end."""
+
+    def __init__(self, prefix: str | None, location: str | None, reason: str | None) -> None:
+        self.prefix = prefix  # the logging prefix its lines share (None: a torch that prints none)
+        self.location = location
+        self.reason = reason
+        self.headline: str | None = None  # torch >= 2.10: what broke, on a line after the generic reason
+        self.explanation: str | None = None
+        self.hints: list[str] = []
+        self.registry_id: str | None = None
+        self.old_form = reason is not None  # torch <= 2.4: reason first, the user's File line ends it
+
+    def take(self, prefix: str | None, body: str) -> bool:
+        """Whether the line belongs to this record (and was read into it)."""
+        if self.old_form:
+            f = _FILE_LINE.search(body)
+            if f:
+                self.location = f"{f.group(1)}:{f.group(2)}"
+                self.old_form = False
+                self.prefix = prefix if prefix is not None else self.prefix
+                return True
+            return False
+        if prefix != self.prefix:
+            return False
+        if self.prefix is None and self.reason is not None and not body.strip():
+            return True  # no prefix to tell records apart: a blank line inside the record
+        text = body.strip()
+        r = _BREAK_REASON.match(body) if self.reason is None else None
+        if r:
+            self.reason = r.group(1)
+        elif m := _EXPLANATION.match(body):
+            self.explanation = self.explanation or m.group(1)
+        elif m := _HINT.match(body):
+            if len(self.hints) < HINTS_KEPT and "report an issue" not in m.group(1):
+                self.hints.append(m.group(1))
+        elif m := _REGISTRY.search(body):
+            self.registry_id = (m.group(1) or m.group(2)).lower()
+        elif (text and self.headline is None and self.explanation is None and self.reason is not None
+              and self.reason.startswith(_GENERIC) and not text.startswith(_NOT_HEADLINE)):
+            self.headline = text
+        elif self.prefix is None and self.reason is not None and not (text.startswith(_NOT_HEADLINE) or body[:1].isspace()):
+            return False  # no prefix: a line of the script's own ends the record
+        return True
+
+    def event(self, t: float, pid: int | None) -> GraphBreak:
+        reason = self.reason or "unknown"
+        if self.headline and reason.startswith(_GENERIC):
+            reason = self.headline  # what broke, not torch 2.10+'s generic first line
+        return GraphBreak(t=t, reason=clip(reason), location=self.location, pid=pid,
+                          explanation=clip(self.explanation) if self.explanation else None,
+                          hints=[clip(h) for h in self.hints], registry_id=self.registry_id)

@@ -374,6 +374,9 @@ class NeuronGraphStat(Event):
     fx_passes_s: float | None = None
     lower_s: float | None = None
     compile_s: float | None = None
+    pid: int | None = None  # the process that read it (get_dynamo_metrics, read by the probe)
+    # the dynamo compile at whose end the probe read it (its point, "dynamo@3:DYNAMO"): the compile that made the graph
+    compile_point: str | None = None
 
 
 # ---------------------------------------------------------------- Neuron faults (collectors/logparse/neuron_faults.py)

@@ -321,11 +321,17 @@ class DynamoRecompile(Event):
 
 @dataclass(frozen=True)
 class GraphBreak(Event):
+    """A dynamo graph break (collectors/logparse/torch_logs.py): what broke (``reason``: torch 2.10+'s
+    headline, not its generic first line), dynamo's explanation and hints, its graph-break registry id."""
+
     kind: ClassVar[str] = "graph_break"
     reason: str
     location: str | None = None
     pid: int | None = None
     step: int | None = None
+    explanation: str | None = None
+    hints: list[str] = field(default_factory=list)
+    registry_id: str | None = None  # "gb0059": https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0059.html
 
 
 @dataclass(frozen=True)

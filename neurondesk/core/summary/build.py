@@ -19,7 +19,7 @@ from neurondesk.core.findings.diagnostics import device_utilization, diagnostics
 from neurondesk.core.node.prices import PriceTable
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary import types as st
-from neurondesk.core.summary.neuron_summary import neuron_section
+from neurondesk.core.summary.neuron_summary import neuron_section, split_section
 from neurondesk.core.summary.types import SUMMARY_VERSION, Summary
 
 __all__ = ["SUMMARY_VERSION", "Summary", "build_summary", "run_summary"]
@@ -118,6 +118,11 @@ def _ranks(state: RunState) -> list[dict]:
     return rows
 
 
+def _graphs(state: RunState, index: int) -> list[dict]:
+    """The TorchNeuron graphs a compile made (forward, backward), each once: name, id, node count, times."""
+    return [msgspec.to_builtins(split_section(index, g)) for g in state.parts.telemetry.graph_stats.graphs_of(index)]
+
+
 def _failed_rank(state: RunState) -> st.FailedRank | None:
     f = state.parts.ranks.failed_first
     if f is None:
@@ -162,14 +167,16 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         first_compile_s=_round(f.first_compile_s),
         compile_count=f.compile_count,
         compile_total_s=_round(f.compile_total_s),
-        compiles=[{**c.as_dict(), "after_warmup": compiles.after_warmup(c)} for c in state.compiles],
+        compiles=[{**c.as_dict(), "after_warmup": compiles.after_warmup(c), "graphs": _graphs(state, c.index)}
+                  for c in state.compiles],
         recompiles_after_warmup=f.recompiles_after_warmup,
         recompiles_by_phase=compiles.recompiles_by_phase(),
         executions_per_step=state.executions_per_step,
         split_points=[st.SplitPoint(trigger=p.trigger, location=p.location, count=p.count, library=p.library,
                                     called_from=p.called_from)
                       for p in state.split_points.values()],
-        graph_breaks=[st.GraphBreak(reason=g.reason, location=g.location, step=g.step) for g in state.graph_breaks],
+        graph_breaks=[st.GraphBreak(reason=g.reason, location=g.location, step=g.step, explanation=g.explanation,
+                                    hints=list(g.hints), registry_id=g.registry_id) for g in state.graph_breaks],
         steady=st.Steady(
             from_step=state.steady_from,
             steps=f.steady_steps,

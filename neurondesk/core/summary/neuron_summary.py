@@ -14,6 +14,7 @@ import msgspec
 from neurondesk.core.node.node_health import health_words
 
 if TYPE_CHECKING:  # the structs are part of summary_types' contract; only the builder reads a state
+    from neurondesk.core.reduce.compile.graph_stats import CompileSplit
     from neurondesk.core.reduce.state import RunState
 
 
@@ -44,6 +45,8 @@ class CompileSplitSection(_S):
     fx_passes_s: float | None = None
     lower_s: float | None = None
     compile_s: float | None = None
+    node_count: int | None = None
+    has_collectives: bool | None = None
 
 
 class NodeHealthSection(_S):
@@ -86,13 +89,18 @@ class NeuronSection(_S):
     neff_cache: NeffCacheSection | None = None  # TorchNeuron (issue 44)
 
 
+def split_section(index: int, s: CompileSplit) -> CompileSplitSection:
+    """One TorchNeuron graph of compile ``index`` (neuron.compile_splits, a compile entry's "graphs")."""
+    return CompileSplitSection(compile=index, rank=s.rank, graph_id=s.graph_id, graph_name=s.graph_name,
+                               fx_passes_s=s.fx_passes_s, lower_s=s.lower_s, compile_s=s.compile_s,
+                               node_count=s.node_count, has_collectives=s.has_collectives)
+
+
 def neuron_section(state: RunState) -> NeuronSection | None:
     tel = state.parts.telemetry
     room = tel.hbm_headroom()
     profile = tel.neuron_profile
-    splits = [CompileSplitSection(compile=index, rank=s.rank, graph_id=s.graph_id, graph_name=s.graph_name,
-                                  fx_passes_s=s.fx_passes_s, lower_s=s.lower_s, compile_s=s.compile_s)
-              for index, rows in sorted(tel.graph_stats.by_compile.items()) for s in rows]
+    splits = [split_section(index, s) for index, rows in sorted(tel.graph_stats.by_compile.items()) for s in rows]
     section = NeuronSection(
         memory_peak_bytes=tel.neuron_memory.category_peaks(),
         host_memory_peak_bytes=tel.neuron_memory.host_peaks(),

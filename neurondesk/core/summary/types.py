@@ -96,9 +96,12 @@ class SplitPoint(_S):
 
 
 class GraphBreak(_S):
-    reason: str | None
+    reason: str | None  # what broke (torch 2.10+: the headline after its generic first line)
     location: str | None = None
     step: int | None = None
+    explanation: str | None = None  # dynamo's "Explanation:" line
+    hints: list[str] = []  # its "Hint:" lines (the first two)
+    registry_id: str | None = None  # the graph-break registry's id, "gb0059"
 
 
 class Steady(_S):
@@ -195,7 +198,7 @@ class Summary(_S):
     first_compile_s: float | None = None
     compile_count: int = 0
     compile_total_s: float | None = None
-    compiles: list[Obj] = []  # CompileRecord.as_dict() and "after_warmup"
+    compiles: list[Obj] = []  # CompileRecord.as_dict(), "after_warmup" and "graphs" (TorchNeuron's, neuron_summary.split_section)
     recompiles_after_warmup: int = 0
     recompiles_by_phase: Obj = {}
     executions_per_step: int | None = None

@@ -59,6 +59,9 @@ def detail(c: CompileRecord, warmup: int, width: int = 80) -> Text:
     if c.reason:
         t.append("\n")
         t.append_text(kv(("guard" if c.source == "dynamo" else "cause", clean(c.reason))))
+    if c.graph_break:
+        t.append("\n")
+        t.append_text(kv(("graph break", clean(c.graph_break))))
     if c.error:
         t.append("\n")
         t.append(f"error: {clean(c.error)}", style="bold red")

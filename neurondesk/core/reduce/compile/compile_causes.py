@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from neurondesk.core.reduce.compile.compile_record import CompileRecord
 
 REASON_SLACK_S = 30.0
+BREAK_SLACK_S = 2.0  # a graph break read from the script's output, after the compile it broke ended
 PENDING_KEEP = 64  # unpaired reasons / recompiles kept waiting for their other half
 
 # (words in the guard's text, the cause it names), first match wins
@@ -85,3 +86,42 @@ def apply_reason(record: CompileRecord, r: ev.DynamoRecompile) -> None:
     record.reason = r.reason
     record.location = record.location or r.location
     record.cause = guard_kind(r.reason)
+
+
+class BreakJoin:
+    """A graph break belongs to the dynamo compile of its process that was tracing the frame: the
+    one running when the break arrives (the probe's log record comes before the compile's end), else
+    one that ended with the break inside its span (the script's own TORCH_LOGS output, read late)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int | None, ev.GraphBreak] = {}  # pid -> a break in its dynamo compile running now
+
+    def on_break(self, e: ev.GraphBreak, running: bool, recent: list[CompileRecord]) -> None:
+        if running:
+            self.pending[e.pid] = e
+            return
+        for record in reversed(recent):
+            if (record.source == "dynamo" and record.graph_break is None and (e.pid is None or record.pid == e.pid)
+                    and record.t - (record.duration_s or 0.0) - BREAK_SLACK_S <= e.t <= record.t + BREAK_SLACK_S):
+                record.graph_break = break_words(e)
+                return
+
+    def on_compile(self, record: CompileRecord) -> None:
+        """A dynamo compile ended: the break its frame made while it ran, if any."""
+        brk = self.pending.pop(record.pid, None) if record.source == "dynamo" else None
+        if brk is not None:
+            record.graph_break = break_words(brk)
+
+
+def break_words(e: ev.GraphBreak) -> str:
+    """"Failed to trace builtin operator at x.py:18: Dynamo does not know how to trace builtin
+    operator `print` ... (gb0059); hint: Avoid calling builtin `print` ...": what broke, where, why,
+    and what to do, as dynamo said it (a compile record's ``graph_break``)."""
+    text = e.reason + (f" at {e.location}" if e.location else "")
+    if e.explanation:
+        text += f": {e.explanation}"
+    if e.registry_id:
+        text += f" ({e.registry_id})"
+    if e.hints:
+        text += f"; hint: {e.hints[0]}"
+    return text

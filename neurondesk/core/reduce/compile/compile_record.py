@@ -39,6 +39,7 @@ class CompileRecord:
     # False: listed, but its time is not in the totals (count, seconds): a graph_stats row whose time
     # another compile already holds (core/reduce/compile/graph_stats.py says when)
     counted: bool = True
+    graph_break: str | None = None  # the frame it compiled broke there: what, where, why (compile_causes.break_words)
     count: int = 1  # compiles this record stands for: a group of TorchNeuron's eager NEFFs holds many (core/reduce/compile/neff.py)
 
     @property
@@ -77,4 +78,5 @@ class CompileRecord:
             "node_count": self.node_count,
             "counted": self.counted,
             "count": self.count,
+            "graph_break": self.graph_break,
         }

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.reduce.compile.compile_causes import DynamoReasons
+from neurondesk.core.reduce.compile.compile_causes import BreakJoin, DynamoReasons
 from neurondesk.core.reduce.compile.compile_record import CompileRecord
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.processes import ProcessReducer
@@ -62,10 +62,9 @@ class CompileReducer:
         self.pending_neuron: list[ev.CompileFinished] = []
         self.dynamo = DynamoReasons()
         self.graph_breaks: list[ev.GraphBreak] = []
+        self.breaks = BreakJoin()  # each graph break to the dynamo compile whose frame broke
         self.first_ok: CompileRecord | None = None  # the first compile that succeeded, of any kind
-        # "first compile" is the first training step's (its longest graph): set-up graphs (a parameter broadcast, an
-        # EMA copy, Trainer's own small graphs before the loop) compile in a second, the training
-        # graph is the wall the user waits for (and --max-first-compile-s checks)
+        # "first compile": the first training step's longest graph, the wall the user waits for
         self.first_train: CompileRecord | None = None
         self.step_largest: list[CompileRecord] = []  # per consecutive step, its largest graph (bounded)
         self.growing: list[CompileRecord] = []  # the latest run of steps, each compiling a larger graph
@@ -112,6 +111,7 @@ class CompileReducer:
                 and not (e.point or "").endswith(NOT_GUARDED)):
             start = started if started is not None else e.t - (duration or 0.0)
             self.dynamo.recompile(record, start, e.pid)
+        self.breaks.on_compile(record)  # a dynamo compile: the break its frame made, if any
         if self.pending_neuron and e.source == "probe":
             neuron = self.pending_neuron.pop(0)
             record.cache = neuron.cache or record.cache
@@ -127,8 +127,7 @@ class CompileReducer:
             self._steps.mark_compiled(step)  # an evaluation's compile is not its training step's
 
     def _first_step_graph(self, record: CompileRecord) -> bool:
-        """The first training step's graph: of the graphs its step compiled, the longest (a value
-        read or a small gather inside the step compiles a tiny graph before the step's own)."""
+        """The first training step's graph: its step's longest (a value read compiles a tiny one first)."""
         first = self.first_train
         if first is None:
             return True
@@ -241,6 +240,7 @@ class CompileReducer:
         if e.step is None:  # from the log: the step in progress
             e = dataclasses.replace(e, step=self._steps.steps_done)
         self.graph_breaks.append(e)
+        self.breaks.on_break(e, ("dynamo", e.pid) in self.compile_open, self.compiles[-16:])
 
     # ------------------------------------------------------------------ derived
     @property

@@ -1,8 +1,12 @@
 """TorchNeuron's graph_stats rows joined to the dynamo compiles they belong to.
 
-A rank writes its table at exit, so every row arrives after the compiles it describes. Each row
-goes to one dynamo compile of its rank that no row of that rank has taken yet: the one that ended
-nearest the row's timestamp (when it has one within ``JOIN_WINDOW_S``), else the first in order.
+A record of ``get_dynamo_metrics()`` the probe read at the end of a dynamo compile names that
+compile (``compile_point``, its process in ``pid``): it joins it, however many graphs it made (a
+forward and its backward, two graphs of a recompiled frame). A rank writes its table at exit, so
+every row arrives after the compiles it describes; a row no record named goes to one dynamo compile
+of its rank that no row of that rank has taken yet: the one that ended nearest the row's timestamp
+(when it has one within ``JOIN_WINDOW_S``), else the first in order. A dynamo compile's
+``node_count`` is the sum of its graphs' (each graph once, whatever the ranks).
 A row read twice (same file, same row) counts once, and so does a graph read from two sources:
 TorchNeuron's ``get_dynamo_metrics()`` (read by the probe at the end of each dynamo compile and at
 exit) and its graph_stats table are the same records, keyed by graph_id and rank; the later one
@@ -53,15 +57,15 @@ class CompileSplit:
         return sum(parts) if parts else None
 
     def words(self) -> str:
-        """"FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s (graph 3f2a…, 1,834 nodes,
-        collectives, rank 1)": the console's wording (summary.md's times are ``split_times_words``)."""
+        """"forward_graph_0: FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s (graph 3f2a…,
+        1,834 nodes, collectives, rank 1)": the console's wording (summary.md's times are ``split_times_words``)."""
         facts = [f"graph {self.graph_id}" if self.graph_id else None,
                  f"{self.node_count:,} nodes" if self.node_count is not None else None,
                  "collectives" if self.has_collectives else None,
                  f"rank {self.rank}" if self.rank is not None else None]
         facts_text = ", ".join(f for f in facts if f)
-        return split_times_words(self.fx_passes_s, self.lower_s, self.compile_s) + (
-            f" ({facts_text})" if facts_text else "")
+        return (f"{self.graph_name}: " if self.graph_name else "") + split_times_words(
+            self.fx_passes_s, self.lower_s, self.compile_s) + (f" ({facts_text})" if facts_text else "")
 
 
 def split_times_words(fx_passes_s: float | None, lower_s: float | None, compile_s: float | None) -> str:
@@ -118,7 +122,7 @@ class GraphStatsJoin:
         if graph is not None and graph in self._graphs:  # the same graph from the other source
             self._fill(self._graphs[graph], _split(e))
             return
-        record = self._compile_for(e)
+        record = self._named_compile(e) or self._compile_for(e)
         if record is None:
             self.unjoined_rows += 1
             if len(self.unjoined) < UNJOINED_KEEP:
@@ -131,6 +135,33 @@ class GraphStatsJoin:
         self.by_compile.setdefault(record.index, []).append(_split(e))
         if graph is not None:
             self._graphs[graph] = record.index
+        self._count_nodes(record)
+
+    def _named_compile(self, e: dev.NeuronGraphStat) -> CompileRecord | None:
+        """The dynamo compile at whose end the probe read this record: the latest of its process at that point."""
+        if e.compile_point is None:
+            return None
+        rank = self._compiles.rank_of(e.pid)
+        for c in reversed(self._compiles.compiles):
+            if (c.source == "dynamo" and c.point_key == e.compile_point
+                    and (c.pid == e.pid or e.pid is None or (rank is not None and rank in c.ranks))):
+                return c
+        return None
+
+    def _count_nodes(self, record: CompileRecord) -> None:
+        """A dynamo compile's node count: its graphs' (each graph once, whatever the ranks)."""
+        if record.source != "dynamo":
+            return
+        graphs = {s.graph_id or s.graph_name: s.node_count for s in self.by_compile.get(record.index, [])}
+        counts = [n for n in graphs.values() if n is not None]
+        record.node_count = sum(counts) if counts else None
+
+    def graphs_of(self, index: int) -> list[CompileSplit]:
+        """The TorchNeuron graphs a compile made, each once (the first rank's split of it)."""
+        seen: dict[str | None, CompileSplit] = {}
+        for s in self.by_compile.get(index, []):
+            seen.setdefault(s.graph_id or s.graph_name, s)
+        return list(seen.values())
 
     def _fill(self, index: int, new: CompileSplit) -> None:
         """What the earlier record of a graph lacked (None or 0), from the later one."""
@@ -140,6 +171,8 @@ class GraphStatsJoin:
                 merged = {name: getattr(new, name) for name in CompileSplit.__dataclass_fields__
                           if not getattr(old, name) and getattr(new, name) is not None}
                 splits[i] = replace(old, **merged)
+                if "node_count" in merged:
+                    self._count_nodes(next(c for c in self._compiles.compiles if c.index == index))
                 own = next((c for c in self._own.values() if c.index == index), None)
                 if own is not None:
                     own.duration_s = splits[i].total_s

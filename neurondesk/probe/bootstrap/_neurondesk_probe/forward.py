@@ -69,7 +69,7 @@ class ForwardWatch:
             stack = self.calls[thread] = []
         state = None
         try:
-            state = self._begin(mod, stack)
+            state = self._begin(mod, args, stack)
         except Exception as exc:  # noqa: BLE001 - fail open: the watch alone turns off
             self.probe.hook_failed("forward", exc)
         stack.append(state)
@@ -97,7 +97,7 @@ class ForwardWatch:
             self.probe.hook_failed("forward", exc)
         return None
 
-    def _begin(self, mod, stack: list):
+    def _begin(self, mod, args, stack: list):
         """A hooked call begins: None, or the state of a watched forward (its end needs it)."""
         probe = self.probe
         if self.top_module is None:  # the first module called: torch's own _call_impl from now on
@@ -116,12 +116,15 @@ class ForwardWatch:
             return None
         evaluating = self.facts.began(mod)
         self.in_forward = True
+        if not evaluating:
+            probe.clock.running_args = args
         return (mod, perf_counter(), probe.clock.inner, evaluating)
 
     def _end(self, args, kwargs, state) -> None:
         _, t0, inner0, evaluating = state
-        self.facts.count_inputs(args, kwargs, evaluating)
         clock = self.probe.clock
+        clock.running_args = None
+        self.facts.count_inputs(args, kwargs, evaluating)
         if not evaluating:  # a training forward: its host time, less syncs and collectives in it
             clock.fwd += perf_counter() - t0 - (clock.inner - inner0)
             clock.phased = True

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from .shapes import dims_of
+
 PROGRESS_EVERY_S = 1.0  # an open evaluation says it goes on at most this often (core/node/hang.py: not a hang)
 
 
@@ -84,5 +86,11 @@ class EvalPhase:
     def shapes(self) -> list[list[int]] | None:
         """The input shape of the last forward of the phase that compiles: the graph's inputs,
         not every batch the step has seen (an evaluation loop inside a step is not a new shape)."""
-        dims = self.eval_dims if self.in_eval else self.probe.clock.train_dims
+        clock = self.probe.clock
+        if not self.in_eval and clock.running_args:  # inside a training forward: its own input, not the last one's
+            for a in clock.running_args:
+                dims = dims_of(a)
+                if dims is not None:
+                    return [dims]
+        dims = self.eval_dims if self.in_eval else clock.train_dims
         return [dims] if dims else None

@@ -34,6 +34,9 @@ class StepClock:
         self.backward_pending = False  # a backward since the last step ended
         self.presync: float | None = None  # time from the step's start to its first sync point
         self.train_dims: list[int] | None = None  # the last training forward's input shape
+        # the arguments of the training forward running now (None between forwards): a compile inside it
+        # (torch.compile's first or a recompile) is of these shapes, not the last forward's
+        self.running_args: tuple | None = None
         self.eval_s_in_step = 0.0  # evaluation time inside the current step, left out of its duration
         self.last_shapes: list | None = None  # the input shapes of the last step message, and their JSON
         self.last_shapes_json = ""

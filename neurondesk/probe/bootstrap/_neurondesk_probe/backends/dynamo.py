@@ -92,10 +92,10 @@ class DynamoHooks:
         started = self.starts.pop(key, None)
         duration = time.perf_counter() - started if started is not None else None
         phase.count_compiles(1)
+        point = f"dynamo@{key.split('/')[0]}:{trigger}" if key else None
         probe.send({"kind": "compile", "source": "dynamo", "step": probe.clock.step,
                     "location": frames.user_location(), "library": frames.library_location(),
                     "duration_s": duration, "trigger": "dynamo", "phase": phase.name,
-                    "point": f"dynamo@{key.split('/')[0]}:{trigger}" if key else None,
-                    "input_shapes": phase.shapes()})
+                    "point": point, "input_shapes": phase.shapes()})
         if probe.torchneuron.module is not None:  # its graphs' records, now: never per step
-            probe.guarded(probe.torchneuron.after_dynamo_compile, hook="torchneuron-graphs")
+            probe.guarded(probe.torchneuron.after_dynamo_compile, point, hook="torchneuron-graphs")

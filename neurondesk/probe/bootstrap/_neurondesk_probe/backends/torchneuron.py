@@ -145,21 +145,23 @@ class TorchNeuronHooks:
                          "compile_s": None if acc is None else acc / 1e9, **self.cache_counts()})
 
     # ------------------------------------------------------------------ torch.compile graphs
-    def after_dynamo_compile(self) -> None:
-        """The end of a dynamo compile (dynamo.py): new graphs in counters["neuron"] are read from
-        get_dynamo_metrics (which synchronizes: here, never per step)."""
+    def after_dynamo_compile(self, point: str | None = None) -> None:
+        """The end of a dynamo compile (dynamo.py; ``point``: its point, as its compile message says
+        it): new graphs in counters["neuron"] are read from get_dynamo_metrics (which synchronizes:
+        here, never per step); a record first sent now names that compile, the one that made it."""
         utils = sys.modules.get("torch._dynamo.utils")
         if utils is None:
             return
         now = int(utils.counters["neuron"]["compiled_graphs"])
         if now != self.graph_count_read:
             self.graph_count_read = now
-            self.read_graphs()
+            self.read_graphs(point)
 
-    def read_graphs(self) -> None:
+    def read_graphs(self, point: str | None = None) -> None:
         """Each record of get_dynamo_metrics not sent yet (or whose compile time was not known
         then), as a neuron_graph_stat message; fields a newer torch-neuronx renamed are None."""
         rank = os.environ.get("RANK", "")
+        known = set(self.sent)  # graphs sent before this read: their compile was named then
         for i, row in enumerate(self.module.get_dynamo_metrics()):
             fields = {ours: getattr(row, theirs, None) for ours, theirs in GRAPH_FIELDS}
             graph_id = fields["graph_id"] if isinstance(fields["graph_id"], str) else None
@@ -191,7 +193,8 @@ class TorchNeuronHooks:
                              "model_name": fields["model_name"] if isinstance(fields["model_name"], str) else None,
                              "has_collectives": fields["has_collectives"] if isinstance(fields["has_collectives"], bool) else None,
                              "node_count": fields["node_count"] if type(fields["node_count"]) is int else None,  # noqa: E721
-                             "timestamp": stamp if stamp is not None else time.time(), **times})
+                             "timestamp": stamp if stamp is not None else time.time(), **times,
+                             "compile_point": None if key in known else point})
 
     # ------------------------------------------------------------------ exit
     def at_exit(self) -> None:
