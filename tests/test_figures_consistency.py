@@ -25,7 +25,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
@@ -85,7 +85,8 @@ def exposition(state: RunState, now: float) -> dict[str, float]:
 
 def check_every_output(state: RunState, now: float, console: bool = True) -> RunFigures:
     f = run_figures(state, now)
-    summary = build_summary(state, now)
+    typed = run_summary(state, now)
+    summary = typed.as_dict()
     # summary.json: the figures whole, and the sections version 1 published, rounded from them
     assert summary["figures"] == msgspec.to_builtins(f)
     rounded = {"total_usd": f.total_usd, "per_1k_steps_steady_usd": f.per_1k_steps_steady_usd,
@@ -96,7 +97,7 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
     assert summary["steady"]["step_time_s"] == (None if f.step_time_s is None else round(f.step_time_s, 6))
     assert summary["steps"] == f.steps
     # summary.md
-    md = to_markdown(summary)
+    md = to_markdown(typed)
     for label, value in (("cost so far", fmt.usd(f.total_usd)), ("$ / 1k steps steady", fmt.usd(f.per_1k_steps_steady_usd)),
                          ("$ / 1k steps all-in", fmt.usd(f.per_1k_steps_all_in_usd)),
                          ("$ / 1M tokens", fmt.usd(f.per_million_tokens_usd))):
@@ -220,10 +221,10 @@ def test_a_three_rank_job_with_a_slow_rank_is_priced_at_its_pace_everywhere() ->
     assert fmt.usd(f.per_1k_steps_steady_usd) == "$0.4167"
     assert f.budget is not None and f.budget.spent_usd == pytest.approx(f.total_usd)
     words = f.budget.words()
-    assert f"| budget | {words} |" in to_markdown(build_summary(state, events[-1].t))
+    assert f"| budget | {words} |" in to_markdown(run_summary(state, events[-1].t))
     assert words in console_text(state, events[-1].t)["cost-text"].replace("\n", " ")
     assert f.budget.reach_at_step == f.steps + int(f.budget.reach_in_s / 0.15)  # at the job's pace
-    assert build_summary(state, events[-1].t)["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)
+    assert run_summary(state, events[-1].t).as_dict()["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)
 
 
 # ------------------------------------------------------------------ the sinks (TensorBoard, MLflow, W&B)
@@ -253,7 +254,7 @@ def test_the_sinks_show_summary_jsons_figures(name: str, tmp_path, monkeypatch) 
     for e in events[k:]:
         state.apply(e)
     end = taker.end(state, state.last_t, {"summary.json": "{}"})
-    figures = build_summary(state)["figures"]  # as the recorder writes summary.json: at the run's own end
+    figures = run_summary(state).as_dict()["figures"]  # as the recorder writes summary.json: at the run's own end
     want = {PREFIX + n: figures[field] for n, field in FIGURE_SCALARS if figures[field] is not None}
     assert want[PREFIX + "steps"] == state.steps_done and len(want) >= 8
     sinks = [TensorBoardSink(tmp_path / "tb"), MlflowSink(str(tmp_path / "mlflow"), {}), WandbSink("nd", {}, tmp_path)]

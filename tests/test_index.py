@@ -5,11 +5,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from neurondesk.core.summary.types import load_summary
 from neurondesk.store.index import RunIndex, RunIndexError
 
 
 def summary(run_id, started_at, **over):
     s = {
+        "summary_version": 2,
         "run_id": run_id,
         "started_at": started_at,
         "elapsed_s": 612.0,
@@ -66,7 +68,7 @@ def test_record_and_list(tmp_path):
         a.compile_total_s,
     ) == (128.0, 0.0933, 0.571, 0.0057, 95.5)
     assert a.run_dir == str(tmp_path / "a") and a.started_at == "2026-03-01T10:00:00+00:00"
-    assert a.summary == summary("a", "2026-03-01T10:00:00+00:00")
+    assert a.summary == load_summary(summary("a", "2026-03-01T10:00:00+00:00"))  # read back by the contract
     assert (rows[0].exit_code, rows[0].steps) == (1, 7)
 
 
@@ -75,7 +77,7 @@ def test_upsert_by_run_id(tmp_path):
     idx.record(summary("a", "2026-03-01T10:00:00+00:00", exit_code=None), tmp_path / "a")
     idx.record(summary("a", "2026-03-01T10:00:00+00:00", exit_code=137), tmp_path / "a")
     rows = idx.list_runs()
-    assert len(rows) == 1 and rows[0].exit_code == 137 and rows[0].summary["exit_code"] == 137
+    assert len(rows) == 1 and rows[0].exit_code == 137 and rows[0].summary.exit_code == 137
 
 
 def test_since_and_limit_across_time_zones(tmp_path):
@@ -90,16 +92,17 @@ def test_since_and_limit_across_time_zones(tmp_path):
 
 def test_partial_summary_gives_null_columns(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
-    idx.record({"run_id": "c", "command": "python t.py", "exit_code": 2}, tmp_path / "c")
+    idx.record({"summary_version": 2, "run_id": "c", "command": ["python", "t.py"], "exit_code": 2}, tmp_path / "c")
     (row,) = idx.list_runs()
+    # read by the contract: a count the summary lacks is the struct's 0, a figure it lacks is null
     assert (row.command, row.steps, row.usd_per_1k_steps_steady, row.device_kind) == (
         "python t.py",
-        None,
+        0,
         None,
         None,
     )
     with pytest.raises(ValueError, match="run_id"):
-        idx.record({"command": "x"}, tmp_path / "d")
+        idx.record({"summary_version": 2, "command": ["x"]}, tmp_path / "d")
 
 
 def test_wal_mode_schema_version_and_reopen(tmp_path):

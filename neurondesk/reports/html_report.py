@@ -117,16 +117,16 @@ def _run(i: int, run: ReportRun) -> str:
     out = [f'<section id="run-{i}"><h2>Run {e(s.run_id)}</h2>',
            f'<p><code>{e(" ".join(s.command))}</code><br>{e(s.started_at)} · {e(run.folder)}</p>', _kpis(i, s),
            _crash(i, s), _creep(i, s)]
-    out += [f'<div class="warn">{e(d.get("message"))}</div>' for d in s.diagnostics]
+    out += [f'<div class="warn">{e(d.message)}</div>' for d in s.diagnostics]
     if s.advice:
         out.append("<h3>What to do</h3><ul>" + "".join(f"<li>{e(a.get('message'))}</li>" for a in s.advice) + "</ul>")
     if s.time_breakdown:
         out.append("<h3>Where the time and the money went</h3>")
         out.append(stacked_bar([(x.name, x.share or 0.0, f"{fmt.secs(x.seconds)} · {fmt.pct(x.share)} · {fmt.usd(x.usd)}")
                                 for x in s.time_breakdown]))
-    out.append(phases_html(s.as_dict()))  # the steady step by phase and its verdict (reports/phases_text.py)
+    out.append(phases_html(s))  # the steady step by phase and its verdict (reports/phases_text.py)
     out.append(_charts(run))
-    out.append("<h3>Summary</h3>" + _table(["", ""], [[k, v] for k, v in report_rows(s.as_dict())], sortable=False))
+    out.append("<h3>Summary</h3>" + _table(["", ""], [[k, v] for k, v in report_rows(s)], sortable=False))
     out.append(_compiles(s))
     out.append(_ranks(s))
     if s.notices:
@@ -156,10 +156,9 @@ def _table(head: list[str], rows: list[list[str]], sortable: bool = True, num: t
 def _compiles(s: Summary) -> str:
     if not s.compiles:
         return "<h3>Compiles</h3><p class=\"empty\">none seen</p>"
-    rows = [[str(i), fmt.value_text(c.get("step"), "int"), c.get("cause") or "—", c.get("location") or c.get("name") or "—",
-             fmt.value_text(c.get("duration_s"), "s") + ("" if c.get("counted", True) else " (not in the total)"),
-             c.get("cache") or "—", c.get("status") or "—",
-             c.get("graph_hash") or "—"] for i, c in enumerate(s.compiles, 1)]
+    rows = [[str(i), fmt.value_text(c.step, "int"), c.cause or "—", c.location or c.name or "—",
+             fmt.value_text(c.duration_s, "s") + ("" if c.counted else " (not in the total)"),
+             c.cache or "—", c.status or "—", c.graph_hash or "—"] for i, c in enumerate(s.compiles, 1)]
     return (f'<h3>Compiles ({s.compile_count:,}, {fmt.secs(s.compile_total_s)})</h3>'
             + _table(["#", "step", "cause", "location", "duration", "cache", "status", "graph"], rows, num=(0, 1, 4)))
 

@@ -3,7 +3,7 @@
 Every output (the console's panels, the headless status line, summary.json / .md, compare and
 history through the summary, the Prometheus exporter, the sinks) reads a ``RunFigures``; none
 computes a figure of its own. Adding a figure: a field of ``RunFigures``, its line in
-``run_figures`` and a ``FigureInfo`` in ``FIGURES`` (then regenerate docs/summary.schema.json);
+``run_figures`` and a ``FigureInfo`` in ``FIGURES`` (then scripts/make_schemas.py);
 summary.json (``figures``), summary.md / text / csv and compare (``report``), a console panel
 (``panel``) and the headless status line (``status``) pick it up from ``FIGURES``; its Prometheus
 series and sink scalar, from its row in ``METRIC_NAMES`` (core/figures/metric_names.py).
