@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from neurondesk.core.summary.types import Summary, SummaryError, as_summary, load_summary
+from neurondesk.core.summary.types import Summary, load_summary
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 2.0  # per try
@@ -213,9 +213,8 @@ class RunIndex:
                 "folders, which hold the runs themselves"
             ) from e
 
-    def record(self, summary: Summary | dict[str, Any], run_dir: Path | str) -> None:
-        """Insert or replace the row for ``summary.run_id`` (a JSON-shaped summary: read by the contract
-        first, SummaryError when it is none)."""
+    def record(self, summary: Summary, run_dir: Path | str) -> None:
+        """Insert or replace the row for ``summary.run_id``."""
         sql, values = self._upsert(summary, run_dir)
 
         def write() -> None:
@@ -224,16 +223,9 @@ class RunIndex:
 
         self._patiently(write)
 
-    def replace_all(self, items: Iterable[tuple[Summary | dict[str, Any], Path | str]]) -> int:
-        """Every row replaced by the rows of ``items`` (summary, run_dir), in one transaction. A JSON-shaped
-        summary (cli_reports.py's reindex still reads summary.json itself) that is no summary is left out,
-        as ``list_runs`` would skip its row."""
-        rows = []
-        for s, d in items:
-            try:
-                rows.append(self._upsert(s, d))
-            except SummaryError:
-                continue
+    def replace_all(self, items: Iterable[tuple[Summary, Path | str]]) -> int:
+        """Every row replaced by the rows of ``items`` (summary, run_dir), in one transaction."""
+        rows = [self._upsert(s, d) for s, d in items]
 
         def write() -> None:
             with self._connect() as conn, conn:
@@ -245,8 +237,7 @@ class RunIndex:
         return len(rows)
 
     @staticmethod
-    def _upsert(summary: Summary | dict[str, Any], run_dir: Path | str) -> tuple[str, tuple]:
-        s = as_summary(summary)
+    def _upsert(s: Summary, run_dir: Path | str) -> tuple[str, tuple]:
         if not s.run_id:
             raise ValueError(f"summary for {run_dir} has no run_id; cannot index it")
         values = (

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from neurondesk.core.figures.phases import short_verdict
 from neurondesk.core.figures.run_figures import FIGURES
-from neurondesk.core.reduce.state import RunState
 from neurondesk.core.findings.memory_creep import MemoryCreep
+from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import run_summary
 from neurondesk.core.summary.types import Summary
 from neurondesk.core.view.pulse import alerts_of

@@ -26,7 +26,7 @@ from typing import Any
 from neurondesk.core.figures.cost import cost_so_far
 from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.core.figures.time_breakdown import SLICES
-from neurondesk.core.summary.types import Summary, as_summary
+from neurondesk.core.summary.types import Summary
 
 CONFIG_RULES = (("batch_size", "batch size"), ("seq_len", "sequence length"), ("lr", "learning rate"),
                 ("seed", "seed"), ("data_order", "data order"))
@@ -237,11 +237,8 @@ def breakdown_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
             for n in names]
 
 
-def compare(summaries: Sequence[Summary | dict[str, Any]], target_loss: float | None = None,
+def compare(summaries: Sequence[Summary], target_loss: float | None = None,
             labels: list[str] | None = None) -> dict[str, Any]:
-    """``summaries``: Summary structs (a JSON-shaped one, as cli_share.py still passes, is read by the
-    contract first)."""
-    summaries = [as_summary(s) for s in summaries]
     if len(summaries) < 2:
         raise ValueError("compare needs at least two runs")
     labels = labels or [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(len(summaries))]

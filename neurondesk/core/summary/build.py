@@ -23,7 +23,7 @@ from neurondesk.core.summary import types as st
 from neurondesk.core.summary.neuron_summary import neuron_section
 from neurondesk.core.summary.types import SUMMARY_VERSION, Summary
 
-__all__ = ["SUMMARY_VERSION", "Summary", "build_summary", "run_summary", "script_throughput_row"]
+__all__ = ["SUMMARY_VERSION", "Summary", "run_summary", "script_throughput_row"]
 FIRST_ERRORS = 5  # errors listed in full (with their detail lines) from the start of the run
 
 
@@ -124,11 +124,6 @@ def _failed_rank(state: RunState) -> st.FailedRank | None:
     if f is None:
         return None
     return st.FailedRank(rank=f.rank, pid=f.pid, error=f.error, step=f.step, traceback=list(f.traceback))
-
-
-def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> Summary:
-    """``run_summary`` under the name cli.py and cli_sinks.py import (until the cli package imports run_summary)."""
-    return run_summary(state, now, peaks)
 
 
 def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> Summary:

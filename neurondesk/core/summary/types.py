@@ -30,19 +30,7 @@ Obj = dict[str, Any]
 
 
 class _S(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
-    """A summary section: later versions may add fields, so unknown ones are ignored on reading.
-
-    ``s["field"]`` and ``s.get("field")``: cli.py and cli_reports.py still read a summary as the dict it
-    used to be (``summary.get("advice")``, ``s["loss"]["target"]``) until they read attributes (the cli
-    package); nothing else uses them."""
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self.__struct_fields__:
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return getattr(self, name) if name in self.__struct_fields__ else default
+    """A summary section: later versions may add fields, so unknown ones are ignored on reading."""
 
 
 class Device(_S):
@@ -198,6 +186,7 @@ class CompileRow(_S):
     cache_hit_ranks: list[int] = []
     node_count: int | None = None  # the graph's FX node count (TorchNeuron's graph_stats)
     counted: bool = True  # False: listed, its time in another compile's (not in the totals)
+    count: int = 1  # compiles this row stands for: a group of TorchNeuron's eager NEFFs holds many
     after_warmup: bool | None = None  # None: a summary from before phases were told apart
 
 
@@ -253,6 +242,7 @@ class Filesystem(_S, kw_only=True):
     growth_bytes_per_s: float | None = None
     full_in_s: float | None = None
     full_in: str | None = None
+    compile_burst_bytes: int = 0  # used while compiles ran (their caches): left out of the forecast
     warning: str | None = None
     words: str | None = None
 
@@ -359,12 +349,6 @@ class Summary(_S):
 
 class SummaryError(ValueError):
     """A summary that is no summary (malformed JSON, wrong types, an unknown version)."""
-
-
-def as_summary(summary: Summary | dict[str, Any]) -> Summary:
-    """A Summary as it is; a JSON-shaped one read by the contract (SummaryError). For the callers that still
-    hand over a dict (cli_share.py's report, cli_reports.py's reindex) until they pass the struct."""
-    return summary if isinstance(summary, Summary) else load_summary(summary)
 
 
 def load_summary(data: bytes | str | dict[str, Any]) -> Summary:
