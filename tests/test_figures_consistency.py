@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import html
+import re
 
 import msgspec
 import pytest
@@ -24,13 +26,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.rules.compare import compare
 from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
-from neurondesk.reports import fmt
-from neurondesk.reports.summary_writer import to_markdown
+from neurondesk.reports import compare_writer, fmt
+from neurondesk.reports.html_report import ReportRun, render
+from neurondesk.reports.summary_writer import to_markdown, to_text_table
 from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
@@ -109,12 +114,22 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         assert f"{f.samples_per_s:,.1f} samples/s steady" in line
     if f.total_usd is not None:
         assert f"${f.total_usd:,.4f} so far" in line
+    # summary text, the HTML report and compare (two runs: this one twice)
+    text = to_text_table(typed)
+    page = render([ReportRun(typed, chart_line(state.parts.steps, points=600)[0], list(state.loss_history), "run")])
+    compared = compare([typed, typed])
+    rows = {r["key"]: r for r in compared["rows"]}
+    compared_md = compare_writer.to_markdown(compared)
     for info in FIGURES:  # the figures listed from core's table, each where it says
         value = fmt.value_text(getattr(f, info.name), info.kind)
         if info.status and getattr(f, info.name) is not None:
             assert f"{value} {info.label}" in line, info.name
         if info.report and summary["figures"]:
             assert f"| {info.label} | {value} |" in md, info.name
+            assert re.search(rf"^  {re.escape(info.label)} +{re.escape(value)}$", text, re.M), info.name
+            assert f"<td>{html.escape(info.label)}</td><td>{html.escape(value)}</td>" in page, info.name
+            assert rows[info.name]["values"] == [getattr(f, info.name)] * 2, info.name
+            assert f"| {info.label} | {value} | {value} |" in compared_md.replace("**", ""), info.name
     # the Prometheus exposition
     got = exposition(state, now)
     pairs = [("neurondesk_cost_usd_total", f.total_usd), ("neurondesk_steady_samples_per_second", f.samples_per_s),
@@ -146,6 +161,17 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
 def test_every_output_shows_the_same_figures_for_a_recorded_journal(name: str) -> None:
     state, _ = state_from_run_dir(JOURNALS / name)
     check_every_output(state, state.last_t)
+
+
+def test_every_figure_the_table_lists_is_known_in_a_recorded_journal() -> None:
+    """The checks above pass over an unknown figure (a blank shows nothing to compare): each figure
+    FIGURES lists for an output is known in at least one recorded journal, so each is checked there."""
+    known = set()
+    for path in JOURNALS.iterdir():
+        state, _ = state_from_run_dir(path)
+        f = run_figures(state, state.last_t)
+        known |= {info.name for info in FIGURES if getattr(f, info.name) is not None}
+    assert {info.name for info in FIGURES if info.report or info.status or info.panel} <= known
 
 
 def generated_run(speeds: list[float], steps: int, compile_s: float, recompile_at: int | None,
