@@ -20,6 +20,7 @@ from neurondesk.core.figures.budget import BudgetFigures, budget_figures
 from neurondesk.core.figures.cost import cost_figures, cost_so_far
 from neurondesk.core.figures.mfu import mfu_for_state
 from neurondesk.core.figures.phases import StepPhases, step_phases_by_rank
+from neurondesk.core.figures.time_breakdown import time_breakdown
 from neurondesk.core.findings.crash import Crash, crash_of
 from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
 from neurondesk.core.node.prices import PriceTable
@@ -65,6 +66,9 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     memory_creep: MemoryCreep | None = None  # memory that creeps over the steady steps (core/findings/memory_creep.py); None: none
     ttfi_s: float | None = None  # time to first step (TTFI): from the launch to the end of the first training step
     ttfi_cache: str | None = None  # "cold": something compiled before it ended; "warm": a persistent cache served it
+    # of the wall time, the steps' own work (no compile, no data wait): the time breakdown's "training"
+    # slice (core/figures/time_breakdown.py), what the rest of the bill bought; None before a step ended
+    training_share: float | None = None
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -100,6 +104,8 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate"),
     FigureInfo("ttfi_s", "time to first step", "s", report=True, better="lower", panel="throughput", status=True),
     FigureInfo("ttfi_cache", "first step's compile cache", "text", report=True, panel="throughput"),
+    FigureInfo("training_share", "training share", "pct", report=True, better="higher", panel="throughput",
+               status=True),
 )
 
 
@@ -159,7 +165,14 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         memory_creep=memory_creep(state),
         ttfi_s=_ttfi_s(state),
         ttfi_cache=state.parts.neff.first_step_cache(state.lead_pid),
+        training_share=_training_share(state, now),
     )
+
+
+def _training_share(state: RunState, now: float | None) -> float | None:
+    if not state.steps_done:
+        return None
+    return next(x.share for x in time_breakdown(state, now) if x.name == "training")
 
 
 def _ttfi_s(state: RunState) -> float | None:
