@@ -101,6 +101,8 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         assert summary["cost"][key] == (None if value is None else round(value, 6)), key
     assert summary["steady"]["step_time_s"] == (None if f.step_time_s is None else round(f.step_time_s, 6))
     assert summary["steps"] == f.steps
+    training = next(x.share for x in typed.time_breakdown if x.name == "training")  # the breakdown's slice
+    assert f.training_share == (training if f.steps else None)
     # summary.md
     md = to_markdown(typed)
     for label, value in (("cost so far", fmt.usd(f.total_usd)), ("$ / 1k steps steady", fmt.usd(f.per_1k_steps_steady_usd)),
