@@ -501,6 +501,7 @@ def read_run_records(units: Units, ctx: dict[str, Any]) -> Verdict:
     """The small records a command reads of a run folder: recorder.json (None when unusable),
     fallback.json (FallbackError), and a summary.json as an index row and a lost recorder's words
     (sources/ended.py: ls and history after a recorder's death or a locked index)."""
+    from neurondesk.core.summary.types import SummaryError, load_summary
     from neurondesk.sources.ended import lost_recorder
     from neurondesk.store.fallback import FallbackError, read_fallback_info
     from neurondesk.store.index import row_of
@@ -517,9 +518,15 @@ def read_run_records(units: Units, ctx: dict[str, Any]) -> Verdict:
         doc = _json_or_none(units[0])
     except RecursionError:  # json.loads's own refusal of deep nesting (the readers above catch it)
         doc = None
+    summary = None
     if isinstance(doc, dict):
-        refused |= row_of(doc, folder) is None
-        lost = lost_recorder(folder, doc)
+        try:
+            summary = load_summary(doc)  # the store boundary: a summary is read by its contract, or refused
+        except SummaryError:
+            refused = True
+    if summary is not None:
+        refused |= row_of(summary, folder) is None
+        lost = lost_recorder(folder, summary)
         if lost is not None:
             lost.words()
     return "refused" if refused else "ok"

@@ -130,21 +130,21 @@ def test_compiles_panel_shows_the_value_access_advice_on_its_line():
 @pytest.mark.parametrize("name", ["plain", "dynamic", "item", "input_bound"])
 def test_time_breakdown_of_each_recorded_run_adds_up_to_its_wall_time(name):
     s, _ = summary_from_run_dir(JOURNALS / name)
-    slices = s["time_breakdown"]
-    assert [x["name"] for x in slices] == list(SLICES)
-    assert sum(x["seconds"] for x in slices) == pytest.approx(s["elapsed_s"], abs=1.0)
-    assert sum(x["share"] for x in slices) == pytest.approx(1.0, abs=0.01)
-    assert all(x["seconds"] >= 0 for x in slices)
+    slices = s.time_breakdown
+    assert [x.name for x in slices] == list(SLICES)
+    assert sum(x.seconds for x in slices) == pytest.approx(s.elapsed_s, abs=1.0)
+    assert sum(x.share for x in slices) == pytest.approx(1.0, abs=0.01)
+    assert all(x.seconds >= 0 for x in slices)
 
 
 def test_breakdown_bar_is_one_line_as_wide_as_asked_with_a_cell_per_slice_that_has_time():
     s, _ = summary_from_run_dir(JOURNALS / "dynamic")
-    slices = s["time_breakdown"]
+    slices = s.time_breakdown
     for width in (10, 37, 76, 150):
         bar = breakdown_bar(slices, width)
         assert "\n" not in bar.plain and len(bar.plain) == width
-        assert len(bar.spans) == sum(1 for x in slices if x["share"] and x["seconds"] > 0)
-    compile_share = next(x["share"] for x in slices if x["name"] == "compile")
+        assert len(bar.spans) == sum(1 for x in slices if x.share and x.seconds > 0)
+    compile_share = next(x.share for x in slices if x.name == "compile")
     red = next(sp for sp in breakdown_bar(slices, 100).spans if sp.style == "red")
     assert red.end - red.start == pytest.approx(compile_share * 100, abs=2)
     legend = breakdown_legend(slices).plain  # 80 columns: two full entries a line
@@ -159,9 +159,9 @@ def test_compare_shows_the_time_breakdown_side_by_side(capsys):
     rows = {r["key"]: r for r in c["rows"] if r["key"].startswith("time:")}
     assert list(rows) == [f"time:{n}" for n in SLICES]
     for i, s in enumerate((a, b)):
-        for x in s["time_breakdown"]:
-            row = rows[f"time:{x['name']}"]
-            assert (row["values"][i], row["shares"][i], row["usd"][i]) == (x["seconds"], x["share"], x["usd"])
+        for x in s.time_breakdown:
+            row = rows[f"time:{x.name}"]
+            assert (row["values"][i], row["shares"][i], row["usd"][i]) == (x.seconds, x.share, x.usd)
     assert all(r["best"] is None for r in rows.values())
     assert main(["compare", str(JOURNALS / "plain"), str(JOURNALS / "dynamic")]) == 0
     md = capsys.readouterr().out

@@ -11,16 +11,17 @@ import pytest
 from conftest import REPO, base_env
 
 from neurondesk.core.summary.board import cost_board, parse_since, period_of
+from neurondesk.core.summary.types import Summary, load_summary
 from neurondesk.store.index import RunIndex
 
 
 def summary(run_id, started_at, kind="neuron", instance="trn1.2xlarge", steps=1000, total=1.0, steady=0.5,
-            tokens=0.02, share=0.5, elapsed=100.0):
-    return {"run_id": run_id, "started_at": started_at, "command": ["python", "train.py"], "steps": steps,
+            tokens=0.02, share=0.5, elapsed=100.0) -> Summary:
+    return load_summary({"summary_version": 2, "run_id": run_id, "started_at": started_at, "command": ["python", "train.py"], "steps": steps,
             "elapsed_s": elapsed, "exit_code": 0, "device": {"kind": kind, "name": kind},
             "steady": {"samples_per_s": 10.0},
             "cost": {"instance_type": instance, "total_usd": total, "per_1k_steps_steady_usd": steady,
-                     "per_1k_steps_all_in_usd": None, "per_million_tokens_usd": tokens, "compile_share": share}}
+                     "per_1k_steps_all_in_usd": None, "per_million_tokens_usd": tokens, "compile_share": share}})
 
 
 RUNS = [
@@ -82,7 +83,7 @@ def history(home, *args):
 def test_history_board_from_the_sqlite_index(tmp_path):
     index = RunIndex(tmp_path / "runs" / "runs.sqlite")
     for s in RUNS:
-        index.record(s, tmp_path / "runs" / s["run_id"])
+        index.record(s, tmp_path / "runs" / s.run_id)
     p = history(tmp_path, "--group-by", "week", "--format", "json")
     assert p.returncode == 0, p.stderr
     board = json.loads(p.stdout)  # the figures worked out by hand from RUNS, as in test_weekly_board_per_device

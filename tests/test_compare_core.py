@@ -10,16 +10,18 @@ import pytest
 
 from neurondesk.core.rules.checks import Thresholds, describe, evaluate
 from neurondesk.core.rules.compare import choose_target, compare
+from neurondesk.core.summary.types import Summary, load_summary
 from neurondesk.reports.compare_writer import to_csv, to_markdown
 
 CONFIG = {"batch_size": 8, "seq_len": 512, "lr": 1e-4, "seed": 0, "precision": "bf16",
           "data_order": "batch i seeded by seed*1000003+i", "model": {"d_model": 512}, "param_count": 1000}
 
 
-def summary(run_id="a", kind="neuron", instance="trn1.2xlarge", price=1.34375, step_s=0.25, compile_s=100.0,
-            steps=400, reached=120, ttt=150.0, target=2.5, precision="bf16", last=2.1, **config):
+def summary_json(run_id="a", kind="neuron", instance="trn1.2xlarge", price=1.34375, step_s=0.25, compile_s=100.0,
+                 steps=400, reached=120, ttt=150.0, target=2.5, precision="bf16", last=2.1, **config) -> dict:
+    """A summary as summary.json holds one (the fields compare and the checks read)."""
     return {
-        "run_id": run_id, "command": ["python", "train.py"], "device": {"kind": kind, "name": kind},
+        "summary_version": 2, "run_id": run_id, "command": ["python", "train.py"], "device": {"kind": kind, "name": kind},
         "precision": precision, "config": {**CONFIG, **config}, "steps": steps, "steps_requested": steps,
         "warmup_steps": 5, "first_compile_s": compile_s or None, "compile_total_s": compile_s,
         "compile_count": 2 if compile_s else 0, "recompiles_after_warmup": 0, "compiles": [],
@@ -31,6 +33,10 @@ def summary(run_id="a", kind="neuron", instance="trn1.2xlarge", price=1.34375, s
                  "per_1k_steps_all_in_usd": None, "per_million_tokens_usd": None},
         "mfu": 0.31, "hfu": None, "mfu_note": "6 × N × tokens/s ÷ peak",
     }
+
+
+def summary(*args, **kwargs) -> Summary:
+    return load_summary(summary_json(*args, **kwargs))
 
 
 def messages(c, level="warn"):
@@ -50,7 +56,7 @@ def test_each_config_difference_is_one_warning():
 
 def test_a_run_without_configuration_cannot_be_checked_and_says_so():
     b = summary("b")
-    b["config"] = None
+    b.config = None
     assert messages(compare([summary("a"), b])) == [
         "B declared no configuration (no neurondesk-config line): batch size, sequence length, lr, seed "
         "and data order cannot be checked"]
@@ -132,13 +138,13 @@ def test_ties_have_no_best_and_target_choice():
 
 
 # ---------------------------------------------------------------------- checks
-def run(**over):
-    s = summary(steps=20)
+def run(**over) -> Summary:
+    s = summary_json(steps=20)
     s.update(steps_requested=20, first_compile_s=40.0, recompiles_after_warmup=0,
              loss={"first": 9.0, "last": 3.0, "nonfinite": 0})
     for k, v in over.items():
         s[k] = v
-    return s
+    return load_summary(s)
 
 
 ALL = Thresholds(max_recompiles_after_warmup=0, loss_finite=True, max_first_compile_s=60, min_samples_per_s=10)
@@ -160,10 +166,9 @@ def test_each_check_fails_with_its_own_line():
         "loss not finite: 1 nan/inf loss value(s), last nan"]
     assert evaluate(run(loss={"first": None, "last": None}), ALL)[0].startswith("loss not finite: no loss value")
     assert evaluate(run(first_compile_s=75.5), ALL) == ["first compile took 75.5 s, max 60 s"]
-    s = run()
-    s["steady"] = {"samples_per_s": 4.25}
+    s = run(steady={"samples_per_s": 4.25})
     assert evaluate(s, ALL) == ["steady samples/s 4.2 below min 10"]
-    s["steady"] = {"samples_per_s": None}
+    s = run(steady={"samples_per_s": None})
     assert evaluate(s, ALL)[0].startswith("steady samples/s unknown (no steady step")
     assert evaluate(run(steps=12), Thresholds()) == ["ran 12 of 20 requested steps"]
     assert evaluate(run(steps=0), Thresholds())[0].startswith("no training step was seen")
@@ -172,8 +177,7 @@ def test_each_check_fails_with_its_own_line():
 def test_a_loss_that_recovered_from_nan_still_fails_and_thresholds_are_inclusive():
     assert evaluate(run(loss={"first": 9.0, "last": 3.0, "nonfinite": 2}), ALL) == [
         "loss not finite: 2 nan/inf loss value(s), last 3.0"]
-    edge = run(first_compile_s=60.0)
-    edge["steady"] = {"samples_per_s": 10.0}
+    edge = run(first_compile_s=60.0, steady={"samples_per_s": 10.0})
     assert evaluate(edge, ALL) == []
     eager = run(first_compile_s=None)
     assert evaluate(eager, ALL) == []  # nothing compiled: the first-compile check holds

@@ -18,7 +18,7 @@ import pytest
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.views.console.app import ConsoleApp
@@ -185,7 +185,7 @@ def test_the_end_of_a_headless_run_names_the_failed_rank_with_its_traceback():
 
 
 def test_summary_md_has_the_ranks_table_the_stragglers_and_the_failed_rank():
-    s = build_summary(state_of(job(4, fail_rank=1)))
+    s = run_summary(state_of(job(4, fail_rank=1)))
     md = to_markdown(s)
     assert "## Ranks" in md
     assert "| rank | local rank | pid | steps | step time | presync | data wait | samples/s | compiles |" in md
@@ -194,5 +194,5 @@ def test_summary_md_has_the_ranks_table_the_stragglers_and_the_failed_rank():
     failed = md.split("## Failed rank", 1)[1]
     assert "rank 1 (pid 1001), at step 60: RuntimeError: crash requested at step 30 on rank 5" in failed
     assert "```\n" + "\n".join(TRACEBACK) + "\n```" in failed
-    single = to_markdown(build_summary(state_of(job(1, straggler=None))))
+    single = to_markdown(run_summary(state_of(job(1, straggler=None))))
     assert "## Ranks" not in single and "## Failed rank" not in single

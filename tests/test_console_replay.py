@@ -143,7 +143,7 @@ def test_finished_run_opens_the_summary_and_keeps_it_until_quit():
         return s, header, app.return_code
 
     s, header, code = run_app(ReplaySource(JOURNALS / "plain", speed=0), WIDE, script)
-    assert s["finished"] and s["exit_code"] == 0 and s["steps"] == 120
+    assert s.finished and s.exit_code == 0 and s.steps == 120
     assert "finished (exit 0)" in header
     assert code == 0
 

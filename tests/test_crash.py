@@ -12,7 +12,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.findings.crash import TRY, crash_of
 from neurondesk.core.findings.neuron_errors import DEVICE_OOM_FIX
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.html_report import _crash
 from neurondesk.reports.summary_writer import to_markdown
@@ -50,7 +50,7 @@ def lines(name: str, folder=CRASH) -> list[str]:
 
 def test_a_run_that_ended_well_has_no_crash():
     assert crash_of(died([], 0)) is None
-    assert build_summary(died([], 0))["crash"] is None
+    assert run_summary(died([], 0)).as_dict()["crash"] is None
 
 
 def test_neuron_device_oom_from_the_runtime_lines_with_the_neuron_advice():
@@ -151,14 +151,12 @@ def test_an_uncaught_exception_otherwise():
 
 def test_every_output_says_it():
     s = died([], -9, cgroup(1))
-    summary = build_summary(s)
-    assert summary["crash"]["kind"] == "oom-killer"
-    assert summary["figures"]["crash"] == summary["crash"]  # one truth: the figure, written whole
+    summary = run_summary(s)
+    assert summary.crash.kind == "oom-killer"
+    assert summary.figures.crash == summary.crash  # one truth: the figure, written whole
     md = to_markdown(summary)
     assert "## How it died" in md and "**oom-killer**" in md and "- try: " in md
-    from neurondesk.core.summary.types import load_summary
-
-    html = _crash(0, load_summary(summary))
+    html = _crash(0, summary)
     assert 'data-kind="oom-killer"' in html and "64.0 MiB" in html
     assert "died: oom-killer" in status_line(view_of(s, 21.0))
 

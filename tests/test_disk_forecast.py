@@ -30,7 +30,7 @@ from neurondesk.core.node.disk import (
     size_words,
 )
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.store.journal import read_journal
@@ -136,13 +136,13 @@ def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figu
     assert said2 == ["the disk holding the run folder (/runs) has 7.8 GB free (16%): disk full in about "
                      "2 h 10 min at this rate (+60.0 MB/min)"]
     assert "disk full in about 2 h 10 min (run folder)" in status_line(view_of(state2, 1060.0))
-    figures = build_summary(state2, 1060.0)["disk"]["filesystems"]
+    figures = run_summary(state2, 1060.0).as_dict()["disk"]["filesystems"]
     assert figures == [{"holds": ["run folder"], "path": "/runs", "free_bytes": 7800 * 10**6, "total_bytes": 50 * GB,
                         "free_share": 0.156, "growth_bytes_per_s": 1e6, "full_in_s": 7800.0,
                         "full_in": "2 h 10 min", "compile_burst_bytes": 0, "warning": said2[0],
                         "words": "disk run folder: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about "
                                  "2 h 10 min at this rate"}]
-    md = to_markdown(build_summary(state2, 1060.0))
+    md = to_markdown(run_summary(state2, 1060.0))
     assert "## Disks\n\n- disk run folder: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about 2 h 10 min " \
            "at this rate (`/runs`)\n" in md
 

@@ -84,7 +84,7 @@ def test_disk_full_run_loses_nothing_and_summary_of_the_fallback_rebuilds_it(tmp
     assert (whole["steps"], whole["exit_code"], whole["finished"]) == (STEPS, 5, True)
     # the run folder itself, summed up, finds its fallback too
     monkeypatch.setenv("NEURONDESK_HOME", str(tmp_path / "home"))
-    assert summary_from_run_dir(run_dir)[0]["steps"] == STEPS
+    assert summary_from_run_dir(run_dir)[0].steps == STEPS
 
 
 def test_events_over_the_memory_bound_move_to_the_fallback_folder_at_once(tmp_path, monkeypatch):

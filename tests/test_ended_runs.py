@@ -133,8 +133,8 @@ def test_a_run_whose_recorder_was_killed_is_listed_as_lost_and_billed_to_its_las
         wait_until(lambda: source.poll() is not None and source.recorder_lost, 30, "the viewer to see the loss")
         assert source.now() == source.state.last_t  # the clock stops where the recording did
         row = RunIndex(_index(tmp_path)).list_runs()[0]
-        billed = row.summary["cost"]["total_usd"]
-        assert billed is not None and abs(billed - row.summary["elapsed_s"]) < 1.0  # $3600/h: a dollar a second, to the last event
+        billed = row.summary.cost.total_usd
+        assert billed is not None and abs(billed - row.summary.elapsed_s) < 1.0  # $3600/h: a dollar a second, to the last event
         time.sleep(3)  # three more dollars if anything billed it up to now
         attach = _nd(tmp_path, "attach", run_dir.name)  # not a terminal: the headless view
         amounts = [float(a.replace(",", "")) for a in re.findall(r"\$([0-9][0-9,]*\.[0-9]+)(?![0-9]*/h)", attach.stdout + attach.stderr)]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import html
+import re
 
 import msgspec
 import pytest
@@ -24,13 +26,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures, run_figures
+from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.rules.compare import compare
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
-from neurondesk.reports import fmt
-from neurondesk.reports.summary_writer import to_markdown
+from neurondesk.reports import compare_writer, fmt
+from neurondesk.reports.html_report import ReportRun, render
+from neurondesk.reports.summary_writer import to_markdown, to_text_table
 from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
@@ -85,7 +90,8 @@ def exposition(state: RunState, now: float) -> dict[str, float]:
 
 def check_every_output(state: RunState, now: float, console: bool = True) -> RunFigures:
     f = run_figures(state, now)
-    summary = build_summary(state, now)
+    typed = run_summary(state, now)
+    summary = typed.as_dict()
     # summary.json: the figures whole, and the sections version 1 published, rounded from them
     assert summary["figures"] == msgspec.to_builtins(f)
     rounded = {"total_usd": f.total_usd, "per_1k_steps_steady_usd": f.per_1k_steps_steady_usd,
@@ -95,8 +101,10 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         assert summary["cost"][key] == (None if value is None else round(value, 6)), key
     assert summary["steady"]["step_time_s"] == (None if f.step_time_s is None else round(f.step_time_s, 6))
     assert summary["steps"] == f.steps
+    training = next(x.share for x in typed.time_breakdown if x.name == "training")  # the breakdown's slice
+    assert f.training_share == (training if f.steps else None)
     # summary.md
-    md = to_markdown(summary)
+    md = to_markdown(typed)
     for label, value in (("cost so far", fmt.usd(f.total_usd)), ("$ / 1k steps steady", fmt.usd(f.per_1k_steps_steady_usd)),
                          ("$ / 1k steps all-in", fmt.usd(f.per_1k_steps_all_in_usd)),
                          ("$ / 1M tokens", fmt.usd(f.per_million_tokens_usd))):
@@ -108,12 +116,22 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         assert f"{f.samples_per_s:,.1f} samples/s steady" in line
     if f.total_usd is not None:
         assert f"${f.total_usd:,.4f} so far" in line
+    # summary text, the HTML report and compare (two runs: this one twice)
+    text = to_text_table(typed)
+    page = render([ReportRun(typed, chart_line(state.parts.steps, points=600)[0], list(state.loss_history), "run")])
+    compared = compare([typed, typed])
+    rows = {r["key"]: r for r in compared["rows"]}
+    compared_md = compare_writer.to_markdown(compared)
     for info in FIGURES:  # the figures listed from core's table, each where it says
         value = fmt.value_text(getattr(f, info.name), info.kind)
         if info.status and getattr(f, info.name) is not None:
             assert f"{value} {info.label}" in line, info.name
         if info.report and summary["figures"]:
             assert f"| {info.label} | {value} |" in md, info.name
+            assert re.search(rf"^  {re.escape(info.label)} +{re.escape(value)}$", text, re.M), info.name
+            assert f"<td>{html.escape(info.label)}</td><td>{html.escape(value)}</td>" in page, info.name
+            assert rows[info.name]["values"] == [getattr(f, info.name)] * 2, info.name
+            assert f"| {info.label} | {value} | {value} |" in compared_md.replace("**", ""), info.name
     # the Prometheus exposition
     got = exposition(state, now)
     pairs = [("neurondesk_cost_usd_total", f.total_usd), ("neurondesk_steady_samples_per_second", f.samples_per_s),
@@ -145,6 +163,17 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
 def test_every_output_shows_the_same_figures_for_a_recorded_journal(name: str) -> None:
     state, _ = state_from_run_dir(JOURNALS / name)
     check_every_output(state, state.last_t)
+
+
+def test_every_figure_the_table_lists_is_known_in_a_recorded_journal() -> None:
+    """The checks above pass over an unknown figure (a blank shows nothing to compare): each figure
+    FIGURES lists for an output is known in at least one recorded journal, so each is checked there."""
+    known = set()
+    for path in JOURNALS.iterdir():
+        state, _ = state_from_run_dir(path)
+        f = run_figures(state, state.last_t)
+        known |= {info.name for info in FIGURES if getattr(f, info.name) is not None}
+    assert {info.name for info in FIGURES if info.report or info.status or info.panel} <= known
 
 
 def generated_run(speeds: list[float], steps: int, compile_s: float, recompile_at: int | None,
@@ -220,10 +249,10 @@ def test_a_three_rank_job_with_a_slow_rank_is_priced_at_its_pace_everywhere() ->
     assert fmt.usd(f.per_1k_steps_steady_usd) == "$0.4167"
     assert f.budget is not None and f.budget.spent_usd == pytest.approx(f.total_usd)
     words = f.budget.words()
-    assert f"| budget | {words} |" in to_markdown(build_summary(state, events[-1].t))
+    assert f"| budget | {words} |" in to_markdown(run_summary(state, events[-1].t))
     assert words in console_text(state, events[-1].t)["cost-text"].replace("\n", " ")
     assert f.budget.reach_at_step == f.steps + int(f.budget.reach_in_s / 0.15)  # at the job's pace
-    assert build_summary(state, events[-1].t)["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)
+    assert run_summary(state, events[-1].t).as_dict()["cost"]["per_1k_steps_steady_usd"] == pytest.approx(0.416667, abs=1e-6)
 
 
 # ------------------------------------------------------------------ the sinks (TensorBoard, MLflow, W&B)
@@ -253,7 +282,7 @@ def test_the_sinks_show_summary_jsons_figures(name: str, tmp_path, monkeypatch) 
     for e in events[k:]:
         state.apply(e)
     end = taker.end(state, state.last_t, {"summary.json": "{}"})
-    figures = build_summary(state)["figures"]  # as the recorder writes summary.json: at the run's own end
+    figures = run_summary(state).as_dict()["figures"]  # as the recorder writes summary.json: at the run's own end
     want = {PREFIX + n: figures[field] for n, field in FIGURE_SCALARS if figures[field] is not None}
     assert want[PREFIX + "steps"] == state.steps_done and len(want) >= 8
     sinks = [TensorBoardSink(tmp_path / "tb"), MlflowSink(str(tmp_path / "mlflow"), {}), WandbSink("nd", {}, tmp_path)]

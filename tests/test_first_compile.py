@@ -7,7 +7,7 @@ from __future__ import annotations
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.checks import Thresholds, evaluate
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 
 
 def _state(with_training_graph: bool = True) -> RunState:
@@ -26,13 +26,13 @@ def _state(with_training_graph: bool = True) -> RunState:
 
 
 def test_first_compile_is_the_first_training_graph_and_the_check_reads_it():
-    s = build_summary(_state(), now=30.0)
-    assert s["first_compile_s"] == 16.0
-    assert s["compile_count"] == 3  # the set-up graphs are still compiles, listed and costed
+    s = run_summary(_state(), now=30.0)
+    assert s.first_compile_s == 16.0
+    assert s.compile_count == 3  # the set-up graphs are still compiles, listed and costed
     failed = evaluate(s, Thresholds(max_first_compile_s=10.0))
     assert any("first compile took 16.0 s" in f for f in failed)
 
 
 def test_without_a_training_graph_the_first_compile_is_the_first_that_succeeded():
-    assert build_summary(_state(with_training_graph=False), now=30.0)["first_compile_s"] == 0.03
+    assert run_summary(_state(with_training_graph=False), now=30.0).as_dict()["first_compile_s"] == 0.03
 

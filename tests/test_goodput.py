@@ -18,7 +18,8 @@ from neurondesk.core.reduce.attempts import KEEP
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.checks import Thresholds, evaluate
 from neurondesk.core.rules.compare import compare
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import SUMMARY_VERSION, Summary
 
 T0 = 1_000_000.0
 STEP_S = 0.1
@@ -78,8 +79,8 @@ def test_a_restart_is_an_attempt_of_the_same_ranks_and_the_job_reaches_its_step(
     assert d.traceback[-1] == "RuntimeError: boom"
     assert d.recovery_s == pytest.approx(5.0 + 1.0)  # the failure to the hellos, then their start-up to step 0
     assert g.badput["wasted_progress"] == pytest.approx(10 * STEP_S)
-    summary = build_summary(s)
-    assert summary["crash"] is None and summary["failed_rank"] is None and summary["goodput"]["restarts"] == 1
+    summary = run_summary(s)
+    assert summary.crash is None and summary.failed_rank is None and summary.goodput.restarts == 1
 
 
 def test_the_kinds_add_up_to_the_wall_time_and_are_priced():
@@ -123,7 +124,7 @@ def test_a_restart_that_says_no_resumed_step_is_taken_as_a_start_over_and_said()
     g = goodput(s)
     assert (g.steps_lost, g.max_step, g.resume_known) == (60, 70, False)
     assert any("taken as a start over" in line for line in __import__(
-        "neurondesk.reports.goodput_text", fromlist=["x"]).goodput_lines(build_summary(s)))
+        "neurondesk.reports.goodput_text", fromlist=["x"]).goodput_lines(run_summary(s)))
 
 
 def test_a_resumed_step_below_the_previous_resume_is_said_and_lost_steps_follow_it():
@@ -154,7 +155,7 @@ def test_a_job_restarted_100_times_keeps_a_bounded_summary_and_counts_every_rest
     assert g.steps_lost == 100 * 5  # each attempt reached 5 past where the next resumed
     assert len(s.parts.attempts.attempts) == KEEP and len(g.disruptions) <= 20
     assert g.productive_s + sum(g.badput.values()) == pytest.approx(g.wall_s, abs=0.05)
-    assert len(msgspec.json.encode(build_summary(s)["goodput"])) < 20_000
+    assert len(msgspec.json.encode(run_summary(s).goodput)) < 20_000
     assert s.world == 2 and len(s.parts.ranks.ranks) == 2
 
 
@@ -164,7 +165,7 @@ def test_a_job_that_died_on_its_last_attempt_is_died_after_its_restarts():
     s = reduced(a + b, exit_code=1)
     g = goodput(s)
     assert g.ended == "died after 1 restart" and [d.attempt for d in g.disruptions] == [0, 1]
-    assert build_summary(s)["crash"]["rank"] == 1
+    assert run_summary(s).crash.rank == 1
 
 
 def test_torchruns_agent_line_names_the_rank_that_died_without_a_python_error():
@@ -177,17 +178,17 @@ def test_torchruns_agent_line_names_the_rank_that_died_without_a_python_error():
 
 
 def test_the_ci_gate_and_compare_read_goodput():
-    s = build_summary(restarted_once())
-    share = s["goodput"]["fraction"]
+    s = run_summary(restarted_once())
+    share = s.goodput.fraction
     assert evaluate(s, Thresholds(min_goodput=share / 2)) == []
     (failed,) = evaluate(s, Thresholds(min_goodput=min(1.0, share + 0.1)))
     assert failed.startswith(f"goodput {share:.1%} below min") and "badput:" in failed
-    assert evaluate({"steps": 5}, Thresholds(min_goodput=0.5)) == [
+    assert evaluate(Summary(summary_version=SUMMARY_VERSION, steps=5), Thresholds(min_goodput=0.5)) == [
         "goodput unknown (a summary written before goodput, or no wall time), min 50%"]
-    one = build_summary(reduced(attempt(T0 + 1, [11, 12], 0, 60)[0]))
+    one = run_summary(reduced(attempt(T0 + 1, [11, 12], 0, 60)[0]))
     rows = {r["key"]: r for r in compare([s, one])["rows"]}
     assert rows["restarts"]["values"] == [1, 0] and rows["restarts"]["best"] == 1
-    assert rows["goodput"]["values"] == [share, one["goodput"]["fraction"]]
+    assert rows["goodput"]["values"] == [share, one.goodput.fraction]
 
 
 def test_the_job_goodput_sums_node_seconds_and_names_the_node_that_failed():

@@ -5,11 +5,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from neurondesk.core.summary.types import load_summary
 from neurondesk.store.index import RunIndex, RunIndexError
 
 
 def summary(run_id, started_at, **over):
     s = {
+        "summary_version": 2,
         "run_id": run_id,
         "started_at": started_at,
         "elapsed_s": 612.0,
@@ -51,8 +53,8 @@ def summary(run_id, started_at, **over):
 
 def test_record_and_list(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
-    idx.record(summary("a", "2026-03-01T10:00:00+00:00"), tmp_path / "a")
-    idx.record(summary("b", "2026-03-02T10:00:00+00:00", exit_code=1, steps=7), tmp_path / "b")
+    idx.record(load_summary(summary("a", "2026-03-01T10:00:00+00:00")), tmp_path / "a")
+    idx.record(load_summary(summary("b", "2026-03-02T10:00:00+00:00", exit_code=1, steps=7)), tmp_path / "b")
     rows = idx.list_runs()
     assert [r.id for r in rows] == ["b", "a"]  # newest first
     a = rows[1]
@@ -66,23 +68,23 @@ def test_record_and_list(tmp_path):
         a.compile_total_s,
     ) == (128.0, 0.0933, 0.571, 0.0057, 95.5)
     assert a.run_dir == str(tmp_path / "a") and a.started_at == "2026-03-01T10:00:00+00:00"
-    assert a.summary == summary("a", "2026-03-01T10:00:00+00:00")
+    assert a.summary == load_summary(summary("a", "2026-03-01T10:00:00+00:00"))  # read back by the contract
     assert (rows[0].exit_code, rows[0].steps) == (1, 7)
 
 
 def test_upsert_by_run_id(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
-    idx.record(summary("a", "2026-03-01T10:00:00+00:00", exit_code=None), tmp_path / "a")
-    idx.record(summary("a", "2026-03-01T10:00:00+00:00", exit_code=137), tmp_path / "a")
+    idx.record(load_summary(summary("a", "2026-03-01T10:00:00+00:00", exit_code=None)), tmp_path / "a")
+    idx.record(load_summary(summary("a", "2026-03-01T10:00:00+00:00", exit_code=137)), tmp_path / "a")
     rows = idx.list_runs()
-    assert len(rows) == 1 and rows[0].exit_code == 137 and rows[0].summary["exit_code"] == 137
+    assert len(rows) == 1 and rows[0].exit_code == 137 and rows[0].summary.exit_code == 137
 
 
 def test_since_and_limit_across_time_zones(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
-    idx.record(summary("early", "2026-03-01T10:00:00+00:00"), tmp_path / "e")
-    idx.record(summary("late", "2026-03-01T12:30:00+02:00"), tmp_path / "l")  # 10:30 UTC
-    idx.record(summary("later", "2026-03-01T11:00:00+00:00"), tmp_path / "x")
+    idx.record(load_summary(summary("early", "2026-03-01T10:00:00+00:00")), tmp_path / "e")
+    idx.record(load_summary(summary("late", "2026-03-01T12:30:00+02:00")), tmp_path / "l")  # 10:30 UTC
+    idx.record(load_summary(summary("later", "2026-03-01T11:00:00+00:00")), tmp_path / "x")
     since = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
     assert [r.id for r in idx.list_runs(since=since)] == ["later", "late"]
     assert [r.id for r in idx.list_runs(limit=1)] == ["later"]
@@ -90,21 +92,23 @@ def test_since_and_limit_across_time_zones(tmp_path):
 
 def test_partial_summary_gives_null_columns(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
-    idx.record({"run_id": "c", "command": "python t.py", "exit_code": 2}, tmp_path / "c")
+    idx.record(load_summary({"summary_version": 2, "run_id": "c", "command": ["python", "t.py"], "exit_code": 2}),
+               tmp_path / "c")
     (row,) = idx.list_runs()
+    # read by the contract: a count the summary lacks is the struct's 0, a figure it lacks is null
     assert (row.command, row.steps, row.usd_per_1k_steps_steady, row.device_kind) == (
         "python t.py",
-        None,
+        0,
         None,
         None,
     )
     with pytest.raises(ValueError, match="run_id"):
-        idx.record({"command": "x"}, tmp_path / "d")
+        idx.record(load_summary({"summary_version": 2, "command": ["x"]}), tmp_path / "d")
 
 
 def test_wal_mode_schema_version_and_reopen(tmp_path):
     path = tmp_path / "runs.sqlite"
-    RunIndex(path).record(summary("a", "2026-03-01T10:00:00+00:00"), tmp_path / "a")
+    RunIndex(path).record(load_summary(summary("a", "2026-03-01T10:00:00+00:00")), tmp_path / "a")
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
@@ -148,7 +152,7 @@ def _nd(home, *args):
 def test_rows_that_are_not_json_or_have_wrong_types_are_skipped_and_counted(tmp_path):
     idx = RunIndex(tmp_path / "runs.sqlite")
     for rid, day in (("good", 1), ("notjson", 2), ("types", 3), ("col", 4)):
-        idx.record(summary(rid, f"2026-03-0{day}T10:00:00+00:00"), tmp_path / rid)
+        idx.record(load_summary(summary(rid, f"2026-03-0{day}T10:00:00+00:00")), tmp_path / rid)
     with sqlite3.connect(tmp_path / "runs.sqlite") as conn:
         conn.execute("UPDATE runs SET summary_json = '{not json' WHERE id = 'notjson'")
         conn.execute("UPDATE runs SET summary_json = ? WHERE id = 'types'",
@@ -160,8 +164,8 @@ def test_rows_that_are_not_json_or_have_wrong_types_are_skipped_and_counted(tmp_
 
 def test_history_and_the_cost_board_skip_unreadable_rows_saying_so_once(tmp_path):
     idx = RunIndex(tmp_path / "runs" / "runs.sqlite")
-    idx.record(summary("good", "2026-03-01T10:00:00+00:00"), tmp_path / "runs" / "good")
-    idx.record(summary("bad", "2026-03-02T10:00:00+00:00"), tmp_path / "runs" / "bad")
+    idx.record(load_summary(summary("good", "2026-03-01T10:00:00+00:00")), tmp_path / "runs" / "good")
+    idx.record(load_summary(summary("bad", "2026-03-02T10:00:00+00:00")), tmp_path / "runs" / "bad")
     with sqlite3.connect(tmp_path / "runs" / "runs.sqlite") as conn:
         conn.execute("UPDATE runs SET summary_json = '[1, 2' WHERE id = 'bad'")
     for args in (("history",), ("history", "--group-by", "week")):
@@ -190,7 +194,7 @@ def test_a_busy_lock_is_waited_for_and_the_row_is_not_lost(tmp_path, monkeypatch
     monkeypatch.setattr(idx, "_connect", counting_connect)
     t = threading.Thread(target=lambda: (tried.wait(10), __import__("time").sleep(0.5), holder.rollback()))
     t.start()
-    idx.record(summary("a", "2026-03-01T10:00:00+00:00"), tmp_path / "a")
+    idx.record(load_summary(summary("a", "2026-03-01T10:00:00+00:00")), tmp_path / "a")
     t.join()
     holder.close()
     assert [r.id for r in idx.list_runs()] == ["a"]

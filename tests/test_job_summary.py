@@ -135,3 +135,6 @@ def test_the_published_job_summary_schema_is_the_structs():
 
     published = json.loads((Path(REPO) / "docs" / "job-summary.schema.json").read_text())
     assert published == json.loads(json.dumps(job_summary_schema())), "regenerate docs/job-summary.schema.json"
+    check = subprocess.run([sys.executable, str(Path(REPO) / "scripts" / "make_schemas.py"), "--check"],
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert check.returncode == 0, check.stderr  # the script that writes it finds it current

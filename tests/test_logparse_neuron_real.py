@@ -226,12 +226,12 @@ def test_cached_failure_status():
 
 
 def test_summary_md_and_text_list_the_errors():
-    from neurondesk.core.summary.build import build_summary
+    from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
     _, events = feed_fixture("neuron-cc-failed-then-passed.log", step=0.4)
-    s = build_summary(_state(events), now=110.0)
-    assert s["error_count"] == 1 and s["first_errors"][0]["code"] == "NCC_EVRF024"
+    s = run_summary(_state(events), now=110.0)
+    assert s.error_count == 1 and s.first_errors[0].code == "NCC_EVRF024"
     md = to_markdown(s)
     assert "| errors | 1: NCC_EVRF024 (neuron-cc): Output tensor" in md
     assert '## Errors\n\n- NCC_EVRF024 (neuron-cc): Output tensor "output0" is not used' in md

@@ -18,7 +18,7 @@ from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.alert_rules import AlertRules
-from neurondesk.core.summary.build import build_summary, run_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.reports.html_report import ReportRun, render
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
@@ -55,7 +55,7 @@ def test_no_creep_no_series_and_promtool_accepts_them():
 def test_summary_md_the_text_table_and_the_html_report_say_it():
     state = leaky()
     creep = run_figures(state).memory_creep
-    summary = build_summary(state)
+    summary = run_summary(state)
     md = to_markdown(summary)
     assert "## Memory that creeps" in md and f"- {creep.leaks[0].words}" in md
     row = next(x for x in to_text_table(summary).splitlines() if x.strip().startswith("memory creeps "))
@@ -63,7 +63,7 @@ def test_summary_md_the_text_table_and_the_html_report_say_it():
     page = render([ReportRun(run_summary(state), chart_line(state.parts.steps, points=50)[0], [], "run")])
     assert 'id="r0-memory-creep"' in page and "rank 1 host RSS +11 GiB an hour since step 3" in page
     flat = leaky(leak=0)
-    assert "Memory that creeps" not in to_markdown(build_summary(flat))
+    assert "Memory that creeps" not in to_markdown(run_summary(flat))
     assert "memory-creep" not in render([ReportRun(run_summary(flat), chart_line(flat.parts.steps, points=50)[0], [], "run")])
 
 

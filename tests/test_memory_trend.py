@@ -19,7 +19,7 @@ from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.node.memory_trend import MIN_SAMPLES, creep, mann_kendall_z, theil_sen
 from neurondesk.core.reduce.memory import MAX_POINTS, RECHECK, MemorySeries
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 
 MiB = 1 << 20
 TS = [float(i) for i in range(120)]  # two minutes of 1 Hz samples
@@ -138,7 +138,7 @@ def test_the_leaking_rank_is_named_with_its_rate_step_and_the_hosts_memory():
                                  "the host's available memory (21 GiB) is used up in about 2.")
     assert creep_.short.startswith("memory creeps: rank 1 host RSS +11 GiB an hour since step 3, host memory used "
                                    "up in about 2")
-    summary = build_summary(st_)
+    summary = run_summary(st_).as_dict()
     assert summary["memory_creep"] == summary["figures"]["memory_creep"]  # one truth
     assert summary["memory_creep"]["leaks"][0]["rank"] == 1
 
@@ -159,7 +159,7 @@ def test_flat_ranks_name_no_creep_and_the_summary_says_null():
     r = random.Random(4)
     st_ = _run(lambda rank, i: 1000 * MiB + r.gauss(0, 4 * MiB), world=2)
     assert run_figures(st_).memory_creep is None
-    assert build_summary(st_)["memory_creep"] is None
+    assert run_summary(st_).as_dict()["memory_creep"] is None
 
 
 def test_a_neuroncore_whose_tensors_grow_is_named_with_its_category_and_hbm_share():

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from neurondesk.clients import prometheus_api
 from neurondesk.core.figures.metric_names import EXPORTED, METRIC_NAMES, SINK_PREFIX, SINK_SCALARS, series
 from neurondesk.core.figures.run_figures import FIGURES, RunFigures
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
 from neurondesk.sinks.frames import FrameTaker, scalars
@@ -47,7 +47,7 @@ def test_the_table_names_each_thing_once_and_its_figures_are_runfigures_fields()
 def test_the_exporter_serves_every_exported_row_and_the_summary_has_every_figure():
     state, _ = state_from_run_dir(JOURNAL)
     got = exposition(state)
-    figures = build_summary(state)["figures"]
+    figures = run_summary(state).as_dict()["figures"]  # summary.json's shape
     kind = {m.series: "counter" if m.counter else "gauge" for m in EXPORTED}
     for m in EXPORTED:
         if m.figure:  # an unknown figure has no sample, never a 0

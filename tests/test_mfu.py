@@ -11,11 +11,16 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.mfu import cuda_chip, resolve_peak
 from neurondesk.core.node.prices import bundled_price_table
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 
 PARAMS = 1_000_000
 TOKENS = 8 * 512  # per step
 STEP_S = 0.5  # -> 8192 tokens/s
+
+
+def summary_of(state: RunState) -> dict:
+    """summary.json's content for the run."""
+    return run_summary(state).as_dict()
 
 
 def run_state(device_kind, device_name="", instance=None, precision="bf16", steps=10, config=None,
@@ -40,7 +45,7 @@ def run_state(device_kind, device_name="", instance=None, precision="bf16", step
 
 
 def test_mfu_on_trainium_is_six_n_d_over_the_dense_bf16_peak():
-    s = build_summary(run_state("neuron", "xla:0 (NEURON)", "trn1.2xlarge"))
+    s = summary_of(run_state("neuron", "xla:0 (NEURON)", "trn1.2xlarge"))
     tokens_per_s = TOKENS / STEP_S
     assert s["steady"]["tokens_per_s"] == pytest.approx(tokens_per_s)
     assert s["flops"]["peak_per_s"] == pytest.approx(190e12)  # 1 Trainium chip, 190 TFLOPS dense BF16
@@ -50,7 +55,7 @@ def test_mfu_on_trainium_is_six_n_d_over_the_dense_bf16_peak():
 
 
 def test_h100_peak_is_the_dense_figure_not_the_sparse_one():
-    s = build_summary(run_state("cuda", "NVIDIA H100 80GB HBM3", "p5.48xlarge"))
+    s = summary_of(run_state("cuda", "NVIDIA H100 80GB HBM3", "p5.48xlarge"))
     assert s["flops"]["peak_per_s"] == pytest.approx(8 * 989.4e12)  # 1,978.9 would be the sparse figure
     assert s["mfu"] == pytest.approx(6 * PARAMS * (TOKENS / STEP_S) / (8 * 989.4e12), rel=1e-5)
 
@@ -76,7 +81,7 @@ def test_fp8_uses_the_fp8_dense_peak_and_fp32_says_which_peak_it_is_held_to():
 
 
 def test_cpu_runs_have_no_mfu_and_say_why():
-    s = build_summary(run_state("xla-cpu", "xla:0 (CPU)", "trn1.2xlarge", precision="fp32"))
+    s = summary_of(run_state("xla-cpu", "xla:0 (CPU)", "trn1.2xlarge", precision="fp32"))
     assert s["mfu"] is None and s["hfu"] is None
     assert s["mfu_note"] == ("no peak FLOPS for a xla-cpu run (MFU needs a Neuron or CUDA device); "
                              "it was priced as trn1.2xlarge, but it ran on xla-cpu")
@@ -84,15 +89,15 @@ def test_cpu_runs_have_no_mfu_and_say_why():
 
 
 def test_neuron_without_instance_type_or_param_count():
-    s = build_summary(run_state("neuron", "xla:0 (NEURON)", None))
+    s = summary_of(run_state("neuron", "xla:0 (NEURON)", None))
     assert s["mfu"] is None and "pass --instance-type" in s["mfu_note"]
-    s = build_summary(run_state("neuron", "xla:0 (NEURON)", "trn1.2xlarge", config={"batch_size": 8}))
+    s = summary_of(run_state("neuron", "xla:0 (NEURON)", "trn1.2xlarge", config={"batch_size": 8}))
     assert s["mfu"] is None
     assert s["mfu_note"].startswith("the workload declared neither param_count nor model_flops_per_step; peak 1 ×")
 
 
 def test_counted_model_flops_per_step_take_precedence():
-    s = build_summary(run_state("neuron", "", "trn1.2xlarge", config={"param_count": PARAMS,
+    s = summary_of(run_state("neuron", "", "trn1.2xlarge", config={"param_count": PARAMS,
                                                                      "model_flops_per_step": 3.8e13}))
     assert s["flops"]["model_per_s"] == pytest.approx(3.8e13 / STEP_S)
     assert s["mfu"] == pytest.approx(3.8e13 / STEP_S / 190e12, rel=1e-5)
@@ -109,7 +114,7 @@ def test_hfu_is_the_mean_neuron_monitor_flops_over_steady_samples():
     fed = per_sample[:9]
     expected = sum(fed[1:]) / len(fed[1:])
     assert state.hw_flops_samples == len(fed[1:])
-    s = build_summary(state)
+    s = summary_of(state)
     assert s["flops"]["hardware_per_s"] == pytest.approx(expected, rel=1e-6)
     assert s["hfu"] == pytest.approx(expected / 190e12, rel=1e-5)
     assert max(per_sample) > 60e12  # the fixture is busy enough that this is a real number

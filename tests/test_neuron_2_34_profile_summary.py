@@ -17,7 +17,7 @@ from neurondesk.collectors.neuron_profile import profile_setup, torch_profiler_u
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.reports.summary_writer import to_markdown
 
 SDK = FIXTURES / "sdk-2.34"
@@ -90,8 +90,8 @@ def test_summary_neuron_section_memory_headroom_logs_and_compile_split() -> None
         t=1050.0, source="dynamo", pid=None, duration_s=3.0, trigger="dynamo", point="dynamo:f"))
     state.apply(dev.NeuronGraphStat(t=1200.0, path="r0.csv", row=1, rank=0, graph_id="3f2a", fx_passes_s=1.2,
                                     lower_s=0.8, compile_s=41.3, timestamp=1049.0))
-    s = build_summary(state)
-    n = json.loads(json.dumps(s))["neuron"]
+    s = run_summary(state)
+    n = json.loads(json.dumps(s.as_dict()))["neuron"]
     assert n["memory_peak_bytes"]["tensors"] == 13 * 2**30 + 512 * 2**20
     assert n["host_memory_peak_bytes"] == {"tensors": 12 * 2**20, "constants": 6 * 2**20, "dma_buffers": 16 * 2**20}
     assert n["hbm_headroom"]["core"] == "1" and n["hbm_headroom"]["free_fraction"] == 0.1103
@@ -103,7 +103,7 @@ def test_summary_neuron_section_memory_headroom_logs_and_compile_split() -> None
     assert "| HBM headroom | 1.8 GiB (11.0%) on nc1 at its peak of 14.2 GiB / 16.0 GiB |" in md
     assert "| Neuron allocation log | /tmp/nrt_mem_log_device_0_6934a1f7.csv |" in md
     assert "- compile 1, rank 0: FX passes 1.20 s · lowering 0.80 s · Neuron compile 41.30 s (graph 3f2a)" in md
-    assert build_summary(RunState())["neuron"] is None  # a run that saw none of it has no section
+    assert run_summary(RunState()).as_dict()["neuron"] is None  # a run that saw none of it has no section
 
 
 def test_console_devices_panel_names_the_capture_and_the_conflict(tmp_path: Path) -> None:

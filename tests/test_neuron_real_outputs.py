@@ -18,7 +18,7 @@ from neurondesk.core.events.device_events import DeviceInventory, NeuronHardware
 from neurondesk.core.events.run_events import Notice, RunStarted
 from neurondesk.core.node.prices import bundled_price_table
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.devices_view import device_units, execution_text
 from neurondesk.reports.summary_writer import report_rows
 
@@ -171,8 +171,8 @@ def test_execution_errors_per_second_now_and_totals_in_the_summary() -> None:
     assert st.neuron.execution_errors_per_s == 1.0  # runtime 41873: 2 in 2.0 s
     assert "execution errors 1.0/s now, 4 in all" in execution_text(st)
     st.apply(sample(lines[2], 3.0))
-    s = build_summary(st, now=4.0)
-    assert s["neuron_executions"] == {
+    s = run_summary(st, now=4.0)
+    assert s.as_dict()["neuron_executions"] == {
         "completed": 5 + 7 + 7 + 6 + 7 + 7, "errors": 4,
         "errors_by_status": {"completed_with_num_err": 1, "timed_out": 1, "failed_to_queue": 2},
         "errors_by_class": {"numerical": 1, "transient": 1, "runtime": 2},
@@ -189,11 +189,11 @@ def test_no_execution_errors_no_line() -> None:
 def test_device_and_core_counts_from_neuron_hardware_info_without_neuron_ls() -> None:
     no_ls = DeviceInventory(t=0.5, neuron=None, neuron_reason="neuron-ls not found on PATH or in /opt/aws/neuron/bin")
     st = _state(no_ls, sample(monitor_lines(TRN1N)[0]))
-    devices = build_summary(st, now=2.0)["devices"]
+    devices = run_summary(st, now=2.0).as_dict()["devices"]
     assert (devices["neuron_devices"], devices["neuron_cores"]) == (16, 32)
     assert devices["neuron_source"] == "neuron-monitor neuron_hardware_info"
     with_ls = inventory_event(collect_inventory(neuron_ls_file=str(FIXTURES / "neuron-ls-trn1.32xlarge.txt")), t=0.5)
-    devices = build_summary(_state(with_ls, sample(monitor_lines(TRN1N)[0])), now=2.0)["devices"]
+    devices = run_summary(_state(with_ls, sample(monitor_lines(TRN1N)[0])), now=2.0).as_dict()["devices"]
     assert devices["neuron_source"] == "neuron-ls" and devices["neuron_cores"] == 32
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.checks import Thresholds, evaluate
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 
 TRAIN_POINT, EVAL_POINT = "sync@run_clm.py:652", "sync@trainer.py:4675"
 
@@ -38,16 +38,16 @@ def _trainer_run(eval_graphs: int) -> RunState:
 
 
 def test_the_first_logging_steps_graph_is_a_new_graph_and_the_check_passes():
-    s = build_summary(_trainer_run(eval_graphs=2), now=30.0)
-    assert [c["cause"] for c in s["compiles"] if c["phase"] == "train"] == ["first", "new-graph", "new-graph"]
-    assert s["recompiles_after_warmup"] == 0
+    s = run_summary(_trainer_run(eval_graphs=2), now=30.0)
+    assert [c.cause for c in s.compiles if c.phase == "train"] == ["first", "new-graph", "new-graph"]
+    assert s.recompiles_after_warmup == 0
     assert not any("recompile" in f for f in evaluate(s, Thresholds(max_recompiles_after_warmup=0)))
-    assert not [d for d in s["diagnostics"] if d["kind"] == "many-graphs"]
+    assert not [d for d in s.diagnostics if d.kind == "many-graphs"]
 
 
 def test_a_point_compiling_graph_after_graph_is_named_with_trainers_fix():
-    s = build_summary(_trainer_run(eval_graphs=24), now=60.0)
-    many = [d for d in s["diagnostics"] if d["kind"] == "many-graphs"]
+    s = run_summary(_trainer_run(eval_graphs=24), now=60.0)
+    many = [d for d in s.diagnostics if d.kind == "many-graphs"]
     assert len(many) == 1
-    assert many[0]["message"].startswith("24 graphs compiled at trainer.py:4675 during evaluation (12.0 s in all)")
-    assert "eval_accumulation_steps" in many[0]["message"] and "compile wall" in many[0]["message"]
+    assert many[0].message.startswith("24 graphs compiled at trainer.py:4675 during evaluation (12.0 s in all)")
+    assert "eval_accumulation_steps" in many[0].message and "compile wall" in many[0].message

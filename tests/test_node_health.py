@@ -30,7 +30,7 @@ from neurondesk.core.node.node_health import (
     words_from_series,
 )
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
 
@@ -178,7 +178,7 @@ def test_diagnostics_and_summary_carry_the_words_fixture() -> None:
     state = _state(_health(0, 1000.0), _health(1, 1060.0))
     found = [d for d in diagnostics(state) if d.kind == "node-health"]
     assert [d.message.split(": ", 1)[1] for d in found] == [SAID.split(": ", 1)[1]]
-    summary = build_summary(state, 1061.0)
+    summary = run_summary(state, 1061.0).as_dict()
     health = summary["neuron"]["node_health"]
     assert health["totals"]["efa_retransmits"] == 6989.0 and health["last_minute"]["efa_retransmits"] == 412.0
     assert health["words"].endswith("412 EFA retransmits, 7 corrected HBM ECC errors in the last minute")

@@ -13,6 +13,7 @@ from conftest import REPO, base_env
 
 from neurondesk.collectors.probe_messages import MAX_STEP, ProbeDecoder
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.summary.types import load_summary
 from neurondesk.store.index import RunIndex
 
 
@@ -57,11 +58,11 @@ def test_absurd_messages_are_parse_problems_counted_and_sane_ones_pass():
 
 def test_a_huge_step_count_in_a_summary_keeps_its_index_row(tmp_path):
     index = RunIndex(tmp_path / "index.sqlite")
-    summary = {"run_id": "huge", "started_at": "2026-12-01T10:00:00+00:00", "steps": 10**30, "exit_code": 0,
+    summary = {"summary_version": 2, "run_id": "huge", "started_at": "2026-12-01T10:00:00+00:00", "steps": 10**30, "exit_code": 0,
                "command": ["python", "x.py"]}
-    index.record(summary, tmp_path / "huge")
+    index.record(load_summary(summary), tmp_path / "huge")
     [row] = index.list_runs()
-    assert row.id == "huge" and row.steps is None and row.summary["steps"] == 10**30
+    assert row.id == "huge" and row.steps is None and row.summary.steps == 10**30
     with sqlite3.connect(tmp_path / "index.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (1,)
 

@@ -12,7 +12,7 @@ from conftest import REAL_RUN_TIMEOUT_S, REPO, Run, base_env
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 
 WORKLOADS = REPO / "workloads"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -72,7 +72,7 @@ def test_noise_of_a_busy_machine_is_no_straggler_but_a_consistent_lag_is():
 def test_job_figures_sum_the_ranks_and_a_step_is_done_when_every_rank_ended_it():
     st = job({0: 45, 1: 45})
     st.apply(ev.StepEnded(t=99.0, pid=100, step=40, duration_s=0.1, samples=8, presync_s=0.045))
-    summary = build_summary(st)
+    summary = run_summary(st).as_dict()
     assert summary["steps"] == 40  # rank 1 has not ended step 40 yet
     assert summary["steady"]["samples_per_s"] == pytest.approx(2 * 8 / 0.1)
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]
@@ -87,7 +87,7 @@ def test_each_rank_gets_the_neuroncores_its_process_owns_from_neuron_monitor_fix
         dev.NeuronCoreSample(core=1, utilization=60.0, owner_pid=100),
         dev.NeuronCoreSample(core=2, utilization=10.0, owner_pid=101),
         dev.NeuronCoreSample(core=3, utilization=None, owner_pid=None)]))
-    rows = {r["rank"]: r for r in build_summary(st)["ranks"]}
+    rows = {r["rank"]: r for r in run_summary(st).as_dict()["ranks"]}
     assert (rows[0]["neuron_cores"], rows[0]["neuron_utilization"]) == ([0, 1], 70.0)
     assert (rows[1]["neuron_cores"], rows[1]["neuron_utilization"]) == ([2], 10.0)
 
@@ -99,7 +99,7 @@ def test_summary_md_marks_a_graph_every_rank_compiled_and_one_some_ranks_only():
     for pid, step, shapes in ((100, 2, [[8, 64]]), (101, 2, [[8, 64]]), (101, 6, [[8, 80]])):
         st.apply(ev.CompileFinished(t=60.0 + step, source="probe", pid=pid, step=step, duration_s=1.0,
                                     point="sync@train.py:9", trigger="sync", input_shapes=shapes))
-    s = build_summary(st)
-    assert s["compile_count"] == 2 and [c["ranks"] for c in s["compiles"]] == [[0, 1], [1]]
+    s = run_summary(st)
+    assert s.compile_count == 2 and [c.ranks for c in s.compiles] == [[0, 1], [1]]
     md = to_markdown(s)
     assert "first (× 2 ranks)" in md and "shape-change (rank 1 only)" in md

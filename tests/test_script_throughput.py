@@ -12,7 +12,7 @@ from neurondesk.collectors.logparse import OutputParser
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.codec import encode_event
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
@@ -38,7 +38,7 @@ def _run(lines: list[str], step_s: float = 0.1, samples: int | None = 8, world: 
 
 def test_iterations_per_second_agree_with_steady_steps_per_second():
     state = _run(["Train throughput (iter/sec): 9.8"])
-    r = build_summary(state, now=10.0)["script_throughput"]
+    r = run_summary(state, now=10.0).as_dict()["script_throughput"]
     assert r["unit"] == "steps/s" and r["value"] == 9.8 and r["steady_value"] == pytest.approx(10.0)
     assert r["vs_steady"] == pytest.approx(-0.02) and r["off"] is False
     assert "1 / median step time" in r["compared_with"]
@@ -46,11 +46,11 @@ def test_iterations_per_second_agree_with_steady_steps_per_second():
 
 def test_ms_per_step_compared_with_the_median_step_time_and_warned_when_off():
     state = _run(["iter 10: loss 3.7366, time 135.00ms"])
-    s = build_summary(state, now=10.0)
-    r = s["script_throughput"]
+    s = run_summary(state, now=10.0)
+    r = s.as_dict()["script_throughput"]
     assert (r["unit"], r["steady_value"], r["off"]) == ("ms/step", pytest.approx(100.0), True)
     assert r["vs_steady"] == pytest.approx(0.35)
-    (warn,) = [n for n in s["notices"] if "script's own throughput" in n]
+    (warn,) = [n for n in s.notices if "script's own throughput" in n]
     assert "+35%" in warn and "time 135.00ms" in warn
     md = to_markdown(s)
     assert ("| script's own throughput | 135 ms/step vs 100 ms/step (steady median step time): +35.0% "
@@ -59,7 +59,7 @@ def test_ms_per_step_compared_with_the_median_step_time_and_warned_when_off():
 
 
 def test_samples_per_second_needs_a_batch_size():
-    r = build_summary(_run(["epoch: 1, step: 10, loss: 5.76, rate: 80.0"], samples=None), now=10.0)["script_throughput"]
+    r = run_summary(_run(["epoch: 1, step: 10, loss: 5.76, rate: 80.0"], samples=None), now=10.0).as_dict()["script_throughput"]
     assert r["steady_value"] is None and r["vs_steady"] is None and r["off"] is False
     assert "samples-per-step" in r["compared_with"]
 
@@ -67,7 +67,7 @@ def test_samples_per_second_needs_a_batch_size():
 def test_a_per_process_rate_is_compared_with_one_process():
     """torch-xla prints each process's Rate=; with 2 processes neurondesk's samples/s is the job's."""
     state = _run(["[xla:0](10) Loss=1.27597 Rate=79.0 GlobalRate=50.0 Time=Mon"], world=2)
-    r = build_summary(state, now=10.0)["script_throughput"]
+    r = run_summary(state, now=10.0).as_dict()["script_throughput"]
     assert r["steady_value"] == pytest.approx(80.0) and "one process" in r["compared_with"] and not r["off"]
 
 
@@ -85,8 +85,8 @@ def test_figures_printed_before_steady_state_are_only_a_fallback():
 
 
 def test_no_figure_no_row_value():
-    s = build_summary(_run(["step 3 loss 2.0"]), now=10.0)
-    assert s["script_throughput"] is None
+    s = run_summary(_run(["step 3 loss 2.0"]), now=10.0)
+    assert s.script_throughput is None
     assert "| script's own throughput | — |" in to_markdown(s)
 
 
@@ -145,7 +145,7 @@ def _trainer_like_run(eval_phase_first: bool) -> RunState:
 
 @pytest.mark.parametrize("eval_phase_first", [True, False])
 def test_an_evaluation_bar_is_not_the_scripts_training_rate(eval_phase_first):
-    r = build_summary(_trainer_like_run(eval_phase_first), now=10.0)["script_throughput"]
+    r = run_summary(_trainer_like_run(eval_phase_first), now=10.0).as_dict()["script_throughput"]
     assert r["unit"] == "steps/s" and r["value"] == 10.0 and r["printed"] == 2
     assert r["off"] is False
 
@@ -155,14 +155,14 @@ def test_the_frameworks_end_of_training_figure_wins_and_units_stay_apart():
     parser = OutputParser()
     _feed(state, parser, "{'train_runtime': 3.1, 'train_samples_per_second': 79.5, 'train_steps_per_second': 9.9, "
                          "'train_loss': 7.3751, 'epoch': 1.0}", 9.0)
-    r = build_summary(state, now=10.0)["script_throughput"]
+    r = run_summary(state, now=10.0).as_dict()["script_throughput"]
     assert (r["unit"], r["value"]) == ("samples/s", 79.5)  # not the bars' steps/s, not replaced by them
     assert "train_samples_per_second" in r["line"]
 
 
 def test_the_quoted_line_is_what_the_terminal_shows_never_a_raw_carriage_return():
     state = _run([" 10%|#  | 2/20 [00:01<00:09, 1.00it/s]\r 15%|## | 3/20 [00:02<00:08, 2.00it/s]\x1b[0m"])
-    r = build_summary(state, now=10.0)["script_throughput"]
+    r = run_summary(state, now=10.0).as_dict()["script_throughput"]
     assert r["value"] == 2.0 and "\r" not in r["line"] and "\x1b" not in r["line"]
     assert r["line"].startswith("15%|## | 3/20")
 
@@ -179,10 +179,10 @@ def test_trainers_run_average_loss_is_a_summary_statistic_not_a_logged_step():
     _feed(state, parser, "  train_loss               =     8.1", 5.2)
     _feed(state, parser, "Epoch 0: 100%|##| 10/10 [00:01<00:00, 9.1it/s, v_num=0, train_loss=6.9]", 6.0)  # Lightning's bar
     assert [v for _s, v in state.parts.loss.loss_history] == [9.1, 8.2, 7.0, 6.9]
-    assert build_summary(state, now=10.0)["loss"]["last"] == 6.9
+    assert run_summary(state, now=10.0).as_dict()["loss"]["last"] == 6.9
 
 
-def _run_with_compile_and_evaluations(said: float) -> dict:
+def _run_with_compile_and_evaluations(said: float) -> dict:  # summary.json's content
     """20 steps of 0.1 s, 8 samples each, from t=1: the first compiles for 4 s; an evaluation of 1 s at
     step 10 and one right after the last step (inside train()); then Trainer's end-of-training line,
     then a final evaluate() of 1 s whose phase reaches the recorder before the line does."""
@@ -199,7 +199,7 @@ def _run_with_compile_and_evaluations(said: float) -> dict:
     state.apply(ev.EvalPhase(t=t + 1.0, pid=100, step=20, duration_s=1.0, batches=3))
     _feed(state, OutputParser(), f"{{'train_runtime': 8.0, 'train_samples_per_second': {said}, "
                                  "'train_steps_per_second': 2.5, 'train_loss': 8.1, 'epoch': 1.0}", t + 1.2)
-    return build_summary(state, now=t + 2.0)
+    return run_summary(state, now=t + 2.0).as_dict()
 
 
 def test_a_frameworks_run_average_is_compared_with_neurondesks_all_in_rate_over_training():

@@ -374,7 +374,8 @@ def test_export_writes_a_recorded_run_into_tensorboard(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"written to tensorboard {tmp_path / 'tb'}" in err and f"tensorboard --logdir {tmp_path / 'tb'}" in err
     run = tensorboard_run(tmp_path / "tb")
-    summary, _ = summary_from_run_dir(JOURNAL)
+    typed, _ = summary_from_run_dir(JOURNAL)
+    summary = typed.as_dict()
     for key, value in _want(summary).items():
         assert run["scalars"][key][-1][1] == as_tensorboard(value), key
     assert len(run["texts"][PREFIX + "compiles"]) == summary["compile_count"]

@@ -10,7 +10,7 @@ import pytest
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState, quantile
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.reports.summary_writer import to_markdown
 
 
@@ -100,10 +100,11 @@ def test_apply_never_raises_counts_and_keeps_the_first_errors():
     assert st.reduce_error_samples[0].startswith("step at t=1.5: TypeError")
     assert st.reduce_error_samples[1].startswith("loss at t=1.6: TypeError")
     assert st.steps_done == 4 and st.steady_from == 1  # the run goes on
-    s = build_summary(st)
+    typed = run_summary(st)
+    s = typed.as_dict()
     assert s["reduce_errors"] == 9 and len(s["reduce_error_samples"]) == 5
     assert s["notices"][-1].startswith("9 event(s) could not be reduced and were skipped (first: step at t=1.5")
-    assert "What the recording missed" in to_markdown(s)
+    assert "What the recording missed" in to_markdown(typed)
 
 
 # ---------------------------------------------------------------- probe drops
@@ -125,7 +126,7 @@ def test_lost_step_events_do_not_make_the_step_count_wrong():
     assert st.steps_done == 10 and st.steps_lost == 5
     st.apply(step(10))
     assert st.steps_done == 11
-    s = build_summary(st)
+    s = run_summary(st).as_dict()
     assert s["steps"] == 11 and s["steps_lost"] == 5 and s["probe_messages_lost"] == 9
     assert "5 step events were lost (the recorder fell behind)" in s["notices"]
 
@@ -247,7 +248,7 @@ def test_evaluation_compiles_are_not_training_recompiles_and_leave_the_step_stea
     later = ev.CompileFinished(t=21.0, source="probe", pid=1, step=12, duration_s=1.0, point="sync@train.py:40",
                                trigger="sync", phase="eval", input_shapes=[[7, 64]])
     st.apply(later)  # ... with other shapes: a recompile of that point
-    summary = build_summary(st)
+    summary = run_summary(st).as_dict()
     assert summary["recompiles_after_warmup"] == 1 and summary["recompiles_by_phase"] == {"train": 0, "eval": 1}
     assert summary["evaluation"]["phases"] == 1 and summary["evaluation"]["batches"] == 4
     assert summary["evaluation"]["cost_usd"] == pytest.approx(3.6 * 0.5 / 3600)

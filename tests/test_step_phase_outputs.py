@@ -17,7 +17,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.run_figures import run_figures
 from neurondesk.core.figures.series import chart_line
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary, run_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.reports.html_report import ReportRun, render
 from neurondesk.reports.summary_writer import to_markdown
 from neurondesk.reports.trace_export import write_trace
@@ -111,21 +111,21 @@ def ranks(n: int = 3) -> list[ev.Event]:
 
 def test_summary_md_has_the_step_phases_section_with_the_split_and_the_verdict():
     state = reduced(events())
-    s = build_summary(state, state.last_t)
+    s = run_summary(state, state.last_t)
     md = to_markdown(s)
     section = md.split("## Step phases", 1)[1].split("\n## ", 1)[0]
-    assert f"**input-bound** — {s['step_phases']['words']}" in section
+    assert f"**input-bound** — {s.step_phases.words}" in section
     assert ("the steady step of 100.0 ms by each phase's share of 7 steady steps, their mean 100.0 ms (rank 0, "
             "eager-cpu") in section
     for row in ("| input wait | 41.0 ms | 41.0% |", "| forward | 20.0 ms | 20.0% |", "| other | 14.0 ms | 14.0% |",
                 "| h2d | — | — |", "| host tracing | — | — |"):  # null: the backend cannot tell (a CPU run)
         assert row in section, section
-    assert "## Step phases" not in to_markdown(build_summary(reduced(events(n=3)), T0 + 2))  # none before steady
+    assert "## Step phases" not in to_markdown(run_summary(reduced(events(n=3)), T0 + 2))  # none before steady
 
 
 def test_summary_md_names_each_ranks_verdict_and_the_slowest_ranks_split_on_top():
     state = reduced(ranks())
-    section = to_markdown(build_summary(state, state.last_t)).split("## Step phases", 1)[1]
+    section = to_markdown(run_summary(state, state.last_t)).split("## Step phases", 1)[1]
     assert "**input-bound**" in section and "(rank 2, eager-cpu" in section  # the slowest rank's split on top
     # rank 2's timed phases add up to 130 ms of its 120 ms step: scaled into it, the wait is 60 of 130
     assert "- rank 2: input-bound, 120.0 ms/step, largest input wait 46.2%" in section

@@ -10,7 +10,7 @@ import pytest
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.checks import Thresholds, evaluate
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 
 
 def _storm(previous_first: bool, steps: int = 4) -> RunState:
@@ -32,9 +32,9 @@ def _storm(previous_first: bool, steps: int = 4) -> RunState:
 @pytest.mark.parametrize("previous_first", [False, True])
 def test_the_storm_is_named_whatever_the_order_of_a_steps_compiles(previous_first):
     state = _storm(previous_first)
-    s = build_summary(state, now=20.0)
-    grows = [d for d in s["diagnostics"] if d["kind"] == "graph-grows"]
-    assert len(grows) == 1 and "32 → 37 → 42 → 47 over steps 0–3" in grows[0]["message"]
+    s = run_summary(state, now=20.0)
+    grows = [d for d in s.diagnostics if d.kind == "graph-grows"]
+    assert len(grows) == 1 and "32 → 37 → 42 → 47 over steps 0–3" in grows[0].message
     assert state.parts.compiles.graph_grows
     assert any("the graph grows every step" in f for f in evaluate(s, Thresholds()))  # --check fails it
 

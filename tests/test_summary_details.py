@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.reports.summary_writer import to_markdown, to_text_table
 
 
-def _summary(command: list[str]) -> dict:
+def _summary(command: list[str]) -> Summary:
     state = RunState()
     state.apply(ev.RunStarted(t=0.0, run_id="r", command=command, warmup_steps=1))
     for step, seq in enumerate((128, 128, 256)):
@@ -19,7 +20,7 @@ def _summary(command: list[str]) -> dict:
                                        location="train.py:42", input_shapes=shapes,
                                        reason="input shapes changed | seq len" if seq == 256 else None))
         state.apply(ev.StepEnded(t=step + 1.0, pid=1, step=step, duration_s=0.9, input_shapes=shapes))
-    return build_summary(state, now=5.0)
+    return run_summary(state, now=5.0)
 
 
 def test_the_command_is_a_line_a_shell_runs_as_it_ran():

@@ -14,6 +14,7 @@ from neurondesk.core.findings.diagnostics import diagnostics
 from neurondesk.core.findings.neuron_errors import TORCHNEURON_KINDS
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.checks import GATED_DIAGNOSTICS, Thresholds, evaluate
+from neurondesk.core.summary.types import load_summary
 
 EMOD = ("torch._dynamo.exc.BackendCompilerFailed: backend='neuron' raised: RuntimeError: [NCC_EMOD025] Dynamic shape "
         "is not supported: instruction 'add.3' has shape 'f32[s0,128]'. The Neuron compiler requires all tensor "
@@ -65,11 +66,11 @@ def test_each_kind_is_one_diagnostic_with_its_fix_and_fails_the_gate() -> None:
     assert "mode 'reduce-overhead' ignored" in found["mode-ignored"]
     assert "2 torch.compile graph run(s) fell back to eager" in found["graph-fallback"]
     assert len(found) == 4
-    summary = {"steps": 5, "steps_requested": 5, "warmup_steps": 2,
+    summary = {"summary_version": 2, "steps": 5, "steps_requested": 5, "warmup_steps": 2,
                "diagnostics": [{"kind": k, "message": m} for k, m in found.items()]}
-    failed = evaluate(summary, Thresholds())
+    failed = evaluate(load_summary(summary), Thresholds())
     assert len(failed) == 4 and all(f.startswith("TorchNeuron: ") for f in failed)
-    assert evaluate({**summary, "diagnostics": []}, Thresholds()) == []
+    assert evaluate(load_summary({**summary, "diagnostics": []}), Thresholds()) == []
 
 
 def test_the_gate_knows_every_torchneuron_kind() -> None:

@@ -13,12 +13,14 @@ import asyncio
 import io
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.findings.memory_creep import MemoryCreep
 from neurondesk.core.reduce.state import Parts, RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view import ranks_view
 from neurondesk.core.view.run_view import view_of
 from neurondesk.views.console import app as console_app
@@ -232,22 +234,22 @@ class EndedSource(FixedSource):
 def test_the_headless_end_says_where_lint_finds_a_creep_only_through_what_its_caller_passes():
     st = _run()
     st.apply(ev.RunFinished(t=7.0, exit_code=0))
-    summary = build_summary(st)
-    summary["memory_creep"] = {"short": "memory creeps: rank 0 host RSS", "leaks": [],
-                               "words": "memory creeps: rank 0 host RSS +1.0 MiB a step"}
+    summary = run_summary(st)
+    summary.memory_creep = msgspec.convert({"short": "memory creeps: rank 0 host RSS", "leaks": [], "series": 1,
+                                            "words": "memory creeps: rank 0 host RSS +1.0 MiB a step"}, MemoryCreep)
     source = EndedSource(st, 7.0)
     source.final_summary = summary
     asked = []
 
     def locate(creep):
         asked.append(creep)
-        return {**creep, "words": creep["words"] + " (lint: x.py:3)"}
+        return msgspec.structs.replace(creep, words=creep.words + " (lint: x.py:3)")
 
     said = {}
     for name, given in (("with", locate), ("without", None)):
         err = io.StringIO()
         HeadlessPrinter(source, out=io.StringIO(), err=err, locate_memory=given)._final()
         said[name] = err.getvalue()
-    assert asked == [summary["memory_creep"]]
+    assert asked == [summary.memory_creep]
     assert "memory creeps: rank 0 host RSS +1.0 MiB a step (lint: x.py:3)" in said["with"]
     assert "memory creeps: rank 0 host RSS +1.0 MiB a step\n" in said["without"] and "lint" not in said["without"]

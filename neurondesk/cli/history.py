@@ -10,6 +10,7 @@ from pathlib import Path
 
 from neurondesk.cli.args import MAX_ROWS, whole
 from neurondesk.cli.errors import die, say
+from neurondesk.core.summary.types import Summary
 from neurondesk.reports.tables import FORMATS
 
 
@@ -56,7 +57,7 @@ def cmd_compare(args) -> int:
     summaries = [_compared_summary(kind, where, None) for kind, where in sources]
     target, _ = choose_target(summaries, args.target_loss)
     if target is not None:  # reduce every run again as if it had been started with this target
-        summaries = [s if s["loss"]["target"] == target or kind == "job file" else _compared_summary(kind, where, target)
+        summaries = [s if s.loss.target == target or kind == "job file" else _compared_summary(kind, where, target)
                      for s, (kind, where) in zip(summaries, sources, strict=True)]
     sys.stdout.write(WRITERS[args.format](compare(summaries, args.target_loss)))
     return 0
@@ -75,7 +76,7 @@ def _compare_source(text: str) -> tuple[str, Path]:
     return "run", resolve_run(text)
 
 
-def _compared_summary(kind: str, where: Path, target: float | None) -> dict:
+def _compared_summary(kind: str, where: Path, target: float | None) -> Summary:
     """A run's summary, or a job's in the shape of one (core/job_summary.as_run_summary)."""
     from neurondesk.core.job.job_summary import JobSummaryError, as_run_summary, job_summary, load_job_summary
     from neurondesk.sources.job_runs import JobRunsError, gather
@@ -200,12 +201,10 @@ def _live_rows(since: datetime | None, waiting: list | None = None) -> list:
 # ---------------------------------------------------------------------- reindex
 def cmd_reindex(args) -> int:
     """The run index rebuilt from the run folders: summary.json, else the journal replayed."""
-    import json
-
     from neurondesk.sources.rebuild import summary_from_run_dir
     from neurondesk.store.index import RunIndex, RunIndexError
-    from neurondesk.store.input_files import read_regular
     from neurondesk.store.rundir import RunPaths, default_run_root, index_path
+    from neurondesk.store.summary_files import read_summary
 
     root = default_run_root()
     items, from_journal, skipped = [], 0, []
@@ -214,11 +213,10 @@ def cmd_reindex(args) -> int:
     for d in dirs:
         summary = None
         try:
-            # a regular file, bounded: a FIFO or /dev/zero there is skipped, never read
-            summary = json.loads(read_regular(RunPaths(d).summary_json, "a run summary", 64 << 20, follow=False))
+            summary = read_summary(d)  # a regular file, bounded (a FIFO or /dev/zero there is skipped, never read)
         except (OSError, ValueError, RecursionError):
             pass
-        if not (isinstance(summary, dict) and isinstance(summary.get("run_id"), str) and summary["run_id"]):
+        if summary is None or not summary.run_id:
             summary = None
             if RunPaths(d).events.is_file():
                 try:
@@ -227,7 +225,7 @@ def cmd_reindex(args) -> int:
                 except (OSError, ValueError) as exc:
                     skipped.append(f"{d.name}: {exc}")
                     continue
-        if summary is None or not isinstance(summary.get("run_id"), str) or not summary["run_id"]:
+        if summary is None or not summary.run_id:
             if RunPaths(d).events.exists() or RunPaths(d).summary_json.exists():
                 skipped.append(f"{d.name}: no run id in its summary or journal")
             continue

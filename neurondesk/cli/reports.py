@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from neurondesk.cli.errors import die
+from neurondesk.core.summary.types import Summary
 
 
-def _rebuilt_summary(run_dir) -> dict:
+def _rebuilt_summary(run_dir) -> Summary:
     """A run's summary rebuilt from its journal (or its fallback), with what was skipped or is
     missing said on stderr."""
     from neurondesk.sources.rebuild import summary_from_run_dir
@@ -33,12 +34,13 @@ def _rebuilt_summary(run_dir) -> dict:
 
 
 def cmd_summary(args) -> int:
-    from neurondesk.lint.locate import annotate, annotate_memory
+    from neurondesk.lint.locate import annotate, located_memory
     from neurondesk.reports.summary_writer import WRITERS
 
     summary = _rebuilt_summary(args.run_dir)
-    annotate(summary.get("advice") or [])  # does lint find each value read / shape change at its line
-    annotate_memory(summary.get("memory_creep"))  # and the list a creeping rank appends its tensors to
+    annotate(summary.advice)  # does lint find each value read / shape change at its line
+    if summary.memory_creep is not None:  # and the list a creeping rank appends its tensors to
+        summary.memory_creep = located_memory(summary.memory_creep)
     sys.stdout.write(WRITERS[args.format](summary))
     return 0
 
@@ -50,11 +52,11 @@ def cmd_advise(args) -> int:
     from neurondesk.reports.advice_text import advice_text
 
     summary = _rebuilt_summary(args.run_dir)
-    annotate(summary.get("advice") or [])
+    annotate(summary.advice)
     if args.format == "json":
-        sys.stdout.write(json.dumps(summary["advice"], indent=2) + "\n")
+        sys.stdout.write(json.dumps(summary.advice, indent=2) + "\n")
     else:
-        sys.stdout.write(advice_text(summary["advice"]))
+        sys.stdout.write(advice_text(summary.advice))
     return 0
 
 

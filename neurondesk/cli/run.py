@@ -105,11 +105,16 @@ def _gate(source, summary_written: bool, thresholds, code: int) -> int:
 
     A workload that failed keeps its own exit status (a crash is worse than a failed check)."""
     from neurondesk.core.rules.checks import describe, evaluate
-    from neurondesk.core.summary.build import build_summary
+    from neurondesk.core.summary.build import run_summary
+    from neurondesk.store.summary_files import read_summary
 
     if thresholds is None or not summary_written:
         return code
-    failed = evaluate(build_summary(source.state), thresholds)
+    try:  # the one the recorder built at the end and wrote
+        summary = read_summary(source.run_dir)
+    except (OSError, ValueError):
+        summary = None
+    failed = evaluate(summary if summary is not None else run_summary(source.state), thresholds)
     for line in failed:
         sys.stderr.write(f"neurondesk check failed: {line}\n")
     if not failed:

@@ -168,7 +168,7 @@ def cmd_report(args) -> int:
             summary.memory_creep = located_memory(summary.memory_creep)
         runs.append(ReportRun(summary, chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
                               str(folder)))
-    comparison = compare([r.summary.as_dict() for r in runs]) if len(runs) > 1 else None
+    comparison = compare([r.summary for r in runs]) if len(runs) > 1 else None
     try:
         write_atomic(args.output, render(runs, comparison))
     except OSError as exc:

@@ -58,7 +58,7 @@ def sink_options(args, env: dict[str, str] | None = None) -> dict:
 def cmd_export_sink(args) -> int:
     """A recorded run into one sink, synchronously: a failure is one line and exit 1."""
     from neurondesk.core.reduce.state import RunState
-    from neurondesk.core.summary.build import build_summary
+    from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.summary_writer import to_json, to_markdown
     from neurondesk.sinks.base import SinkError, why
     from neurondesk.sinks.choose import make_sinks
@@ -74,7 +74,7 @@ def cmd_export_sink(args) -> int:
         die(str(exc).replace(f"--{args.format}", f"--format {args.format}"))
     state, taker, problems = RunState(), FrameTaker(), []
     frames = list(replayed_frames(iter_journal(RunPaths(folder).events, problems), state, taker))
-    summary = build_summary(state)  # the journal's: the same figures the frames carry
+    summary = run_summary(state)  # the journal's: the same figures the frames carry
     artifacts = {SUMMARY_JSON: to_json(summary), SUMMARY_MD: to_markdown(summary)}
     try:
         from neurondesk.recorder.sink_desk import report_html

@@ -35,10 +35,10 @@ def job_lines(args, source):
 def watch(source, headless: bool, notify: bool = False, job_lines=None) -> int:
     """``notify``: ring the terminal on each alert the recorder journals (views/terminal_notify.py)."""
     if headless or not sys.stdout.isatty():
-        from neurondesk.lint.locate import annotate_memory
+        from neurondesk.lint.locate import located_memory
         from neurondesk.views.headless import HeadlessPrinter
 
-        return HeadlessPrinter(source, notify=notify, locate_memory=annotate_memory).run()
+        return HeadlessPrinter(source, notify=notify, locate_memory=located_memory).run()
     from neurondesk.views.console.app import run_console
 
     return run_console(source, notify=notify, job_lines=job_lines)

@@ -17,6 +17,7 @@ import msgspec
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.rules.alert_rules import Alert, AlertRules, AlertSettings
 from neurondesk.core.rules.checks import evaluate
+from neurondesk.core.summary.types import Summary
 from neurondesk.recorder.flight_desk import Reading, say_hang_with_flight
 from neurondesk.recorder.notify_webhook import WebhookSender
 from neurondesk.recorder.options import RunOptions
@@ -64,7 +65,7 @@ class AlertDesk:
                 self._record(ev.Notice(t=now, level="warn", source="alert",
                                        message="stopping the workload (--budget-stop): SIGINT now, SIGTERM after 10 s"))
 
-    def at_end(self, state, now: float, summary: dict) -> None:
+    def at_end(self, state, now: float, summary: Summary) -> None:
         """The run's end: finished or failed, and the checks (before the journal closes)."""
         try:
             failed = evaluate(summary, self.checks) if self.checks is not None else []

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.summary.types import Summary
 from neurondesk.store.index import RunIndex, RunIndexBusy
 
 FINISH_INDEX_PATIENCE_S = 2.0
@@ -25,7 +26,7 @@ def pending_words(exc: Exception) -> str:
             "command (ls, history); the run is listed from its summary meanwhile")
 
 
-def write_pending_row(index: Path, summary: dict, run_dir: Path, give_up_s: float = GIVE_UP_S) -> bool:
+def write_pending_row(index: Path, summary: Summary, run_dir: Path, give_up_s: float = GIVE_UP_S) -> bool:
     """True once the row is written; False when the lock did not free in ``give_up_s`` or the index
     cannot be written at all (the registry entry stays: the next command tries)."""
     deadline = time.monotonic() + give_up_s
@@ -40,7 +41,7 @@ def write_pending_row(index: Path, summary: dict, run_dir: Path, give_up_s: floa
     return False
 
 
-def record_row(index: Path, summary: dict, run_dir: Path) -> tuple[tuple[Path, dict] | None, ev.Notice | None]:
+def record_row(index: Path, summary: Summary, run_dir: Path) -> tuple[tuple[Path, Summary] | None, ev.Notice | None]:
     """The run's index row at its end, after a short wait (a lock held by another process must not
     keep the run "running" for viewers): (None, None) when written; ((index, summary), a notice)
     when the index is locked (written once the lock frees: write_pending_row); (None, a notice) when

@@ -31,7 +31,8 @@ from neurondesk.collectors.workload import (
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.job_identity import launch_env
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.exporter.endpoint import MetricsExporter, linger_metrics
 from neurondesk.recorder.control import ControlRequest, ControlServer, answer_workload_request
 from neurondesk.recorder.flight_desk import flight_reading
@@ -103,7 +104,7 @@ class Recorder:
         self.stop_requested: str | None = None
         self.metrics: MetricsExporter | None = None
         self.registration: Registration | None = None  # this run's entry among the live runs
-        self.row_pending: tuple[Path, dict] | None = None  # (index, summary): the row a locked index refused
+        self.row_pending: tuple[Path, Summary] | None = None  # (index, summary): the row a locked index refused
         self.alerts = AlertDesk(options, self.run_id, self.record, self.queue.put, self._stop_workload,
                                 flight=lambda state: flight_reading(  # at a hang: the ranks' Flight Recorder dumps
                                     state, self.workload.sock_dir if self.workload else None,
@@ -283,9 +284,9 @@ class Recorder:
                      f"{self.paths.stderr_log.name}")))
         self.finish()
 
-    def export_summary(self, now: float | None = None) -> dict:
+    def export_summary(self, now: float | None = None) -> Summary:
         """Write summary.json and summary.md now (the run may still be going)."""
-        s = build_summary(self.state, now)
+        s = run_summary(self.state, now)
         write_summary_files(self.paths, to_json(s), to_markdown(s))
         return s
 
@@ -299,11 +300,12 @@ class Recorder:
         if self.telemetry is not None:
             self.telemetry.stop()
         self._follow_moved_folder()
+        # built once: the summary files, the index row, the alerts, the sinks and the fallback copy all take this one
+        summary = run_summary(self.state)
         try:
-            summary = self.export_summary()
+            write_summary_files(self.paths, to_json(summary), to_markdown(summary))
             self.summary_written = True
         except OSError as exc:
-            summary = build_summary(self.state)
             if exc.errno is not None and not is_disk_full(exc.errno):
                 self.run_journal.disk.cause = exc.errno
             self.record(ev.Notice(
@@ -322,8 +324,7 @@ class Recorder:
         self.run_journal.close()
         self.run_journal.checkpoint(self.state, force=True)  # the whole run: a reader of the finished run reduces nothing
         if self.run_journal.fallback is not None or not self.summary_written:
-            s = build_summary(self.state)
-            self.run_journal.disk.save_summary(self.run_journal.writer, to_json(s), to_markdown(s))
+            self.run_journal.disk.save_summary(self.run_journal.writer, to_json(summary), to_markdown(summary))
         if self.control is not None:
             self.control.close()
         if self.workload is not None and not self.workload.running():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.types import Summary
 from neurondesk.recorder.options import RunOptions
 from neurondesk.reports.summary_writer import to_json, to_markdown
 from neurondesk.sinks.base import SinkError, SinkRunner
@@ -22,13 +23,15 @@ from neurondesk.sinks.frames import FRAME_EVERY_S, FrameTaker, run_info
 CLOSE_WAIT_S = 20.0  # at the end of the run, all sinks together
 
 
-def report_html(state: RunState, run_dir: Path) -> str:
+def report_html(state: RunState, run_dir: Path, summary: Summary | None = None) -> str:
+    """report.html of the run: ``summary`` is the one the recorder built at the end (None: built here, as
+    cli_sinks.py's export still asks it)."""
     from neurondesk.core.figures.series import chart_line
     from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.html_report import ReportRun, render
 
-    run = ReportRun(run_summary(state), chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
-                    str(run_dir))
+    run = ReportRun(summary if summary is not None else run_summary(state), chart_line(state.parts.steps, points=600)[0],
+                    list(state.loss_history), str(run_dir))
     return render([run], None)
 
 
@@ -71,17 +74,17 @@ class SinkDesk:
         for r in self.runners:
             r.offer(frame)
 
-    def close(self, state: RunState, summary: dict, run_dir: Path, record: Callable[[ev.Event], None]) -> None:
+    def close(self, state: RunState, summary: Summary, run_dir: Path, record: Callable[[ev.Event], None]) -> None:
         """The end to every sink at once, then a bounded wait; one notice a sink."""
         if not self.runners:
             return
         deadline = time.monotonic() + CLOSE_WAIT_S
         artifacts = {"summary.json": to_json(summary), "summary.md": to_markdown(summary)}
         try:
-            artifacts["report.html"] = report_html(state, run_dir)
+            artifacts["report.html"] = report_html(state, run_dir, summary)
         except Exception as exc:  # noqa: BLE001 - the report is extra; the figures still go
             artifacts["report-error.txt"] = f"report.html could not be made: {exc!r}\n"
-        end = self.taker.end(state, state.last_t, artifacts)
+        end = self.taker.end(state, state.last_t, artifacts, summary.figures)
         for r in self.runners:
             r.send_end(end, max(0.0, deadline - time.monotonic()))
         for r in self.runners:

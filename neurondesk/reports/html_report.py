@@ -14,8 +14,6 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-import msgspec
-
 from neurondesk.core.figures.series import StepTimeLine
 from neurondesk.core.summary.types import Summary
 from neurondesk.reports import fmt
@@ -115,7 +113,7 @@ def _goodput(i: int, s: Summary) -> str:
     parts = [("productive", g.productive_s / wall, f"{fmt.secs(g.productive_s)} · {fmt.usd(g.productive_usd)}")]
     parts += [(k.replace("_", " "), v / wall, f"{fmt.secs(v)} · {fmt.usd(g.badput_usd.get(k))}")
               for k, v in g.badput.items() if v > 0]
-    lost = "".join(f"<li>{e(line)}</li>" for line in disruption_lines(msgspec.to_builtins(g)))
+    lost = "".join(f"<li>{e(line)}</li>" for line in disruption_lines(g))
     return (f'<h3 id="r{i}-goodput">Goodput {e(fmt.pct(g.fraction))}: {e(g.ended)}</h3>' + stacked_bar(parts)
             + (f"<ul>{lost}</ul>" if lost else "") + (f'<div class="warn">{e(g.recompile)}</div>' if g.recompile else ""))
 
@@ -134,7 +132,7 @@ def _run(i: int, run: ReportRun) -> str:
     out = [f'<section id="run-{i}"><h2>Run {e(s.run_id)}</h2>',
            f'<p><code>{e(" ".join(s.command))}</code><br>{e(s.started_at)} · {e(run.folder)}</p>', _kpis(i, s),
            _crash(i, s), _creep(i, s)]
-    out += [f'<div class="warn">{e(d.get("message"))}</div>' for d in s.diagnostics]
+    out += [f'<div class="warn">{e(d.message)}</div>' for d in s.diagnostics]
     if s.advice:
         out.append("<h3>What to do</h3><ul>" + "".join(f"<li>{e(a.get('message'))}</li>" for a in s.advice) + "</ul>")
     if s.time_breakdown:
@@ -142,9 +140,9 @@ def _run(i: int, run: ReportRun) -> str:
         out.append(stacked_bar([(x.name, x.share or 0.0, f"{fmt.secs(x.seconds)} · {fmt.pct(x.share)} · {fmt.usd(x.usd)}")
                                 for x in s.time_breakdown]))
     out.append(_goodput(i, s))
-    out.append(phases_html(s.as_dict()))  # the steady step by phase and its verdict (reports/phases_text.py)
+    out.append(phases_html(s))  # the steady step by phase and its verdict (reports/phases_text.py)
     out.append(_charts(run))
-    out.append("<h3>Summary</h3>" + _table(["", ""], [[k, v] for k, v in report_rows(s.as_dict())], sortable=False))
+    out.append("<h3>Summary</h3>" + _table(["", ""], [[k, v] for k, v in report_rows(s)], sortable=False))
     out.append(_compiles(s))
     out.append(_ranks(s))
     if s.notices:
@@ -174,10 +172,9 @@ def _table(head: list[str], rows: list[list[str]], sortable: bool = True, num: t
 def _compiles(s: Summary) -> str:
     if not s.compiles:
         return "<h3>Compiles</h3><p class=\"empty\">none seen</p>"
-    rows = [[str(i), fmt.value_text(c.get("step"), "int"), c.get("cause") or "—", c.get("location") or c.get("name") or "—",
-             fmt.value_text(c.get("duration_s"), "s") + ("" if c.get("counted", True) else " (not in the total)"),
-             c.get("cache") or "—", c.get("status") or "—",
-             c.get("graph_hash") or "—"] for i, c in enumerate(s.compiles, 1)]
+    rows = [[str(i), fmt.value_text(c.step, "int"), c.cause or "—", c.location or c.name or "—",
+             fmt.value_text(c.duration_s, "s") + ("" if c.counted else " (not in the total)"),
+             c.cache or "—", c.status or "—", c.graph_hash or "—"] for i, c in enumerate(s.compiles, 1)]
     return (f'<h3>Compiles ({s.compile_count:,}, {fmt.secs(s.compile_total_s)})</h3>'
             + _table(["#", "step", "cause", "location", "duration", "cache", "status", "graph"], rows, num=(0, 1, 4)))
 

@@ -1,5 +1,5 @@
-"""Render a summary (core/summary/types.py, as its JSON-shaped dict) as JSON, Markdown or CSV. No
-figure is computed here: the rows show core's values."""
+"""Render a summary (core/summary/types.py's Summary) as JSON, Markdown, CSV or a text table. No figure is
+computed here: the rows show core's values."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ import json
 import math
 import shlex
 
-import msgspec
-
-from neurondesk.core.figures.budget import BudgetFigures
 from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.findings.crash import Crash
+from neurondesk.core.findings.memory_creep import MemoryCreep
+from neurondesk.core.summary.types import (
+    CompileRow,
+    ErrorItem,
+    Evaluation,
+    NeuronExecutions,
+    ScriptThroughput,
+    Summary,
+)
 from neurondesk.reports import fmt
 from neurondesk.reports.goodput_text import goodput_markdown, goodput_words
 from neurondesk.reports.neuron_rows import compile_split_lines, neuron_rows
@@ -31,8 +38,9 @@ def jsonable(x):
     return x
 
 
-def to_json(summary: dict) -> str:
-    return json.dumps(jsonable(summary), indent=2) + "\n"
+def to_json(summary: Summary) -> str:
+    """summary.json's text: the struct's fields in their order, non-finite floats as strings."""
+    return json.dumps(jsonable(summary.as_dict()), indent=2) + "\n"
 
 
 def _fmt(x, unit: str = "", nd: int = 3) -> str:
@@ -45,122 +53,119 @@ def _fmt(x, unit: str = "", nd: int = 3) -> str:
     return f"{x}{unit}"
 
 
-def script_rate_text(r: dict | None) -> str:
+def script_rate_text(r: ScriptThroughput | None) -> str:
     """``412.4 samples/s vs 300 samples/s (steady samples/s (one process)): +37.5% — off by more than 10%``."""
-    if not r:
+    if r is None:
         return fmt.NONE
-    own = f"{r['value']:,.4g} {r['unit']}"
-    if r.get("steady_value") is None or r.get("vs_steady") is None:
-        return f"{own} (no {r.get('compared_with') or 'steady figure'} to compare with)"
-    text = f"{own} vs {r['steady_value']:,.4g} {r['unit']} ({r['compared_with']}): {r['vs_steady'] * 100:+.1f}%"
-    return text + (f" — off by more than {r.get('tolerance', 0.1):.0%}" if r.get("off") else "")
+    own = f"{r.value:,.4g} {r.unit}"
+    if r.steady_value is None or r.vs_steady is None:
+        return f"{own} (no {r.compared_with or 'steady figure'} to compare with)"
+    text = f"{own} vs {r.steady_value:,.4g} {r.unit} ({r.compared_with}): {r.vs_steady * 100:+.1f}%"
+    return text + (f" — off by more than {r.tolerance:.0%}" if r.off else "")
 
 
-def summary_rows(s: dict) -> list[tuple[str, str]]:
+def summary_rows(s: Summary) -> list[tuple[str, str]]:
     """(label, value) pairs shared by the Markdown table, the headless table and CSV."""
-    steady, cost, loss, dev = s["steady"], s["cost"], s["loss"], s["device"]
-    price = "—" if cost["price_per_hour"] is None else f"${cost['price_per_hour']:.4f}/h"
-    figures = s.get("figures") or {}
+    steady, cost, loss, dev = s.steady, s.cost, s.loss, s.device
+    price = "—" if cost.price_per_hour is None else f"${cost.price_per_hour:.4f}/h"
 
     def money(name: str):
         # the run figure itself (summary version 2), not the cost section's copy rounded to 6 places:
         # rounding twice could show $0.0595 where every other output shows $0.0596
-        return figures[name] if name in figures else cost[name]
+        return getattr(s.figures if s.figures is not None else cost, name)
 
-    crash = s.get("crash")  # how it died (core/findings/crash.py): a row only for a run that died
-    creep = s.get("memory_creep")  # memory that creeps (core/findings/memory_creep.py): a row only when some does
+    crash = s.crash  # how it died (core/findings/crash.py): a row only for a run that died
+    creep = s.memory_creep  # memory that creeps (core/findings/memory_creep.py): a row only when some does
+    step_time, p90 = steady.step_time_s, steady.step_time_p90_s
     return [
-        ("command", shlex.join(str(a) for a in s["command"] or [])),
-        ("exit code", _fmt(s["exit_code"])),
-        *([("died", f"{crash['kind']}: {crash['finding']}")] if crash else []),
-        *([("memory creeps", creep["short"].removeprefix("memory creeps: "))] if creep else []),
-        ("device", f"{dev['kind'] or '—'} ({dev['name'] or 'unknown'})"),
-        ("precision", _fmt(s["precision"])),
-        ("steps", _fmt(s["steps"])),
-        ("first compile", _fmt(s["first_compile_s"], " s", 2)),
-        ("compiles (total time)", f"{s['compile_count']} ({_fmt(s['compile_total_s'], ' s', 2)})"),
-        ("recompiles after warm-up", _fmt(s["recompiles_after_warmup"])),
-        ("graph executions per step", _fmt(s["executions_per_step"])),
-        ("steady from step (steps)", f"{_fmt(steady['from_step'])} ({steady['steps']})"),
+        ("command", shlex.join(str(a) for a in s.command)),
+        ("exit code", _fmt(s.exit_code)),
+        *([("died", f"{crash.kind}: {crash.finding}")] if crash else []),
+        *([("memory creeps", creep.short.removeprefix("memory creeps: "))] if creep else []),
+        ("device", f"{dev.kind or '—'} ({dev.name or 'unknown'})"),
+        ("precision", _fmt(s.precision)),
+        ("steps", _fmt(s.steps)),
+        ("first compile", _fmt(s.first_compile_s, " s", 2)),
+        ("compiles (total time)", f"{s.compile_count} ({_fmt(s.compile_total_s, ' s', 2)})"),
+        ("recompiles after warm-up", _fmt(s.recompiles_after_warmup)),
+        ("graph executions per step", _fmt(s.executions_per_step)),
+        ("steady from step (steps)", f"{_fmt(steady.from_step)} ({steady.steps})"),
         ("steady step time median / p90",
-         f"{_fmt(steady['step_time_s'] and steady['step_time_s'] * 1000, ' ms', 1)} / "
-         f"{_fmt(steady['step_time_p90_s'] and steady['step_time_p90_s'] * 1000, ' ms', 1)}"),
-        ("samples/s (steady)", _fmt(steady["samples_per_s"], "", 1)),
-        ("tokens/s (steady)", _fmt(steady["tokens_per_s"], "", 0)),
-        ("script's own throughput", script_rate_text(s.get("script_throughput"))),
-        ("data wait", f"{fmt.pct(s['data_wait_fraction'])} ({s.get('input_verdict', '—')})"),
-        ("loss first → last", f"{_fmt(loss['first'], '', 4)} → {_fmt(loss['last'], '', 4)}"),
-        ("steps to target loss", _fmt(loss["steps_to_target"])),
-        ("instance, price", f"{cost['instance_type'] or '—'}, {price}"),
-        ("price source", cost["price_source"] or "—"),
+         f"{_fmt(step_time and step_time * 1000, ' ms', 1)} / {_fmt(p90 and p90 * 1000, ' ms', 1)}"),
+        ("samples/s (steady)", _fmt(steady.samples_per_s, "", 1)),
+        ("tokens/s (steady)", _fmt(steady.tokens_per_s, "", 0)),
+        ("script's own throughput", script_rate_text(s.script_throughput)),
+        ("data wait", f"{fmt.pct(s.data_wait_fraction)} ({s.input_verdict})"),
+        ("loss first → last", f"{_fmt(loss.first, '', 4)} → {_fmt(loss.last, '', 4)}"),
+        ("steps to target loss", _fmt(loss.steps_to_target)),
+        ("instance, price", f"{cost.instance_type or '—'}, {price}"),
+        ("price source", cost.price_source or "—"),
         ("cost so far", fmt.usd(money("total_usd"))),
         ("$ / 1k steps steady", fmt.usd(money("per_1k_steps_steady_usd"))),
         ("$ / 1k steps all-in", fmt.usd(money("per_1k_steps_all_in_usd"))),
         ("$ / 1M tokens", fmt.usd(money("per_million_tokens_usd"))),
-        ("compile share of cost", fmt.pct(cost["compile_share"])),
+        ("compile share of cost", fmt.pct(cost.compile_share)),
         ("errors", _errors_text(s)),
     ]
 
 
-def _error_line(e: dict, width: int | None = None) -> str:
+def _error_line(e: ErrorItem, width: int | None = None) -> str:
     """'NCC_EVRF024 (neuron-cc): message', the code not repeated where the message starts with it."""
-    message = " ".join(clean(e["message"]).removeprefix(f"[{e['code']}]").split())
+    message = " ".join(clean(e.message).removeprefix(f"[{e.code}]").split())
     if width is not None and len(message) > width:
         message = message[: width - 1] + "…"
-    return f"{e['code'] or '—'} ({e['source']}): {message}"
+    return f"{e.code or '—'} ({e.source}): {message}"
 
 
-def _errors_text(s: dict, shown: int = 3) -> str:
-    """The error count and the first few, one line (summaries written before error_count: the last 20)."""
-    first = s.get("first_errors", s.get("errors") or [])
-    count = s.get("error_count", len(first))
-    if not count:
+def _errors_text(s: Summary, shown: int = 3) -> str:
+    """The error count and the first few, one line."""
+    if not s.error_count:
         return "0"
-    return f"{count}: " + "; ".join(_error_line(e, 60) for e in first[:shown]) + ("; …" if count > shown else "")
+    return (f"{s.error_count}: " + "; ".join(_error_line(e, 60) for e in s.first_errors[:shown])
+            + ("; …" if s.error_count > shown else ""))
 
 
-def report_rows(s: dict) -> list[tuple[str, str]]:
+def report_rows(s: Summary) -> list[tuple[str, str]]:
     """summary_rows plus MFU / HFU (kept apart so the console's summary screen stays as it is)."""
-    why = "" if s.get("mfu") is not None else f" ({s.get('mfu_note') or 'unknown'})"
-    rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.get('mfu'))} / {fmt.pct(s.get('hfu'))}{why}"),
-            *([("goodput", goodput_words(s["goodput"]))] if s.get("goodput") else []),
-            *figure_rows(s)]
-    ex = s.get("neuron_executions")
-    ev = s.get("evaluation")
+    why = "" if s.mfu is not None else f" ({s.mfu_note or 'unknown'})"
+    rows = [*summary_rows(s), ("MFU / HFU", f"{fmt.pct(s.mfu)} / {fmt.pct(s.hfu)}{why}"),
+            *([("goodput", goodput_words(s.goodput))] if s.goodput else []), *figure_rows(s)]
+    ex, ev = s.neuron_executions, s.evaluation
     return (rows + ([("Neuron execution errors", _execution_errors(ex))] if ex else []) + neuron_rows(s)
             + ([("evaluation (not in throughput)", evaluation_text(ev))] if ev else []))
 
 
-def figure_rows(s: dict) -> list[tuple[str, str]]:
-    """The figures core lists for reports (FigureInfo.report), read from the summary's "figures"
+def figure_rows(s: Summary) -> list[tuple[str, str]]:
+    """The figures core lists for reports (FigureInfo.report), read from the summary's figures
     (absent from a version 1 summary: no rows)."""
-    figures = s.get("figures") or {}
-    rows = [(info.label, fmt.value_text(figures.get(info.name), info.kind)) for info in FIGURES
-            if info.report and figures]
-    if figures.get("budget"):
-        rows.append(("budget", msgspec.convert(figures["budget"], BudgetFigures).words()))
+    f = s.figures
+    if f is None:
+        return []
+    rows = [(info.label, fmt.value_text(getattr(f, info.name), info.kind)) for info in FIGURES if info.report]
+    if f.budget is not None:
+        rows.append(("budget", f.budget.words()))
     return rows
 
 
-def evaluation_text(ev: dict) -> str:
+def evaluation_text(ev: Evaluation) -> str:
     """'4 phases, 160 batches, 12.3 s (8.1% of the run, $0.0123)'."""
-    cost = f", {fmt.usd(ev['cost_usd'])}" if ev.get("cost_usd") is not None else ""
-    return (f"{ev['phases']} phase{'s' if ev['phases'] != 1 else ''}, {ev['batches']:,} batches, "
-            f"{_fmt(ev['time_s'], ' s', 1)} ({fmt.pct(ev['share_of_run'])} of the run{cost})")
+    cost = f", {fmt.usd(ev.cost_usd)}" if ev.cost_usd is not None else ""
+    return (f"{ev.phases} phase{'s' if ev.phases != 1 else ''}, {ev.batches:,} batches, "
+            f"{_fmt(ev.time_s, ' s', 1)} ({fmt.pct(ev.share_of_run)} of the run{cost})")
 
 
-def _execution_errors(ex: dict) -> str:
+def _execution_errors(ex: NeuronExecutions) -> str:
     """"4 of 43 executions (failed_to_queue 2, timed_out 1, ...)", from neuron-monitor's execution_stats."""
-    total = ex["completed"] + ex["errors"]
-    if not ex["errors"]:
+    total = ex.completed + ex.errors
+    if not ex.errors:
         return f"none of {total:,} executions"
-    by = sorted(ex["errors_by_status"].items(), key=lambda kv: (-kv[1], kv[0]))
-    return f"{ex['errors']:,} of {total:,} executions ({', '.join(f'{k} {v:,}' for k, v in by)})"
+    by = sorted(ex.errors_by_status.items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"{ex.errors:,} of {total:,} executions ({', '.join(f'{k} {v:,}' for k, v in by)})"
 
 
-def _compile_shapes(c: dict) -> str:
-    after = fmt.shapes(c.get("input_shapes"))
-    return f"{fmt.shapes(c['previous_shapes'])} → {after}" if c.get("previous_shapes") else after
+def _compile_shapes(c: CompileRow) -> str:
+    after = fmt.shapes(c.input_shapes)
+    return f"{fmt.shapes(c.previous_shapes)} → {after}" if c.previous_shapes else after
 
 
 def _cell(text: str) -> str:
@@ -168,126 +173,143 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", r"\|")
 
 
-def _compile_row(i: int, c: dict, world: int = 1) -> str:
-    where = c["location"] or c.get("name") or "—"
-    if c.get("library"):  # "in transformers Trainer.evaluation_loop at trainer.py:4675, called from run_clm.py:652"
-        where = f"in {c['library']}, called from {where}"
-    cause = c["cause"] + (f" ({_rank_count(c, world)})" if world > 1 and c.get("ranks") else "")
-    return (f"| {i} | {_fmt(c['step'])} | {_cell(cause)} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
-            f"{_cell(c.get('reason') or '—')} | {_fmt(c['duration_s'], ' s', 2)}"
-            f"{'' if c.get('counted', True) else ' (not in the total)'} | {c['cache'] or '—'} | "
-            f"{c.get('status') or '—'} | {c['graph_hash'] or '—'} |")
+def _compile_row(i: int, c: CompileRow, world: int = 1) -> str:
+    where = c.location or c.name or "—"
+    if c.library:  # "in transformers Trainer.evaluation_loop at trainer.py:4675, called from run_clm.py:652"
+        where = f"in {c.library}, called from {where}"
+    cause = c.cause + (f" ({_rank_count(c, world)})" if world > 1 and c.ranks else "")
+    return (f"| {i} | {_fmt(c.step)} | {_cell(cause)} | {_cell(where)} | {_cell(_compile_shapes(c))} | "
+            f"{_cell(c.reason or '—')} | {_fmt(c.duration_s, ' s', 2)}"
+            f"{'' if c.counted else ' (not in the total)'} | {c.cache or '—'} | "
+            f"{c.status or '—'} | {c.graph_hash or '—'} |")
 
 
-def _rank_count(c: dict, world: int) -> str:
+def _rank_count(c: CompileRow, world: int) -> str:
     """'x 4 ranks', or 'rank 3 only' / 'ranks 1, 3 only' for a graph some ranks compiled."""
-    ranks = sorted(set(c["ranks"]))
+    ranks = sorted(set(c.ranks))
     if len(ranks) >= world:
         return f"× {len(ranks)} ranks"
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} only"
 
 
-def _ranks_markdown(s: dict) -> list[str]:
+def _ranks_markdown(s: Summary) -> list[str]:
     """'## Ranks' (one row per rank, then the stragglers) and '## Failed rank' with its traceback."""
     lines = []
-    if s.get("ranks"):
+    if s.ranks:
         lines += ["", "## Ranks", "",
                   "| rank | local rank | pid | steps | step time | presync | data wait | samples/s | compiles |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        for r in s["ranks"]:
-            lines.append(f"| {_fmt(r['rank'])} | {_fmt(r['local_rank'])} | {r['pid']} | {_fmt(r['steps'])} | "
-                         f"{fmt.ms(r['step_time_s'])} | {fmt.ms(r['presync_s'])} | "
-                         f"{fmt.pct(r['data_wait_fraction'])} | {_fmt(r['samples_per_s'], '', 1)} | "
-                         f"{_fmt(r.get('compile_count'))} |")
+        for r in s.ranks:
+            lines.append(f"| {_fmt(r.rank)} | {_fmt(r.local_rank)} | {r.pid} | {_fmt(r.steps)} | "
+                         f"{fmt.ms(r.step_time_s)} | {fmt.ms(r.presync_s)} | "
+                         f"{fmt.pct(r.data_wait_fraction)} | {_fmt(r.samples_per_s, '', 1)} | "
+                         f"{_fmt(r.compile_count)} |")
         lines.append("")
-        stragglers = s.get("stragglers") or []
-        lines += [f"- straggler: {x['words']}" for x in stragglers] or ["- no straggler"]
-    f = s.get("failed_rank")
+        lines += [f"- straggler: {x.words}" for x in s.stragglers] or ["- no straggler"]
+    f = s.failed_rank
     if f:
-        who = f"rank {f['rank']}" if f["rank"] is not None else "a process"
-        at = f", at step {f['step']}" if f["step"] is not None else ""
-        lines += ["", "## Failed rank", "", f"{who} (pid {f['pid']}){at}: {f['error']}"]
-        if f.get("traceback"):
-            lines += ["", "```", *(x.replace("```", "ˋˋˋ") for x in f["traceback"]), "```"]
+        who = f"rank {f.rank}" if f.rank is not None else "a process"
+        at = f", at step {f.step}" if f.step is not None else ""
+        lines += ["", "## Failed rank", "", f"{who} (pid {f.pid}){at}: {f.error}"]
+        if f.traceback:
+            lines += ["", "```", *(x.replace("```", "ˋˋˋ") for x in f.traceback), "```"]
     return lines
 
 
-def crash_markdown(crash: dict | None) -> list[str]:
+def crash_markdown(crash: Crash | None) -> list[str]:
     """summary.md's account of a death (core/findings/crash.py): the finding, what to try, the memory, the evidence."""
-    if not crash:
+    if crash is None:
         return []
-    lines = ["", "## How it died", "", f"**{crash['kind']}**: {crash['finding']}", "", f"- try: {crash['try_next']}"]
-    lines += [f"- {m['words']}" for m in (crash.get("host_memory"), crash.get("device_memory")) if m and m.get("words")]
-    if crash.get("evidence"):
-        lines.append(f"- told by: `{crash['evidence'].replace('`', 'ˋ')}`")
+    lines = ["", "## How it died", "", f"**{crash.kind}**: {crash.finding}", "", f"- try: {crash.try_next}"]
+    lines += [f"- {m.words}" for m in (crash.host_memory, crash.device_memory) if m is not None and m.words]
+    if crash.evidence:
+        lines.append(f"- told by: `{crash.evidence.replace('`', 'ˋ')}`")
     return lines
 
 
-def creep_markdown(creep: dict | None) -> list[str]:
+def creep_markdown(creep: MemoryCreep | None) -> list[str]:
     """summary.md's memory that creeps (core/findings/memory_creep.py): each leak in words (with the line lint
     found, where `neurondesk summary` asked it)."""
-    if not creep:
+    if creep is None:
         return []
-    return ["", "## Memory that creeps", "", *(f"- {x['words']}" for x in creep["leaks"])]
+    return ["", "## Memory that creeps", "", *(f"- {x.words}" for x in creep.leaks)]
 
 
-def to_markdown(s: dict) -> str:
-    lines = [f"# neurondesk run {s['run_id']}", "", "| | |", "|---|---|"]
+def _errors_markdown(s: Summary) -> list[str]:
+    if not s.first_errors:
+        return []
+    lines = ["", "## Errors", ""]
+    for e in s.first_errors:
+        detail = e.detail or []
+        lines.append(f"- {_error_line(e)}")
+        lines += [f"  - {x}" for x in detail[:5]]
+        if len(detail) > 5:
+            lines.append(f"  - … {len(detail) - 5} more line(s)")
+    if s.error_count > len(s.first_errors):
+        lines.append(f"- … {s.error_count - len(s.first_errors)} more (summary.json lists the last 20)")
+    return lines
+
+
+def _missed_markdown(s: Summary) -> list[str]:
+    if not (s.steps_lost or s.reduce_errors):
+        return []
+    lines = ["", "## What the recording missed", ""]
+    if s.steps_lost:
+        lines.append(f"- {s.steps_lost:,} step events were lost (the recorder fell behind); "
+                     "the step count is the probe's own")
+    if s.reduce_errors:
+        lines.append(f"- {s.reduce_errors:,} event(s) could not be reduced and were skipped")
+        lines += [f"  - {x}" for x in s.reduce_error_samples]
+    return lines
+
+
+def _disk_markdown(s: Summary) -> list[str]:
+    disk = s.disk
+    lost = disk.output_not_stored if disk is not None else None
+    if disk is None or not (disk.filesystems or lost):
+        return []
+    lines = ["", "## Disks", ""]
+    lines += [f"- {f.words} (`{f.path}`)" for f in disk.filesystems if f.words]
+    if lost is not None and lost.words:
+        lines.append(f"- {lost.words}")
+    return lines
+
+
+def to_markdown(s: Summary) -> str:
+    lines = [f"# neurondesk run {s.run_id}", "", "| | |", "|---|---|"]
     lines += ["| {} | {} |".format(k, v.replace("|", r"\|")) for k, v in report_rows(s)]
-    lines += crash_markdown(s.get("crash"))
+    lines += crash_markdown(s.crash)
     lines += goodput_markdown(s)
-    lines += creep_markdown(s.get("memory_creep"))
-    if s["compiles"]:
+    lines += creep_markdown(s.memory_creep)
+    if s.compiles:
         lines += ["", "## Compiles", "",
                   "| # | step | cause | location | shapes (before → after) | reason | duration | cache | status | graph |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [_compile_row(i, c, s.get("world_size") or 1) for i, c in enumerate(s["compiles"], 1)]
+        lines += [_compile_row(i, c, s.world_size or 1) for i, c in enumerate(s.compiles, 1)]
     lines += _ranks_markdown(s)
     splits = compile_split_lines(s)
     if splits:
         lines += ["", "## TorchNeuron compile split (graph_stats)", "", *splits]
-    if s.get("first_errors"):
-        lines += ["", "## Errors", ""]
-        for e in s["first_errors"]:
-            lines.append(f"- {_error_line(e)}")
-            lines += [f"  - {x}" for x in e.get("detail", [])[:5]]
-            if len(e.get("detail", [])) > 5:
-                lines.append(f"  - … {len(e['detail']) - 5} more line(s)")
-        if s["error_count"] > len(s["first_errors"]):
-            lines.append(f"- … {s['error_count'] - len(s['first_errors'])} more (summary.json lists the last 20)")
-    if s.get("split_points"):
+    lines += _errors_markdown(s)
+    if s.split_points:
         lines += ["", "## Graph executions inside a step (split points)", ""]
-        lines += [f"- {p['trigger']} at {p['location'] or '?'}: {p['count']}×" for p in s["split_points"]]
-    if s.get("steps_lost") or s.get("reduce_errors"):
-        lines += ["", "## What the recording missed", ""]
-        if s.get("steps_lost"):
-            lines.append(f"- {s['steps_lost']:,} step events were lost (the recorder fell behind); "
-                         "the step count is the probe's own")
-        if s.get("reduce_errors"):
-            lines.append(f"- {s['reduce_errors']:,} event(s) could not be reduced and were skipped")
-            lines += [f"  - {x}" for x in s.get("reduce_error_samples") or []]
-    if s.get("time_breakdown"):
+        lines += [f"- {p.trigger} at {p.location or '?'}: {p.count}×" for p in s.split_points]
+    lines += _missed_markdown(s)
+    if s.time_breakdown:
         lines += ["", "## Where the time went", "", "| | seconds | share | cost |", "|---|---|---|---|"]
-        lines += [f"| {x['name']} | {x['seconds']:,.1f} | {fmt.pct(x['share'])} | {fmt.usd(x['usd'])} |"
-                  for x in s["time_breakdown"]]
+        lines += [f"| {x.name} | {x.seconds:,.1f} | {fmt.pct(x.share)} | {fmt.usd(x.usd)} |" for x in s.time_breakdown]
     lines += phases_markdown(s)  # the steady step by phase and its verdict (reports/phases_text.py)
-    if s.get("advice"):
+    if s.advice:
         lines += ["", "## What to do", ""]
-        lines += [f"- {a['message']}" for a in s["advice"]]
-    if s.get("diagnostics"):
+        lines += [f"- {a['message']}" for a in s.advice]
+    if s.diagnostics:
         lines += ["", "## Diagnostics", ""]
-        lines += [f"- {d['message']}" + (f" (at `{d['location']}`)" if d.get("location") else "")
-                  for d in s["diagnostics"]]
-    disk = s.get("disk") or {}
-    if disk.get("filesystems") or disk.get("output_not_stored"):
-        lines += ["", "## Disks", ""]
-        lines += [f"- {f['words']} (`{f['path']}`)" for f in disk.get("filesystems") or [] if f.get("words")]
-        if (disk.get("output_not_stored") or {}).get("words"):
-            lines.append(f"- {disk['output_not_stored']['words']}")
-    if s.get("notices"):
-        lines += ["", "## Notices", "", *(f"- {n}" for n in s["notices"])]
-    if s.get("stderr_tail") and s["exit_code"] not in (0, None):
-        lines += ["", "## End of the workload's stderr", "", "```", *s["stderr_tail"], "```"]
+        lines += [f"- {d.message}" + (f" (at `{d.location}`)" if d.location else "") for d in s.diagnostics]
+    lines += _disk_markdown(s)
+    if s.notices:
+        lines += ["", "## Notices", "", *(f"- {n}" for n in s.notices)]
+    if s.stderr_tail and s.exit_code not in (0, None):
+        lines += ["", "## End of the workload's stderr", "", "```", *s.stderr_tail, "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -302,17 +324,17 @@ def _flatten(d: dict, prefix: str = ""):
             yield f"{prefix}{k}", "" if v is None else v
 
 
-def to_csv(s: dict) -> str:
+def to_csv(s: Summary) -> str:
     """One row per scalar field, dotted keys, raw numbers (lists of records are left out)."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["field", "value"])
-    for k, v in _flatten(s):
+    for k, v in _flatten(s.as_dict()):
         w.writerow([k, v])
     return buf.getvalue()
 
 
-def to_text_table(s: dict) -> str:
+def to_text_table(s: Summary) -> str:
     rows = report_rows(s)
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows) + "\n"

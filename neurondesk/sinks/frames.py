@@ -103,8 +103,9 @@ class FrameTaker:
         self._compiles_seen = 0
         self._last_t = -math.inf  # the latest frame's time
 
-    def take(self, state: RunState, now: float, end: bool = False) -> Frame:
-        """``end``: the figures as summary.json has them (the run's own clock, not ``now``). The end
+    def take(self, state: RunState, now: float, end: bool = False, figures: RunFigures | None = None) -> Frame:
+        """``end``: the figures as summary.json has them (the run's own clock, not ``now``; ``figures``: the
+        summary's own, when the caller has it). The end
         frame is stamped after every frame before it (the run's last event may be older than the
         last periodic frame): a sink's latest value (MLflow's, by timestamp at the last step) is the summary's."""
         if end and now <= self._last_t:
@@ -114,12 +115,16 @@ class FrameTaker:
         new = tuple(compile_row(c) for c in compiles[self._compiles_seen:])
         self._compiles_seen = len(compiles)
         history = state.history
-        return Frame(t=now, step=state.steps_done, figures=run_figures(state, None if end else now), loss=state.loss_last,
+        if figures is None:
+            figures = run_figures(state, None if end else now)
+        return Frame(t=now, step=state.steps_done, figures=figures, loss=state.loss_last,
                      compiling=state.open_compile_since() is not None,
                      last_step_s=history[-1].duration_s if history else None, compiles=new)
 
-    def end(self, state: RunState, now: float, artifacts: dict[str, str] | None = None) -> RunEnd:
-        return RunEnd(frame=self.take(state, now, end=True), info=run_info(state), exit_code=state.exit_code,
+    def end(self, state: RunState, now: float, artifacts: dict[str, str] | None = None,
+            figures: RunFigures | None = None) -> RunEnd:
+        """``figures``: the summary's (the recorder built it once at the end); None: computed here."""
+        return RunEnd(frame=self.take(state, now, end=True, figures=figures), info=run_info(state), exit_code=state.exit_code,
                       compiles=tuple(compile_row(c) for c in state.compiles), artifacts=artifacts or {})
 
 

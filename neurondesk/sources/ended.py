@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from neurondesk.core.summary.types import Summary
 from neurondesk.sources.rebuild import summary_from_run_dir
 from neurondesk.store.index import RunIndex, RunIndexError, RunRow, row_of
 from neurondesk.store.live_registry import Entry, remove_entry
@@ -48,34 +49,36 @@ class RecorderLost:
 class EndedRun:
     run_id: str
     run_dir: Path
-    summary: dict
+    summary: Summary
     indexed: bool  # its row is written (False: the index is still locked; listed from the summary)
     lost: RecorderLost | None
     why_not_indexed: str | None = None  # the index's own words (locked by another process, unusable ...)
 
 
-def _last_time(summary: dict) -> float | None:
+def _last_time(summary: Summary) -> float | None:
+    if summary.started_at is None or summary.elapsed_s is None:
+        return None
     try:
-        return datetime.fromisoformat(summary["started_at"]).timestamp() + float(summary["elapsed_s"])
-    except (KeyError, TypeError, ValueError):
+        return datetime.fromisoformat(summary.started_at).timestamp() + summary.elapsed_s
+    except ValueError:
         return None
 
 
-def lost_recorder(run_dir: Path | str, summary: dict) -> RecorderLost | None:
+def lost_recorder(run_dir: Path | str, summary: Summary) -> RecorderLost | None:
     """The run's recorder was lost before the run finished (None: it finished, or is live)."""
-    if summary.get("finished") or recorder_alive(run_dir) or os.path.lexists(RunPaths(run_dir).summary_json):
+    if summary.finished or recorder_alive(run_dir) or os.path.lexists(RunPaths(run_dir).summary_json):
         return None
     info = read_recorder_info(run_dir)
     pid = info.workload_pid if info else None
     return RecorderLost(_last_time(summary), pid, pid is not None and pid_running(pid))
 
 
-def _written_summary(run_dir: Path) -> dict | None:
+def _written_summary(run_dir: Path) -> Summary | None:
     try:
-        d = read_summary(run_dir)  # bounded, a regular file, read by the summary contract
+        s = read_summary(run_dir)  # bounded, a regular file, read by the summary contract
     except (OSError, ValueError, RecursionError):
         return None
-    return d if d and isinstance(d.get("run_id"), str) and d["run_id"] else None
+    return s if s is not None and s.run_id else None
 
 
 def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | None = None) -> list[EndedRun]:
@@ -102,7 +105,7 @@ def settle(registry: Path, root: Path, entries: list[Entry], notes: list[str] | 
             remove_entry(registry, e.name)
         except (RunIndexError, ValueError) as exc:  # still locked, or unwritable: listed from its summary; the entry stays
             why = str(exc)
-        out.append(EndedRun(str(summary.get("run_id") or e.run_id), run_dir, summary, why is None, lost, why))
+        out.append(EndedRun(summary.run_id or e.run_id, run_dir, summary, why is None, lost, why))
     return out
 
 

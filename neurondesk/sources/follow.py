@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from neurondesk.core.summary.types import Summary
 from neurondesk.sources.control_client import ControlError, request
 from neurondesk.sources.rebuild import resume
 from neurondesk.store.fallback import REMAINDER_FILE, find_fallback
@@ -47,7 +48,7 @@ class FollowSource:
         self.recorder_lost = False  # the recorder died before the run finished
         # the recorder finished, but the journal lacks the end (its disk and the fallback's full):
         # the summary it wrote at the end (the run folder's or the fallback's summary.json)
-        self.final_summary: dict | None = None
+        self.final_summary: Summary | None = None
         self.fallback: Path | None = None  # where the journal went on when the run folder's disk was full
         self._fallback_checked = float("-inf")
         self._alive_checked = 0.0
@@ -216,7 +217,7 @@ class OutputBytes:
             self.fd = None
 
 
-def finished_summary(run_dir: Path, fallback: Path | None) -> dict | None:
+def finished_summary(run_dir: Path, fallback: Path | None) -> Summary | None:
     """The summary a recorder wrote at the run's end (finished) when the journal could not take the
     end itself: the run folder's summary.json, else the fallback folder's copy. None: none says the
     run finished (the recorder was killed: the run is a lost recorder's)."""
@@ -226,9 +227,9 @@ def finished_summary(run_dir: Path, fallback: Path | None) -> dict | None:
         if folder is None:
             continue
         try:
-            d = read_summary(folder)  # bounded, a regular file, read by the summary contract
+            s = read_summary(folder)  # bounded, a regular file, read by the summary contract
         except (OSError, ValueError, RecursionError):
             continue
-        if d and d.get("finished") is True:
-            return d
+        if s is not None and s.finished:
+            return s
     return None

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.store.checkpoint import best_checkpoint, fallback_words
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
@@ -61,9 +62,10 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None,
 
 
 def summary_from_run_dir(run_dir: Path, target_loss: float | None = None,
-                         notes: list[str] | None = None) -> tuple[dict, list[JournalProblem]]:
+                         notes: list[str] | None = None) -> tuple[Summary, list[JournalProblem]]:
+    """The run's summary rebuilt from its journal (`summary`, `advise`, `compare`, `reindex`)."""
     state, problems = state_from_run_dir(run_dir, target_loss, notes)
-    return build_summary(state), problems
+    return run_summary(state), problems
 
 
 def journal_of(run_dir: Path | str) -> Path:

@@ -7,26 +7,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.sources.rebuild import journal_of, resume
 from neurondesk.store.journal import JournalProblem, iter_journal
 from neurondesk.store.rundir import RunPaths
 
 
-def recording_gap(run_dir: Path | str, summary: dict) -> str | None:
+def recording_gap(run_dir: Path | str, summary: Summary) -> str | None:
     """What a summary of an unfinished journal lacks, in words; None for a finished run."""
     from datetime import datetime
 
     from neurondesk.store.liveness import read_recorder_info, recorder_alive
 
-    if summary.get("finished"):
+    if summary.finished:
         return None
     if recorder_alive(run_dir):
         return f"{run_dir} is still being recorded: this summary covers the run so far"
-    started = summary.get("started_at")
+    started = summary.started_at
     last = None
-    if started and summary.get("elapsed_s") is not None:
-        last = datetime.fromisoformat(started).timestamp() + summary["elapsed_s"]
+    if started and summary.elapsed_s is not None:
+        last = datetime.fromisoformat(started).timestamp() + summary.elapsed_s
     when = datetime.fromtimestamp(last).strftime("%Y-%m-%d %H:%M:%S") if last else "an unknown time"
     info = read_recorder_info(run_dir)
     pid = f" (pid {info.workload_pid})" if info and info.workload_pid else ""
@@ -126,7 +127,7 @@ class ReplaySource:
         from neurondesk.reports.summary_writer import to_json, to_markdown
         from neurondesk.store.summary_files import write_atomic
 
-        s = build_summary(self.state, self.now())
+        s = run_summary(self.state, self.now())
         paths = RunPaths(self.run_dir)
         write_atomic(paths.replay_summary_json, to_json(s))  # 0600, never through a link, as the recorder's own summary
         write_atomic(paths.replay_summary_md, to_markdown(s))

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.core.figures.cost import cost_so_far
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.sources.ended import EndedRun, RecorderLost, lost_recorder, settle, unindexed_rows
 from neurondesk.sources.listing import listing
 from neurondesk.sources.rebuild import state_from_run_dir
@@ -143,7 +144,7 @@ def finished_runs(root: Path | None = None, limit: int = 10, ended: list[EndedRu
 
 def _finished(r: RunRow, lost: RecorderLost | None = None, unindexed: str | None = None) -> FinishedRun:
     return FinishedRun(r.id, r.run_dir, r.command, r.started_at, r.steps, r.exit_code,
-                       (r.summary.get("cost") or {}).get("total_usd"), lost.words() if lost else None, unindexed)
+                       r.summary.cost.total_usd, lost.words() if lost else None, unindexed)
 
 
 def resolve_live_run(arg: str | None, root: Path | None = None, notes: list[str] | None = None) -> Path:
@@ -203,7 +204,7 @@ def _indexed_run_dir(run_id: str, base: Path) -> Path | None:
 
 
 def live_summaries(root: Path | None = None, now: float | None = None, notes: list[str] | None = None,
-                   ended: list[EndedRun] | None = None) -> list[tuple[Path, dict]]:
+                   ended: list[EndedRun] | None = None) -> list[tuple[Path, Summary]]:
     """(folder, summary so far) of every live run, newest first (`history` lists them)."""
     out = []
     for d in live_run_dirs(root, notes, ended):
@@ -211,7 +212,7 @@ def live_summaries(root: Path | None = None, now: float | None = None, notes: li
             state, _ = state_from_run_dir(d)
         except (OSError, ValueError):
             continue  # ended between the scan and the read
-        out.append((d, build_summary(state, now)))
+        out.append((d, run_summary(state, now)))
     return out
 
 

@@ -4,9 +4,10 @@ The index is a cache of each run's summary.json (kept whole in ``summary_json``)
 index never loses a run: the run directories still hold everything. WAL mode lets the console
 read while a finishing run writes. A busy lock is waited for (a busy timeout per try, tries
 until ``LOCK_PATIENCE_S``), so a row is not lost to another process holding the lock a while. A
-row whose ``summary_json`` is not a JSON object, or whose fields have the wrong types, is skipped
-by ``list_runs`` and counted in ``skipped``; ``neurondesk reindex`` rebuilds the index from the
-run folders.
+row's summary is read by the contract (core/summary/types.py's load_summary) into the Summary every
+reader takes; a row whose ``summary_json`` is not one, or whose columns have the wrong types, is
+skipped by ``list_runs`` and counted in ``skipped``; ``neurondesk reindex`` rebuilds the index from
+the run folders.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from neurondesk.core.summary.types import Summary, load_summary
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 2.0  # per try
@@ -75,15 +78,7 @@ class RunRow:
     compile_total_s: float | None
     exit_code: int | None
     run_dir: str
-    summary: dict[str, Any]
-
-
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
+    summary: Summary
 
 
 def _timestamp(iso: Any) -> float | None:
@@ -116,34 +111,20 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _summary_problem(s: Any) -> str | None:
-    """Why a stored summary cannot be listed or put on the board; None when it can."""
-    if not isinstance(s, dict):
-        return "not a JSON object"
-    for key in ("device", "cost", "steady"):
-        if s.get(key) is not None and not isinstance(s[key], dict):
-            return f"{key}: not an object"
-    checks = [("started_at", s.get("started_at"), str), ("device.kind", _get(s, "device", "kind"), str),
-              ("cost.instance_type", _get(s, "cost", "instance_type"), str)]
-    for what, v, typ in checks:
-        if v is not None and not isinstance(v, typ):
-            return f"{what}: expected text"
-    if s.get("steps") is not None and not _is_int(s["steps"]):
-        return "steps: expected a whole number"
-    for what, v in (("elapsed_s", s.get("elapsed_s")), ("cost.total_usd", _get(s, "cost", "total_usd"))):
-        if v is not None and not _is_num(v):
-            return f"{what}: expected a number"
-    return None
+def _stored_summary(text: Any) -> Summary | None:
+    """A row's ``summary_json`` read by the contract; None when it is not a summary. (json.loads, not
+    msgspec: the text holds a non-finite loss as NaN, which only Python's JSON reads.)"""
+    try:
+        return load_summary(json.loads(text))
+    except (TypeError, ValueError, RecursionError):  # SummaryError is a ValueError
+        return None
 
 
 def _row(r: tuple, cols: list[str]) -> RunRow | None:
     """A stored row as a RunRow; None when it is not one (hand-edited, or written by a bug)."""
     d = dict(zip(cols, r, strict=True))
-    try:
-        summary = json.loads(d.pop("summary_json"))
-    except (TypeError, ValueError, RecursionError):
-        return None
-    if _summary_problem(summary) is not None or not isinstance(d["id"], str) or not isinstance(d["run_dir"], str):
+    summary = _stored_summary(d.pop("summary_json"))
+    if summary is None or not isinstance(d["id"], str) or not isinstance(d["run_dir"], str):
         return None
     if any(d[c] is not None and not _is_int(d[c]) for c in _INT_COLS):
         return None
@@ -154,7 +135,7 @@ def _row(r: tuple, cols: list[str]) -> RunRow | None:
     return RunRow(**d, summary=summary)
 
 
-def row_of(summary: dict[str, Any], run_dir: Path | str) -> RunRow | None:
+def row_of(summary: Summary, run_dir: Path | str) -> RunRow | None:
     """The row ``record`` would store for ``summary``, without storing it (a live run, listed by
     `history` before its row exists); None when it could not be listed."""
     try:
@@ -232,8 +213,8 @@ class RunIndex:
                 "folders, which hold the runs themselves"
             ) from e
 
-    def record(self, summary: dict[str, Any], run_dir: Path | str) -> None:
-        """Insert or replace the row for ``summary["run_id"]``."""
+    def record(self, summary: Summary, run_dir: Path | str) -> None:
+        """Insert or replace the row for ``summary.run_id``."""
         sql, values = self._upsert(summary, run_dir)
 
         def write() -> None:
@@ -242,7 +223,7 @@ class RunIndex:
 
         self._patiently(write)
 
-    def replace_all(self, items: Iterable[tuple[dict[str, Any], Path | str]]) -> int:
+    def replace_all(self, items: Iterable[tuple[Summary, Path | str]]) -> int:
         """Every row replaced by the rows of ``items`` (summary, run_dir), in one transaction."""
         rows = [self._upsert(s, d) for s, d in items]
 
@@ -256,29 +237,25 @@ class RunIndex:
         return len(rows)
 
     @staticmethod
-    def _upsert(summary: dict[str, Any], run_dir: Path | str) -> tuple[str, tuple]:
-        run_id = summary.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
+    def _upsert(s: Summary, run_dir: Path | str) -> tuple[str, tuple]:
+        if not s.run_id:
             raise ValueError(f"summary for {run_dir} has no run_id; cannot index it")
-        command = summary.get("command")
-        if isinstance(command, list):
-            command = shlex.join(str(c) for c in command)
         values = (
-            run_id,
-            summary.get("started_at"),
-            _timestamp(summary.get("started_at")),
-            command,
-            _get(summary, "device", "kind"),
-            _get(summary, "device", "name"),
-            summary.get("steps"),
-            _get(summary, "steady", "samples_per_s"),
-            _get(summary, "cost", "per_1k_steps_steady_usd"),
-            _get(summary, "cost", "per_1k_steps_all_in_usd"),
-            _get(summary, "cost", "per_million_tokens_usd"),
-            summary.get("compile_total_s"),
-            summary.get("exit_code"),
+            s.run_id,
+            s.started_at,
+            _timestamp(s.started_at),
+            shlex.join(str(c) for c in s.command),
+            s.device.kind,
+            s.device.name,
+            s.steps,
+            s.steady.samples_per_s,
+            s.cost.per_1k_steps_steady_usd,
+            s.cost.per_1k_steps_all_in_usd,
+            s.cost.per_million_tokens_usd,
+            s.compile_total_s,
+            s.exit_code,
             str(run_dir),
-            json.dumps(summary, default=str),
+            json.dumps(s.as_dict(), default=str),
         )
         values = tuple(_sql_int(v) for v in values)  # a step count of 10**30 loses its column, not its row
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from neurondesk.core.summary.types import load_summary
+from neurondesk.core.summary.types import Summary, SummaryError, load_summary
 from neurondesk.store.input_files import read_regular
 from neurondesk.store.rundir import RunPaths
 
@@ -50,12 +50,16 @@ def atomic_writer(path: Path) -> Iterator[TextIO]:
     os.replace(tmp, path)
 
 
-def read_summary(run_dir: Path | str) -> dict | None:
+def read_summary(run_dir: Path | str) -> Summary | None:
     """A run folder's summary.json (a regular file of at most MAX_SUMMARY_BYTES, never through a
-    symlink), read by the contract (core/summary/types.py: any version neurondesk wrote) and given
-    in its JSON-shaped form; None when there is none. OSError, or a ValueError (SummaryError) that
-    says what is wrong with it, for a reader that says why."""
+    symlink), decoded once, here, by the contract (core/summary/types.py: any version neurondesk wrote)
+    into the Summary every reader takes; None when there is none. OSError, or a SummaryError (a
+    ValueError) naming the file and what is wrong with it, in one line."""
     path = RunPaths(run_dir).summary_json
     if not os.path.lexists(path):
         return None
-    return load_summary(read_regular(path, "a run summary", MAX_SUMMARY_BYTES, follow=False)).as_dict()
+    data = read_regular(path, "a run summary", MAX_SUMMARY_BYTES, follow=False)
+    try:
+        return load_summary(data)
+    except SummaryError as exc:
+        raise SummaryError(f"{path}: {exc}") from None

@@ -13,8 +13,10 @@ from collections.abc import Callable
 
 from neurondesk.core.figures.phases import short_verdict
 from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.findings.memory_creep import MemoryCreep
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
+from neurondesk.core.summary.types import Summary
 from neurondesk.core.view.pulse import alerts_of
 from neurondesk.core.view.run_view import RunView, view_of
 from neurondesk.reports import fmt
@@ -28,7 +30,7 @@ PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now a
 FIRST_STATUS_S = 2.0
 OPEN_LINE_STALE_S = 3.0  # a workload line left open (a tqdm bar) this long: the status line goes below it
 POLL_S = 0.1  # how often the journal is read when nothing new came (the recorder writes every 0.1 s)
-LocateMemory = Callable[[dict | None], dict | None]  # lint.locate.annotate_memory: a summary's memory_creep with
+LocateMemory = Callable[[MemoryCreep], MemoryCreep]  # lint.locate.located_memory: a summary's memory_creep with
 # the line where lint finds the list a creeping rank appends its tensors to
 
 # A workload line that would pass for one of neurondesk's own ("neurondesk: finished | ... samples/s"):
@@ -84,17 +86,17 @@ def status_line(view: RunView) -> str:
     return " | ".join(parts)
 
 
-def rank_lines(summary: dict, tail: int = 8) -> list[str]:
+def rank_lines(summary: Summary, tail: int = 8) -> list[str]:
     """The end of a many-rank run in words: the rank that failed first with the last lines of its
     traceback, and the stragglers."""
     lines = []
-    f = summary.get("failed_rank")
+    f = summary.failed_rank
     if f:
-        who = f"rank {f['rank']}" if f["rank"] is not None else "a process"
-        at = f", at step {f['step']}" if f["step"] is not None else ""
-        lines.append(f"{who} (pid {f['pid']}) failed first{at}: {f['error']}")
-        lines += [f"  {x}" for x in f["traceback"][-tail:]]
-    lines += [f"straggler: {s['words']}" for s in summary.get("stragglers") or []]
+        who = f"rank {f.rank}" if f.rank is not None else "a process"
+        at = f", at step {f.step}" if f.step is not None else ""
+        lines.append(f"{who} (pid {f.pid}) failed first{at}: {f.error}")
+        lines += [f"  {x}" for x in f.traceback[-tail:]]
+    lines += [f"straggler: {s.words}" for s in summary.stragglers]
     return lines
 
 
@@ -106,7 +108,7 @@ class HeadlessPrinter:
 
     def __init__(self, source, out=None, err=None, echo: bool = True, notify: bool = False,
                  locate_memory: LocateMemory | None = None) -> None:
-        """``locate_memory``: lint.locate.annotate_memory, to say at the end where lint finds the list
+        """``locate_memory``: lint.locate.located_memory, to say at the end where lint finds the list
         a creeping rank appends its tensors to (None: the creep is said without it)."""
         self.source = source
         self.locate_memory = locate_memory
@@ -202,19 +204,18 @@ class HeadlessPrinter:
         if not self.tty:
             self._show_status(self._now())  # a log keeps the final status line too
         final = getattr(self.source, "final_summary", None)  # the journal lacks the end: the recorder's own
-        summary = final if final is not None else build_summary(state)
+        summary = final if final is not None else run_summary(state)
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
-        said = [f"{d['message']}" + (f" (at {d['location']})" if d["location"] else "") for d in summary["diagnostics"]]
-        crash = summary.get("crash")  # how it died (core/findings/crash.py): first, before the details
-        said = ([f"died ({crash['kind']}): {crash['finding']}", f"try: {crash['try_next']}"] if crash else []) + said
-        phases = summary.get("step_phases") or {}
-        said += [phases["words"]] if phases.get("words") else []  # the verdict with its next step to try
-        creep = summary.get("memory_creep")
-        if self.locate_memory is not None:  # with the line where lint finds the list, if it can
+        said = [d.message + (f" (at {d.location})" if d.location else "") for d in summary.diagnostics]
+        crash = summary.crash  # how it died (core/findings/crash.py): first, before the details
+        said = ([f"died ({crash.kind}): {crash.finding}", f"try: {crash.try_next}"] if crash else []) + said
+        phases = summary.step_phases
+        said += [phases.words] if phases is not None and phases.words else []  # the verdict with its next step to try
+        creep = summary.memory_creep
+        if creep is not None and self.locate_memory is not None:  # with the line where lint finds the list, if it can
             creep = self.locate_memory(creep)
-        said += ([creep["words"]] if creep else []) + goodput_lines(summary) + rank_lines(summary)
-        said += list(summary["notices"])
+        said += ([creep.words] if creep else []) + goodput_lines(summary) + rank_lines(summary) + list(summary.notices)
         if self.source.recorder_lost:
             said.append(recorder_lost_message(self.source))
         if getattr(self.source, "fallback", None):
@@ -227,7 +228,7 @@ class HeadlessPrinter:
             self.err.write(f"neurondesk: {clean(line, sgr=True)}\n")
         self.out.flush()
         self.err.flush()
-        code = state.exit_code if final is None else final.get("exit_code")
+        code = state.exit_code if final is None else final.exit_code
         if not isinstance(code, int):
             return 1
         return 128 - code if code < 0 else code

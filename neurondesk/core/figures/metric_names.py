@@ -83,6 +83,8 @@ METRIC_NAMES: tuple[MetricName, ...] = (
     _figure("ttfi_s", "neurondesk_figure_ttfi_seconds",
             "Time to first iteration (TTFI): from the launch to the end of the first training step, seconds"),
     _figure("ttfi_cache", sink=False),  # words (cold / warm): no series, no scalar
+    _figure("training_share", "neurondesk_figure_training_share_ratio",
+            "Share of the wall time in the steps' own work (no compile, no data wait): what the bill bought"),
     # what the run has seen at the moment (the Snapshot's and the Frame's own)
     _own("loss", "neurondesk_loss", "Last loss reported", sink=True),
     _own("last_step_time_s", sink=True),  # the last step's own duration, as recorded

@@ -3,7 +3,7 @@
 Every output (the console's panels, the headless status line, summary.json / .md, compare and
 history through the summary, the Prometheus exporter, the sinks) reads a ``RunFigures``; none
 computes a figure of its own. Adding a figure: a field of ``RunFigures``, its line in
-``run_figures`` and a ``FigureInfo`` in ``FIGURES`` (then regenerate docs/summary.schema.json);
+``run_figures`` and a ``FigureInfo`` in ``FIGURES`` (then scripts/make_schemas.py);
 summary.json (``figures``), summary.md / text / csv and compare (``report``), a console panel
 (``panel``) and the headless status line (``status``) pick it up from ``FIGURES``; its Prometheus
 series and sink scalar, from its row in ``METRIC_NAMES`` (core/figures/metric_names.py).
@@ -21,6 +21,7 @@ from neurondesk.core.figures.cost import cost_figures, cost_so_far
 from neurondesk.core.figures.goodput import Goodput, goodput
 from neurondesk.core.figures.mfu import mfu_for_state
 from neurondesk.core.figures.phases import StepPhases, step_phases_by_rank
+from neurondesk.core.figures.time_breakdown import time_breakdown
 from neurondesk.core.findings.crash import Crash, crash_of
 from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
 from neurondesk.core.node.prices import PriceTable
@@ -67,6 +68,9 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     ttfi_s: float | None = None  # time to first step (TTFI): from the launch to the end of the first training step
     ttfi_cache: str | None = None  # "cold": something compiled before it ended; "warm": a persistent cache served it
     goodput: Goodput | None = None  # productive time / wall, badput by kind, restarts, steps lost (core/figures/goodput.py)
+    # of the wall time, the steps' own work (no compile, no data wait): the time breakdown's "training"
+    # slice (core/figures/time_breakdown.py), what the rest of the bill bought; None before a step ended
+    training_share: float | None = None
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -102,6 +106,8 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate"),
     FigureInfo("ttfi_s", "time to first step", "s", report=True, better="lower", panel="throughput", status=True),
     FigureInfo("ttfi_cache", "first step's compile cache", "text", report=True, panel="throughput"),
+    FigureInfo("training_share", "training share", "pct", report=True, better="higher", panel="throughput",
+               status=True),
 )
 
 
@@ -162,7 +168,14 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         ttfi_s=_ttfi_s(state),
         ttfi_cache=state.parts.neff.first_step_cache(state.lead_pid),
         goodput=goodput(state, now),
+        training_share=_training_share(state, now),
     )
+
+
+def _training_share(state: RunState, now: float | None) -> float | None:
+    if not state.steps_done:
+        return None
+    return next(x.share for x in time_breakdown(state, now) if x.name == "training")
 
 
 def _ttfi_s(state: RunState) -> float | None:

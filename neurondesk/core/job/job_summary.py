@@ -20,13 +20,14 @@ from typing import Any
 
 import msgspec
 
+from neurondesk.core.figures.run_figures import RunFigures
 from neurondesk.core.findings.run_end import RunEnd
 from neurondesk.core.job.culprit import culprit, slow_collective, wait_share
 from neurondesk.core.job.fleet import RankRow as FleetRank
 from neurondesk.core.job.job_figures import JobFigures, NodeFigures, job_figures
 from neurondesk.core.job.job_goodput import JobGoodput, job_goodput
 from neurondesk.core.node.failure_cause import first_cause
-from neurondesk.core.summary.types import Loss, Summary
+from neurondesk.core.summary.types import SUMMARY_VERSION, Cost, Device, Loss, Steady, Summary
 
 JOB_SUMMARY_VERSION = 1
 
@@ -157,7 +158,7 @@ def _epoch(iso: str | None) -> float | None:
 
 def _node(n: NodeRun) -> JobNode:
     s, job = n.summary, n.summary.job
-    cache = [c.get("cache") for c in s.compiles]
+    cache = [c.cache for c in s.compiles]
     f = s.figures
     return JobNode(
         node=job.node if job else (s.run_id or n.run_dir), node_rank=job.node_rank if job else None,
@@ -319,7 +320,7 @@ def job_summary_schema() -> dict[str, Any]:
     return schema
 
 
-def as_run_summary(job: JobSummary) -> dict[str, Any]:
+def as_run_summary(job: JobSummary) -> Summary:
     """The job in the shape of a run summary, for compare (core/rules/compare.py reads run summaries): the job's
     figures where a run has its own, the lead node's loss and configuration."""
     f = job.figures
@@ -327,21 +328,35 @@ def as_run_summary(job: JobSummary) -> dict[str, Any]:
     instance = kinds.pop() if len(kinds) == 1 else "mixed"
     # the job's first step waits for every node's first compile
     first = max((n.first_compile_s for n in job.nodes if n.first_compile_s is not None), default=None)
-    return {
-        "summary_version": 2, "run_id": f"job {job.job_id or '(no id)'}",
-        "command": [f"job {job.job_id or '(no id)'}: {f.nodes} node(s), {len(job.ranks)} rank(s)"],
-        "started_at": job.started_at, "elapsed_s": f.elapsed_s, "exit_code": job.exit_code,
-        "finished": job.finished, "precision": job.precision, "config": job.config, "steps": f.steps,
-        "device": {"kind": f"{f.nodes} node(s)", "name": None}, "world_size": job.world_size or 1,
-        "steady": {"step_time_s": f.step_time_s, "samples_per_s": f.samples_per_s, "tokens_per_s": f.tokens_per_s},
-        "first_compile_s": first, "compile_total_s": f.compile_wall_s,
-        "compile_count": max((n.compile_count for n in job.nodes), default=0),
-        "loss": msgspec.to_builtins(job.loss),
-        "cost": {"instance_type": f"{f.nodes} x {instance or '?'}", "price_per_hour": f.price_per_hour,
-                 "price_source": "sum of the nodes' prices", "total_usd": f.total_usd,
-                 "per_1k_steps_steady_usd": f.per_1k_steps_steady_usd,
-                 "per_1k_steps_all_in_usd": f.per_1k_steps_all_in_usd,
-                 "per_million_tokens_usd": f.per_million_tokens_usd, "compile_share": f.compile_share,
-                 "projected_usd": f.projected_usd},
-        "mfu": f.mfu, "figures": {"steps_per_hour": f.steps_per_hour, "mfu": f.mfu, "total_usd": f.total_usd},
-    }
+    compile_count = max((n.compile_count for n in job.nodes), default=0)
+    name = f"job {job.job_id or '(no id)'}"
+    return Summary(
+        summary_version=SUMMARY_VERSION, run_id=name,
+        command=[f"{name}: {f.nodes} node(s), {len(job.ranks)} rank(s)"],
+        started_at=job.started_at, elapsed_s=f.elapsed_s, exit_code=job.exit_code,
+        finished=job.finished, precision=job.precision, config=job.config, steps=f.steps,
+        device=Device(kind=f"{f.nodes} node(s)", name=None), world_size=job.world_size or 1,
+        steady=Steady(step_time_s=f.step_time_s, samples_per_s=f.samples_per_s, tokens_per_s=f.tokens_per_s),
+        first_compile_s=first, compile_total_s=f.compile_wall_s, compile_count=compile_count,
+        loss=job.loss,
+        cost=Cost(instance_type=f"{f.nodes} x {instance or '?'}", price_per_hour=f.price_per_hour,
+                  price_source="sum of the nodes' prices", total_usd=f.total_usd,
+                  per_1k_steps_steady_usd=f.per_1k_steps_steady_usd, per_1k_steps_all_in_usd=f.per_1k_steps_all_in_usd,
+                  per_million_tokens_usd=f.per_million_tokens_usd, compile_share=f.compile_share,
+                  projected_usd=f.projected_usd),
+        mfu=f.mfu, figures=_as_run_figures(f, first, compile_count),
+    )
+
+
+def _as_run_figures(f: JobFigures, first_compile_s: float | None, compile_count: int) -> RunFigures:
+    """The job's figures as a run's (what compare's figure rows read); a figure the job has no value of is
+    None, a count it does not keep 0."""
+    return RunFigures(
+        at_t=None, elapsed_s=f.elapsed_s, steps=f.steps, steps_requested=None, steady_steps=0,
+        step_time_s=f.step_time_s, step_time_p90_s=None, samples_per_s=f.samples_per_s, tokens_per_s=f.tokens_per_s,
+        steps_per_hour=f.steps_per_hour, data_wait_fraction=None, compile_count=compile_count,
+        compile_total_s=f.compile_wall_s, first_compile_s=first_compile_s, recompiles_after_warmup=0,
+        compile_share=f.compile_share, price_per_hour=f.price_per_hour, total_usd=f.total_usd,
+        per_1k_steps_steady_usd=f.per_1k_steps_steady_usd, per_1k_steps_all_in_usd=f.per_1k_steps_all_in_usd,
+        per_million_tokens_usd=f.per_million_tokens_usd, projected_usd=f.projected_usd, to_target_usd=None,
+        mfu=f.mfu, hfu=None, mfu_note=None, model_flops_per_s=None, hardware_flops_per_s=None, peak_flops_per_s=None)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from neurondesk.core.summary.types import CompileRow, Summary
+
 # diagnostics that fail the gate whatever the thresholds: a graph that grows each step, and
 # TorchNeuron's failures (their kinds: core/findings/neuron_errors.py TORCHNEURON_KINDS)
 GATED_DIAGNOSTICS = frozenset({"graph-grows", "dynamic-shape", "graph-fallback", "cpu-fallback", "mode-ignored"})
@@ -30,64 +32,63 @@ def _finite(x) -> bool:
     return isinstance(x, int | float) and math.isfinite(x)
 
 
-def _recompile_detail(s: dict, limit: int = 3) -> str:
-    late = [c for c in s.get("compiles") or [] if _late_recompile(c, s["warmup_steps"])]
-    shown = [f"step {c['step']} {c.get('cause') or '?'}{' (evaluation)' if c.get('phase') == 'eval' else ''} "
-             f"at {c.get('location') or '?'}" for c in late[:limit]]
+def _recompile_detail(s: Summary, limit: int = 3) -> str:
+    late = [c for c in s.compiles if _late_recompile(c, s.warmup_steps)]
+    shown = [f"step {c.step} {c.cause or '?'}{' (evaluation)' if c.phase == 'eval' else ''} "
+             f"at {c.location or '?'}" for c in late[:limit]]
     more = f" and {len(late) - limit} more" if len(late) > limit else ""
     return ": " + "; ".join(shown) + more if shown else ""
 
 
-def _late_recompile(c: dict, warmup: int) -> bool:
-    if "recompile" in c and "after_warmup" in c:
-        return bool(c["recompile"] and c["after_warmup"])
-    return c.get("step") is not None and c["step"] >= warmup  # a summary from before phases were told apart
+def _late_recompile(c: CompileRow, warmup: int | None) -> bool:
+    if c.recompile is not None and c.after_warmup is not None:
+        return c.recompile and c.after_warmup
+    return c.step is not None and c.step >= warmup  # a summary from before phases were told apart
 
 
-def evaluate(s: dict, t: Thresholds) -> list[str]:
-    """Failed checks of summary ``s`` (see core/summary/build.py), one plain line each."""
+def evaluate(s: Summary, t: Thresholds) -> list[str]:
+    """Failed checks of summary ``s`` (core/summary/types.py), one plain line each."""
     failed: list[str] = []
-    steps, requested = s.get("steps") or 0, s.get("steps_requested")
+    steps, requested = s.steps, s.steps_requested
     if steps <= 0:
         failed.append("no training step was seen (the probe saw no optimizer step or XLA sync)")
     elif requested and steps < requested:
         failed.append(f"ran {steps} of {requested} requested steps")
     if t.max_recompiles_after_warmup is not None:
-        n = s.get("recompiles_after_warmup") or 0
+        n = s.recompiles_after_warmup
         if n > t.max_recompiles_after_warmup:
-            failed.append(f"{n} recompile(s) after warm-up (training step >= {s['warmup_steps']}, or an "
+            failed.append(f"{n} recompile(s) after warm-up (training step >= {s.warmup_steps}, or an "
                           "evaluation after the first), "
                           f"max {t.max_recompiles_after_warmup}{_recompile_detail(s)}")
-    for d in s.get("diagnostics") or []:
-        if d.get("kind") in GATED_DIAGNOSTICS:
-            failed.append(f"{d['message']} (at {d.get('location') or '?'})")
+    for d in s.diagnostics:
+        if d.kind in GATED_DIAGNOSTICS:
+            failed.append(f"{d.message} (at {d.location or '?'})")
     if t.loss_finite:
-        loss = s.get("loss") or {}
-        if loss.get("first") is None and loss.get("last") is None:
+        loss = s.loss
+        if loss.first is None and loss.last is None:
             failed.append("loss not finite: no loss value was seen in the workload's output "
                           "(print lines like 'step 10 loss 2.31')")
-        elif loss.get("nonfinite") or not _finite(loss.get("last")):
-            failed.append(f"loss not finite: {loss.get('nonfinite') or 1} nan/inf loss value(s), "
-                          f"last {loss.get('last')}")
+        elif loss.nonfinite or not _finite(loss.last):
+            failed.append(f"loss not finite: {loss.nonfinite or 1} nan/inf loss value(s), last {loss.last}")
     if t.max_first_compile_s is not None:
-        first = s.get("first_compile_s")
+        first = s.first_compile_s
         if first is not None and first > t.max_first_compile_s:
             failed.append(f"first compile took {first:.1f} s, max {t.max_first_compile_s:g} s")
     if t.min_samples_per_s is not None:
-        sps = (s.get("steady") or {}).get("samples_per_s")
+        sps = s.steady.samples_per_s
         if sps is None:
-            failed.append(f"steady samples/s unknown (no steady step: fewer than {s['warmup_steps'] + 1} "
+            failed.append(f"steady samples/s unknown (no steady step: fewer than {(s.warmup_steps or 0) + 1} "
                           f"steps, or every step compiled), min {t.min_samples_per_s:g}")
         elif sps < t.min_samples_per_s:
             failed.append(f"steady samples/s {sps:,.1f} below min {t.min_samples_per_s:g}")
     if t.min_goodput is not None:
-        g = s.get("goodput") or {}
-        share = g.get("fraction")
+        g = s.goodput
+        share = g.fraction if g is not None else None
         if not _finite(share):
             failed.append(f"goodput unknown (a summary written before goodput, or no wall time), "
                           f"min {t.min_goodput:.0%}")
         elif share < t.min_goodput:
-            bad = sorted(((v, k) for k, v in (g.get("badput") or {}).items() if _finite(v) and v > 0), reverse=True)
+            bad = sorted(((v, k) for k, v in g.badput.items() if _finite(v) and v > 0), reverse=True)
             where = ", ".join(f"{k.replace('_', ' ')} {v:,.1f} s" for v, k in bad[:3])
             failed.append(f"goodput {share:.1%} below min {t.min_goodput:.0%}" + (f" (badput: {where})" if where else ""))
     return failed

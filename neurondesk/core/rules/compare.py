@@ -1,7 +1,7 @@
 """Compare runs side by side, the way the tutorial's table must be read. Pure.
 
-``compare(summaries, target_loss)`` takes run summaries (core/summary/build.py; rebuilt with the same
-target loss) and returns a dict: ``runs``, ``rows`` (one metric per row, one raw value per run,
+``compare(summaries, target_loss)`` takes run summaries (core/summary/types.py's Summary; rebuilt with the
+same target loss) and returns a dict: ``runs``, ``rows`` (one metric per row, one raw value per run,
 the best run's index), ``warnings``, ``ranking``, ``payback`` and a one-line ``verdict``.
 
 The three rules:
@@ -23,11 +23,13 @@ one: the seconds to the first step it saved (``ttfi_s``) and what they cost (``c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from neurondesk.core.figures.cost import cost_so_far
 from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.core.figures.time_breakdown import SLICES
+from neurondesk.core.summary.types import Summary
 
 CONFIG_RULES = (("batch_size", "batch size"), ("seq_len", "sequence length"), ("lr", "learning rate"),
                 ("seed", "seed"), ("data_order", "data order"))
@@ -61,56 +63,48 @@ ROWS = (
 )
 
 
-def _g(d: Any, *keys: str) -> Any:
-    for k in keys:
-        d = d.get(k) if isinstance(d, dict) else None
-    return d
-
-
-def _device(s: dict) -> str:
-    kind, name = _g(s, "device", "kind"), _g(s, "device", "name")
-    inst = _g(s, "cost", "instance_type")
+def _device(s: Summary) -> str:
+    kind, name, inst = s.device.kind, s.device.name, s.cost.instance_type
     return f"{kind or '?'}" + (f" ({name})" if name and name != kind else "") + (f" @ {inst}" if inst else "")
 
 
-def run_values(s: dict) -> dict[str, Any]:
+def run_values(s: Summary) -> dict[str, Any]:
     """The metrics of one summary, by row key."""
-    price = _g(s, "cost", "price_per_hour")
-    ttt = _g(s, "loss", "time_to_target_s")
-    reached = _g(s, "loss", "steps_to_target") is not None
+    price, ttt = s.cost.price_per_hour, s.loss.time_to_target_s
+    reached = s.loss.steps_to_target is not None
     return {
         "device": _device(s),
-        "precision": s.get("precision"),
-        "steps": s.get("steps"),
-        "step_time_s": _g(s, "steady", "step_time_s"),
-        "samples_per_s": _g(s, "steady", "samples_per_s"),
-        "tokens_per_s": _g(s, "steady", "tokens_per_s"),
-        "first_compile_s": s.get("first_compile_s"),
-        "compile_total_s": s.get("compile_total_s"),
-        "compile_count": s.get("compile_count"),
-        "steps_to_target": _g(s, "loss", "steps_to_target"),
+        "precision": s.precision,
+        "steps": s.steps,
+        "step_time_s": s.steady.step_time_s,
+        "samples_per_s": s.steady.samples_per_s,
+        "tokens_per_s": s.steady.tokens_per_s,
+        "first_compile_s": s.first_compile_s,
+        "compile_total_s": s.compile_total_s,
+        "compile_count": s.compile_count,
+        "steps_to_target": s.loss.steps_to_target,
         "time_to_target_s": ttt if reached else None,
         "cost_to_target_usd": cost_so_far(price, ttt) if reached else None,
         "price_per_hour": price,
-        "price_source": _g(s, "cost", "price_source"),
-        "per_1k_steps_steady_usd": _g(s, "cost", "per_1k_steps_steady_usd"),
-        "per_1k_steps_all_in_usd": _g(s, "cost", "per_1k_steps_all_in_usd"),
-        "per_million_tokens_usd": _g(s, "cost", "per_million_tokens_usd"),
-        "mfu": s.get("mfu"),
-        "hfu": s.get("hfu"),
-        "loss_last": _g(s, "loss", "last"),
-        "goodput": _g(s, "goodput", "fraction"),
-        "restarts": _g(s, "goodput", "restarts"),
-        "goodput_steps_lost": _g(s, "goodput", "steps_lost"),
-        **{f.name: _g(s, "figures", f.name) for f in FIGURES if f.report},
+        "price_source": s.cost.price_source,
+        "per_1k_steps_steady_usd": s.cost.per_1k_steps_steady_usd,
+        "per_1k_steps_all_in_usd": s.cost.per_1k_steps_all_in_usd,
+        "per_million_tokens_usd": s.cost.per_million_tokens_usd,
+        "mfu": s.mfu,
+        "hfu": s.hfu,
+        "loss_last": s.loss.last,
+        "goodput": s.goodput.fraction if s.goodput else None,
+        "restarts": s.goodput.restarts if s.goodput else None,
+        "goodput_steps_lost": s.goodput.steps_lost if s.goodput else None,
+        **{f.name: getattr(s.figures, f.name) if s.figures is not None else None for f in FIGURES if f.report},
     }
 
 
-def choose_target(summaries: list[dict], requested: float | None) -> tuple[float | None, list[str]]:
+def choose_target(summaries: Sequence[Summary], requested: float | None) -> tuple[float | None, list[str]]:
     """The target loss to compare at: the one asked for, else the one every run recorded."""
     if requested is not None:
         return requested, []
-    targets = {_g(s, "loss", "target") for s in summaries}
+    targets = {s.loss.target for s in summaries}
     if len(targets) == 1:
         return targets.pop(), []
     shown = ", ".join(sorted("none" if t is None else f"{t:g}" for t in targets))
@@ -122,14 +116,14 @@ def _norm(v: Any) -> Any:
     return round(v, 12) if isinstance(v, float) else v
 
 
-def config_warnings(labels: list[str], summaries: list[dict]) -> list[dict[str, str]]:
+def config_warnings(labels: list[str], summaries: Sequence[Summary]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
-    precisions = [s.get("precision") for s in summaries]
+    precisions = [s.precision for s in summaries]
     if len({str(p) for p in precisions}) > 1:
         shown = ", ".join(f"{lab} {p or 'unknown'}" for lab, p in zip(labels, precisions, strict=True))
         out.append({"level": "loud", "message": f"PRECISION DIFFERS ({shown}): speed, cost and convergence "
                                                 "are not comparable; rerun with the same --precision"})
-    configs = [s.get("config") or {} for s in summaries]
+    configs = [s.config or {} for s in summaries]
     for lab, c in zip(labels, configs, strict=True):
         if not c:
             out.append({"level": "warn", "message": f"{lab} declared no configuration (no neurondesk-config line): "
@@ -267,20 +261,22 @@ def _verdict(labels, vals, ranking, target, loud, pay) -> str:
     return ("NOT LIKE FOR LIKE (precision differs): " if loud else "") + text
 
 
-def breakdown_rows(summaries: list[dict]) -> list[dict[str, Any]]:
+def breakdown_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
     """Where the time went, side by side: one row per slice of summary.json's time_breakdown
     (seconds as the row's values; each run's share of its wall time and dollars beside them).
     No best: more training time in a longer run is not worse. None for a summary without it."""
-    per_run = [{x["name"]: x for x in s.get("time_breakdown") or []} for s in summaries]
+    per_run = [{x.name: x for x in s.time_breakdown} for s in summaries]
     names = [n for n in SLICES if any(n in r for r in per_run)]
     names += sorted({n for r in per_run for n in r} - set(names))
+
+    def column(n: str, field: str) -> list[Any]:
+        return [getattr(r[n], field) if n in r else None for r in per_run]
     return [{"key": f"time:{n}", "label": f"time: {n}", "kind": "time_slice", "better": None,
-             "values": [_g(r, n, "seconds") for r in per_run],
-             "shares": [_g(r, n, "share") for r in per_run],
-             "usd": [_g(r, n, "usd") for r in per_run], "best": None} for n in names]
+             "values": column(n, "seconds"), "shares": column(n, "share"), "usd": column(n, "usd"), "best": None}
+            for n in names]
 
 
-def compare(summaries: list[dict], target_loss: float | None = None,
+def compare(summaries: Sequence[Summary], target_loss: float | None = None,
             labels: list[str] | None = None) -> dict[str, Any]:
     if len(summaries) < 2:
         raise ValueError("compare needs at least two runs")
@@ -309,8 +305,8 @@ def compare(summaries: list[dict], target_loss: float | None = None,
     loud = any(w["level"] == "loud" for w in warnings)
     verdict = _verdict(labels, vals, ranking, target, loud, pay)
     ranking.pop("_idx")
-    runs = [{"label": lab, "run_id": s.get("run_id"), "command": " ".join(map(str, s.get("command") or [])),
-             "mfu_note": s.get("mfu_note")} for lab, s in zip(labels, summaries, strict=True)]
+    runs = [{"label": lab, "run_id": s.run_id, "command": " ".join(map(str, s.command)), "mfu_note": s.mfu_note}
+            for lab, s in zip(labels, summaries, strict=True)]
     return {"runs": runs, "target_loss": target, "rows": rows, "warnings": warnings, "ranking": ranking,
             "payback": pay, "payback_text": [payback_text(e) for e in pay],
             "cache_saved": cache, "cache_text": [cache_text(e) for e in cache], "verdict": verdict}

@@ -9,8 +9,11 @@ all runs).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from neurondesk.core.summary.types import Summary
 
 PERIODS = ("day", "week")
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
@@ -43,9 +46,8 @@ def period_of(started_at: str | None, group_by: str | None) -> str:
     return t.date().isoformat()
 
 
-def device_of(s: dict) -> str:
-    kind = (s.get("device") or {}).get("kind") or "unknown"
-    inst = (s.get("cost") or {}).get("instance_type")
+def device_of(s: Summary) -> str:
+    kind, inst = s.device.kind or "unknown", s.cost.instance_type
     return f"{kind} @ {inst}" if inst else kind
 
 
@@ -59,22 +61,22 @@ def _weighted(pairs: list[tuple[float | None, float]]) -> float | None:
     return sum(v * w for v, w in known) / total if total > 0 else None
 
 
-def cost_board(summaries: list[dict], group_by: str | None = "week") -> list[dict[str, Any]]:
+def cost_board(summaries: Sequence[Summary], group_by: str | None = "week") -> list[dict[str, Any]]:
     """One dict per (period, device), newest period first, devices in name order."""
     if group_by is not None and group_by not in PERIODS:
         raise ValueError(f"--group-by {group_by!r}: expected one of {', '.join(PERIODS)}")
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str], list[Summary]] = {}
     for s in summaries:
-        groups.setdefault((period_of(s.get("started_at"), group_by), device_of(s)), []).append(s)
+        groups.setdefault((period_of(s.started_at, group_by), device_of(s)), []).append(s)
     rows = []
     for (period, device), runs in groups.items():
-        steps = [float(s.get("steps") or 0) for s in runs]
-        cost = [s.get("cost") or {} for s in runs]
-        total = [_num(c.get("total_usd")) for c in cost]
+        steps = [float(s.steps) for s in runs]
+        cost = [s.cost for s in runs]
+        total = [_num(c.total_usd) for c in cost]
         priced_steps = sum(n for n, t in zip(steps, total, strict=True) if t is not None)
         usd = sum(t for t in total if t is not None)
-        elapsed = [_num(s.get("elapsed_s")) or 0.0 for s in runs]
-        share = _weighted([(_num(c.get("compile_share")), e) for c, e in zip(cost, elapsed, strict=True)])
+        elapsed = [_num(s.elapsed_s) or 0.0 for s in runs]
+        share = _weighted([(_num(c.compile_share), e) for c, e in zip(cost, elapsed, strict=True)])
         rows.append({
             "period": period,
             "device": device,
@@ -83,9 +85,9 @@ def cost_board(summaries: list[dict], group_by: str | None = "week") -> list[dic
             "steps": int(sum(steps)),
             "cost_usd": usd if any(t is not None for t in total) else None,
             "per_1k_steps_all_in_usd": usd / priced_steps * 1000 if priced_steps > 0 else None,
-            "per_1k_steps_steady_usd": _weighted([(_num(c.get("per_1k_steps_steady_usd")), n)
+            "per_1k_steps_steady_usd": _weighted([(_num(c.per_1k_steps_steady_usd), n)
                                                   for c, n in zip(cost, steps, strict=True)]),
-            "per_million_tokens_usd": _weighted([(_num(c.get("per_million_tokens_usd")), n)
+            "per_million_tokens_usd": _weighted([(_num(c.per_million_tokens_usd), n)
                                                  for c, n in zip(cost, steps, strict=True)]),
             "compile_share": share,
         })

@@ -1,8 +1,8 @@
 """The run summary (the summary.json contract, core/summary/types.py) built from a RunState. Pure.
 
 Every figure in it is core/figures/run_figures.py's, read, never recomputed. Unknown figures are None (null in
-JSON), never a made-up number. ``run_summary`` gives the typed Summary; ``build_summary`` its
-JSON-shaped form.
+JSON), never a made-up number. ``run_summary`` gives the typed Summary every reader takes; the recorder builds
+it once at the end of a run and hands that one to every output.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from neurondesk.core.figures.time_breakdown import time_breakdown
 from neurondesk.core.findings.advice import advise
 from neurondesk.core.findings.diagnostics import device_utilization, diagnostics, input_advice
 from neurondesk.core.node.prices import PriceTable
+from neurondesk.core.reduce.loss import ScriptRate
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary import types as st
-from neurondesk.core.summary.neuron_summary import neuron_section, split_section
+from neurondesk.core.summary.neuron_summary import CompileSplitSection, neuron_section, split_section
 from neurondesk.core.summary.types import SUMMARY_VERSION, Summary
 
-__all__ = ["SUMMARY_VERSION", "Summary", "build_summary", "run_summary"]
+__all__ = ["SUMMARY_VERSION", "Summary", "run_summary", "script_throughput_row"]
 FIRST_ERRORS = 5  # errors listed in full (with their detail lines) from the start of the run
 
 
@@ -56,17 +57,17 @@ def _devices(state: RunState) -> st.Devices | None:
     )
 
 
-def _neuron_executions(state: RunState) -> dict | None:
+def _neuron_executions(state: RunState) -> st.NeuronExecutions | None:
     """neuron-monitor's execution_stats over the run: completed, and the errors by status and class."""
     tel = state.parts.telemetry
     if not tel.executions_seen:
         return None
-    return {
-        "completed": tel.executions_completed_total,
-        "errors": sum(tel.execution_errors_by_status.values()),
-        "errors_by_status": dict(tel.execution_errors_by_status),
-        "errors_by_class": dict(tel.execution_errors_by_class),
-    }
+    return st.NeuronExecutions(
+        completed=tel.executions_completed_total,
+        errors=sum(tel.execution_errors_by_status.values()),
+        errors_by_status=dict(tel.execution_errors_by_status),
+        errors_by_class=dict(tel.execution_errors_by_class),
+    )
 
 
 def _evaluation(state: RunState, elapsed: float) -> st.Evaluation | None:
@@ -118,9 +119,9 @@ def _ranks(state: RunState) -> list[dict]:
     return rows
 
 
-def _graphs(state: RunState, index: int) -> list[dict]:
+def _graphs(state: RunState, index: int) -> list[CompileSplitSection]:
     """The TorchNeuron graphs a compile made (forward, backward), each once: name, id, node count, times."""
-    return [msgspec.to_builtins(split_section(index, g)) for g in state.parts.telemetry.graph_stats.graphs_of(index)]
+    return [split_section(index, g) for g in state.parts.telemetry.graph_stats.graphs_of(index)]
 
 
 def _failed_rank(state: RunState) -> st.FailedRank | None:
@@ -128,11 +129,6 @@ def _failed_rank(state: RunState) -> st.FailedRank | None:
     if f is None:
         return None
     return st.FailedRank(rank=f.rank, pid=f.pid, error=f.error, step=f.step, traceback=list(f.traceback))
-
-
-def build_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> dict:
-    """summary.json's content (the JSON-shaped form of ``run_summary``)."""
-    return run_summary(state, now, peaks).as_dict()
 
 
 def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> Summary:
@@ -167,7 +163,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         first_compile_s=_round(f.first_compile_s),
         compile_count=f.compile_count,
         compile_total_s=_round(f.compile_total_s),
-        compiles=[{**c.as_dict(), "after_warmup": compiles.after_warmup(c), "graphs": _graphs(state, c.index)}
+        compiles=[st.CompileRow(**c.as_dict(), after_warmup=compiles.after_warmup(c), graphs=_graphs(state, c.index))
                   for c in state.compiles],
         recompiles_after_warmup=f.recompiles_after_warmup,
         recompiles_by_phase=compiles.recompiles_by_phase(),
@@ -190,11 +186,11 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         data_wait_fraction=_round(f.data_wait_fraction, 4),
         input_verdict=state.input_verdict(),
         input_advice=input_advice(state),
-        diagnostics=[d.as_dict() for d in diagnostics(state)],
+        diagnostics=[st.DiagnosticRow(kind=d.kind, message=d.message, location=d.location) for d in diagnostics(state)],
         advice=[a.as_dict() for a in advise(state)],
         time_breakdown=[st.TimeSlice(name=x.name, seconds=x.seconds, share=x.share, usd=x.usd)
                         for x in time_breakdown(state, now)],
-        device_utilization=device_utilization(state),
+        device_utilization=st.DeviceUtilization(**device_utilization(state)),
         devices=_devices(state),
         neuron_executions=_neuron_executions(state),
         neuron=neuron_section(state),
@@ -220,11 +216,12 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         reduce_errors=state.reduce_errors,
         reduce_error_samples=list(state.reduce_error_samples),
         notices=_notices(state),
-        disk=state.parts.disk.as_dict(),  # free space, growth, forecast; output not stored (core/node/disk.py)
+        disk=msgspec.convert(state.parts.disk.as_dict(), st.Disk),  # free space, growth, forecast (core/node/disk.py)
         figures=f,
         step_phases=f.step_phases,
         crash=f.crash,
-        memory_creep=f.memory_creep,
+        # its own copy: `neurondesk summary` adds lint's line to this one (lint/locate.py), the figures keep core's
+        memory_creep=None if f.memory_creep is None else msgspec.structs.replace(f.memory_creep),
         goodput=f.goodput,
     )
 
@@ -238,10 +235,15 @@ def _cost(state: RunState, f: RunFigures) -> st.Cost:
         projected_usd=_round(f.projected_usd), to_target_usd=_round(f.to_target_usd))
 
 
-def _script_throughput(state: RunState) -> dict | None:
+def _script_throughput(state: RunState) -> st.ScriptThroughput | None:
     """The script's own throughput figure, neurondesk's steady one in the same unit, and how far apart."""
     rate = state.script_throughput()
-    return None if rate is None else rate.as_dict()
+    return None if rate is None else script_throughput_row(rate)
+
+
+def script_throughput_row(rate: ScriptRate) -> st.ScriptThroughput:
+    """summary.json's ``script_throughput`` (the console's throughput panel shows the same row)."""
+    return st.ScriptThroughput(**rate.as_dict())
 
 
 def _notices(state: RunState) -> list[str]:

@@ -1,11 +1,13 @@
 """summary.json as a typed contract: the structs, the version, and the reader of every version.
 
-``Summary`` is what core.summary builds and what store writes; ``load_summary`` reads any summary
-neurondesk ever wrote (version 1 had no ``figures``). docs/summary.schema.json is generated from
-these structs (``summary_schema()``; tests/test_summary_contract.py checks the two agree).
+``Summary`` is what core/summary/build.py builds, once at the end of a run, and what every reader takes
+(the writers, compare, the checks, the job summary, the index and history, the sinks); ``load_summary``
+reads any summary neurondesk ever wrote (version 1 had no ``figures``), at the store boundary.
+docs/summary.schema.json is generated from these structs by scripts/make_schemas.py
+(tests/test_summary_contract.py fails when the checked-in one is stale).
 
-Sections built from another module's records (compiles, diagnostics, advice, the disk) are typed
-as JSON objects here; their keys are those modules' ``as_dict``.
+``advice`` and ``config`` stay JSON objects: advice rows carry figures of their own kind (core/findings/
+advice.py) and lint adds a line to them in place; the config is what the script declared.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from neurondesk.core.figures.phases import StepPhases
 from neurondesk.core.figures.run_figures import RunFigures
 from neurondesk.core.findings.crash import Crash
 from neurondesk.core.findings.memory_creep import MemoryCreep
-from neurondesk.core.summary.neuron_summary import NeuronSection
+from neurondesk.core.summary.neuron_summary import CompileSplitSection, NeuronSection
 
 SUMMARY_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -160,6 +162,111 @@ class Cost(_S):
     to_target_usd: float | None = None
 
 
+class CompileRow(_S):
+    """One compile: core/reduce/compile_record.py's ``as_dict`` and whether it came after warm-up."""
+
+    step: int | None = None
+    cause: str = ""
+    location: str | None = None
+    library: str | None = None  # the framework's frame inside the user's line (Trainer, Lightning ...)
+    graph_hash: str | None = None
+    duration_s: float | None = None
+    cache: str | None = None  # "hit" | "miss" | "failed" (a failure the persistent cache kept)
+    source: str = ""
+    trigger: str | None = None
+    input_shapes: list[list[int]] | None = None
+    previous_shapes: list[list[int]] | None = None
+    reason: str | None = None
+    frames: list[str] = []
+    ok: bool = True
+    status: str = "ok"  # ok / failed / cached failure
+    error: str | None = None
+    name: str | None = None
+    phase: str = "train"  # "train" | "eval"
+    recompile: bool | None = None  # None: a summary from before phases were told apart
+    graph_inputs: int | None = None
+    ranks: list[int] = []  # every rank that compiled this graph
+    duration_spread_s: list[float] | None = None  # [fastest, slowest] rank's, with many ranks
+    cache_hit_ranks: list[int] = []
+    node_count: int | None = None  # the graph's FX node count (TorchNeuron's graph_stats)
+    counted: bool = True  # False: listed, its time in another compile's (not in the totals)
+    count: int = 1  # compiles this row stands for: a group of TorchNeuron's eager NEFFs holds many
+    graph_break: str | None = None  # the frame it compiled broke there: what, where, why
+    after_warmup: bool | None = None  # None: a summary from before phases were told apart
+    graphs: list[CompileSplitSection] = []  # the TorchNeuron graphs it made (forward, backward), each once
+
+
+class DiagnosticRow(_S):
+    """core/findings/diagnostics.py's Diagnostic."""
+
+    kind: str
+    message: str
+    location: str | None = None
+
+
+class ScriptThroughput(_S):
+    """The script's own throughput figure beside neurondesk's steady one (core/reduce/loss.py's ScriptRate)."""
+
+    value: float
+    unit: str  # steps/s, samples/s, ms/step or s/step
+    line: str = ""  # the last line a figure was read from
+    printed: int = 0
+    steady_value: float | None = None  # neurondesk's steady figure in the same unit
+    compared_with: str | None = None
+    figure: str | None = None  # "printed while steady" | "run average"
+    vs_steady: float | None = None  # value / steady_value - 1
+    tolerance: float = 0.1
+    off: bool = False  # further apart than the tolerance
+
+
+class NeuronExecutions(_S):
+    """neuron-monitor's execution_stats over the run."""
+
+    completed: int = 0
+    errors: int = 0
+    errors_by_status: dict[str, int] = {}
+    errors_by_class: dict[str, int] = {}
+
+
+class DeviceUtilization(_S):
+    """Device utilisation (%) over the steady samples."""
+
+    mean: float | None = None
+    p50: float | None = None
+    samples: int = 0
+    source: str | None = None
+
+
+class Filesystem(_S, kw_only=True):
+    """One filesystem the run writes to (core/node/disk.py): free space, growth, forecast."""
+
+    holds: list[str] = []  # "run folder", "compile cache" ...
+    path: str
+    free_bytes: int | None = None
+    total_bytes: int | None = None
+    free_share: float | None = None
+    growth_bytes_per_s: float | None = None
+    full_in_s: float | None = None
+    full_in: str | None = None
+    compile_burst_bytes: int = 0  # used while compiles ran (their caches): left out of the forecast
+    warning: str | None = None
+    words: str | None = None
+
+
+class OutputNotStoredSection(_S):
+    bytes: int = 0
+    streams: dict[str, Obj] = {}  # stream -> lost_bytes, pending_bytes, reason, first_failed_t, storing
+    words: str | None = None
+
+
+class Disk(_S):
+    """core/node/disk.py's DiskState: the filesystems, the workload's output the relay could not store."""
+
+    filesystems: list[Filesystem] = []
+    output_not_stored: OutputNotStoredSection | None = None
+    errors: list[str] = []
+
+
 class ErrorItem(_S):
     source: str | None
     message: str
@@ -198,9 +305,9 @@ class Summary(_S):
     first_compile_s: float | None = None
     compile_count: int = 0
     compile_total_s: float | None = None
-    compiles: list[Obj] = []  # CompileRecord.as_dict(), "after_warmup" and "graphs" (TorchNeuron's, neuron_summary.split_section)
+    compiles: list[CompileRow] = []
     recompiles_after_warmup: int = 0
-    recompiles_by_phase: Obj = {}
+    recompiles_by_phase: dict[str, int] = {}
     executions_per_step: int | None = None
     split_points: list[SplitPoint] = []
     graph_breaks: list[GraphBreak] = []
@@ -209,15 +316,15 @@ class Summary(_S):
     data_wait_fraction: float | None = None
     input_verdict: str | None = None
     input_advice: str | None = None
-    diagnostics: list[Obj] = []  # core.diagnostics.Diagnostic.as_dict()
-    advice: list[Obj] = []  # core.advice.Advice.as_dict()
+    diagnostics: list[DiagnosticRow] = []
+    advice: list[Obj] = []  # core/findings/advice.py's Advice.as_dict(): kind, location, message and its figures
     time_breakdown: list[TimeSlice] = []
-    device_utilization: Obj | None = None
+    device_utilization: DeviceUtilization | None = None
     devices: Devices | None = None
-    neuron_executions: Obj | None = None
+    neuron_executions: NeuronExecutions | None = None
     neuron: NeuronSection | None = None  # memory by category, HBM headroom, allocation logs, profile
     loss: Loss = msgspec.field(default_factory=Loss)
-    script_throughput: Obj | None = None
+    script_throughput: ScriptThroughput | None = None
     mfu: float | None = None
     hfu: float | None = None
     mfu_note: str | None = None
@@ -234,7 +341,7 @@ class Summary(_S):
     reduce_errors: int = 0
     reduce_error_samples: list[str] = []
     notices: list[str] = []
-    disk: Obj | None = None  # core.disk's DiskState.as_dict()
+    disk: Disk | None = None
     figures: RunFigures | None = None  # version 2 on; None in a version 1 summary
     job: JobIdentity | None = None  # the job, node and global ranks of this run (core/events/job_identity.py); None before
     step_phases: StepPhases | None = None  # the steady step by phase, with its verdict (core/figures/phases.py); None before
@@ -252,21 +359,33 @@ class SummaryError(ValueError):
 
 
 def load_summary(data: bytes | str | dict[str, Any]) -> Summary:
-    """Any version neurondesk wrote, as a Summary; SummaryError says what is wrong with it."""
+    """Any version neurondesk wrote, as a Summary; SummaryError says what is wrong with it, in one line."""
     try:
         raw = msgspec.json.decode(data) if isinstance(data, bytes | str) else data
     except msgspec.DecodeError as exc:
-        raise SummaryError(f"not JSON ({exc})") from exc
+        raise SummaryError(f"not JSON ({_one_line(exc)})") from exc
     if not isinstance(raw, dict):
         raise SummaryError("not a JSON object")
     version = raw.get("summary_version")
     if version not in READABLE_VERSIONS:
-        raise SummaryError(f"summary_version {version!r} is not one this neurondesk reads "
-                           f"({', '.join(map(str, READABLE_VERSIONS))}): a newer neurondesk wrote it?")
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > SUMMARY_VERSION
+        why = ("a newer neurondesk wrote it: upgrade neurondesk to read it" if newer else
+               "not a summary neurondesk wrote, or one from before version 1: `neurondesk summary RUN_DIR` "
+               "rebuilds it from the run's journal")
+        raise SummaryError(f"summary_version {repr(version)[:40]} is not one this neurondesk reads "
+                           f"({', '.join(map(str, READABLE_VERSIONS))}): {why}")
     try:
         return msgspec.convert(raw, Summary, strict=False)
     except msgspec.ValidationError as exc:
-        raise SummaryError(f"a field has the wrong type ({exc})") from exc
+        raise SummaryError(f"a field has the wrong type ({_one_line(exc)})") from exc
+    except UnicodeError as exc:  # a lone surrogate Python's json let through (benchmarks/fuzz.py found it)
+        raise SummaryError(f"a text that is not Unicode ({_one_line(exc)})") from exc
+    except RecursionError as exc:
+        raise SummaryError("nested too deep") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def summary_schema() -> dict[str, Any]:

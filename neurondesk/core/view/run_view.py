@@ -19,9 +19,10 @@ from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.figures.series import ChartData, chart_data
 from neurondesk.core.figures.time_breakdown import TimeSlice, time_breakdown
 from neurondesk.core.findings.diagnostics import Diagnostic, diagnostics, input_advice
-from neurondesk.core.reduce.loss import ScriptRate
 from neurondesk.core.reduce.phases import RECENT
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import script_throughput_row
+from neurondesk.core.summary.types import ScriptThroughput
 from neurondesk.core.view.compiles_view import CompilesView, OpenCompile, compiles_view, open_compile
 from neurondesk.core.view.devices_view import DevicesView, devices_view
 from neurondesk.core.view.pulse import Pulse, pulse
@@ -45,7 +46,7 @@ class RunHeader:
 class ThroughputView:
     steady_from: int | None  # the first steady step (None: not yet)
     warmup_steps: int
-    script_rate: ScriptRate | None  # the workload's own figure beside the steady one
+    script_rate: ScriptThroughput | None  # the workload's own figure beside the steady one (the summary's row)
     steps_lost: str | None
     step_bars: tuple[StepBar, ...]  # the lead's recent steps split into their phases, the latest last
     chart: ChartData  # the step-time chart's data (core/figures/series.chart_line_of draws it)
@@ -103,9 +104,14 @@ def _header(state: RunState) -> RunHeader:
 
 
 def _throughput(state: RunState) -> ThroughputView:
-    return ThroughputView(state.steady_from, state.warmup_steps, state.script_throughput(), state.steps_lost_text,
+    return ThroughputView(state.steady_from, state.warmup_steps, _script_rate(state), state.steps_lost_text,
                           tuple(recent_step_bars(state, RECENT)), chart_data(state.parts.steps),
                           tuple(state.loss_history), state.target_loss)
+
+
+def _script_rate(state: RunState) -> ScriptThroughput | None:
+    rate = state.script_throughput()
+    return None if rate is None else script_throughput_row(rate)
 
 
 def _inputs(state: RunState) -> InputView:

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.widgets import DataTable, Footer, Input, Tab, Tabs
 
-from neurondesk.core.summary.build import build_summary
+from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.pulse import Pulse, pulse
 from neurondesk.core.view.run_view import RunView, build_view
 from neurondesk.reports.safe_text import clean
@@ -250,7 +250,7 @@ class ConsoleApp(App[int]):
         where = str(run_dir) if run_dir is not None else None
         note = "" if self.source.live else getattr(self.source, "label", "")
         view = self.frame_view()
-        self.push_screen(SummaryScreen(build_summary(self.source.state, view.now), view, where, note))
+        self.push_screen(SummaryScreen(run_summary(self.source.state, view.now), view, where, note))
 
     def action_stop(self) -> None:
         if not self.source.live:
@@ -341,7 +341,7 @@ def run_console(source, notify: bool = False, job_lines=None) -> int:
         return 1
     source.finish()
     sys.stdout.write(f"neurondesk summary ({source.run_dir})\n")
-    sys.stdout.write(to_text_table(build_summary(source.state)))
+    sys.stdout.write(to_text_table(run_summary(source.state)))
     if getattr(source, "fallback", None):
         sys.stderr.write(f"neurondesk: {fallback_message(source)}\n")
     code = source.state.exit_code

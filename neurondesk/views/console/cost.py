@@ -57,7 +57,7 @@ class CostPanel(Panel):
             t.append("\n")
             t.append(fmt.ellipsize(source, max(20, self.content_size.width * 2 - 1)), style="dim italic")
         self.query_one("#cost-text", Line).show(t)
-        slices = [vars(x) for x in view.time_breakdown]
+        slices = view.time_breakdown
         width = self.content_size.width or 36
         b = Text("time ", style="dim")  # where the time (and the money) went
         b.append_text(breakdown_bar(slices, width - 5))

@@ -11,6 +11,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Sparkline, Static
 from textual_plotext import PlotextPlot
 
+from neurondesk.core.summary.types import Summary, TimeSlice
 from neurondesk.core.view.run_view import RunView
 from neurondesk.reports import fmt
 from neurondesk.reports.safe_text import clean
@@ -19,17 +20,17 @@ from neurondesk.views.console.advice_panels import advice_lines, breakdown_bar, 
 from neurondesk.views.console.throughput import plot_loss
 
 
-def summary_renderables(s: dict, where: str | None) -> tuple[Table, Table]:
+def summary_renderables(s: Summary, where: str | None) -> tuple[Table, Table]:
     left = Table.grid(padding=(0, 2), expand=True)
     left.add_column(style="dim", no_wrap=True)
     left.add_column(ratio=1)
     for label, value in summary_rows(s):
         style = ""
-        if label == "exit code" and s["exit_code"] not in (0, None):
+        if label == "exit code" and s.exit_code not in (0, None):
             style = "bold red"
-        if label == "recompiles after warm-up" and s["recompiles_after_warmup"]:
+        if label == "recompiles after warm-up" and s.recompiles_after_warmup:
             style = "bold red"
-        if label == "data wait" and s.get("input_verdict") in ("warn", "input-bound"):
+        if label == "data wait" and s.input_verdict in ("warn", "input-bound"):
             style = "bold yellow"
         left.add_row(label, Text(value, style=style))
     if where:
@@ -37,20 +38,20 @@ def summary_renderables(s: dict, where: str | None) -> tuple[Table, Table]:
     right = Table(title="compiles", title_justify="left", box=None, padding=(0, 1), expand=False)
     for col in ("#", "step", "cause", "location", "duration", "cache"):
         right.add_column(col, no_wrap=True)
-    shown = s["compiles"][:12]
+    shown = s.compiles[:12]
     for i, c in enumerate(shown, 1):
-        late = c["step"] is not None and c["step"] >= s["warmup_steps"]
-        right.add_row(str(i), str(c["step"]), c["cause"], fmt.short_location(c["location"]),
-                      fmt.secs(c["duration_s"], 2), c["cache"] or "—", style="bold red" if late else "")
-    if len(s["compiles"]) > len(shown):
-        right.add_row("…", "", f"{len(s['compiles']) - len(shown)} more", "", "", "")
+        late = c.step is not None and c.step >= s.warmup_steps
+        right.add_row(str(i), str(c.step), c.cause, fmt.short_location(c.location),
+                      fmt.secs(c.duration_s, 2), c.cache or "—", style="bold red" if late else "")
+    if len(s.compiles) > len(shown):
+        right.add_row("…", "", f"{len(s.compiles) - len(shown)} more", "", "", "")
     return left, right
 
 
 class BreakdownView(Static):
     """Where the time and the money went: the stacked bar as wide as the widget, and its legend."""
 
-    def __init__(self, slices: list[dict], **kwargs) -> None:
+    def __init__(self, slices: list[TimeSlice], **kwargs) -> None:
         super().__init__(**kwargs)
         self.slices = slices
 
@@ -83,7 +84,7 @@ class SummaryScreen(Screen):
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
 
-    def __init__(self, summary: dict, view: RunView, where: str | None, note: str = "") -> None:
+    def __init__(self, summary: Summary, view: RunView, where: str | None, note: str = "") -> None:
         super().__init__(id="summary-screen")
         self.summary = summary
         self.durations = list(view.plain_step_times)
@@ -94,19 +95,18 @@ class SummaryScreen(Screen):
 
     def compose(self) -> ComposeResult:
         s = self.summary
-        code = s["exit_code"]
+        code = s.exit_code
         title = Text()
         ok = code == 0
         title.append(f" run finished — exit {code if code is not None else '?'} ",
                      style="bold white on blue" if ok else "bold white on red")
-        if s["exit_signal"]:
-            title.append(f"  stopped with {s['exit_signal']}", style="yellow")
-        title.append(f"  {fmt.clock(s['elapsed_s'])} · {s['steps']:,} steps · "
-                     f"{s['compile_count']} compiles", style="bold")
-        crash = s.get("crash")  # how it died (core/findings/crash.py)
+        if s.exit_signal:
+            title.append(f"  stopped with {s.exit_signal}", style="yellow")
+        title.append(f"  {fmt.clock(s.elapsed_s)} · {s.steps:,} steps · {s.compile_count} compiles", style="bold")
+        crash = s.crash  # how it died (core/findings/crash.py)
         if crash:
-            title.append(clean(f"\ndied ({crash['kind']}): {crash['finding']}"), style="bold red")
-            title.append(clean(f"\ntry: {crash['try_next']}"), style="yellow")
+            title.append(clean(f"\ndied ({crash.kind}): {crash.finding}"), style="bold red")
+            title.append(clean(f"\ntry: {crash.try_next}"), style="yellow")
         if self.note:
             title.append(f"\n{self.note}", style="dim")
         left, right = summary_renderables(s, self.where)
@@ -115,12 +115,12 @@ class SummaryScreen(Screen):
             with VerticalScroll(id="summary-scroll"), Horizontal(id="summary-columns"):
                 with Vertical(id="summary-left"):
                     yield Static(left)
-                    if s.get("advice"):
+                    if s.advice:
                         yield Static(Text("\nwhat to do", style="bold").append_text(
-                            Text("\n").append_text(advice_lines(s["advice"]))), id="summary-advice")
+                            Text("\n").append_text(advice_lines(s.advice))), id="summary-advice")
                 with Vertical(id="summary-right"):
-                    if s.get("time_breakdown"):
-                        yield BreakdownView(s["time_breakdown"], id="summary-breakdown")
+                    if s.time_breakdown:
+                        yield BreakdownView(s.time_breakdown, id="summary-breakdown")
                     if self.loss_history:
                         yield LossPlot(self.loss_history, self.target_loss, id="summary-loss")
                     yield Static(right)
@@ -128,7 +128,7 @@ class SummaryScreen(Screen):
                         yield Static(Text(f"\nstep time of the last {len(self.durations):,} steps "
                                           "that compiled nothing", style="dim"))
                         yield Sparkline(self.durations, id="summary-spark")
-                    tail = s["stderr_tail"][-8:] if code not in (0, None) else []
+                    tail = s.stderr_tail[-8:] if code not in (0, None) else []
                     if tail:
                         yield Static(Text("stderr tail\n" + "\n".join(clean(line) for line in tail), style="red"))
             yield Static(Text("q quit · esc back to the panels (frozen at the end) · e export the summary again",

@@ -82,7 +82,7 @@ class ThroughputPanel(Panel):
         rate = tp.script_rate  # the script's own figure beside the steady one; yellow when off by more than 10%
         if rate is not None:
             t.append("\nscript's own: ", style="dim")
-            t.append(script_rate_text(rate.as_dict()), style="yellow" if rate.off else "")
+            t.append(script_rate_text(rate), style="yellow" if rate.off else "")
         if tp.steps_lost:  # the step count is right (the probe's own counter); these steps are not charted
             t.append("\n" + tp.steps_lost, style="yellow")
         self.query_one("#throughput-text", Line).show(t)
