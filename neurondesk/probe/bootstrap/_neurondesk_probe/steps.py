@@ -35,6 +35,7 @@ class StepClock:
         self.presync: float | None = None  # time from the step's start to its first sync point
         self.train_dims: list[int] | None = None  # the last training forward's input shape
         self.eval_s_in_step = 0.0  # evaluation time inside the current step, left out of its duration
+        self.ckpt_s = 0.0  # checkpoint saves and loads inside the current step, left out of it too (checkpoints.py)
         self.last_shapes: list | None = None  # the input shapes of the last step message, and their JSON
         self.last_shapes_json = ""
         # The step's phases (phases.md): host seconds in the training forwards, the backwards, the
@@ -64,7 +65,7 @@ class StepClock:
         if phase.in_eval:  # evaluation runs on into the next step: its time so far belongs to this one
             self.eval_s_in_step += now - phase.eval_start
             phase.eval_start = now
-        duration = max(0.0, now - start - self.eval_s_in_step)
+        duration = max(0.0, now - start - self.eval_s_in_step - self.ckpt_s)
         if self.samples:
             samples, tokens, shapes = self.samples, self.tokens if self.tokens_known else 0, self.shapes
         elif self.loader_samples:
@@ -91,7 +92,7 @@ class StepClock:
         self.forwards_since_step = 0
         self.backward_pending = False
         self.presync = None
-        self.eval_s_in_step = 0.0
+        self.eval_s_in_step = self.ckpt_s = 0.0
         self.batch_at = None  # a batch of this step never tells the next one its h2d
         if self.phased:
             self.h2d = self.fwd = self.bwd = self.opt = self.sync = self.coll = self.inner = 0.0
