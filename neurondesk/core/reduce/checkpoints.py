@@ -70,6 +70,7 @@ class CheckpointReducer:
         self.last_error: str | None = None  # the latest failed save's or load's error, as the user got it
         self.last_error_step: int | None = None
         self.bytes_written = 0
+        self.sized_bytes = 0  # the bytes of the saves in sized_spans (an async save's are written after its call)
         self.bytes_read = 0
         self.async_saves = 0
         self.async_background_s = 0.0  # async saves' writes after their call returned, summed
@@ -103,9 +104,9 @@ class CheckpointReducer:
 
     @property
     def write_rate(self) -> float | None:
-        """Bytes written a job second of the saves that said their bytes (None: none did)."""
+        """Bytes written a job second of the blocking saves that said their bytes (None: none did)."""
         s = self.sized_spans.total_s
-        return self.bytes_written / s if self.bytes_written and s > 0 else None
+        return self.sized_bytes / s if self.sized_bytes and s > 0 else None
 
     @property
     def interval_s(self) -> float | None:
@@ -144,6 +145,7 @@ class CheckpointReducer:
             return
         if e.bytes is not None and e.op != "async_done":
             self.sized_spans.add(e.start_t, e.t)
+            self.sized_bytes += e.bytes
         self.bytes_written += e.bytes or 0
         if self.last_save_t is None or e.t >= self.last_save_t:
             self.last_save_t, self.last_save_step = e.t, e.step
