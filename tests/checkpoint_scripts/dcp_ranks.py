@@ -34,6 +34,7 @@ sd = {"model": model.state_dict()}
 t0 = time.perf_counter()
 dcp.load(sd, checkpoint_id=os.path.join(out, "sync"))
 timing["load_s"] = time.perf_counter() - t0
-print("dcp-timing:" + json.dumps({"rank": rank, **timing}), flush=True)
+sys.stdout.flush()
+os.write(1, ("dcp-timing:" + json.dumps({"rank": rank, **timing}) + "\n").encode())  # one write: ranks' lines never mix
 dist.barrier()
 dist.destroy_process_group()

@@ -56,7 +56,7 @@ def checkpoint_advice(ckpt: CheckpointReducer, elapsed_s: float) -> CheckpointAd
     interval = ckpt.interval_s
     if ckpt.failures < 1 or ckpt.saves < 2 or interval is None or interval <= 0 or elapsed_s <= 0:
         return None
-    cost = ckpt.save_s / len(ckpt.save_spans)
+    cost = ckpt.save_s / ckpt.saves  # a job checkpoint's mean blocking seconds
     if cost <= 0:
         return None
     mtbf = elapsed_s / ckpt.failures

@@ -1,7 +1,9 @@
 """Checkpoint saves and loads (core/events/checkpoint_events.py), for the job.
 
 Seconds are the job's wall time: a save made on several ranks at once (a DCP save, every rank
-writing its own file) counts once, as the union of its spans, never as the sum over ranks. A save
+writing its own file) counts once, as the union of its spans, never as the sum over ranks. A job
+checkpoint (the count, the interval) is the saves of one step that start within SAME_SAVE_S of its
+first: every rank's part of it, every file of it (an async save's ranks need not overlap). A save
 that raised is counted as failed, and its time is counted (it was spent). An async save counts the
 time until its call returned (training stopped that long); its background write is kept apart
 (``async_background_s``) and it becomes the last good checkpoint when that write ends. The failures
@@ -19,6 +21,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.checkpoint_events import CheckpointOp
 
 MAX_SPANS = 4096  # merged spans kept; older ones are folded into a count and seconds
+SAME_SAVE_S = 60.0  # saves of one step that start within this of the first are one checkpoint (one a rank, or its files)
 FAILURE_GAP_S = 60.0  # process failures closer than this are one disruption (the ranks torn down with it)
 
 
@@ -51,16 +54,13 @@ class Spans:
             del starts[0], ends[0]
             self.folded += 1
 
-    def mean_gap_s(self) -> float | None:
-        """The mean time from one span's start to the next (None: fewer than two kept)."""
-        n = len(self.starts)
-        return (self.starts[-1] - self.starts[0]) / (n - 1) if n >= 2 else None
-
 
 class CheckpointReducer:
     def __init__(self) -> None:
         self.save_spans = Spans()  # every save's blocking span, failed ones too
-        self.good_spans = Spans()  # the saves that did not raise: their count and interval
+        self.saves = 0  # job checkpoints that did not raise: one a step, however many ranks or calls wrote it
+        self.save_starts: list[float] = []  # each job checkpoint's first start, sorted (the last MAX_SPANS)
+        self._step_started: dict[int | None, float] = {}  # a recent checkpoint's step -> its first start
         self.load_spans = Spans()
         self.sized_spans = Spans()  # the saves that said their bytes: the write rate's seconds
         self.rank_saves = 0  # save calls, over all ranks
@@ -94,11 +94,6 @@ class CheckpointReducer:
         return self.load_spans.total_s
 
     @property
-    def saves(self) -> int:
-        """Job saves that did not raise: saves on several ranks at once count as one."""
-        return len(self.good_spans)
-
-    @property
     def loads(self) -> int:
         return len(self.load_spans)
 
@@ -111,7 +106,8 @@ class CheckpointReducer:
     @property
     def interval_s(self) -> float | None:
         """The mean time from one job save's start to the next."""
-        return self.good_spans.mean_gap_s()
+        n = len(self.save_starts)
+        return (self.save_starts[-1] - self.save_starts[0]) / (n - 1) if n >= 2 else None
 
     # ------------------------------------------------------------------ reduce
     def on_checkpoint(self, e: CheckpointOp) -> None:
@@ -133,11 +129,25 @@ class CheckpointReducer:
         self.failed_saves += not e.ok
         self.save_spans.add(e.start_t, e.t)
         if e.ok:
-            self.good_spans.add(e.start_t, e.t)
+            self._count(e)
         if e.pending:
             self.async_saves += 1
         else:
             self._written(e)
+
+    def _count(self, e: CheckpointOp) -> None:
+        """A save that did not raise: a new job checkpoint unless its step was saved a moment ago (another
+        rank's part of it, or another file of it)."""
+        first = self._step_started.get(e.step)
+        if first is not None and abs(e.start_t - first) <= SAME_SAVE_S:
+            return
+        self._step_started[e.step] = e.start_t
+        if len(self._step_started) > 64:
+            del self._step_started[next(iter(self._step_started))]
+        self.saves += 1
+        bisect.insort(self.save_starts, e.start_t)
+        if len(self.save_starts) > MAX_SPANS:
+            del self.save_starts[0]
 
     def _written(self, e: CheckpointOp) -> None:
         """A save whose bytes are on disk (a save that returned, an async save's write that ended)."""
