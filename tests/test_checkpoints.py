@@ -15,12 +15,13 @@ import pytest
 from neurondesk.collectors.probe_messages import decode_probe_line
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.checkpoint_events import CheckpointOp
-from neurondesk.core.figures.run_figures import run_figures
+from neurondesk.core.figures.run_figures import FIGURES, run_figures
 from neurondesk.core.findings.checkpoint_advice import checkpoint_advice, young_daly_s
 from neurondesk.core.findings.diagnostics import diagnostics
 from neurondesk.core.reduce.checkpoints import CheckpointReducer, Spans
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.view.run_view import view_of
+from neurondesk.reports import fmt
 from neurondesk.views.headless import status_line
 from tests.conftest import REAL_RUN_TIMEOUT_S, base_env, neurondesk_run
 
@@ -150,6 +151,10 @@ def test_a_real_run_times_its_saves_as_the_script_does_and_a_failed_save_keeps_i
     assert good == pytest.approx(mine["save_s"], rel=0.3)  # the probe's time of the saves, the script's own
     assert f["checkpoint_load_s"] == pytest.approx(mine["load_s"], rel=0.3)
     assert f["checkpoint_last_step"] == 60 and [e["step"] for e in ops if e["op"] == "save"] == [20, 40, 60, 60]
+    md = (run.run_dir / "summary.md").read_text()
+    for info in FIGURES:  # the report shows core's values, each row of them now that there are checkpoints
+        if info.name.startswith("checkpoint"):
+            assert f"| {info.label} | {fmt.value_text(f[info.name], info.kind)} |" in md, info.name
     bad = [e for e in ops if not e["ok"]]
     assert len(bad) == 1 and bad[0]["error"].startswith(failed[0].split()[2] + ": ")  # its type, then its words
 

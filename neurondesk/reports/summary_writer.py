@@ -134,7 +134,7 @@ def figure_rows(s: dict) -> list[tuple[str, str]]:
     (absent from a version 1 summary: no rows)."""
     figures = s.get("figures") or {}
     rows = [(info.label, fmt.value_text(figures.get(info.name), info.kind)) for info in FIGURES
-            if info.report and figures]
+            if info.report and figures and (figures.get(info.name) or not info.quiet)]
     if figures.get("budget"):
         rows.append(("budget", msgspec.convert(figures["budget"], BudgetFigures).words()))
     return rows

@@ -94,6 +94,7 @@ class FigureInfo(msgspec.Struct, frozen=True):
     better: str | None = None  # "lower" | "higher": compare marks the best run
     panel: str | None = None  # the console panel that lists it after its own rows ("throughput")
     status: bool = False  # on the headless status line, after the steady rate
+    quiet: bool = False  # listed by reports and panels only when known and not zero (a run with no checkpoint)
 
 
 FIGURES: tuple[FigureInfo, ...] = (
@@ -115,13 +116,13 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("peak_flops_per_s", "peak FLOP/s", "rate"),
     FigureInfo("ttfi_s", "time to first step", "s", report=True, better="lower", panel="throughput", status=True),
     FigureInfo("ttfi_cache", "first step's compile cache", "text", report=True, panel="throughput"),
-    FigureInfo("checkpoints", "checkpoints", "text", report=True, panel="throughput"),
-    FigureInfo("checkpoint_last", "last checkpoint", "text", report=True, panel="throughput"),
-    FigureInfo("checkpoint_save_s", "checkpoint save time", "s", report=True, better="lower"),
-    FigureInfo("checkpoint_load_s", "checkpoint load time", "s", report=True, better="lower"),
-    FigureInfo("checkpoint_bytes", "checkpoint bytes written", "bytes", report=True),
-    FigureInfo("checkpoint_write_rate", "checkpoint write rate", "bytes_s", report=True, better="higher"),
-    FigureInfo("checkpoint_failed", "failed checkpoint saves/loads", "int", report=True, better="lower"),
+    FigureInfo("checkpoints", "checkpoints", "text", report=True, panel="throughput", quiet=True),
+    FigureInfo("checkpoint_last", "last checkpoint", "text", report=True, panel="throughput", quiet=True),
+    FigureInfo("checkpoint_save_s", "checkpoint save time", "s", report=True, better="lower", quiet=True),
+    FigureInfo("checkpoint_load_s", "checkpoint load time", "s", report=True, better="lower", quiet=True),
+    FigureInfo("checkpoint_bytes", "checkpoint bytes written", "bytes", report=True, quiet=True),
+    FigureInfo("checkpoint_write_rate", "checkpoint write rate", "bytes_s", report=True, better="higher", quiet=True),
+    FigureInfo("checkpoint_failed", "failed checkpoint saves/loads", "int", report=True, better="lower", quiet=True),
 )
 
 
