@@ -186,3 +186,20 @@ def test_a_dcp_save_async_save_and_load_on_two_gloo_ranks(tmp_path):
     for rank in mine:
         (probe,) = [e for e in saves if e["rank"] == rank["rank"]]
         assert probe["duration_s"] == pytest.approx(rank["save_s"], rel=0.3)
+
+
+def test_a_transformers_trainer_checkpoint_is_one_save_and_its_resume_a_load(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "out"
+    run = neurondesk_run(tmp_path, [str(out)], workload=SCRIPTS / "hf_trainer.py")
+    assert run.returncode == 0, run.stderr[-3000:]
+    ops = [e for e in run.events if e["kind"] == "checkpoint"]
+    saves = [e for e in ops if e["op"] == "save"]
+    folders = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    assert [p.name for p in folders] == ["checkpoint-5", "checkpoint-10", "checkpoint-12", "checkpoint-14"]
+    # one save a checkpoint, its own torch.save calls inside it never counted again
+    assert [e["api"] for e in saves] == ["transformers.Trainer._save_checkpoint"] * 4
+    on_disk = [sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in folders]
+    assert [e["bytes"] for e in saves] == on_disk
+    assert [e["api"] for e in ops if e["op"] == "load"][0] == "transformers.Trainer._load_from_checkpoint"
+    assert run.summary["figures"]["checkpoint_saves"] == 4
