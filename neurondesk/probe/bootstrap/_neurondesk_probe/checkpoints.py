@@ -165,7 +165,7 @@ class CheckpointHooks:
                 self.active -= 1
         clock = self.probe.clock
         if threading.get_ident() == self.probe.train_thread and clock.step_start is not None \
-                and clock.step_start <= t0:
+                and clock.step_start <= t0 and not self.probe.phase.in_eval:  # (an evaluation's time is left out whole)
             clock.ckpt_s += took  # not training time: left out of this step's duration
         size = None
         if sized is not None and sized[0] is not None and not pending:
