@@ -89,6 +89,9 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="REV", help="compare with the probe of this commit (see above)")
     ap.add_argument("--pairs", type=int, default=3, help="with --baseline: runs of each probe, alternated")
     ap.add_argument("--result-file", help=argparse.SUPPRESS)  # where a child run of --baseline writes
+    ap.add_argument("--device", choices=["cpu", "neuron"], default="cpu",
+                    help="neuron: import torch_neuronx (TorchNeuron, or its test double on PYTHONPATH) and put the "
+                         "parameter on its device: the probe's TorchNeuron step path (probe_step_torchneuron.py)")
     args = ap.parse_args()
     if args.baseline:
         compare_with_baseline(args)
@@ -109,6 +112,8 @@ def main() -> None:
     import torch  # the finder patches torch.optim.optimizer and torch.compiler here
     import torch.optim.optimizer as optmod
 
+    if args.device == "neuron":
+        import torch_neuronx  # noqa: F401 - the probe's finder patches it: its metrics read at each step end
     probe = probe_mod._probe
     pre, post = dict(optmod._global_optimizer_pre_hooks), dict(optmod._global_optimizer_post_hooks)
     assert len(pre) == 1 and len(post) == 1, "the probe's optimizer hooks were not installed by the finder"
@@ -119,7 +124,7 @@ def main() -> None:
             if on:
                 table.update(saved)
 
-    param = torch.nn.Parameter(torch.zeros(1))
+    param = torch.nn.Parameter(torch.zeros(1).to(args.device))
     opt = torch.optim.SGD([param], lr=0.0)
 
     cpu_s: dict[bool, list[float]] = {True: [], False: []}
@@ -167,6 +172,8 @@ def main() -> None:
     rate_with = args.steps / statistics.median(with_s)
     rate_without = args.steps / statistics.median(without_s)
     cmd = f".venv/bin/python benchmarks/probe_step_microbench.py --steps {args.steps} --rounds {args.rounds}"
+    if args.device != "cpu":
+        cmd += f" --device {args.device}"
     if Path(args.probe_dir).resolve() != BOOTSTRAP:
         cmd += f" --probe-dir {args.probe_dir}"
     result = {
@@ -175,6 +182,7 @@ def main() -> None:
         "command": cmd,
         "machine": machine(),
         "torch": torch.__version__,
+        "device": args.device,
         "steps_per_round": args.steps,
         "rounds": args.rounds,
         "steps_per_s_without_probe": round(rate_without),

@@ -54,10 +54,12 @@ def record(name: str, flags: list[str], out_root: Path) -> Path:
     run_dir = out_root / name
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    quote = resolve_price("trn1.2xlarge", None, load_price_table(None))
+    from neurondesk.cli.run import DEMO_INSTANCE, DEMO_PRICE_NOTE, DEMO_PRICE_PER_HOUR
+
+    quote = resolve_price(DEMO_INSTANCE, DEMO_PRICE_PER_HOUR, load_price_table(None))  # priced as `neurondesk demo`
     steps = int(flags[flags.index("--steps") + 1])
     options = RunOptions(instance_type=quote.instance_type, price_per_hour=quote.price_per_hour,
-                         price_source=quote.source, steps_requested=steps, run_dir=run_dir,
+                         price_source=DEMO_PRICE_NOTE, steps_requested=steps, run_dir=run_dir,
                          run_root=out_root / "_index", cwd=str(REPO))
     command = [sys.executable, str(TRAIN.relative_to(REPO)), *flags]
     source = FollowSource(launch_recorder(command, options).paths.dir)

@@ -106,7 +106,10 @@ def test_demo_headless_runs_the_bundled_workload(tmp_path):
     (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if (d / "summary.json").exists()]
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["steps"] == 20 and s["finished"] is True and s["exit_code"] == 0
-    assert s["cost"]["instance_type"] == "trn1.2xlarge"  # the demo is priced as the smallest trn1
+    # the demo is priced as TorchNeuron's machine, a trn2, and says where its price is from
+    assert s["cost"]["instance_type"] == "trn2.48xlarge" and s["cost"]["price_per_hour"] == 35.76
+    assert s["cost"]["price_source"].startswith("demo: trn2.48xlarge at VAN-2511")
+    assert s["device"]["kind"].startswith("xla")  # no TorchNeuron in this venv: the demo runs on XLA, as before
     assert any(c["cause"] == "first" for c in s["compiles"])
     assert str(TRAIN.name) in " ".join(s["command"])
 

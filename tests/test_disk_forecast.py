@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from test_output_relay import _mount, _umount
 from test_recorder_lifecycle import wait_until
 
+from neurondesk.collectors import torchneuron
 from neurondesk.collectors.devices.disk import DiskSampler, disk_locations
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.device_events import DiskSample, FsReading
+from neurondesk.core.events.neff_events import NeffCacheLog, NeffCompiles
 from neurondesk.core.node.disk import (
     DiskReducer,
     DiskWarnings,
@@ -169,7 +171,8 @@ def test_a_warning_comes_once_per_episode_not_once_per_sample():
     assert out == [0, 1, 0, 0, 0, 0, 0, 0, 1]
 
 
-def test_run_folder_and_cache_on_one_filesystem_are_one_reading(tmp_path):
+def test_run_folder_and_cache_on_one_filesystem_are_one_reading(tmp_path, monkeypatch):
+    monkeypatch.setattr(torchneuron, "DEFAULT_NEFF_CACHE", str(tmp_path / "no-neff-cache"))  # no TorchNeuron here
     cache = tmp_path / "cache"  # not made yet: its nearest existing folder's disk is the one
     sample = DiskSampler(disk_locations(tmp_path / "run", {"NEURON_CC_FLAGS": f"--cache_dir={cache}"})).sample(5.0)
     assert [f.holds for f in sample.filesystems] == [["run folder", "compile cache"]]
@@ -359,6 +362,49 @@ def test_the_forecast_is_from_the_steady_writes_and_a_compile_burst_is_said_apar
     for e in (_sample(1000.0, 50 * GB), _sample(1070.0, 50 * GB - 1_262_000_000)):
         plain.apply(e)
     assert "compiles" not in plain.parts.disk.filesystems()[0].words()
+
+
+def test_torchneurons_neff_cache_folder_is_watched_where_the_workload_writes_it(tmp_path, monkeypatch):
+    default = tmp_path / "neff_cache"
+    monkeypatch.setattr(torchneuron, "DEFAULT_NEFF_CACHE", str(default))
+    env = {"NEURON_COMPILE_CACHE_URL": "s3://bucket/c"}
+    assert disk_locations("/r", env) == {"run folder": "/r"}  # no TorchNeuron ran here: no NEFF cache
+    default.mkdir()
+    assert disk_locations("/r", env) == {"run folder": "/r", "NEFF cache": str(default)}  # its default, once made
+    given = {**env, "TORCH_NEURONX_NEFF_CACHE_DIR": "/mnt/neff"}
+    assert disk_locations("/r", given) == {"run folder": "/r", "NEFF cache": "/mnt/neff"}
+    assert disk_locations("/r", {**given, "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1"}) == {"run folder": "/r"}
+    sample = DiskSampler(disk_locations(tmp_path / "run", {**env, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "n")})).sample(1.0)
+    assert [f.holds for f in sample.filesystems] == [["run folder", "NEFF cache"]]  # one disk, both said
+
+
+def test_torchneuron_eager_neff_compiles_are_a_burst_said_apart_from_the_forecast():
+    # an eager TorchNeuron run: its NEFFs are stored in the persistent NEFF cache during the first
+    # steps (the log's Storing lines, read every 0.25 s; the step's compiles reported at its end),
+    # 150 MB a second; then the steady writes, 1 MB/s. The forecast is the 1 MB/s.
+    state = RunState()
+    free = 50 * GB
+    state.apply(_sample(1000.0, free, holds=("run folder", "NEFF cache")))
+    for t in (1002.0, 1004.0, 1006.0):
+        state.apply(NeffCacheLog(t=t - 1.0, path="/r/torchneuron.log", misses=40, stores=40))
+        state.apply(NeffCacheLog(t=t - 0.75, path="/r/torchneuron.log"))  # a read with nothing new
+        free -= 300_000_000
+        state.apply(_sample(t, free, holds=("run folder", "NEFF cache")))
+    state.apply(NeffCompiles(t=1006.0, pid=4, step=0, count=120, duration_s=5.5))  # at the step's end
+    for t in range(1008, 1070, 2):
+        free -= 2_000_000
+        state.apply(_sample(float(t), free, holds=("run folder", "NEFF cache")))
+    (fs,) = state.parts.disk.filesystems()
+    assert fs.burst_bytes == 900_000_000
+    assert fs.growth_bytes_per_s == pytest.approx(1e6, rel=0.05)
+    assert "900.0 MB written during the compiles (their caches), left out of the forecast" in fs.words()
+    assert fs.words().startswith("disk run folder and the NEFF cache: ")
+    # the same writes with log reads that stored nothing: growth like any other
+    plain = RunState()
+    plain.apply(_sample(1000.0, 50 * GB))
+    plain.apply(NeffCacheLog(t=1001.0, path="/r/torchneuron.log", hits=40))
+    plain.apply(_sample(1002.0, 50 * GB - 300_000_000))
+    assert plain.parts.disk.filesystems()[0].burst_bytes == 0
 
 
 def test_a_compile_still_running_keeps_its_writes_out_of_the_forecast():

@@ -108,11 +108,16 @@ def healthy(m: Machine) -> None:
     m.python(GOOD_PYTHON)
 
 
-def test_a_healthy_trn1_is_all_ok_and_exit_0(m: Machine) -> None:
+def test_a_trn1_on_neuron_2_31_is_sound_but_has_no_supported_training_path(m: Machine) -> None:
+    """Every package agrees, yet XLA training ended with Neuron 2.29 and trn1 runs only XLA (issue 44)."""
     healthy(m)
     checks = run_doctor(m.options(instance_type="trn1.2xlarge"))
     bad = [c for c in checks if c.status in ("warn", "fail")]
-    assert bad == [] and exit_code(checks) == 0
+    assert [c.name for c in bad] == ["training path"] and exit_code(checks) == 1
+    assert bad[0].found == ("torch 2.9.0, torch-neuronx 2.9.0.2.15.32035, Python 3.11.7, trn1, Neuron 2.31.0 (from its "
+                            "runtime 2.33.10.0): trn1 runs only the XLA path, and Neuron no longer supports XLA "
+                            "training after 2.29: no supported training path here")
+    assert "keep this trn1 on Neuron 2.29" in bad[0].todo
     c = by_name(checks)
     assert c["neuron-ls"].found == "1 device(s), 2 NeuronCores (2 per device), read with --json-output"
     assert c["driver ↔ runtime"].found == "driver 2.29.0.0, runtime 2.33.10.0 (driver needs 2.33+)"
@@ -281,7 +286,8 @@ def test_the_command_on_a_fake_root_json_and_exit(m: Machine) -> None:
     data = json.loads(p.stdout)
     assert p.returncode == data["exit"]
     assert {c["name"]: c["status"] for c in data["checks"]}["neuron-ls"] == "ok"
-    assert {t["table"] for t in data["tables"]} == {"releases", "driver_runtime", "torch_neuronx", "instances"}
+    assert {t["table"] for t in data["tables"]} == {"releases", "driver_runtime", "torch_neuronx", "training_paths",
+                                                    "instances"}
 
 
 @pytest.mark.skipif(os.path.exists("/dev/neuron0") or os.path.isdir("/sys/module/neuron"),
@@ -322,3 +328,45 @@ def test_an_instance_that_is_not_neuron_is_said(m: Machine) -> None:
     assert c.status == "warn" and c.found == "g5.xlarge (from --instance-type): not a Trainium or Inferentia instance"
     c = by_name(run_doctor(m.options(instance_type="inf1.xlarge")))["instance type"]
     assert c.status == "warn" and "not training" in c.found
+
+
+# ------------------------------------------------------------------ the training path (issue 44 item 7)
+
+NEURON_2_29 = {"aws-neuronx-dkms": "2.26.10.0", "aws-neuronx-runtime-lib": "2.31.24.0",
+               "aws-neuronx-collectives": "2.31.24.0", "aws-neuronx-tools": "2.29.0.0"}
+
+
+def test_trn1_on_neuron_2_29_is_the_supported_xla_path_all_ok(m: Machine) -> None:
+    m.devices(1, driver="2.26.10.0")
+    m.neuron_ls()
+    m.dpkg(NEURON_2_29)
+    m.python({**GOOD_PYTHON, "torch-neuronx": "2.9.0.2.13.24727"})
+    checks = run_doctor(m.options(instance_type="trn1.2xlarge"))
+    c = by_name(checks)["training path"]
+    assert c.status == "ok" and c.found == ("XLA path (torch 2.9.0, torch-neuronx 2.9.0.2.13.24727, Python 3.11.7, "
+                                            "trn1, Neuron 2.29.0 (from its runtime 2.31.24.0))")
+    assert exit_code(checks) == 0
+
+
+def test_xla_training_on_trn2_after_2_29_is_unsupported_with_the_way_out(m: Machine) -> None:
+    healthy(m)
+    c = by_name(run_doctor(m.options(instance_type="trn2.48xlarge")))["training path"]
+    assert c.status == "warn" and c.found.startswith("XLA path (") and "not supported from Neuron 2.30 on" in c.found
+    assert "move to TorchNeuron" in c.todo
+
+
+def test_torchneuron_is_said_with_its_versions_and_python_below_3_12_is_unsupported(m: Machine) -> None:
+    healthy(m)
+    m.os_release("ubuntu", "24.04")
+    m.python({"torch": "2.14.0", "torch-neuronx": "2.14.3.0.1234"}, version="3.12.3")
+    c = by_name(run_doctor(m.options(instance_type="trn2.48xlarge")))["training path"]
+    assert c.status == "ok" and c.found.startswith("TorchNeuron, native neuron device (torch 2.14.0, torch-neuronx "
+                                                   "2.14.3.0.1234, Python 3.12.3, trn2, ")
+    m.python({"torch": "2.14.0", "torch-neuronx": "2.14.3.0.1234"}, version="3.11.7")
+    c = by_name(run_doctor(m.options(instance_type="trn2.48xlarge")))["training path"]
+    assert c.status == "warn" and "it needs Python 3.12+" in c.found
+    m.python({"torch": "2.13.0"}, version="3.11.7")  # not installed yet: where TorchNeuron is the way, say so
+    c = by_name(run_doctor(m.options(instance_type="trn2.48xlarge")))["training path"]
+    assert c.status == "warn" and "TorchNeuron, the training path on trn2, needs Python 3.12+" in c.found
+    m.python({"torch": "2.13.0"}, version="3.12.3")
+    assert by_name(run_doctor(m.options(instance_type="trn2.48xlarge")))["training path"].status == "skip"

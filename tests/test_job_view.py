@@ -43,7 +43,7 @@ def even_ranks(presync=0.1):
 
 
 def test_a_clean_job_names_no_one_and_says_healthy():
-    out = job(NODES, even_ranks())
+    out = job(NODES, even_ranks(presync=0.25))  # 17% of the step after the sync: no slow collective
     assert out["slowest_node"] is None and out["healthy"] and out["failed_node"] is None
     assert out["lines"][-1].startswith("healthy")
     assert out["usd_per_hour"] == pytest.approx(86.0) and out["steady_samples_per_s"] == pytest.approx(400.0)
@@ -245,3 +245,10 @@ def test_the_fleet_totals_money_is_the_job_figures_on_one_screen():
     assert (totals.price_per_hour, totals.cost_usd) == (figures.price_per_hour, figures.total_usd)
     assert totals.price_per_hour == pytest.approx(3 * 21.5 + 24.78)
     assert totals.cost_usd == pytest.approx(10.0 + 10.0 + 12.0 + 21.5)  # the last: an hour at $21.50, to now
+
+
+def test_a_job_whose_ranks_wait_most_of_their_step_in_the_collective_is_not_said_healthy():
+    out = job(NODES, even_ranks(presync=0.1))  # 200 ms of a 300 ms step after the sync, on every rank
+    assert out["slow_collective"] is not None and out["slowest_node"] is None
+    assert any("the network (EFA) or a node's link is slow" in x for x in out["lines"])
+    assert not any(x.startswith("healthy") for x in out["lines"]), out["lines"]

@@ -286,3 +286,41 @@ def test_advise_says_whether_lint_finds_the_recorded_value_read_at_its_line(tmp_
     script.unlink()
     reads = [a for a in json.loads(nd("advise", str(run), "--format", "json").stdout) if a["kind"] == "value-access"]
     assert reads[0]["lint"] == f"lint could not check it: {script}: no such file or folder"
+
+
+# ------------------------------------------------------------------ TorchNeuron (issue 44 item 7)
+
+TORCHNEURON = """\
+import torch
+import torch_neuronx
+import torch_xla.core.xla_model as xm
+model = M().to("neuron")
+fast = torch.compile(model, backend="neuron", mode="reduce-overhead")
+slow = torch.compile(model, backend="neuron", dynamic=True)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step, (x, n) in enumerate(loader):
+    x = x[:, :n.max()]
+    loss = model(x).mean()
+    loss.backward()
+    opt.step()
+    xm.mark_step()
+"""
+
+
+def test_each_torchneuron_pattern_is_found_with_its_fix() -> None:
+    got = {(f.line, f.rule): f for f in lint_source(TORCHNEURON)}
+    assert set(got) == {(5, "mode-neuron"), (6, "dynamic-neuron"), (9, "per-batch-slice"), (13, "mark-step-neuron")}
+    assert "only 'default' applies" in got[(5, "mode-neuron")].fix
+    assert "a new NEFF for every op" in got[(9, "per-batch-slice")].message
+
+
+def test_the_same_calls_on_the_xla_path_are_not_torchneuron_findings() -> None:
+    """torch-neuronx 2.9's XLA path imports torch_neuronx too: an XLA device there keeps mark_step."""
+    xla = TORCHNEURON.replace('M().to("neuron")', "M().to(xm.xla_device())")
+    rules = {f.rule for f in lint_source(xla)}
+    assert "mark-step-neuron" not in rules and "per-batch-slice" in rules
+    assert all("NEFF" not in f.message for f in lint_source(xla))
+
+
+def test_a_clean_torchneuron_script_gives_no_finding() -> None:
+    assert lint_paths([str(LINT / "corpus" / "torchneuron_clean.py")]).findings == []

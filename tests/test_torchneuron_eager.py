@@ -98,3 +98,29 @@ def test_the_scripts_output_is_byte_for_byte_what_it_prints_alone(tmp_path: Path
     assert neff["log_relayed"] == 1 and neff["log_misses"] == run.summary["compile_count"] > 0
     log = (run.run_dir / "torchneuron.log").read_text()
     assert "[NEFF_CACHE] Cache MISS for key:" in log and (run.run_dir / "torchneuron.log").stat().st_mode & 0o077 == 0
+
+
+def test_compare_of_the_cold_and_warm_runs_says_what_the_neff_cache_saved_in_seconds_and_dollars(cold_and_warm, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO, base_env
+
+    (cold, _), (warm, _) = cold_and_warm
+
+    def compare(fmt: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "compare", str(cold.run_dir), str(warm.run_dir),
+                            "--format", fmt], capture_output=True, text=True, timeout=120, env=base_env(tmp_path),
+                           cwd=REPO)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout
+
+    (saved,) = json.loads(compare("json"))["cache_saved"]  # B (warm) against A (cold), not the other way
+    c, w = cold.summary, warm.summary
+    assert saved["run"] == "B" and saved["against"] == "A"
+    assert saved["saved_s"] == pytest.approx(c["figures"]["ttfi_s"] - w["figures"]["ttfi_s"])  # the figures' values
+    assert saved["saved_s"] > 0 and saved["compile_saved_s"] == pytest.approx(c["compile_total_s"])
+    assert saved["saved_usd"] == pytest.approx(saved["saved_s"] * 40 / 3600)  # the runs' $40/hour
+    text = compare("md")
+    assert f"B's warm compile cache saved {saved['saved_s']:.1f} s to the first step against A's cold start" in text
+    assert f"${saved['saved_usd']:,.4f} at $40.00/hour" in text

@@ -35,8 +35,10 @@ MODEL_KEYS = ("vocab", "d_model", "nhead", "num_layers", "dim_feedforward")
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default="seed")
-    p.add_argument("--device", choices=["auto", "xla", "cuda", "cpu"], default="auto")
-    p.add_argument("--compile", action="store_true", help="torch.compile forward+loss (openxla / inductor)")
+    p.add_argument("--device", choices=["auto", "neuron", "xla", "cuda", "cpu"], default="auto",
+                   help="auto: neuron (TorchNeuron), else xla, else cuda, else cpu")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile forward+loss (backend neuron / openxla / inductor)")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--steps", type=int, default=100)
     for key in ("batch_size", "seq_len", *MODEL_KEYS):  # None = take the preset's value
@@ -55,6 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--graph-break", choices=["item", "print", "branch"], default=None,
                    help="trap: read the loss on the host inside the step")
     p.add_argument("--dynamic-shape", action="store_true", help="trap: a new sequence length every step")
+    p.add_argument("--cpu-fallback", action="store_true",
+                   help="trap: an op whose output shape depends on the data (torch.unique of the batch) in each "
+                        "step: TorchNeuron runs it on the CPU and copies the result back")
     p.add_argument("--target-loss", type=float, default=None, help="recorded in the config only")
     p.add_argument("--crash-at-step", type=int, default=None, help="raise RuntimeError at this step")
     p.add_argument("--crash-rank", type=int, default=None, help="with --crash-at-step: only this rank raises")
@@ -94,6 +99,13 @@ def graph_break(loss, kind):
     elif kind == "branch":
         if loss > 1e9:
             print("loss exploded", flush=True)
+
+
+def distinct_tokens(ids):
+    """The --cpu-fallback trap: the number of distinct tokens in the batch, as a bag-of-words scale.
+    torch.unique's output length depends on the data, so a device that compiles ahead runs it on
+    the host (TorchNeuron eager: a CPU fallback and copies each way, every step)."""
+    return torch.unique(ids).numel()
 
 
 def forward_loss(model, ids, labels, trap=None, slow=None):
@@ -169,7 +181,9 @@ def main(argv=None) -> int:
         # Measured with torch-xla 2.9: backend="openxla" mis-computes training-mode dropout (gradients
         # do not match the forward; cf. pytorch/pytorch#90097), so the loss falls far slower than eager.
         # --dropout 0 makes it match eager exactly.
-        step_fn = torch.compile(forward_loss, backend="openxla" if xla else "inductor")
+        # TorchNeuron: backend="neuron" (no dynamic=True: it is rejected; fullgraph left off so that
+        # --graph-break shows its graph break rather than failing).
+        step_fn = torch.compile(forward_loss, backend=backend.compile_backend)
     # bf16 = autocast on every backend (fp32 master weights, same numerics as the GPU run).
     # torch.autocast("xla") works on XLA:CPU; torch_xla.amp.autocast does not (TPU/NEURON only).
     bf16 = args.precision == "bf16"
@@ -189,6 +203,7 @@ def main(argv=None) -> int:
         "model": {**{k: getattr(args, k) for k in MODEL_KEYS}, "dropout": args.dropout}, "param_count": n_params,
         "loader": args.loader, "num_workers": args.num_workers, "loader_delay_ms": args.loader_delay_ms,
         "xla_style": xla_style, "graph_break": args.graph_break, "dynamic_shape": args.dynamic_shape,
+        "cpu_fallback": args.cpu_fallback, "compile_backend": backend.compile_backend if args.compile else None,
         "target_loss": args.target_loss, "log_every": args.log_every, "torch": torch.__version__,
         "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else None,
         "world_size": ranks.world, "distributed": distributed, "save_every": args.save_every,
@@ -207,6 +222,8 @@ def main(argv=None) -> int:
         if step == args.hang_at_step and args.hang_rank in (None, ranks.rank):
             time.sleep(args.hang_s)  # stands here; the other ranks stand in the next all-reduce
         opt.zero_grad(set_to_none=True)
+        if args.cpu_fallback:
+            distinct_tokens(ids)
         with autocast:
             loss = step_fn(model, ids, labels, args.graph_break, slow)
         loss.backward()

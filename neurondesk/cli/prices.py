@@ -33,7 +33,8 @@ def run_price(args) -> tuple[str | None, float | None, str]:
         quote = resolve_price(instance, args.price_per_hour, table)
     except ValueError as exc:
         die(str(exc))
-    return quote.instance_type, quote.price_per_hour, quote.source + imds_note
+    source = getattr(args, "price_note", None) or quote.source  # the demo says where its price is from
+    return quote.instance_type, quote.price_per_hour, source + imds_note
 
 
 def _warn_unknown_instance(text: str, priced: bool, table) -> None:

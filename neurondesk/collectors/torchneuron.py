@@ -14,7 +14,7 @@ stored here, its ``latest`` pages; the Neuron release each was current for):
 | ``torch_neuronx.metrics.is_enabled()``, ``get_counter_value(name)``, ``get_metric_data(name)`` (``accumulator``, in nanoseconds as torch_xla's) | how a process reads them | torch-neuronx's ``torch_neuronx/metrics.py`` docstring (not found in the stored docs pages; the unit is our assumption) |
 | ``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` | the persistent NEFF cache | "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16: Neuron 2.34) names the variable; the default is torch-neuronx's own, not in the pages we read |
 | ``torch.compile(backend="neuron")``, ``torch_neuronx.get_dynamo_metrics()`` (graph_id, graph_name, model_name, has_collectives, graph_node_count, timestamp, torch_neuronx_fx_passes_us / _lower_us / _compile_us), ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` | its torch.compile graphs; get_dynamo_metrics synchronizes, so it is read at the end of a dynamo compile and at exit, never per step | "torch.compile backend reference" (2026-10-14: Neuron 2.33); the fields: the metrics documentation of Neuron 2.33-2.34 as issue 27 quotes it (collectors/devices/graph_stats.py) |
-| ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); read by nothing here yet (issue 44 item 6) |
+| ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); named in the graph-fallback finding (collectors/logparse/neuron_faults.py reads the failures) |
 
 What the launcher sets, only where the user set nothing (``torchneuron_environment``):
 ``TORCH_NEURONX_METRICS_ENABLED=1``; ``TORCH_NEURONX_LOG_FILE=<run folder>/torchneuron.log`` with
@@ -30,9 +30,11 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neurondesk.collectors.logparse.neuron_faults import fault_of
 from neurondesk.collectors.relay_link import open_output
 from neurondesk.core.events.neff_events import NeffCacheLog
 from neurondesk.core.events.run_events import Event, Notice, ParseProblem
@@ -50,6 +52,21 @@ NEFF_LINE = re.compile(r"\[NEFF_CACHE\]\s*(Cache MISS|Cache HIT|Storing NEFF) fo
 LEVEL = re.compile(r"\[(ERROR|WARNING|WARN|INFO|DEBUG)\]")
 LEVELS = {"ERROR": 0, "WARNING": 1, "WARN": 1, "INFO": 2, "DEBUG": 3}
 COUNTED = {"Cache MISS": "misses", "Cache HIT": "hits", "Storing NEFF": "stores"}
+
+
+DEFAULT_NEFF_CACHE = "/tmp/neff_cache"  # TORCH_NEURONX_NEFF_CACHE_DIR's default (torch-neuronx's own)
+
+
+def neff_cache_dir(env: Mapping[str, str]) -> str | None:
+    """The persistent NEFF cache folder a workload with this environment writes to, for the disk
+    forecast: TORCH_NEURONX_NEFF_CACHE_DIR when set; else its default when it exists (a machine that
+    ran TorchNeuron before); None when TORCH_NEURONX_NEFF_DISABLE_CACHE=1 (memory only) or neither."""
+    if env.get("TORCH_NEURONX_NEFF_DISABLE_CACHE") == "1":
+        return None
+    given = env.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+    if given:
+        return given
+    return DEFAULT_NEFF_CACHE if os.path.isdir(DEFAULT_NEFF_CACHE) else None
 
 
 def _int(text: str | None, default: int) -> int:
@@ -77,7 +94,7 @@ def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[s
         extra["TORCH_NEURONX_METRICS_ENABLED"] = "1"
     elif base["TORCH_NEURONX_METRICS_ENABLED"].strip().lower() not in ("1", "true", "yes"):
         pass  # theirs, left alone: the probe says once that NEFF compiles are not counted
-    cache_dir = base.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"
+    cache_dir = base.get("TORCH_NEURONX_NEFF_CACHE_DIR") or DEFAULT_NEFF_CACHE
     level = _int(base.get("TORCH_NEURONX_LOG_LEVEL"), DEFAULT_LEVEL)
     if base.get("TORCH_NEURONX_LOG_FILE"):
         path = Path(base["TORCH_NEURONX_LOG_FILE"])
@@ -208,13 +225,18 @@ class NeffLogTail:
                 counts[what] += 1
                 if key is not None and len(self.keys) < KEYS_KEPT:
                     self.keys.add(key)
-            self._pass_on(raw, level)
+            if not self._pass_on(raw, level) and what is None:
+                # a failure told in a line not passed on (a passed-on line is read from the stream it goes to)
+                fault = fault_of(raw.decode("utf-8", "replace"), t)
+                if fault is not None:
+                    out.append(fault)
 
-    def _pass_on(self, raw: bytes, level: int | None) -> None:
+    def _pass_on(self, raw: bytes, level: int | None) -> bool:
         """A line the user would have seen at their own level, to their stream (ours only)."""
         if not self.plan.ours or level is None or level > self.plan.user_level:
-            return
+            return False
         self.held.append(("stderr" if level <= 1 else "stdout", raw + b"\n"))
+        return True
 
     def _relay(self, final: bool) -> int:
         """The held lines, appended to the user's stdout.log / stderr.log where that stream is at a

@@ -15,6 +15,7 @@ from neurondesk.collectors.devices.neuron_ls import parse_id_list
 from neurondesk.doctor import facts as F
 from neurondesk.doctor import tables as T
 from neurondesk.doctor.check import Check
+from neurondesk.doctor.paths import training_path
 
 ROOT_ENV = "NEURONDESK_DOCTOR_ROOT"  # a fake / for /dev, /sys, /proc, /etc (tests)
 MIN_FREE_BYTES = 20 * 10**9
@@ -377,6 +378,7 @@ def run_doctor(o: Options) -> list[Check]:
     checks += _cores_check(ls, family)
     checks += _packages(pk, py, neuron_here)
     checks += _compatibility(pk, py, driver_sys, family, F.os_release(o.root))
+    checks.append(training_path(pk, py, family))
     checks += inst
     checks += _disk(o)
     checks += _environment(o, ls)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from functools import cache
@@ -76,6 +77,18 @@ def torch_neuronx_family(version: str | None) -> dict[str, Any] | None:
             "python": None, "ubuntu_wheels": None, "instances": None}
 
 
+def neuron_release(runtime: str | None, torch_neuronx: str | None) -> tuple[str, str] | None:
+    """(release, what told it) of this machine's Neuron: its runtime's major.minor in the releases table,
+    else the release that shipped its XLA-family torch-neuronx (the first one); None when neither tells."""
+    row = release_of("aws-neuronx-runtime-lib", runtime)
+    if row is not None:
+        return row["release"], f"runtime {runtime}"
+    for r in releases():
+        if torch_neuronx and r.get("torch-neuronx") and fnmatch.fnmatch(torch_neuronx, r["torch-neuronx"]):
+            return r["release"], f"torch-neuronx {torch_neuronx}"
+    return None
+
+
 def family_of(instance_type: str | None) -> str | None:
     if not instance_type or "." not in instance_type:
         return None
@@ -90,7 +103,7 @@ def table_list() -> list[dict[str, str]]:
     """Each table's title, date, source and what in it is assumed (for `doctor --tables`)."""
     data = load()
     out = []
-    for key in ("releases", "driver_runtime", "torch_neuronx", "instances"):
+    for key in ("releases", "driver_runtime", "torch_neuronx", "training_paths", "instances"):
         t = data[key]
         assumed = " ".join(t[k] for k in ("assumed", "native_assumed", "xla_assumed", "note") if t.get(k))
         out.append({"table": key, "title": t["title"], "checked": t["checked"], "source": t["source"],

@@ -53,6 +53,12 @@ RULES: dict[str, tuple[str, str]] = {
     "no-sync": ("error", "cut the graph once per step: torch_xla.sync() (xm.mark_step()) after optimizer.step(), "
                          "or iterate an MpDeviceLoader"),
     "dynamic-neuron": ("error", "the neuron backend refuses dynamic=True: pad to fixed shapes and drop dynamic=True"),
+    # TorchNeuron (torch-neuronx 2.13+, the native neuron device; issue 44 item 7): "torch.compile backend
+    # reference" (torch/compile/reference-torch-compile, 2026-10-14: Neuron 2.33): only mode 'default' applies
+    "mode-neuron": ("warning", "drop mode=: on backend='neuron' only 'default' applies (the others log a warning and "
+                               "fall back to default, no effect)"),
+    "mark-step-neuron": ("warning", "remove xm.mark_step() / torch_xla.sync() (and the torch_xla import): the native "
+                                    "neuron device runs each op as it comes, there is no lazy graph to cut"),
     "append-tensor": ("warning", "append loss.item() (a float), or loss.detach() to keep it on the device: a list of "
                                  "tensors that require grad keeps every step's autograd graph, and memory creeps"),
     "data-dependent": ("warning", "its output shape depends on the data (a recompile per new shape): use a fixed-"
@@ -60,6 +66,30 @@ RULES: dict[str, tuple[str, str]] = {
 }
 
 _LOWER = {"error": "warning", "warning": "info", "info": "info"}
+# rules about a shape that varies from step to step: on TorchNeuron's eager mode every op of the step
+# compiles a new NEFF for a new shape (each NEFF cached by op and shapes)
+_SHAPE_RULES = ("per-batch-slice", "pad-sequence", "padding-longest", "drop-last", "data-dependent")
+_EAGER_NEFFS = " (TorchNeuron eager: each new shape compiles a new NEFF for every op of the step)"
+
+
+def _torchneuron(tree: ast.AST) -> bool:
+    """A TorchNeuron script: it names the native device ("neuron", "neuron:0"), or imports torch_neuronx
+    and never asks for an XLA device (torch-neuronx 2.9's XLA path imports it too)."""
+    imports = xla_device = False
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch_neuronx" for a in n.names):
+            imports = True
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch_neuronx":
+            imports = True
+        elif isinstance(n, ast.Call):
+            ch = _chain(n.func)
+            if ch[-1:] == ["xla_device"] or ch == ["torch_xla", "device"]:
+                xla_device = True
+            if ch[-1:] in (["to"], ["device"]):
+                for a in (*n.args, *(k.value for k in n.keywords)):
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.split(":")[0] == "neuron":
+                        return True
+    return imports and not xla_device
 
 
 @dataclass(frozen=True)
@@ -84,6 +114,7 @@ class _Linter(FileStructure):
         self.found: dict[tuple[int, str], Finding] = {}
 
     def run(self) -> list[Finding]:
+        self.torchneuron = _torchneuron(self.tree)
         step_loops, freq = self.step_regions()
         for lp in step_loops:
             if isinstance(lp, ast.While):  # its test runs every step too
@@ -100,6 +131,8 @@ class _Linter(FileStructure):
 
     def add(self, node: ast.AST, rule: str, guard: str | None, message: str) -> None:
         severity, fix = RULES[rule]
+        if rule in _SHAPE_RULES and self.torchneuron:
+            message += _EAGER_NEFFS
         if rule == "no-sync":
             pass
         elif guard is not None:
@@ -275,6 +308,8 @@ class _Linter(FileStructure):
 
         def add(rule: str, message: str) -> None:
             severity, fix = RULES[rule]
+            if rule in _SHAPE_RULES and self.torchneuron:
+                message += _EAGER_NEFFS
             key = (n.lineno, rule)
             self.found.setdefault(key, Finding(self.path, n.lineno, n.col_offset + 1, rule, severity, message, fix))
 
@@ -284,6 +319,15 @@ class _Linter(FileStructure):
                     and backend.value.startswith("neuron") and _const(_kw(n, "dynamic"), True)):
                 add("dynamic-neuron", "torch.compile(..., backend='neuron', dynamic=True): the neuron backend "
                     "refuses dynamic shapes")
+            mode = _kw(n, "mode")
+            if (isinstance(backend, ast.Constant) and isinstance(backend.value, str)
+                    and backend.value.startswith("neuron") and mode is not None
+                    and not _const(mode, None) and not _const(mode, "default")):
+                add("mode-neuron", f"torch.compile(..., backend='neuron', mode={self.src(mode)}): TorchNeuron ignores "
+                    "every mode but 'default'")
+        if self.torchneuron and (name == "mark_step" or (name == "sync" and ch[:-1] in (["torch_xla"], ["xm"]))):
+            add("mark-step-neuron", f"{'.'.join(ch)}() in a TorchNeuron script (the native neuron device): a call "
+                "left from the XLA path")
         if name == "DataLoader":
             if any(k.arg is None for k in n.keywords):
                 return  # **kwargs: cannot tell

@@ -45,6 +45,8 @@ def to_markdown(c: dict) -> str:
         lines += ["", "## Warnings", "", *(f"- {w['message']}" for w in others)]
     if c["payback_text"]:
         lines += ["", "## Compile payback", "", *(f"- {t}" for t in c["payback_text"])]
+    if c.get("cache_text"):
+        lines += ["", "## Compile cache", "", *(f"- {t}" for t in c["cache_text"])]
     lines += ["", f"**Verdict:** {c['verdict']}"]
     return "\n".join(lines) + "\n"
 
@@ -62,6 +64,8 @@ def to_csv(c: dict) -> str:
         w.writerow([row["key"], *("" if v is None else v for v in row["values"])])
     for warning in c["warnings"]:
         w.writerow([f"warning:{warning['level']}", warning["message"]])
+    for e in c.get("cache_saved") or []:
+        w.writerow([f"cache_saved:{e['run']}-vs-{e['against']}", e["saved_s"], "" if e["saved_usd"] is None else e["saved_usd"]])
     w.writerow(["verdict", c["verdict"]])
     return buf.getvalue()
 

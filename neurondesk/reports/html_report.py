@@ -186,6 +186,6 @@ def _compare(c: dict) -> str:
     head = ["", *(f"{r['label']}: {r['run_id']}" for r in runs)]
     rows = [[row["label"], *(cell_text(row, i).replace("**", "") for i in range(len(runs)))] for row in c["rows"]]
     out.append(_table(head, rows, sortable=False))
-    out += [f"<p>{e(t)}</p>" for t in c.get("payback_text") or []]
+    out += [f"<p>{e(t)}</p>" for t in (c.get("payback_text") or []) + (c.get("cache_text") or [])]
     out.append(f'<p><b>Verdict:</b> <span id="verdict">{e(c["verdict"])}</span></p></section>')
     return "".join(out)

@@ -7,7 +7,7 @@ import json
 
 from neurondesk.core.job.job_summary import JobSummary
 from neurondesk.reports.fmt import ms, num, pct, secs, usd
-from neurondesk.reports.job_text import figures_words, slow_words
+from neurondesk.reports.job_text import figures_words, slow_collective_words, slow_words
 from neurondesk.reports.safe_text import clean
 
 
@@ -32,9 +32,8 @@ def findings(j: JobSummary) -> list[str]:
                      "(node-seconds), counted in the job's compile share")
     if j.slowest is not None:
         lines.append(slow_words(j.slowest, len(j.ranks)))
-    elif j.collective_wait is not None and j.collective_wait >= 0.5:
-        lines.append(f"no rank is slower than the others, yet ranks wait {pct(j.collective_wait, 0)} of each step in "
-                     "the collective: the network (EFA) or a node's link is slow")
+    elif j.slow_collective is not None:
+        lines.append(slow_collective_words(j.slow_collective))
     lines += [f"problem: {p}" for p in j.problems]
     return [clean(line) for line in lines]
 

@@ -52,15 +52,21 @@ def slow_words(s, ranks: int) -> str:
 
 def slow_collective_line(v: JobView) -> str | None:
     """No rank computes longer, yet every rank waits in the collective: where it is slow."""
-    c = v.slow_collective
-    if c is None or v.compiling:
+    if v.slow_collective is None or v.compiling:
         return None
+    return slow_collective_words(v.slow_collective)
+
+
+def slow_collective_words(c) -> str:
+    """``c``: a slow collective (core/job/culprit.SlowCollective, or the job summary's): where the job's
+    time goes when no rank computes longer; the live job view and the job summary say it in these words."""
     own = f" (own time {secs(c.own_s, 2)} a step, the median rank's)" if c.own_s is not None else ""
     head = (f"no rank is slower than the others{own}, yet ranks wait {pct(c.share, 0)} of each step "
             f"({secs(c.wait_s, 2)}) in the collective")
     if c.node is not None:
         return (f"{head}: the collective is slower on node {c.node} ({secs(c.node_wait_s, 2)} a step vs "
-                f"{secs(c.others_wait_s, 2)} on the others): its link, see its health")
+                f"{secs(c.others_wait_s, 2)} on the others): the slow place is inside the collective, on "
+                f"{c.node}'s link — see its health")
     return f"{head}: the network (EFA) or a node's link is slow — see each node's health"
 
 
@@ -163,7 +169,8 @@ def job_lines(v: JobView) -> list[str]:
     if bound:
         lines.append(bound)
     lines += [f"problem: {p}" for p in v.problems]
-    if v.healthy and not v.compiling and v.slowest is None and not any(r.health for r in v.nodes):
+    if (v.healthy and not v.compiling and v.slowest is None and slow_collective_line(v) is None
+            and not any(r.health for r in v.nodes)):
         lines.append("healthy: every node reporting, no slow rank, nothing failed")
     return lines
 

@@ -1,6 +1,7 @@
 """Free space of the filesystems a run writes to: the run folder's and the Neuron compile cache's
 (where compile_cache.locate_cache finds it: --cache_dir in NEURON_CC_FLAGS, a file://
-NEURON_COMPILE_CACHE_URL, else the default folder). One statvfs per path; two paths on one
+NEURON_COMPILE_CACHE_URL, else the default folder) and TorchNeuron's persistent NEFF cache's
+(collectors/torchneuron.neff_cache_dir). One statvfs per path; two paths on one
 filesystem give one reading that holds both. The figures (growth, forecast) are core/node/disk.py's."""
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from neurondesk.collectors.devices.compile_cache import locate_cache
+from neurondesk.collectors.torchneuron import neff_cache_dir
 from neurondesk.core.node.disk import DiskSample, FsReading
 
 
 def disk_locations(run_dir: Path | str, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What of the run lives where: {"run folder": ..., "compile cache": ...} (a remote cache,
-    s3:// and the like, has no local disk to watch)."""
+    """What of the run lives where: {"run folder": ..., "compile cache": ..., "NEFF cache": ...} (a
+    remote cache, s3:// and the like, has no local disk to watch)."""
     out = {"run folder": str(run_dir)}
     cache = locate_cache(env)
     if not cache.remote:
         out["compile cache"] = cache.path
+    neff = neff_cache_dir(os.environ if env is None else env)
+    if neff:
+        out["NEFF cache"] = neff
     return out
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from neurondesk.core.events.run_events import CompileFinished, CompileStarted, LogError, Notice
 
 from ._common import COMPILE, ERROR, ERROR_CODE, NOISE, Out, clip, small_int
-from .neuron_faults import fault_of
+from .neuron_faults import WARNINGS, fault_of
 from .neuron_runtime import RuntimeLog
 
 SOURCE = "neuron-log"
@@ -130,7 +130,7 @@ class NeuronCCParser:
         tag = self._feed(s, t, out)
         if fault is not None:
             out.append(fault)
-            return tag or ERROR
+            return tag if fault.fault in WARNINGS else (tag or ERROR)
         return tag
 
     def _feed(self, s: str, t: float, out: Out) -> str | None:

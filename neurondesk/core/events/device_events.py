@@ -384,7 +384,9 @@ class NeuronFault(Event):
     """A Neuron failure read from the workload's output, with what the line tells of it:
     ``fault`` is "device-oom" (the device's HBM), "compiler-oom" (neuronx-cc killed by the host's
     OOM killer) or "version-skew" (runtime, driver, compiler or framework built for another
-    release). The LogError of the same line stays the error as printed; this is its meaning."""
+    release), or one of TorchNeuron's (collectors/logparse/torchneuron_faults.py): "dynamic-shape"
+    (NCC_EMOD025), "mode-ignored", "graph-fallback", "cpu-fallback". The LogError of the same line
+    stays the error as printed; this is its meaning."""
 
     kind: ClassVar[str] = "neuron_fault"
     fault: str = ""
@@ -396,6 +398,7 @@ class NeuronFault(Event):
     core: int | None = None  # NC
     mem_log: str | None = None  # the runtime's allocation log (/tmp/nrt_mem_log_device_0_*.csv)
     mismatch: str | None = None  # what does not match, in words
+    detail: str | None = None  # TorchNeuron's: the op run on the CPU, the mode ignored, the instruction and shape
 
 
 @dataclass(frozen=True)

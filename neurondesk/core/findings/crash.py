@@ -5,6 +5,7 @@ The kinds, in the order they are tested (the first that fits is the finding):
 - ``device-oom``: the device's memory (the Neuron Runtime's allocation failures, core/findings/neuron_errors.py;
   CUDA's "CUDA out of memory"; XLA's RESOURCE_EXHAUSTED)
 - ``compiler-oom``: neuronx-cc killed by the host's OOM killer (core/findings/neuron_errors.py)
+- ``dynamic-shape``: TorchNeuron's compiler rejected a dynamic shape (NCC_EMOD025; torch.compile's dynamic=True)
 - ``oom-killer``: the kernel's OOM killer (SIGKILL, and the cgroup's or the host's oom_kill count grew)
 - ``segfault`` (SIGSEGV), ``bus-error`` (SIGBUS: /dev/shm too small for the DataLoader, most often)
 - ``nan``: the script stopped on a NaN or infinite loss (it raised, or the last loss it reported was one)
@@ -24,7 +25,12 @@ import re
 import msgspec
 
 from neurondesk.core.findings.crash_memory import CrashMemory, device_memory, host_memory
-from neurondesk.core.findings.neuron_errors import COMPILER_OOM_FIX, DEVICE_OOM_FIX, neuron_fault_findings
+from neurondesk.core.findings.neuron_errors import (
+    COMPILER_OOM_FIX,
+    DEVICE_OOM_FIX,
+    DYNAMIC_FIX,
+    neuron_fault_findings,
+)
 from neurondesk.core.findings.run_end import first_failure
 from neurondesk.core.reduce.state import RunState
 
@@ -175,6 +181,8 @@ def _try(kind: str, texts: list[str]) -> str:
         return TRY["cuda-oom"] if _find(texts, _CUDA_OOM) else DEVICE_OOM_FIX.removeprefix("try ")
     if kind == "compiler-oom":
         return COMPILER_OOM_FIX
+    if kind == "dynamic-shape":
+        return DYNAMIC_FIX
     return TRY[kind]
 
 
@@ -187,6 +195,9 @@ def _classify(state: RunState, texts: list[str], sig: str | None, sig_said: str)
         return "device-oom", "ran out of device memory", cuda or (faults[0].line if faults else "")
     if "compiler-oom" in neuron:
         return "compiler-oom", "lost its compiler (neuronx-cc) to the host's OOM killer", neuron["compiler-oom"][:300]
+    if "dynamic-shape" in neuron:
+        return ("dynamic-shape", "stopped on a dynamic shape the Neuron compiler rejects (NCC_EMOD025)",
+                state.parts.telemetry.faults.by_kind["dynamic-shape"][0].line[:300])
     cg = state.parts.telemetry.cgroup
     kills = cg.oom_kills if cg is not None else None
     host_kills = cg.host_oom_kills if cg is not None else None

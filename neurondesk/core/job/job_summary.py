@@ -3,8 +3,9 @@
 Each node of a job records its own run (its own folder, its own summary.json); after the job, the folders
 are copied to one place (or sit on shared storage such as FSx) and merged here into a ``JobSummary``: who
 the nodes and ranks were, the job's figures (core/job/job_figures.py: the same rules as one node, never a second
-copy of the arithmetic), the rank that held the job back (core/job/job_view.py's rule, across every rank of the
-job), the node whose compile the others waited for, the first failure across nodes, and what does not fit
+copy of the arithmetic), the rank that held the job back, or else the collective slow for everyone and the node
+whose link it is slower on (core/job/culprit.py, the live job view's rules, across every rank of the job), the
+node whose compile the others waited for, the first failure across nodes, and what does not fit
 (nodes missing, a node rank given twice, precision differing between nodes) as problem lines.
 
 The caller (sources/job_runs.py) checks the folders are one job's: another job's run is refused, never
@@ -20,7 +21,7 @@ from typing import Any
 import msgspec
 
 from neurondesk.core.findings.run_end import RunEnd
-from neurondesk.core.job.culprit import culprit, wait_share
+from neurondesk.core.job.culprit import culprit, slow_collective, wait_share
 from neurondesk.core.job.fleet import RankRow as FleetRank
 from neurondesk.core.job.job_figures import JobFigures, NodeFigures, job_figures
 from neurondesk.core.node.failure_cause import first_cause
@@ -93,6 +94,18 @@ class SlowRank(msgspec.Struct, frozen=True, kw_only=True):
     victim_wait_s: float | None = None
 
 
+class SlowCollective(msgspec.Struct, frozen=True, kw_only=True):
+    """core/job/culprit.py's SlowCollective, as the job summary keeps it: no rank computes longer, yet the ranks
+    wait most of their step inside collectives; ``node``: the node whose ranks' collectives are slower (its link)."""
+
+    own_s: float | None  # the median rank's own time a step (None: collectives not timed)
+    wait_s: float  # the median rank's time inside collectives a step
+    share: float  # of the median step
+    node: str | None = None
+    node_wait_s: float | None = None
+    others_wait_s: float | None = None
+
+
 class JobFailure(msgspec.Struct, frozen=True, kw_only=True):
     node: str
     rank: int | None
@@ -123,6 +136,7 @@ class JobSummary(msgspec.Struct, kw_only=True):
     figures: JobFigures
     slowest: SlowRank | None
     collective_wait: float | None  # the median rank's share of the step spent waiting in the collective
+    slow_collective: SlowCollective | None = None  # no culprit, yet every rank waits in the collective
     compile_slowest_node: str | None  # whose compile the job waited for (None: no compile)
     first_failure: JobFailure | None
     problems: list[str] = []
@@ -240,6 +254,7 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
     expected = max((j.nodes for j in ids if j.nodes), default=None)
     ranks = [r for n, node in zip(order, nodes, strict=True) for r in _ranks(n, node)]
     slow = culprit(ranks)
+    coll = slow_collective(ranks, slow)
     figures = job_figures([_figures(n) for n in order])
     lead = _lead(order, nodes)
     failure = _failure(order, nodes)
@@ -266,6 +281,9 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
             own_s=slow.own_s, median_own_s=slow.median_own_s, node_ranks=list(slow.node_ranks), place=slow.place,
             victim_nodes=list(slow.victim_nodes), victim_wait_s=slow.victim_wait_s),
         collective_wait=wait_share(ranks),
+        slow_collective=None if coll is None else SlowCollective(
+            own_s=coll.own_s, wait_s=coll.wait_s, share=coll.share, node=coll.node, node_wait_s=coll.node_wait_s,
+            others_wait_s=coll.others_wait_s),
         compile_slowest_node=compile_node.node if compile_node and compile_node.compile_total_s > 0 else None,
         first_failure=failure, problems=_problems(nodes, order, expected))
 

@@ -13,7 +13,8 @@ WARN_FREE_SHARE or the forecast under WARN_FULL_IN_S.
 
 The forecast is from the steady writes (the journal, the run's outputs, checkpoints at their cadence):
 the space used between two samples while a compile ran (CompileStarted / CompileFinished: Inductor's
-or Neuron's cache written in the first seconds of a run) is a burst, said apart (``burst_bytes``) and
+or Neuron's cache written in the first seconds of a run; TorchNeuron's eager NEFFs, NeffCompiles and
+the NEFF cache log's stores, written to its persistent NEFF cache) is a burst, said apart (``burst_bytes``) and
 left out of the growth line with its time, which goes on from where the burst began. DiskWarnings turns the figures into
 notices once per episode (the recorder journals them, so a replay shows the same notices).
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from neurondesk.core.events.device_events import DiskSample, FsReading
+from neurondesk.core.events.neff_events import NeffCacheLog, NeffCompiles
 from neurondesk.core.events.run_events import CompileFinished, CompileStarted, OutputNotStored
 
 __all__ = ["DiskReducer", "DiskSample", "DiskWarnings", "FsFigures", "FsReading", "OutputNotStored"]
@@ -223,10 +225,12 @@ class DiskReducer:
         self.events = 0  # events taken in (a view re-renders when it changes)
         self._open: dict[tuple[str, int | None], float] = {}  # compiles in progress: (source, pid) -> start
         self._compiles: deque[tuple[float, float]] = deque(maxlen=COMPILES_KEPT)  # finished: (start, end)
+        self._neff_log_t: float | None = None  # TorchNeuron's log's previous read
 
     def handlers(self) -> dict[str, Callable]:
         return {"disk_sample": self.on_disk_sample, "output_not_stored": self.on_output_not_stored,
-                "compile_started": self.on_compile_started, "compile": self.on_compile}
+                "compile_started": self.on_compile_started, "compile": self.on_compile,
+                "neff_compiles": self.on_neff_compiles, "neff_log": self.on_neff_log}
 
     def on_compile_started(self, e: CompileStarted) -> None:
         self._open[(e.source, e.pid)] = e.t
@@ -236,6 +240,17 @@ class DiskReducer:
         if e.duration_s is not None:
             start = e.t - e.duration_s if start is None else min(start, e.t - e.duration_s)
         self._compiles.append((e.t if start is None else start, e.t))
+
+    def on_neff_compiles(self, e: NeffCompiles) -> None:
+        """A step's eager NEFF compiles (TorchNeuron), reported at the step's end: their seconds before it."""
+        if e.count > 0:
+            self._compiles.append((e.t - (e.duration_s or 0.0), e.t))
+
+    def on_neff_log(self, e: NeffCacheLog) -> None:
+        """NEFFs stored in the persistent NEFF cache since the log's previous read: written in between."""
+        since, self._neff_log_t = getattr(self, "_neff_log_t", None), e.t  # getattr: a checkpoint from before it
+        if e.stores > 0 or e.misses > 0:
+            self._compiles.append((e.t if since is None else since, e.t))
 
     def _compiled_between(self, t0: float | None, t: float) -> bool:
         """A compile ran in (t0, t]: one finished that overlaps it, or one still open."""

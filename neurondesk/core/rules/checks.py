@@ -2,13 +2,19 @@
 
 The tutorial's smoke test: the workload compiles, runs its steps, and the loss does not explode.
 ``--check`` always asks that at least one step ran and, when the requested step count is known,
-that all of them ran; each threshold adds one check. An empty list means the gate passed.
+that all of them ran, and that TorchNeuron told none of its silent failures (a dynamic shape rejected,
+a mode ignored, a graph run eagerly, eager ops on the CPU: core/findings/neuron_errors.py); each
+threshold adds one check. An empty list means the gate passed.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+# diagnostics that fail the gate whatever the thresholds: a graph that grows each step, and
+# TorchNeuron's failures (their kinds: core/findings/neuron_errors.py TORCHNEURON_KINDS)
+GATED_DIAGNOSTICS = frozenset({"graph-grows", "dynamic-shape", "graph-fallback", "cpu-fallback", "mode-ignored"})
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ def evaluate(s: dict, t: Thresholds) -> list[str]:
                           "evaluation after the first), "
                           f"max {t.max_recompiles_after_warmup}{_recompile_detail(s)}")
     for d in s.get("diagnostics") or []:
-        if d.get("kind") == "graph-grows":
+        if d.get("kind") in GATED_DIAGNOSTICS:
             failed.append(f"{d['message']} (at {d.get('location') or '?'})")
     if t.loss_finite:
         loss = s.get("loss") or {}

@@ -15,6 +15,9 @@ Payback: when run i compiles longer than run j but its steady steps are faster, 
 time is paid back after ceil(extra compile s / saved s per step) steps; divided by the run's own
 length, that is the number of repeated runs it takes when the later runs hit a warm compile cache
 (and so compile nothing). The same in dollars when both runs have a price.
+
+Cache: a run whose first step a warm compile cache served (the ``ttfi_cache`` figure) against a cold
+one: the seconds to the first step it saved (``ttfi_s``) and what they cost (``cache_saved``).
 """
 
 from __future__ import annotations
@@ -173,6 +176,36 @@ def payback_text(e: dict[str, Any]) -> str:
     return text
 
 
+def cache_savings(labels: list[str], vals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a warm compile (NEFF) cache saved: each run whose first step was served by the persistent
+    cache (figure ``ttfi_cache`` "warm") against each run that compiled before its first step
+    ("cold"). ``saved_s``: the time to first step it saved (figure ``ttfi_s``, cold minus warm);
+    ``compile_saved_s``: the compile seconds of the whole run it did not spend; ``saved_usd``:
+    ``saved_s`` at the warm run's price (the cold run's when the warm one has none)."""
+    out = []
+    for w, warm in enumerate(vals):
+        for c, cold in enumerate(vals):
+            if warm.get("ttfi_cache") != "warm" or cold.get("ttfi_cache") != "cold":
+                continue
+            if warm.get("ttfi_s") is None or cold.get("ttfi_s") is None:
+                continue
+            saved = cold["ttfi_s"] - warm["ttfi_s"]
+            price = warm["price_per_hour"] if warm["price_per_hour"] is not None else cold["price_per_hour"]
+            out.append({"run": labels[w], "against": labels[c], "saved_s": saved,
+                        "compile_saved_s": (cold["compile_total_s"] or 0.0) - (warm["compile_total_s"] or 0.0),
+                        "saved_usd": cost_so_far(price, saved) if saved >= 0 else None, "price_per_hour": price})
+    return out
+
+
+def cache_text(e: dict[str, Any]) -> str:
+    if e["saved_s"] < 0:
+        return (f"{e['run']}'s warm compile cache did not shorten its time to first step against {e['against']}'s "
+                f"cold one ({-e['saved_s']:.1f} s slower): something else than compiling held it back")
+    usd = "" if e["saved_usd"] is None else f", ${e['saved_usd']:,.4f} at ${e['price_per_hour']:,.2f}/hour"
+    return (f"{e['run']}'s warm compile cache saved {e['saved_s']:.1f} s to the first step against {e['against']}'s "
+            f"cold start{usd}; {e['compile_saved_s']:.1f} s of compile in the whole run")
+
+
 def _ranking(labels: list[str], vals: list[dict[str, Any]], target: float | None) -> dict[str, Any]:
     reached = [v["steps_to_target"] is not None for v in vals]
     if target is not None and any(reached):
@@ -266,10 +299,12 @@ def compare(summaries: list[dict], target_loss: float | None = None,
     rows += breakdown_rows(summaries)
     ranking = _ranking(labels, vals, target)
     pay = payback(labels, vals)
+    cache = cache_savings(labels, vals)
     loud = any(w["level"] == "loud" for w in warnings)
     verdict = _verdict(labels, vals, ranking, target, loud, pay)
     ranking.pop("_idx")
     runs = [{"label": lab, "run_id": s.get("run_id"), "command": " ".join(map(str, s.get("command") or [])),
              "mfu_note": s.get("mfu_note")} for lab, s in zip(labels, summaries, strict=True)]
     return {"runs": runs, "target_loss": target, "rows": rows, "warnings": warnings, "ranking": ranking,
-            "payback": pay, "payback_text": [payback_text(e) for e in pay], "verdict": verdict}
+            "payback": pay, "payback_text": [payback_text(e) for e in pay],
+            "cache_saved": cache, "cache_text": [cache_text(e) for e in cache], "verdict": verdict}

@@ -27,6 +27,20 @@ ATen op on them is looked up in a NEFF cache by op and shapes: in memory, then o
 in the metrics, stores the NEFF and logs the three lines. Knobs for the bad-input tests:
 ``TORCHNEURON_DOUBLE_DYNAMO_METRICS`` = ``raise`` | ``other-fields``; ``TORCHNEURON_DOUBLE_WARN``: a
 warning logged at import; ``TORCHNEURON_DOUBLE_CORES`` (default 2): the NeuronCores it says it has.
+
+TorchNeuron's failures (issue 44 item 6), each as the pages above (and the compiler's error code
+page compiler/error-codes/EMOD025, "Supported PyTorch APIs and operators"
+torch/reference/api/supported-operators of 2026-11-06) tell it:
+``torch.compile(..., dynamic=True)`` is rejected during compilation with the compiler's
+``[NCC_EMOD025] Dynamic shape is not supported: instruction '<name>' has shape '<shape>'. ...``;
+a ``mode`` other than 'default' logs a warning (level 1; its words are the double's, the pages give
+none) and compiles as default; ``TORCHNEURON_DOUBLE_GRAPH_FAIL=1``: each compiled graph fails on the
+device, and with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` runs eagerly after torch-neuronx's
+``Execution failed: <error>`` / ``Falling back to original GraphModule execution`` (Python logging,
+as its published source), otherwise the error is raised (1, the default);
+``TORCHNEURON_DOUBLE_CPU_FALLBACK=aten.nonzero,...``: those eager ops run on the CPU, logged at
+Python's DEBUG level as ``No implementation could handle operation aten::nonzero. Falling back on
+CPU`` and listed by ``get_fallback_ops()`` (torch-neuronx's op tracking, as published with its source).
 """
 
 from __future__ import annotations
@@ -38,7 +52,8 @@ __version__ = "2.13.3.0+double"
 from . import _log, _tensor, metrics, neuron  # noqa: E402
 from ._dynamo_backend import get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
 
-__all__ = ["device_count", "get_dynamo_metrics", "metrics", "reset_dynamo_metrics", "synchronize"]
+__all__ = ["device_count", "get_dynamo_metrics", "get_fallback_ops", "metrics", "reset_dynamo_metrics",
+           "synchronize"]
 
 _tensor.install(neuron)
 _log.startup_warning()
@@ -46,6 +61,11 @@ _log.startup_warning()
 
 def device_count() -> int:
     return neuron.device_count()
+
+
+def get_fallback_ops() -> list[str]:
+    """The eager ops run on the CPU so far."""
+    return list(_tensor.FALLBACK_OPS)
 
 
 def current_device() -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import csv
+import logging
 import os
 import time
 from dataclasses import astuple, dataclass, fields
@@ -62,16 +63,61 @@ def _record(gm, kind: str, nth: int):
         torch_neuronx_lower_us=200, torch_neuronx_compile_us=int(took * 1e6)))
 
 
+_logger = logging.getLogger("torch_neuronx.neuron_dynamo_backend")
+_modes_said: set = set()
+
+
+def _dynamic_shape(gm) -> tuple[str, str] | None:
+    """(node, shape) of the first node whose shape is symbolic under dynamic=True (which turns dynamo's
+    assume_static_by_default off for the call), or None; a shape dynamo made dynamic by itself on a
+    recompile is compiled as it comes, as TorchNeuron recompiles per new shape."""
+    import torch
+    import torch._dynamo.config
+
+    if torch._dynamo.config.assume_static_by_default:
+        return None
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        shape = getattr(value, "shape", None)
+        if shape is not None and any(isinstance(d, torch.SymInt) for d in shape):
+            return node.name, "f32[" + ",".join(str(d) for d in shape) + "]"
+    return None
+
+
+def _executed(graph):
+    """The graph's run on the device: ``TORCHNEURON_DOUBLE_GRAPH_FAIL=1`` makes it fail, then it runs
+    eagerly only when TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION is 0 (1, the default, raises)."""
+    def run(*inputs):
+        if os.environ.get("TORCHNEURON_DOUBLE_GRAPH_FAIL") == "1":
+            error = RuntimeError("NRT: nrt_execute failed (status 1002)")
+            if os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1").lower() not in ("0", "false"):
+                raise error
+            _logger.error(f"Execution failed: {error}")
+            _logger.warning("Falling back to original GraphModule execution")
+        return graph.forward(*inputs)
+    return run
+
+
 def neuron_backend(gm, example_inputs, **kwargs):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
+    from . import _log
+
+    dynamic = _dynamic_shape(gm)
+    if dynamic is not None:
+        raise RuntimeError(f"[NCC_EMOD025] Dynamic shape is not supported: instruction '{dynamic[0]}' has shape "
+                           f"'{dynamic[1]}'. The Neuron compiler requires all tensor dimensions to be statically sized.")
+    mode = kwargs.get("mode")
+    if mode and mode != "default" and mode not in _modes_said:
+        _modes_said.add(mode)
+        _log.log(1, f"torch.compile mode '{mode}' is not supported by the neuron backend; falling back to 'default'")
     nth = len(_records)
 
     def compiler(kind: str):
         def compile_graph(graph, inputs):
             _record(graph, kind, nth)
-            return make_boxed_func(graph.forward)
+            return make_boxed_func(_executed(graph))
         return compile_graph
 
     return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))(gm, example_inputs)

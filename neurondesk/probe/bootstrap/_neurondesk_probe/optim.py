@@ -57,8 +57,8 @@ class OptimizerHooks:
             probe.phase.leave()
         if clock.step_start is None:
             clock.note_activity()
-        if clock.presync is None:  # not in an evaluation: it has just ended
-            clock.presync = time.perf_counter() - clock.step_start
+        if clock.presync is None:  # not in an evaluation: it has just ended; less the collectives so far
+            clock.presync = max(0.0, time.perf_counter() - clock.step_start - clock.coll)
         if not probe.devices.device_reported:
             probe.guarded(probe.devices.report_device, optimizer, hook="device")  # an odd optimizer: no device, steps on
         if clock.lead_optimizer is None:

@@ -57,8 +57,13 @@ class StepClock:
     def end_step(self) -> None:
         """The step ends: an ordinary one into the transport's columns (batch.py), one that
         compiled, ran an evaluation or holds an odd count as a message of its own."""
-        if self.neff is not None:  # TorchNeuron: the step's NEFF compiles, first (they mark the step)
-            self.probe.guarded(self.neff, hook="torchneuron")
+        neff = self.neff
+        if neff is not None:  # TorchNeuron: the step's NEFF compiles, first (they mark the step)
+            try:  # guarded() inline: its call cost a microsecond a step (benchmarks/probe_step_torchneuron.py)
+                if "torchneuron" not in self.probe.off:
+                    neff()
+            except Exception as exc:  # noqa: BLE001 - fail open: that hook alone turns off, said once
+                self.probe.hook_failed("torchneuron", exc)
         now = time.perf_counter()
         start = self.step_start if self.step_start is not None else now
         phase = self.probe.phase
@@ -137,9 +142,11 @@ class StepClock:
     def mark_presync(self) -> None:
         """The step reaches its first synchronising point (backward, where DDP all-reduces; the
         optimizer step; an XLA sync): the time before it is this rank's own (data wait plus
-        forward), before any wait for the other ranks. A straggler shows there."""
+        forward), before any wait for the other ranks. A straggler shows there. The time spent inside
+        torch.distributed calls before it is a wait too, not its own (Lightning broadcasts a tensor before
+        every training step; a loop may all_reduce its loss before the backward): left out."""
         if self.presync is None and self.step_start is not None and not self.probe.phase.in_eval:
-            self.presync = time.perf_counter() - self.step_start
+            self.presync = max(0.0, time.perf_counter() - self.step_start - self.coll)
 
     def note_backward(self) -> None:
         self.mark_presync()

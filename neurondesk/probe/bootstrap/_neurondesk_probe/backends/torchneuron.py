@@ -14,7 +14,10 @@ cache log) and docs/torchneuron.md.
 - torch.compile graphs: ``torch._dynamo.utils.counters["neuron"]`` read at the end of each dynamo
   compile and ``torch_neuronx.get_dynamo_metrics()`` (it synchronizes) only when that count moved,
   and once more at exit: never per step. Each record goes out as a ``neuron_graph_stat`` message,
-  the event graph_stats tables make, keyed by graph_id (the reducer joins both to the dynamo compile).
+  the event graph_stats tables make, keyed by graph_id (the reducer joins both to the dynamo compile);
+- eager ops that ran on the CPU: ``torch_neuronx.get_fallback_ops()`` (torch-neuronx's op tracking,
+  as published with its source; not in the docs pages read), once at exit, each op a ``neuron_fault``
+  message of fault "cpu-fallback" (at most FALLBACK_OPS_SENT).
 
 A torch.compile graph's NEFF goes through the same compilation cache as an eager op's: the NEFFs
 of graphs (counted in ``counters["neuron"]``) are taken out of a step's eager count, and their
@@ -34,6 +37,7 @@ CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "Co
          ("disk_hits", "CompilationCache.PersistentHits"), ("disk_misses", "CompilationCache.PersistentMisses"))
 GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
                 ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
+FALLBACK_OPS_SENT = 20
 GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
                ("compile_s", "torch_neuronx_compile_us"))
 
@@ -202,3 +206,16 @@ class TorchNeuronHooks:
             if total != self.compiles_seen:
                 self.report_compiles(total)
             self.send_cache(at_exit=True)
+        self.probe.guarded(self.send_fallback_ops, hook="torchneuron-fallback-ops")
+
+    def send_fallback_ops(self) -> None:
+        """The eager ops TorchNeuron ran on the CPU (a list of names, or a dict of name to count)."""
+        get = getattr(self.module, "get_fallback_ops", None)
+        if not callable(get):
+            return
+        ops = get()
+        names = list(ops) if isinstance(ops, (dict, list, tuple, set, frozenset)) else []
+        for name in sorted(str(n) for n in names)[:FALLBACK_OPS_SENT]:
+            told = f" ({ops[name]} times)" if isinstance(ops, dict) and isinstance(ops.get(name), int) else ""
+            self.probe.send({"kind": "neuron_fault", "fault": "cpu-fallback", "detail": name[:200],
+                             "line": f"torch_neuronx.get_fallback_ops(): {name[:200]}{told}"})
