@@ -203,3 +203,19 @@ def test_a_transformers_trainer_checkpoint_is_one_save_and_its_resume_a_load(tmp
     assert [e["bytes"] for e in saves] == on_disk
     assert [e["api"] for e in ops if e["op"] == "load"][0] == "transformers.Trainer._load_from_checkpoint"
     assert run.summary["figures"]["checkpoint_saves"] == 4
+
+
+def test_a_lightning_checkpoint_is_one_save_however_it_is_written(tmp_path):
+    pytest.importorskip("lightning")
+    out = tmp_path / "out"
+    run = neurondesk_run(tmp_path, [str(out)], workload=SCRIPTS / "lightning_fit.py")
+    assert run.returncode == 0, run.stderr[-3000:]
+    saves = [e for e in run.events if e["kind"] == "checkpoint" and e["op"] == "save"]
+    # ModelCheckpoint's two and the user's own, each through Trainer.save_checkpoint; its torch.save inside not counted
+    assert [(e["api"], e["step"]) for e in saves] == [("lightning.Trainer.save_checkpoint", 3),
+                                                      ("lightning.Trainer.save_checkpoint", 6),
+                                                      ("lightning.Trainer.save_checkpoint", 6)]
+    names = ["step=3.ckpt", "step=6.ckpt", "final.ckpt"]
+    assert [e["bytes"] for e in saves] == [(out / n).stat().st_size for n in names]
+    f = run.summary["figures"]
+    assert f["checkpoint_saves"] == 2 and f["checkpoint_last_step"] == 6  # two files of step 6: one checkpoint
