@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from neurondesk.core.events import attempt_events as att
+from neurondesk.core.events import checkpoint_events as ckpt
 from neurondesk.core.events import codec
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import neff_events as nf
@@ -71,6 +72,10 @@ SAMPLES: list[ev.Event] = [
     nf.NeffCacheLog(t=5.0, path="/r/torchneuron.log", misses=17, stores=17, hits=2, relayed=1, keys=36),
     ev.OutputNotStored(t=4.7, stream="stdout", lost_bytes=4_200_000, pending_bytes=12, reason="disk full (ENOSPC)",
                        first_t=4.65),
+    ckpt.CheckpointOp(t=5.1, pid=9, op="save", api="dcp.async_save", duration_s=0.25, step=100, rank=1,
+                      bytes=None, pending=True),
+    ckpt.CheckpointOp(t=5.2, pid=9, op="save", api="torch.save", duration_s=0.5, step=100, rank=0, bytes=None,
+                      ok=False, error="OSError: [Errno 28] No space left on device"),
     dev.DeviceInventory(t=4.0, neuron=dev.NeuronInventory(
         devices=[dev.NeuronDevice(index=0, nc_count=2, core_ids=[0, 1],
                                   processes=[dev.NeuronProcess(pid=9, command="python")])], source="json"),
@@ -99,7 +104,7 @@ SAMPLES: list[ev.Event] = [
 
 
 def test_every_event_class_is_registered_once_and_every_sample_kind_is_covered():
-    defined = {cls for mod in (ev, dev, price, nf, att) for _, cls in inspect.getmembers(mod, inspect.isclass)
+    defined = {cls for mod in (ev, dev, price, nf, att, ckpt) for _, cls in inspect.getmembers(mod, inspect.isclass)
                if issubclass(cls, ev.Event) and cls is not ev.Event}
     assert set(EVENT_CLASSES) == defined
     assert len(EVENT_TYPES) == len(EVENT_CLASSES)

@@ -532,3 +532,37 @@ def test_the_forward_watch_pairs_its_hooks_per_thread_and_outlives_a_keyboard_in
     finally:
         tm.Module._call_impl = real
         Net._call_impl = real
+
+
+def test_a_checkpoint_call_returns_and_raises_what_the_real_one_does_and_counts_the_outer_one_once():
+    mod, probe, rec = new_probe()
+    full = OSError(28, "No space left on device")
+
+    class BadPath(os.PathLike):
+        def __fspath__(self):
+            raise Boom("fspath")
+
+    def save(obj, f, **kw):
+        if f == "full":
+            raise full
+        if f == "nested":
+            fake.save(obj, "inner")  # a library's checkpoint that calls torch.save inside
+        return ("saved", obj, f)
+
+    fake = types.SimpleNamespace(save=save, load=lambda f, **kw: ("loaded", f))
+    probe.checkpoints.patch_serialization(fake)
+    obj = object()
+    assert fake.save(obj, "nested") == ("saved", obj, "nested")
+    with pytest.raises(OSError) as info:
+        fake.save(obj, "full")
+    assert info.value is full  # the user's own error object, unchanged
+    assert fake.load("x.pt") == ("loaded", "x.pt")
+    bad = BadPath()
+    assert fake.save(obj, bad) == ("saved", obj, bad)  # our size reading fails: the save's result is the user's
+    assert probe.off == {"checkpoint"} and not probe.disabled
+    assert fake.save(obj, "after") == ("saved", obj, "after")  # the hook is off, the save goes on
+    msgs = rec.close(probe)
+    ckpt = [(m["op"], m["ok"], m.get("error")) for m in msgs if m["kind"] == "checkpoint"]
+    assert ckpt == [("save", True, None), ("save", False, "OSError: [Errno 28] No space left on device"),
+                    ("load", True, None)]
+    assert notices_by_hook(msgs) == {"checkpoint": 1}

@@ -1,7 +1,7 @@
 """Nothing of neurondesk is reachable from a user's objects (issue: a model under neurondesk must
 deep-copy, pickle and save exactly as without it). The corpus (tests/transparency/corpus.py) does
 what users do with models and optimizers — copy, deepcopy, pickle, torch.save / torch.load both
-ways, jit.script / trace, export, compile, DDP / FSDP2, spawn, LBFGS, GradScaler, EMA — and prints
+ways (to a buffer, to a file, into a missing folder: the same error), jit.script / trace, export, compile, DDP / FSDP2, spawn, LBFGS, GradScaler, EMA — and prints
 one digest a line. Run alone and under `neurondesk run --headless`, on eager CPU, XLA on the CPU
 and torch.compile: the same exit code, the same stdout byte for byte, the same stderr (numbers
 masked: torch's own warnings carry times and pids), while the probe did watch the run."""
@@ -43,3 +43,8 @@ def test_the_corpus_prints_the_same_alone_and_under_neurondesk(tmp_path, mode):
     assert len(steps) >= 5 and all(e.get("samples") == 6 for e in steps[:3])
     failed = [e["message"] for e in run.events if e["kind"] == "notice" and "probe" in e.get("message", "")]
     assert failed == []
+    # its checkpoint hooks saw the saves and loads, and the ones that raised (a missing folder; a whole module
+    # refused by weights_only) as failed
+    ckpt = [e for e in run.events if e["kind"] == "checkpoint" and e["api"] in ("torch.save", "torch.load")]
+    assert {(e["op"], e["ok"]) for e in ckpt} == {("save", True), ("load", True), ("save", False), ("load", False)}
+    assert any(e["bytes"] for e in ckpt if e["op"] == "save" and e["ok"])

@@ -13,6 +13,7 @@ import copy
 import os
 import shutil
 import tempfile
+import time
 
 import torch
 
@@ -27,9 +28,10 @@ class Checkpointer:
         self.ema: torch.nn.Module | None = None
         self.saved = 0
 
-    def maybe_save(self, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    def maybe_save(self, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> float:
+        """Saves every `every` steps; returns the seconds of the save and its read-back (0.0: none)."""
         if not self.enabled or step % self.every:
-            return
+            return 0.0
         if self.xla:
             self.xla.sync()  # the step's pending work (a loader-style loop cuts it later)
         module = getattr(model, "module", model)  # a DDP wrapper saves its module, as scripts do
@@ -44,12 +46,15 @@ class Checkpointer:
             self.xla.sync()
         os.makedirs(self.folder, exist_ok=True)
         path = os.path.join(self.folder, "last.pt")
+        t0 = time.perf_counter()
         torch.save({"model": module, "optimizer": opt, "ema": self.ema, "step": step}, path)
         back = torch.load(path, weights_only=False)
+        took = time.perf_counter() - t0
         assert back["step"] == step and type(back["model"]) is type(module)
         self.saved += 1
         print(f"checkpoint: step {step} saved and read back ({os.path.getsize(path)} bytes, "
               f"model + optimizer + EMA deepcopy)", flush=True)
+        return took
 
     def close(self) -> None:
         if self.own_folder and self.folder:

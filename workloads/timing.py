@@ -45,6 +45,12 @@ class StepTimer:
                 self.skipped += 1
         self._t, self._compiles = now, compiles
 
+    def leave_out(self, seconds: float) -> None:
+        """Time since the last step end that is not a step's (a checkpoint's save and read-back): the
+        next interval does not count it, as a profiler of training steps would not."""
+        if self._t is not None:
+            self._t += seconds
+
     def report(self) -> dict:
         mean = self.total_s / self.steps if self.steps else None
         return {

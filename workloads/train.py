@@ -241,7 +241,7 @@ def main(argv=None) -> int:
         timer.step_done(step, ids.shape[0], ids.numel(), last)
         if args.eval_every and step % args.eval_every == 0:
             evaluate(args, backend, model, step)
-        ckpt.maybe_save(step, model, opt)
+        timer.leave_out(ckpt.maybe_save(step, model, opt))  # checkpoint time is not a step's (neurondesk too)
         if last:
             break
     backend.sync()

@@ -17,6 +17,7 @@ import math
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.collectors.logparse.torch_logs import TorchLogsParser
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.checkpoint_events import CHECKPOINT_OPS, CheckpointOp
 from neurondesk.core.events.codec import decode_known_kind, event_from_dict, loads
 
 # The probe's own frames in torch_xla's frame lists: its package (one file before the split).
@@ -30,7 +31,8 @@ _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "graph_executed", "compile_started",
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "eval_progress", "torch_log", "process_failed",
-                         "neff_compiles", "neff_cache", "neuron_graph_stat", "neuron_fault", "step_resumed"})
+                         "neff_compiles", "neff_cache", "neuron_graph_stat", "neuron_fault", "step_resumed",
+                         "checkpoint"})
 
 
 class RefusedKind(ValueError):
@@ -48,7 +50,7 @@ MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
 WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
 _STEPS = ("step", "steps", "dropped_steps")
 _COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs", "count", "graphs",
-           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count")
+           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count", "bytes")
 _DURATIONS = ("duration_s", "data_wait_s")
 _RANKS = ("rank", "local_rank", "world_size")
 
@@ -100,6 +102,8 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
     if len(launch) > MAX_LAUNCH_VARS or any(len(k) > 64 or len(v) > 128 for k, v in launch.items()):
         return f"launch_env holds {len(launch)} variable(s), or a name or value too long (at most " \
                f"{MAX_LAUNCH_VARS}, names of 64 and values of 128 characters)"
+    if isinstance(e, CheckpointOp) and e.op not in CHECKPOINT_OPS:
+        return f"checkpoint op {e.op[:40]!r} is not one of {', '.join(CHECKPOINT_OPS)}"
     flight = value("flight_recorder") or {}
     if len(flight) > MAX_FLIGHT_VARS or any(len(k) > 64 or len(v) > 256 for k, v in flight.items()):
         return f"flight_recorder holds {len(flight)} variable(s), or a name or value too long (at most " \

@@ -46,6 +46,14 @@ def pct(x: float | None, nd: int = 1) -> str:
     return NONE if x is None else f"{x * 100:.{nd}f}%"
 
 
+def size_text(n: float) -> str:
+    """Bytes in their unit: "45.0 MiB"."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
 def gib(n: float | None) -> str:
     return NONE if n is None else f"{n / 2**30:,.1f} GiB"
 
@@ -108,6 +116,8 @@ def value_text(x, kind: str) -> str:
         return f"{x:.4f}"
     if kind == "int":
         return f"{x:,}"
+    if kind in ("bytes", "bytes_s"):  # a size, or a size a second
+        return size_text(x) + ("/s" if kind == "bytes_s" else "")
     if kind == "num":
         return f"{x:g}"
     return str(x)

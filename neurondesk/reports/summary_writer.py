@@ -141,7 +141,8 @@ def figure_rows(s: Summary) -> list[tuple[str, str]]:
     f = s.figures
     if f is None:
         return []
-    rows = [(info.label, fmt.value_text(getattr(f, info.name), info.kind)) for info in FIGURES if info.report]
+    rows = [(info.label, fmt.value_text(getattr(f, info.name), info.kind)) for info in FIGURES
+            if info.report and (getattr(f, info.name) or not info.quiet)]
     if f.budget is not None:
         rows.append(("budget", f.budget.words()))
     return rows

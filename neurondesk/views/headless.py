@@ -73,6 +73,8 @@ def status_line(view: RunView) -> str:
         parts.append(f"{f.compile_count} compiles ({f.compile_total_s:.1f} s)")
     if f.total_usd is not None:
         parts.append(f"${f.total_usd:,.4f} so far")
+    if f.checkpoint_last is not None:  # the last good checkpoint (core/figures/checkpoint_figures.py)
+        parts.append(f"last checkpoint {f.checkpoint_last}")
     compared = view.ranks.comparison  # the ranks compared a moment ago (core/view/ranks_view.py)
     if compared is not None and compared.stragglers:
         parts.append(f"straggler: {compared.stragglers[0].words()}")

@@ -187,6 +187,14 @@ class Corpus:
             back = torch.load(path, weights_only=False)
         return f"{digest(data)} {sd_digest(back)}"
 
+    def op_save_to_missing_folder(self) -> str:
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                torch.save(self.model.state_dict(), os.path.join(d, "missing", "ckpt.pt"))
+            except Exception as exc:  # noqa: BLE001 - the user's own error, whatever it is, with or without us
+                return f"raised {type(exc).__name__}: {str(exc).replace(d, 'D')}"
+        return "saved"
+
     def op_optimizer_round_trip(self) -> str:
         sd = copy.deepcopy(self.opt.state_dict())
         other = torch.optim.AdamW(self.model.parameters(), lr=1.0)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from neurondesk.core.events import attempt_events as att
+from neurondesk.core.events import checkpoint_events as ckpt
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import neff_events as neff
 from neurondesk.core.events import price_events as price
@@ -41,6 +42,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.LossReported,
     ev.ThroughputReported,
     ev.ProbeDropped,
+    ckpt.CheckpointOp,  # checkpoint saves and loads (probe)
     # TorchNeuron's NEFF compiles and cache (probe, collectors/torchneuron.py)
     neff.NeffCompiles,
     neff.NeffCacheTotals,

@@ -33,7 +33,7 @@ class GoodputInputs(msgspec.Struct, frozen=True, kw_only=True):
     """What goodput takes from outside the time breakdown."""
 
     # job seconds spent saving / loading checkpoints, all attempts: the checkpoint reducer's save_s and
-    # load_s (core/reduce/checkpoints.py, issue 46 item 3), 0 until it is wired
+    # load_s (core/reduce/checkpoints.py, issue 46 item 3), read by goodput_inputs
     checkpoint_save_s: float = 0.0
     checkpoint_load_s: float = 0.0
 
@@ -97,9 +97,10 @@ def _take(amount: float, pools: dict[str, float], order: tuple[str, ...]) -> flo
 
 
 def goodput_inputs(state: RunState) -> GoodputInputs:
-    """The inputs from the state: the checkpoint seconds come from the checkpoint reducer (its save_s and
-    load_s, wired where it exists), 0 until then."""
-    return GoodputInputs()
+    """The inputs from the state: the job's checkpoint seconds from the checkpoint reducer (wall time, a
+    save on several ranks at once counted once; the probe leaves them out of the steps they fall in)."""
+    ck = state.parts.checkpoints
+    return GoodputInputs(checkpoint_save_s=ck.save_s, checkpoint_load_s=ck.load_s)
 
 
 def goodput(state: RunState, now: float | None = None, inputs: GoodputInputs | None = None) -> Goodput:

@@ -85,6 +85,24 @@ METRIC_NAMES: tuple[MetricName, ...] = (
     _figure("ttfi_cache", sink=False),  # words (cold / warm): no series, no scalar
     _figure("training_share", "neurondesk_figure_training_share_ratio",
             "Share of the wall time in the steps' own work (no compile, no data wait): what the bill bought"),
+    _figure("checkpoint_saves", "neurondesk_checkpoint_saves", "Checkpoint saves (a save on several ranks at once: one)",
+            counter=True),
+    _figure("checkpoint_save_s", "neurondesk_checkpoint_save_seconds",
+            "Job seconds spent in checkpoint saves (blocking time; several ranks at once counted once)", counter=True),
+    _figure("checkpoint_load_s", "neurondesk_checkpoint_load_seconds", "Job seconds spent in checkpoint loads",
+            counter=True),
+    _figure("checkpoint_bytes", "neurondesk_checkpoint_written_bytes", "Bytes on disk after the checkpoint saves",
+            counter=True),
+    _figure("checkpoint_write_rate", "neurondesk_checkpoint_write_bytes_per_second",
+            "Checkpoint bytes written a job second of saving"),
+    _figure("checkpoint_failed", "neurondesk_checkpoint_failures", "Checkpoint saves and loads that raised",
+            counter=True),
+    _figure("checkpoint_last_step", "neurondesk_checkpoint_last_step", "The step of the last good checkpoint"),
+    _figure("checkpoint_last_t", "neurondesk_checkpoint_last_timestamp_seconds",
+            "When the last good checkpoint was written", sink=False),
+    _figure("checkpoint_last", sink=False),  # words: no series, no scalar
+    _figure("checkpoints", sink=False),  # words
+    _figure("checkpoint_interval_s", sink=True),
     # what the run has seen at the moment (the Snapshot's and the Frame's own)
     _own("loss", "neurondesk_loss", "Last loss reported", sink=True),
     _own("last_step_time_s", sink=True),  # the last step's own duration, as recorded

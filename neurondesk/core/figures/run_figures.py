@@ -17,11 +17,13 @@ from __future__ import annotations
 import msgspec
 
 from neurondesk.core.figures.budget import BudgetFigures, budget_figures
+from neurondesk.core.figures.checkpoint_figures import checkpoint_figures
 from neurondesk.core.figures.cost import cost_figures, cost_so_far
 from neurondesk.core.figures.goodput import Goodput, goodput
 from neurondesk.core.figures.mfu import mfu_for_state
 from neurondesk.core.figures.phases import StepPhases, step_phases_by_rank
 from neurondesk.core.figures.time_breakdown import time_breakdown
+from neurondesk.core.findings.checkpoint_advice import CheckpointAdvice
 from neurondesk.core.findings.crash import Crash, crash_of
 from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
 from neurondesk.core.node.prices import PriceTable
@@ -71,6 +73,19 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     # of the wall time, the steps' own work (no compile, no data wait): the time breakdown's "training"
     # slice (core/figures/time_breakdown.py), what the rest of the bill bought; None before a step ended
     training_share: float | None = None
+    # checkpoints (core/figures/checkpoint_figures.py): job seconds (a save on several ranks at once counts once)
+    checkpoint_saves: int = 0
+    checkpoint_save_s: float = 0.0  # blocking time of every save, failed ones too
+    checkpoint_load_s: float = 0.0
+    checkpoint_bytes: int = 0  # on disk after the saves that were given a path (every rank's own files)
+    checkpoint_write_rate: float | None = None  # bytes a job second of those saves
+    checkpoint_failed: int = 0  # saves and loads that raised (the user's own error, unchanged)
+    checkpoint_last_step: int | None = None  # the last good checkpoint: the probe's step when it was made
+    checkpoint_last_t: float | None = None  # ... and when it was written
+    checkpoint_last: str | None = None  # "step 100, 2 min ago"
+    checkpoints: str | None = None  # "3 saves, 2.10 s, 45.0 MiB at 21.0 MiB/s; 1 load, 0.40 s"
+    checkpoint_interval_s: float | None = None  # the mean time from one save's start to the next
+    checkpoint_advice: CheckpointAdvice | None = None  # Young/Daly's interval beside the run's (core/findings/checkpoint_advice.py)
 
 
 class FigureInfo(msgspec.Struct, frozen=True):
@@ -85,6 +100,7 @@ class FigureInfo(msgspec.Struct, frozen=True):
     better: str | None = None  # "lower" | "higher": compare marks the best run
     panel: str | None = None  # the console panel that lists it after its own rows ("throughput")
     status: bool = False  # on the headless status line, after the steady rate
+    quiet: bool = False  # listed by reports and panels only when known and not zero (a run with no checkpoint)
 
 
 FIGURES: tuple[FigureInfo, ...] = (
@@ -108,6 +124,13 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("ttfi_cache", "first step's compile cache", "text", report=True, panel="throughput"),
     FigureInfo("training_share", "training share", "pct", report=True, better="higher", panel="throughput",
                status=True),
+    FigureInfo("checkpoints", "checkpoints", "text", report=True, panel="throughput", quiet=True),
+    FigureInfo("checkpoint_last", "last checkpoint", "text", report=True, panel="throughput", quiet=True),
+    FigureInfo("checkpoint_save_s", "checkpoint save time", "s", report=True, better="lower", quiet=True),
+    FigureInfo("checkpoint_load_s", "checkpoint load time", "s", report=True, better="lower", quiet=True),
+    FigureInfo("checkpoint_bytes", "checkpoint bytes written", "bytes", report=True, quiet=True),
+    FigureInfo("checkpoint_write_rate", "checkpoint write rate", "bytes_s", report=True, better="higher", quiet=True),
+    FigureInfo("checkpoint_failed", "failed checkpoint saves/loads", "int", report=True, better="lower", quiet=True),
 )
 
 
@@ -130,6 +153,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
                         state.compile_total_s, state.steps_requested)
     util = mfu_for_state(state, peaks)
     phases = step_phases_by_rank(state)
+    ck = checkpoint_figures(state.parts.checkpoints, elapsed, now if now is not None else state.last_t)
     return RunFigures(
         at_t=now,
         elapsed_s=elapsed,
@@ -169,6 +193,18 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         ttfi_cache=state.parts.neff.first_step_cache(state.lead_pid),
         goodput=goodput(state, now),
         training_share=_training_share(state, now),
+        checkpoint_saves=ck.saves,
+        checkpoint_save_s=ck.save_s or 0.0,
+        checkpoint_load_s=ck.load_s or 0.0,
+        checkpoint_bytes=ck.bytes or 0,
+        checkpoint_write_rate=ck.write_rate,
+        checkpoint_failed=ck.failed,
+        checkpoint_last_step=ck.last_step,
+        checkpoint_last_t=ck.last_t,
+        checkpoint_last=ck.last,
+        checkpoints=ck.words,
+        checkpoint_interval_s=ck.interval_s,
+        checkpoint_advice=ck.advice,
     )
 
 

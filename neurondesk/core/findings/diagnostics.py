@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from neurondesk.core.findings.checkpoint_advice import checkpoint_advice
 from neurondesk.core.findings.neuron_errors import neuron_fault_findings
 from neurondesk.core.node.node_health import health_words
 from neurondesk.core.reduce.compile.compiles import STORM_STEPS
@@ -70,8 +71,16 @@ class Diagnostic:
 
 def diagnostics(state: RunState) -> list[Diagnostic]:
     neuron = [Diagnostic(kind=kind, message=text) for kind, text in neuron_fault_findings(state)]
-    return [d for d in (*neuron, node_health(state), graph_grows(state), *many_graphs(state), no_steady_state(state))
+    return [d for d in (*neuron, node_health(state), graph_grows(state), *many_graphs(state), no_steady_state(state),
+                        checkpoint_interval(state))
             if d is not None]
+
+
+def checkpoint_interval(state: RunState) -> Diagnostic | None:
+    """The run checkpoints far more or less often than Young/Daly's interval for its save cost and
+    failure rate (core/findings/checkpoint_advice.py); None when it is close, or nothing to base it on."""
+    advice = checkpoint_advice(state.parts.checkpoints, state.elapsed_s())
+    return Diagnostic(kind="checkpoint-interval", message=advice.words) if advice is not None and advice.off else None
 
 
 def node_health(state: RunState) -> Diagnostic | None:

@@ -25,6 +25,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.disk import DiskReducer
 from neurondesk.core.node.hang import detect_hang
 from neurondesk.core.reduce.attempts import AttemptReducer
+from neurondesk.core.reduce.checkpoints import CheckpointReducer
 from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.compile.neff import NeffReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
@@ -70,6 +71,7 @@ class Parts(NamedTuple):
     phases: PhaseReducer  # steady sums of the step phases per process (core/figures/phases.py reads them)
     memory: MemoryReducer  # memory series over the steady steps, limits (core/findings/memory_creep.py reads them)
     neff: NeffReducer  # TorchNeuron's eager NEFF compiles (groups) and its NEFF cache (core/reduce/compile/neff.py)
+    checkpoints: CheckpointReducer  # checkpoint saves and loads, job seconds (core/reduce/checkpoints.py)
 
 
 def _via(part: str, name: str) -> Any:
@@ -91,7 +93,7 @@ class RunState:
                            evaluation=evaluation, ranks=ranks, disk=DiskReducer(), job=JobReducer(),
                            phases=PhaseReducer(run, steps, ranks),
                            memory=MemoryReducer(run, steps, compiles, ranks),
-                           neff=NeffReducer(compiles, steps, evaluation))
+                           neff=NeffReducer(compiles, steps, evaluation), checkpoints=CheckpointReducer())
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()

@@ -68,7 +68,7 @@ class ThroughputPanel(Panel):
                ("samples/s", fmt.num(f.samples_per_s)),
                ("tokens/s", fmt.num(f.tokens_per_s, 0)))
         listed = [(info.label, fmt.value_text(getattr(f, info.name), info.kind)) for info in FIGURES
-                  if info.panel == "throughput"]  # core's other figures for this panel
+                  if info.panel == "throughput" and (getattr(f, info.name) or not info.quiet)]  # core's other figures
         if listed:
             t.append("\n")
             t.append_text(kv(*listed))

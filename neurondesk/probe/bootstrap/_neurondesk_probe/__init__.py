@@ -19,6 +19,8 @@ with a module of theirs). Its parts, each a class the Probe below holds:
   dynamo.DynamoHooks    torch._dynamo.callback, torch._logging -> torch.compile compiles, logs
   torchneuron.TorchNeuronHooks  torch_neuronx -> device `neuron`, eager NEFF compiles, its torch.compile graphs
   collective.CollectiveHooks  torch.distributed's collectives -> the step's collective phase
+  checkpoints.CheckpointHooks  torch.save / load, torch.distributed.checkpoint, Lightning and Trainer
+                        checkpoints -> checkpoint messages (their time left out of the step)
   flight                Flight Recorder dumps on request, through a FIFO (where TORCH_FR_BUFFER_SIZE is set)
   finder.PostImportFinder  applies each patch right after its module was imported by the user
   lifelines             files in the run's private folder that outlive the process: its step
@@ -48,6 +50,7 @@ from .backends.devices import Devices
 from .backends.dynamo import DynamoHooks
 from .backends.torchneuron import TorchNeuronHooks
 from .backends.xla import XlaHooks
+from .checkpoints import CheckpointHooks
 from .collective import CollectiveHooks
 from .finder import PostImportFinder
 from .flight import flight_env
@@ -111,6 +114,7 @@ class Probe:
         self.dynamo = DynamoHooks(self)
         self.torchneuron = TorchNeuronHooks(self)
         self.collective = CollectiveHooks(self)
+        self.checkpoints = CheckpointHooks(self)
 
     def send(self, msg: dict) -> None:
         self.transport.send(msg)

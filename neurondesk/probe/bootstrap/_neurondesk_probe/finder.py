@@ -20,6 +20,11 @@ class PostImportFinder:
             "torch._logging._internal": (probe.dynamo.patch_torch_logging, "dynamo-logs"),
             "torch.autograd": (probe.optim.patch_autograd, "presync"),
             "torch.distributed.distributed_c10d": (probe.collective.patch_c10d, "collective"),
+            "torch.serialization": (probe.checkpoints.patch_serialization, "checkpoint"),
+            "torch.distributed.checkpoint": (probe.checkpoints.patch_dcp, "checkpoint"),
+            "lightning.pytorch.trainer.trainer": (probe.checkpoints.patch_lightning, "checkpoint"),
+            "pytorch_lightning.trainer.trainer": (probe.checkpoints.patch_lightning, "checkpoint"),
+            "transformers.trainer": (probe.checkpoints.patch_transformers, "checkpoint"),
         }
         self.busy: set[str] = set()
 

@@ -38,6 +38,7 @@ class StepClock:
         # (torch.compile's first or a recompile) is of these shapes, not the last forward's
         self.running_args: tuple | None = None
         self.eval_s_in_step = 0.0  # evaluation time inside the current step, left out of its duration
+        self.ckpt_s = 0.0  # checkpoint saves and loads inside the current step, left out of it too (checkpoints.py)
         self.last_shapes: list | None = None  # the input shapes of the last step message, and their JSON
         self.last_shapes_json = ""
         # The step's phases (phases.md): host seconds in the training forwards, the backwards, the
@@ -72,7 +73,7 @@ class StepClock:
         if phase.in_eval:  # evaluation runs on into the next step: its time so far belongs to this one
             self.eval_s_in_step += now - phase.eval_start
             phase.eval_start = now
-        duration = max(0.0, now - start - self.eval_s_in_step)
+        duration = max(0.0, now - start - self.eval_s_in_step - self.ckpt_s)
         if self.samples:
             samples, tokens, shapes = self.samples, self.tokens if self.tokens_known else 0, self.shapes
         elif self.loader_samples:
@@ -99,7 +100,7 @@ class StepClock:
         self.forwards_since_step = 0
         self.backward_pending = False
         self.presync = None
-        self.eval_s_in_step = 0.0
+        self.eval_s_in_step = self.ckpt_s = 0.0
         self.batch_at = None  # a batch of this step never tells the next one its h2d
         if self.phased:
             self.h2d = self.fwd = self.bwd = self.opt = self.sync = self.coll = self.inner = 0.0
