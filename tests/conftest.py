@@ -83,6 +83,10 @@ def base_env(home: Path) -> dict[str, str]:
     env.pop("PT_XLA_DEBUG", None)
     env.pop("PT_XLA_DEBUG_LEVEL", None)
     env.pop("TORCH_LOGS", None)
+    # no TorchNeuron NEFF cache for runs that are not TorchNeuron's: the disk forecast watches the
+    # default /tmp/neff_cache once it exists, and another test may have left one (torch213.py's
+    # torchneuron_env gives TorchNeuron runs a cache folder of their own)
+    env["TORCH_NEURONX_NEFF_DISABLE_CACHE"] = "1"
     return env
 
 

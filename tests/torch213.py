@@ -33,6 +33,7 @@ def torchneuron_env(home: Path, **extra: str) -> dict[str, str]:
     env = base_env(home)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DOUBLE), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TORCH_NEURONX_NEFF_CACHE_DIR", str(home / "neff-cache"))
+    env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
     for var in ("TORCH_NEURONX_LOG_LEVEL", "TORCH_NEURONX_LOG_FILE", "TORCH_NEURONX_METRICS_ENABLED"):
         env.pop(var, None)
     env.update(extra)
