@@ -131,8 +131,9 @@ def main() -> None:
         "note": "probe cost = (with - without) / steps per interleaved round of one process; the bar's figure "
                 "(probe_us_per_step_cpu) is the median over every round of every run of the arm, in CPU time of "
                 "the process's threads (the steadier one on a shared machine): 2.13's figure <= 2.9's + 1 us; "
-                "best_rounds: the fastest round with less the fastest without, per run, median over runs. The double's step itself is "
-                "slower than a real device's host side (its Python dispatch), which the ratio shows, not the cost.",
+                "best_rounds: the fastest round with less the fastest without, per run, median over runs. The "
+                "double's step itself is slower than a real device's host side (its Python dispatch), which the "
+                "ratio shows, not the cost. probe_calls_per_step: the calls the probe adds to a step, counted.",
     }
     print(json.dumps(result, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
