@@ -92,6 +92,14 @@ def main() -> None:
     ap.add_argument("--device", choices=["cpu", "neuron"], default="cpu",
                     help="neuron: import torch_neuronx (TorchNeuron, or its test double on PYTHONPATH) and put the "
                          "parameter on its device: the probe's TorchNeuron step path (probe_step_torchneuron.py)")
+    ap.add_argument("--torch-neuronx", action="store_true",
+                    help="import torch_neuronx (its metrics read at each step end) with the parameter on --device")
+    ap.add_argument("--function-mode", action="store_true",
+                    help="a do-nothing torch function mode entered for the process's life, as the TorchNeuron "
+                         "double's device mode is (every torch call of the step through Python), without TorchNeuron")
+    ap.add_argument("--count-calls", action="store_true",
+                    help="also count the Python and C calls the probe adds to a step (sys.setprofile: exact, blind "
+                         "to load on the machine)")
     args = ap.parse_args()
     if args.baseline:
         compare_with_baseline(args)
@@ -112,8 +120,10 @@ def main() -> None:
     import torch  # the finder patches torch.optim.optimizer and torch.compiler here
     import torch.optim.optimizer as optmod
 
-    if args.device == "neuron":
+    if args.device == "neuron" or args.torch_neuronx:
         import torch_neuronx  # noqa: F401 - the probe's finder patches it: its metrics read at each step end
+    if args.function_mode:
+        enter_function_mode(torch)
     probe = probe_mod._probe
     pre, post = dict(optmod._global_optimizer_pre_hooks), dict(optmod._global_optimizer_post_hooks)
     assert len(pre) == 1 and len(post) == 1, "the probe's optimizer hooks were not installed by the finder"
@@ -152,6 +162,8 @@ def main() -> None:
         with_s.append(timed(args.steps, True))
         probe_steps += args.steps
     probe_on(True)
+    calls = count_calls(opt.step, probe_on) if args.count_calls else None
+    probe_on(True)
     assert not probe.disabled, "the probe disabled itself during the benchmark"
 
     # Hand over what is still buffered, then end the connection so the reader reports its counts.
@@ -174,6 +186,10 @@ def main() -> None:
     cmd = f".venv/bin/python benchmarks/probe_step_microbench.py --steps {args.steps} --rounds {args.rounds}"
     if args.device != "cpu":
         cmd += f" --device {args.device}"
+    if args.torch_neuronx and args.device != "neuron":
+        cmd += " --torch-neuronx"
+    if args.function_mode:
+        cmd += " --function-mode"
     if Path(args.probe_dir).resolve() != BOOTSTRAP:
         cmd += f" --probe-dir {args.probe_dir}"
     result = {
@@ -183,6 +199,8 @@ def main() -> None:
         "machine": machine(),
         "torch": torch.__version__,
         "device": args.device,
+        "torch_neuronx": args.device == "neuron" or args.torch_neuronx,
+        "function_mode": args.function_mode,
         "steps_per_round": args.steps,
         "rounds": args.rounds,
         "steps_per_s_without_probe": round(rate_without),
@@ -195,9 +213,11 @@ def main() -> None:
         # the probe takes from the workload, nearly blind to other programs on the machine
         "probe_cpu_us_per_step_median": round(statistics.median(cpu_round_us), 2),
         "probe_cpu_us_per_step_rounds": [round(x, 2) for x in cpu_round_us],
+        "probe_cpu_us_per_step_best_rounds": round((min(cpu_s[True]) - min(cpu_s[False])) / args.steps * 1e6, 2),
         "probe": str(Path(probe_mod.__file__).resolve().relative_to(REPO)) if args.probe_dir == str(BOOTSTRAP)
         else probe_mod.__file__,
         "probe_steps": probe_steps,
+        **({"probe_calls_per_step": calls} if calls is not None else {}),
         "reader_received": counts,
         "goal_us_per_step": 20,
         "note": "cost = (with - without) / steps for each interleaved round, wall clock; median over rounds. "
@@ -210,6 +230,48 @@ def main() -> None:
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "probe_step_microbench.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def enter_function_mode(torch) -> None:
+    """A torch function mode that only forwards (the TorchNeuron double's, less its device logic)."""
+    class Forward(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if torch.compiler.is_compiling():
+                return func(*args, **kwargs)
+            return func(*args, **kwargs)
+
+    Forward().__enter__()
+
+
+def count_calls(step, probe_on, n: int = 2000) -> dict:
+    """The calls the probe adds to one step: (calls with it - calls without) / n, by function."""
+    def counted(on: bool) -> dict:
+        probe_on(on)
+        seen: dict = {}
+
+        def prof(frame, event, arg) -> None:
+            if event == "call":
+                key = f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+            elif event == "c_call":
+                key = f"C {getattr(arg, '__qualname__', repr(arg))}"
+            else:
+                return
+            seen[key] = seen.get(key, 0) + 1
+
+        sys.setprofile(prof)
+        try:
+            for _ in range(n):
+                step()
+        finally:
+            sys.setprofile(None)
+        return seen
+
+    without, with_ = counted(False), counted(True)
+    added = {k: round((with_.get(k, 0) - without.get(k, 0)) / n, 2) for k in set(with_) | set(without)}
+    added = {k: v for k, v in sorted(added.items(), key=lambda kv: (-kv[1], kv[0])) if abs(v) >= 0.01}
+    return {"python": round(sum(v for k, v in added.items() if not k.startswith("C ")), 2),
+            "c": round(sum(v for k, v in added.items() if k.startswith("C ")), 2), "by_function": added}
 
 
 def extract_probe(rev: str, folder: Path) -> None:
