@@ -58,6 +58,13 @@ def test_a_rank_that_dies_once_and_resumes_from_its_checkpoint_is_a_finished_job
     assert s["crash"] is None and s["failed_rank"] is None  # recovered: not "died"
     (d,) = g["disruptions"]
     assert (d["attempt"], d["rank"], d["step"], d["steps_lost"]) == (0, 1, 60, g["steps_lost"])
+    # the checkpoint saves (rank 0's torch.save at 25 and 50, then 75 and 100 after the restart), seen with
+    # no code change: within 30% of what the script measured itself, and the same value in the figures
+    saves = [float(line.split(":", 1)[1]) for line in run.stdout.splitlines() if line.startswith("restarts-once-save:")]
+    assert len(saves) == 4 == s["figures"]["checkpoint_saves"]
+    assert abs(g["badput"]["checkpoint_save"] - sum(saves)) <= 0.3 * sum(saves), (g["badput"], saves)
+    assert g["badput"]["checkpoint_save"] == round(s["figures"]["checkpoint_save_s"], 3)
+    assert g["badput"]["checkpoint_load"] > 0  # both ranks of attempt 1 read the step-50 checkpoint
     assert "exit code 7" in d["cause"]  # os._exit(7): torchrun's agent said which rank, the cause stays
     err = run.stderr
     assert "neurondesk: goodput" in err and "finished after 1 restart" in err and "died" not in err.split(

@@ -44,6 +44,8 @@ def expected_loss(interval_s: float, save_cost_s: float, mtbf_s: float) -> float
 
 
 def _dur(s: float) -> str:
+    if s < 1:
+        return f"{s * 1000:.0f} ms"  # a small save is milliseconds, never "0.0 s"
     if s < 120:
         return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
     if s < 7200:

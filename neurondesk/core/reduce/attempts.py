@@ -190,6 +190,11 @@ class AttemptReducer:
             kept = {a.number for a in self.attempts}
             self.pid_attempt = {p: a for p, a in self.pid_attempt.items() if a in kept}
 
+    def job_step(self, pid: int | None, step: int | None) -> int | None:
+        """A process's step count as the job's step: its attempt's resumed step plus it (0: not said)."""
+        a = self._attempt(pid)
+        return None if step is None else step + ((a.resumed or 0) if a is not None else 0)
+
     def _attempt(self, pid: int | None) -> Attempt | None:
         number = self.attempt_of(pid)
         for a in reversed(self.attempts):

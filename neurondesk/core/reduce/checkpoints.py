@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.checkpoint_events import CheckpointOp
+from neurondesk.core.reduce.attempts import AttemptReducer
 
 MAX_SPANS = 4096  # merged spans kept; older ones are folded into a count and seconds
 SAME_SAVE_S = 60.0  # saves of one step that start within this of the first are one checkpoint (one a rank, or its files)
@@ -56,11 +57,14 @@ class Spans:
 
 
 class CheckpointReducer:
-    def __init__(self) -> None:
+    def __init__(self, attempts: AttemptReducer | None = None) -> None:
+        # a process's attempt: a restart's probe counts its steps from 0 again, so the same step number
+        # in two attempts is two checkpoints, and the job's step is the attempt's resumed step plus it
+        self._attempts = attempts
         self.save_spans = Spans()  # every save's blocking span, failed ones too
         self.saves = 0  # job checkpoints that did not raise: one a step, however many ranks or calls wrote it
         self.save_starts: list[float] = []  # each job checkpoint's first start, sorted (the last MAX_SPANS)
-        self._step_started: dict[int | None, float] = {}  # a recent checkpoint's step -> its first start
+        self._step_started: dict[tuple[int, int | None], float] = {}  # (attempt, step) -> its first start
         self.load_spans = Spans()
         self.sized_spans = Spans()  # the saves that said their bytes: the write rate's seconds
         self.rank_saves = 0  # save calls, over all ranks
@@ -74,7 +78,7 @@ class CheckpointReducer:
         self.bytes_read = 0
         self.async_saves = 0
         self.async_background_s = 0.0  # async saves' writes after their call returned, summed
-        self.last_save_step: int | None = None  # the last good checkpoint: the probe's step when it was made
+        self.last_save_step: int | None = None  # the last good checkpoint: the job's step when it was made
         self.last_save_t: float | None = None  # ... and when it was written (its end)
         self.apis: dict[str, int] = {}  # calls by API ("torch.save": 12)
         self.failures = 0  # disruptions: process failures, those within FAILURE_GAP_S of one another as one
@@ -138,10 +142,11 @@ class CheckpointReducer:
     def _count(self, e: CheckpointOp) -> None:
         """A save that did not raise: a new job checkpoint unless its step was saved a moment ago (another
         rank's part of it, or another file of it)."""
-        first = self._step_started.get(e.step)
+        key = (self._attempts.attempt_of(e.pid) if self._attempts else 0, e.step)
+        first = self._step_started.get(key)
         if first is not None and abs(e.start_t - first) <= SAME_SAVE_S:
             return
-        self._step_started[e.step] = e.start_t
+        self._step_started[key] = e.start_t
         if len(self._step_started) > 64:
             del self._step_started[next(iter(self._step_started))]
         self.saves += 1
@@ -158,7 +163,8 @@ class CheckpointReducer:
             self.sized_bytes += e.bytes
         self.bytes_written += e.bytes or 0
         if self.last_save_t is None or e.t >= self.last_save_t:
-            self.last_save_t, self.last_save_step = e.t, e.step
+            step = self._attempts.job_step(e.pid, e.step) if self._attempts else e.step
+            self.last_save_t, self.last_save_step = e.t, step
 
     def on_failure(self, e: ev.ProcessFailed | ev.RankExited) -> None:
         if isinstance(e, ev.RankExited) and e.exit_code == 0:

@@ -93,7 +93,7 @@ class RunState:
                            evaluation=evaluation, ranks=ranks, disk=DiskReducer(), job=JobReducer(),
                            phases=PhaseReducer(run, steps, ranks),
                            memory=MemoryReducer(run, steps, compiles, ranks),
-                           neff=NeffReducer(compiles, steps, evaluation), checkpoints=CheckpointReducer())
+                           neff=NeffReducer(compiles, steps, evaluation), checkpoints=CheckpointReducer(attempts))
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()
