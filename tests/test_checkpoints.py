@@ -14,7 +14,8 @@ import pytest
 
 from neurondesk.collectors.probe_messages import decode_probe_line
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.events.checkpoint_events import CheckpointOp
+from neurondesk.core.events.checkpoint_events import CheckpointOp, LongCollective
+from neurondesk.core.figures.checkpoint_figures import checkpoint_figures
 from neurondesk.core.figures.run_figures import FIGURES, run_figures
 from neurondesk.core.findings.checkpoint_advice import checkpoint_advice, young_daly_s
 from neurondesk.core.findings.diagnostics import diagnostics
@@ -51,6 +52,26 @@ def test_spans_merge_a_span_that_bridges_two_and_keep_the_union():
     for a, b in ((0, 1), (5, 6), (10, 11), (0.5, 5.5)):
         s.add(a, b)
     assert s.total_s == pytest.approx(7.0) and len(s) == 2 and s.starts == [0, 10]
+
+
+def test_another_ranks_barrier_during_a_save_is_its_wait_and_one_far_from_any_save_counts_nothing():
+    ck = CheckpointReducer()
+    ck.waits.on_call(LongCollective(t=50.0, pid=2, op="barrier", duration_s=5.0, rank=1))  # far from any save
+    ck.waits.on_call(LongCollective(t=100.003, pid=2, op="barrier", duration_s=0.5, rank=1))  # the barrier before
+    ck.on_checkpoint(save(101.0, 1.0, pid=1, rank=0))  # rank 0 saves 100..101
+    ck.waits.on_call(LongCollective(t=101.02, pid=2, op="barrier", duration_s=0.97, rank=1))  # 100.05..101.02
+    ck.waits.on_call(LongCollective(t=100.8, pid=1, op="all_reduce", duration_s=0.5, rank=0))  # the saver's own
+    assert ck.wait_s == pytest.approx(0.97)
+    # a call that reached the recorder before the save is matched when the save arrives; the checkpoint's
+    # longest wait counts (rank 2's 1.2 s from the save's start, not rank 1's 0.6 s beside it; rank 1's
+    # barrier before the save, ending 3 ms into it, adds nothing to its 0.97 s)
+    ck.waits.on_call(LongCollective(t=201.2, pid=3, op="all_reduce", duration_s=3.0, rank=2))  # 198.2..201.2
+    ck.waits.on_call(LongCollective(t=200.6, pid=2, op="barrier", duration_s=0.6, rank=1))
+    ck.waits.on_call(LongCollective(t=230.0, pid=2, op="barrier", duration_s=0.5, rank=1))  # 29 s after: nothing
+    ck.waits.on_call(LongCollective(t=201.3, pid=2, op="barrier", duration_s=0.1, rank=1))  # began after the save
+    ck.on_checkpoint(save(201.0, 1.0, pid=1, rank=0, step=20))  # 200..201
+    assert ck.wait_s == pytest.approx(0.97 + 1.2)
+    assert "the other ranks waited 2.17 s" in checkpoint_figures(ck, 300.0, 300.0).words
 
 
 def test_a_failed_save_is_counted_and_timed_and_leaves_the_last_good_checkpoint():
@@ -153,7 +174,9 @@ def test_a_real_run_times_its_saves_as_the_script_does_and_a_failed_save_keeps_i
     assert f["checkpoint_last_step"] == 60 and [e["step"] for e in ops if e["op"] == "save"] == [20, 40, 60, 60]
     md = (run.run_dir / "summary.md").read_text()
     for info in FIGURES:  # the report shows core's values, each row of them now that there are checkpoints
-        if info.name.startswith("checkpoint"):
+        if info.name == "checkpoint_wait_s":  # one process: no other rank waited, no row
+            assert f["checkpoint_wait_s"] == 0 and f"| {info.label} |" not in md
+        elif info.name.startswith("checkpoint"):
             assert f"| {info.label} | {fmt.value_text(f[info.name], info.kind)} |" in md, info.name
     bad = [e for e in ops if not e["ok"]]
     assert len(bad) == 1 and bad[0]["error"].startswith(failed[0].split()[2] + ": ")  # its type, then its words
@@ -186,6 +209,27 @@ def test_a_dcp_save_async_save_and_load_on_two_gloo_ranks(tmp_path):
     for rank in mine:
         (probe,) = [e for e in saves if e["rank"] == rank["rank"]]
         assert probe["duration_s"] == pytest.approx(rank["save_s"], rel=0.3)
+
+
+def test_another_ranks_wait_for_a_save_on_two_gloo_ranks_is_its_own_timing_of_the_barrier(tmp_path):
+    out = tmp_path / "ckpt"
+    out.mkdir()
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir), "--",
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(SCRIPTS / "save_wait.py"), str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=base_env(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    saves = [e for e in events if e["kind"] == "checkpoint"]
+    assert [(e["op"], e["rank"]) for e in saves] == [("save", 0)] * 3
+    (mine,) = _timing((run_dir / "stdout.log").read_text(), "wait-timing:")
+    summary = json.loads((run_dir / "summary.json").read_text())["figures"]
+    assert summary["checkpoint_wait_s"] > 0
+    assert summary["checkpoint_wait_s"] == pytest.approx(sum(mine["barrier_s"]), rel=0.3)  # rank 1's own timing
+    assert f"the other ranks waited {summary['checkpoint_wait_s']:.2f} s" in summary["checkpoints"]
+    md = (run_dir / "summary.md").read_text()
+    assert f"| other ranks' wait for checkpoints | {fmt.value_text(summary['checkpoint_wait_s'], 's')} |" in md
 
 
 def test_a_transformers_trainer_checkpoint_is_one_save_and_its_resume_a_load(tmp_path):

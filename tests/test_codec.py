@@ -76,6 +76,7 @@ SAMPLES: list[ev.Event] = [
                       bytes=None, pending=True),
     ckpt.CheckpointOp(t=5.2, pid=9, op="save", api="torch.save", duration_s=0.5, step=100, rank=0, bytes=None,
                       ok=False, error="OSError: [Errno 28] No space left on device"),
+    ckpt.LongCollective(t=5.3, pid=10, op="barrier", duration_s=0.97, step=100, rank=1),
     dev.DeviceInventory(t=4.0, neuron=dev.NeuronInventory(
         devices=[dev.NeuronDevice(index=0, nc_count=2, core_ids=[0, 1],
                                   processes=[dev.NeuronProcess(pid=9, command="python")])], source="json"),

@@ -566,3 +566,44 @@ def test_a_checkpoint_call_returns_and_raises_what_the_real_one_does_and_counts_
     assert ckpt == [("save", True, None), ("save", False, "OSError: [Errno 28] No space left on device"),
                     ("load", True, None)]
     assert notices_by_hook(msgs) == {"checkpoint": 1}
+
+
+def test_a_long_collective_call_is_sent_alone_within_its_rate_never_inside_a_save_and_fails_alone():
+    """A torch.distributed call of 20 ms or more is a long_collective message (the other ranks' wait for
+    a save); a short one is not, nor one inside a checkpoint call; at most LONG_PER_S a second; a failing
+    send turns 'long_collective' off alone and the call's result is the user's."""
+    import time
+
+    mod, probe, rec = new_probe()
+    c10d = types.SimpleNamespace(barrier=lambda *a, **k: time.sleep(0.03) or "b",
+                                 all_reduce=lambda t, **k: ("r", t))
+    probe.collective.patch_c10d(c10d)
+    fake = types.SimpleNamespace(save=lambda obj, f, **kw: c10d.barrier(), load=lambda f, **kw: None)
+    probe.checkpoints.patch_serialization(fake)
+    assert c10d.barrier() == "b" and c10d.all_reduce(3) == ("r", 3)
+    fake.save(object(), "x.pt")  # DCP-like: a collective inside the save is the save's time
+    coll = sys.modules[type(probe.collective).__module__]
+    real_time = coll.time
+    coll.time = lambda: 1000.5  # one wall second: the rate's cap
+    try:
+        for _ in range(coll.LONG_PER_S + 5):
+            probe.collective.long_call("all_reduce", 0.05, 3)
+    finally:
+        coll.time = real_time
+    real_send = probe.send
+
+    def failing_send(msg):
+        if msg["kind"] == "long_collective":
+            raise Boom("send")
+        real_send(msg)
+
+    probe.send = failing_send
+    assert c10d.barrier() == "b" and probe.off == {"long_collective"} and not probe.disabled
+    probe.send = real_send
+    msgs = rec.close(probe)
+    longs = [(m["op"], m["t"] == 1000.5) for m in msgs if m["kind"] == "long_collective"]
+    assert longs == [("barrier", False)] + [("all_reduce", True)] * coll.LONG_PER_S
+    first = next(m for m in msgs if m["kind"] == "long_collective")
+    assert 0.03 <= first["duration_s"] and first["t"] <= time.time()
+    assert [m["op"] for m in msgs if m["kind"] == "checkpoint"] == ["save"]
+    assert notices_by_hook(msgs) == {"long_collective": 1}

@@ -17,7 +17,7 @@ import math
 from neurondesk.collectors.logparse.pt_xla_debug import parse_debug_block_text
 from neurondesk.collectors.logparse.torch_logs import TorchLogsParser
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.events.checkpoint_events import CHECKPOINT_OPS, CheckpointOp
+from neurondesk.core.events.checkpoint_events import CHECKPOINT_OPS, CheckpointOp, LongCollective
 from neurondesk.core.events.codec import decode_known_kind, event_from_dict, loads
 
 # The probe's own frames in torch_xla's frame lists: its package (one file before the split).
@@ -32,7 +32,7 @@ PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "gr
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "eval_progress", "torch_log", "process_failed",
                          "neff_compiles", "neff_cache", "neuron_graph_stat", "neuron_fault", "step_resumed",
-                         "checkpoint"})
+                         "checkpoint", "long_collective"})
 
 
 class RefusedKind(ValueError):
@@ -104,6 +104,8 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
                f"{MAX_LAUNCH_VARS}, names of 64 and values of 128 characters)"
     if isinstance(e, CheckpointOp) and e.op not in CHECKPOINT_OPS:
         return f"checkpoint op {e.op[:40]!r} is not one of {', '.join(CHECKPOINT_OPS)}"
+    if isinstance(e, LongCollective) and not (0 < len(e.op) <= 64 and e.op.isidentifier()):
+        return f"collective op {e.op[:40]!r} is not a function name"
     flight = value("flight_recorder") or {}
     if len(flight) > MAX_FLIGHT_VARS or any(len(k) > 64 or len(v) > 256 for k, v in flight.items()):
         return f"flight_recorder holds {len(flight)} variable(s), or a name or value too long (at most " \

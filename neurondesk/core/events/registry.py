@@ -43,6 +43,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     ev.ThroughputReported,
     ev.ProbeDropped,
     ckpt.CheckpointOp,  # checkpoint saves and loads (probe)
+    ckpt.LongCollective,  # a torch.distributed call past 20 ms: another rank's wait for a save (probe)
     # TorchNeuron's NEFF compiles and cache (probe, collectors/torchneuron.py)
     neff.NeffCompiles,
     neff.NeffCacheTotals,

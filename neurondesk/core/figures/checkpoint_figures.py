@@ -18,13 +18,14 @@ class CheckpointFigures(msgspec.Struct, frozen=True, kw_only=True):
     saves: int = 0
     save_s: float | None = None  # None: no save seen
     load_s: float | None = None  # None: no load seen
+    wait_s: float = 0.0  # job seconds the other ranks waited for the saves (each checkpoint's longest wait, summed)
     bytes: int | None = None
     write_rate: float | None = None  # bytes a second
     failed: int = 0  # saves and loads that raised
     last_step: int | None = None
     last_t: float | None = None
     last: str | None = None  # "step 100, 2 min ago"
-    words: str | None = None  # "3 saves, 2.1 s, 45.0 MiB at 21.0 MiB/s; 1 load 0.4 s"
+    words: str | None = None  # "3 saves, 2.1 s, 45.0 MiB at 21.0 MiB/s; the other ranks waited 1.9 s; 1 load, 0.4 s"
     interval_s: float | None = None
     advice: CheckpointAdvice | None = None
 
@@ -54,6 +55,8 @@ def checkpoint_figures(ck: CheckpointReducer, elapsed_s: float, clock: float | N
             part += f", {size_text(ck.bytes_written)}"
             if ck.write_rate is not None:
                 part += f" at {size_text(int(ck.write_rate))}/s"
+        if ck.wait_s > 0:
+            part += f"; the other ranks waited {ck.wait_s:.2f} s"
         parts.append(part)
     if ck.rank_loads:
         parts.append(f"{ck.loads} load{'s' if ck.loads != 1 else ''}, {ck.load_s:.2f} s")
@@ -64,6 +67,7 @@ def checkpoint_figures(ck: CheckpointReducer, elapsed_s: float, clock: float | N
         saves=ck.saves,
         save_s=round(ck.save_s, 6) if ck.rank_saves else None,
         load_s=round(ck.load_s, 6) if ck.rank_loads else None,
+        wait_s=round(ck.wait_s, 6),
         bytes=ck.bytes_written if ck.rank_saves else None,
         write_rate=ck.write_rate,
         failed=failed,

@@ -77,13 +77,14 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     checkpoint_saves: int = 0
     checkpoint_save_s: float = 0.0  # blocking time of every save, failed ones too
     checkpoint_load_s: float = 0.0
+    checkpoint_wait_s: float = 0.0  # the other ranks' wait for the saves: each checkpoint's longest, summed
     checkpoint_bytes: int = 0  # on disk after the saves that were given a path (every rank's own files)
     checkpoint_write_rate: float | None = None  # bytes a job second of those saves
     checkpoint_failed: int = 0  # saves and loads that raised (the user's own error, unchanged)
     checkpoint_last_step: int | None = None  # the last good checkpoint: the probe's step when it was made
     checkpoint_last_t: float | None = None  # ... and when it was written
     checkpoint_last: str | None = None  # "step 100, 2 min ago"
-    checkpoints: str | None = None  # "3 saves, 2.10 s, 45.0 MiB at 21.0 MiB/s; 1 load, 0.40 s"
+    checkpoints: str | None = None  # "3 saves, 2.10 s, 45.0 MiB at 21.0 MiB/s; the other ranks waited 1.9 s; 1 load, 0.40 s"
     checkpoint_interval_s: float | None = None  # the mean time from one save's start to the next
     checkpoint_advice: CheckpointAdvice | None = None  # Young/Daly's interval beside the run's (core/findings/checkpoint_advice.py)
 
@@ -128,6 +129,7 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("checkpoint_last", "last checkpoint", "text", report=True, panel="throughput", quiet=True),
     FigureInfo("checkpoint_save_s", "checkpoint save time", "s", report=True, better="lower", quiet=True),
     FigureInfo("checkpoint_load_s", "checkpoint load time", "s", report=True, better="lower", quiet=True),
+    FigureInfo("checkpoint_wait_s", "other ranks' wait for checkpoints", "s", report=True, better="lower", quiet=True),
     FigureInfo("checkpoint_bytes", "checkpoint bytes written", "bytes", report=True, quiet=True),
     FigureInfo("checkpoint_write_rate", "checkpoint write rate", "bytes_s", report=True, better="higher", quiet=True),
     FigureInfo("checkpoint_failed", "failed checkpoint saves/loads", "int", report=True, better="lower", quiet=True),
@@ -196,6 +198,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         checkpoint_saves=ck.saves,
         checkpoint_save_s=ck.save_s or 0.0,
         checkpoint_load_s=ck.load_s or 0.0,
+        checkpoint_wait_s=ck.wait_s,
         checkpoint_bytes=ck.bytes or 0,
         checkpoint_write_rate=ck.write_rate,
         checkpoint_failed=ck.failed,

@@ -10,6 +10,12 @@ time until its call returned (training stopped that long); its background write 
 of the job's processes (an uncaught exception, a rank torchrun saw die) are counted as disruptions,
 those within FAILURE_GAP_S of one another as one: the checkpoint interval advice
 (core/findings/checkpoint_advice.py) reads them.
+
+The other ranks' wait for a save (``wait_s``): the long torch.distributed calls of the processes that
+did not make it (LongCollective: a barrier, an all-reduce past 20 ms) in progress during the save,
+ending after it began and within WAIT_AFTER_S of its end, counted from the save's start (or the
+call's, if later). A checkpoint's wait is its longest such call (a rank held by a save is held in
+one call; the call just before it may end a few ms into the save); the job's is their sum.
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ import bisect
 from collections.abc import Callable
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.events.checkpoint_events import CheckpointOp
+from neurondesk.core.events.checkpoint_events import CheckpointOp, LongCollective
 from neurondesk.core.reduce.attempts import AttemptReducer
 
 MAX_SPANS = 4096  # merged spans kept; older ones are folded into a count and seconds
 SAME_SAVE_S = 60.0  # saves of one step that start within this of the first are one checkpoint (one a rank, or its files)
 FAILURE_GAP_S = 60.0  # process failures closer than this are one disruption (the ranks torn down with it)
+WAIT_AFTER_S = 0.5  # a call that ends this long after a save's end still waited for it (the saver's next call, clocks)
+RECENT = 256  # saves and long calls kept to match one against the other (either may arrive first)
 
 
 class Spans:
@@ -56,6 +64,44 @@ class Spans:
             self.folded += 1
 
 
+class SaveWaits:
+    """The other processes' wait for the saves: recent saves and long collective calls, matched as
+    each arrives (a waiting rank's call may reach the recorder before or after the save)."""
+
+    def __init__(self) -> None:
+        self.saves: list[tuple[int, float, float, tuple]] = []  # (pid, start, end, the checkpoint's key)
+        self.calls: list[list] = []  # [pid, start, end, matched]
+        self.by_checkpoint: dict[tuple, float] = {}  # the checkpoint's key -> its longest wait
+        self.wait_s = 0.0  # each checkpoint's longest wait, summed
+
+    def on_save(self, pid: int, a: float, b: float, key: tuple) -> None:
+        save = (pid, a, b, key)
+        self.saves.append(save)
+        del self.saves[:-RECENT]
+        for call in self.calls:
+            self._match(save, call)
+
+    def on_call(self, e: LongCollective) -> None:
+        call = [e.pid, e.start_t, e.t, False]
+        self.calls.append(call)
+        del self.calls[:-RECENT]
+        for save in self.saves:
+            self._match(save, call)
+
+    def _match(self, save: tuple, call: list) -> None:
+        pid, a, b, key = save
+        cpid, cs, ce, matched = call
+        # in progress during the save, and ended after it began and a moment after its end at the latest
+        if matched or cpid == pid or not (cs < b and a < ce <= b + WAIT_AFTER_S):
+            return
+        call[3] = True  # one checkpoint's wait, however many ranks saved it
+        before = self.by_checkpoint.get(key, 0.0)
+        self.by_checkpoint[key] = max(before, ce - max(cs, a))
+        self.wait_s += self.by_checkpoint[key] - before
+        if len(self.by_checkpoint) > 64:
+            del self.by_checkpoint[next(iter(self.by_checkpoint))]
+
+
 class CheckpointReducer:
     def __init__(self, attempts: AttemptReducer | None = None) -> None:
         # a process's attempt: a restart's probe counts its steps from 0 again, so the same step number
@@ -83,15 +129,22 @@ class CheckpointReducer:
         self.apis: dict[str, int] = {}  # calls by API ("torch.save": 12)
         self.failures = 0  # disruptions: process failures, those within FAILURE_GAP_S of one another as one
         self._last_failure_t: float | None = None
+        self.waits = SaveWaits()
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
-        return {"checkpoint": self.on_checkpoint, "process_failed": self.on_failure, "rank_exited": self.on_failure}
+        return {"checkpoint": self.on_checkpoint, "long_collective": self.waits.on_call,
+                "process_failed": self.on_failure, "rank_exited": self.on_failure}
 
     # ------------------------------------------------------------------ the interface the goodput figures read
     @property
     def save_s(self) -> float:
         """Job seconds spent saving (the union over ranks of each save's blocking time)."""
         return self.save_spans.total_s
+
+    @property
+    def wait_s(self) -> float:
+        """Job seconds the other ranks waited for the saves (each checkpoint's longest wait, summed)."""
+        return self.waits.wait_s
 
     @property
     def load_s(self) -> float:
@@ -132,6 +185,8 @@ class CheckpointReducer:
         self.rank_saves += 1
         self.failed_saves += not e.ok
         self.save_spans.add(e.start_t, e.t)
+        attempt = self._attempts.attempt_of(e.pid) if self._attempts else 0
+        self.waits.on_save(e.pid, e.start_t, e.t, (attempt, e.step))
         if e.ok:
             self._count(e)
         if e.pending:

@@ -3,12 +3,18 @@ time the training thread spends in them is the step's collective phase. DDP's gr
 all-reduce runs in its C++ reducer, overlapped with the backward; the part of it the backward
 waits for after its own compute (a slower peer, a slow network) is moved from the backward to the
 collective phase, from DDP's own timing of it (`DdpWait`). Where Flight Recorder is on, the
-module's import also starts its dump on request (flight.py)."""
+module's import also starts its dump on request (flight.py).
+
+A call that took LONG_S or more is also sent as its own ``long_collective`` message (its op, end and
+duration): a rank waiting in a barrier for another rank's checkpoint save is one, and the recorder
+counts that wait (core/reduce/checkpoints.py). At most LONG_PER_S of them a second (a job whose every
+all-reduce is slow sends no flood); none for a call inside a checkpoint call (DCP's own: the save's time)."""
 
 from __future__ import annotations
 
+import os
 import threading
-from time import perf_counter
+from time import perf_counter, time
 
 from . import _state
 from .flight import start_dump_server
@@ -16,6 +22,8 @@ from .flight import start_dump_server
 NAMES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all",
          "all_to_all_single", "barrier", "broadcast", "broadcast_object_list", "gather", "reduce",
          "reduce_scatter", "reduce_scatter_tensor", "scatter", "monitored_barrier")
+LONG_S = 0.020  # a call at least this long is sent on its own (long_collective)
+LONG_PER_S = 20  # ... at most this many a second
 
 
 class DdpWait:
@@ -62,6 +70,10 @@ class CollectiveHooks:
         # collectives running on the training thread: one made inside another (all_gather_object's
         # all_gather, broadcast_object_list's broadcast) is in the outer one's time, never counted twice
         self.depth = 0
+        self.long_second = 0  # the wall second of the last long call sent, and how many were sent in it
+        self.long_sent = 0
+        rank = os.environ.get("RANK", "")
+        self.rank = int(rank) if rank.isdigit() else None
 
     def patch_c10d(self, module) -> None:
         """Wraps each function in torch.distributed.distributed_c10d right after it ran, so that
@@ -69,11 +81,11 @@ class CollectiveHooks:
         for name in NAMES:
             real = getattr(module, name, None)
             if callable(real) and not getattr(real, "_neurondesk", False):
-                setattr(module, name, self._wrap(real))
+                setattr(module, name, self._wrap(real, name))
         if not self.dump_server:  # where Flight Recorder is on: its dump on request (flight.py)
             self.dump_server = start_dump_server(self.probe.private_dir, self.probe.pid)
 
-    def _wrap(self, real):
+    def _wrap(self, real, name: str):
         probe, hooks = self.probe, self
 
         def collective(*args, **kwargs):
@@ -87,13 +99,30 @@ class CollectiveHooks:
             finally:
                 hooks.depth -= 1
                 clock = probe.clock
+                took = perf_counter() - t0
                 if not probe.phase.in_eval:
-                    took = perf_counter() - t0
                     clock.coll += took
                     clock.inner += took
                     clock.phased = True
+                if took >= LONG_S:
+                    probe.guarded(hooks.long_call, name, took, clock.step, hook="long_collective")
 
         for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
             setattr(collective, attr, getattr(real, attr, None))
         collective.__wrapped__, collective._neurondesk = real, True
         return collective
+
+    def long_call(self, op: str, took: float, step: int) -> None:
+        """A call of LONG_S or more has just returned: its message, within LONG_PER_S a second, unless
+        it was made inside a checkpoint call of this thread (the save's own time)."""
+        if getattr(self.probe.checkpoints.local, "depth", 0):
+            return
+        now = time()
+        second = int(now)
+        if second != self.long_second:
+            self.long_second, self.long_sent = second, 0
+        if self.long_sent >= LONG_PER_S:
+            return
+        self.long_sent += 1
+        self.probe.send({"kind": "long_collective", "t": now, "op": op, "duration_s": took, "step": step,
+                         "rank": self.rank})
