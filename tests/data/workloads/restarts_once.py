@@ -5,6 +5,9 @@ restarted by torchrun --max-restarts, resumes from its own last checkpoint to fi
 `restarts-once: {...}` with what it measured itself (its checkpoint step, seconds in torch.save).
 
     torchrun --nproc-per-node 2 --max-restarts 1 restarts_once.py --ckpt DIR [--steps 120]
+
+Two nodes (tests/test_goodput_two_nodes.py): --die-where VAR (the rank whose environment says VAR=1 dies)
+and --shared-generation (the attempts' file rendezvous numbered by a count in torchrun's store).
 """
 
 import argparse
