@@ -6,6 +6,8 @@ The processes here are events; tests/test_goodput_runs.py has the real torchrun 
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 import pytest
 
@@ -198,6 +200,41 @@ def test_the_job_goodput_sums_node_seconds_and_names_the_node_that_failed():
     assert j.restarts == 1 and [x.node for x in j.disruptions] == ["node-b"]
     assert j.wall_s == pytest.approx(g.wall_s + calm.wall_s, abs=1e-3)
     assert j.restart_cost_s == pytest.approx(g.badput["wasted_progress"] + g.badput["restart_recovery"], abs=1e-3)
+
+
+def test_a_restart_torchrun_did_not_count_is_the_next_attempt():
+    """Many nodes: torchrun restarts a node's workers without counting it when another node re-joins the
+    rendezvous, so they say restart count 0 again; after a failure on this node, or started again by the same
+    parent (no failure here: its agent stopped healthy workers), the rank is the next attempt's."""
+    def parented(events, ppid):
+        return [dataclasses.replace(e, ppid=ppid) if isinstance(e, ev.ProcessAttached) else e for e in events]
+
+    a, t = attempt(T0 + 1, [11, 12], 0, 60, fail_rank=1)
+    b, _ = attempt(t + 5.0, [21, 22], 0, 70, resumed=50)
+    calm, t2 = attempt(T0 + 1, [11, 12], 0, 60)
+    for s in (reduced(a + b), reduced(parented(calm, 5) + parented(attempt(t2 + 5.0, [21, 22], 0, 70, resumed=50)[0], 5))):
+        g = goodput(s)
+        assert (g.restarts, g.max_step, g.steps_lost, g.ended) == (1, 120, 10, "finished after 1 restart"), g
+        assert g.problems == []
+    # a DataLoader worker of rank 0 (its child, the same RANK and count) after a failure is no new attempt
+    worker = dataclasses.replace(hello(t + 0.01, 99, 0, 0), ppid=11)
+    g = goodput(reduced([*a, worker]))
+    assert (g.restarts, g.max_step) == (0, 60)
+
+
+def test_a_restarts_cause_comes_first_and_the_nodes_that_ended_with_it_name_it():
+    """Node b's rank fails; node a's rank loses its peer and its word is dated before node b's (a silent death
+    is dated when torchrun reports it): one restart of the job, node b its cause, node a ending with it."""
+    b = goodput(restarted_once())
+    first, t = attempt(T0 + 1, [31, 32], 0, 60)
+    lost = ev.ProcessFailed(t=t - 0.04, pid=31, step=60, error="RuntimeError: [pair.cc:538] Read error "
+                            "[127.0.0.1]:51590: Connection reset by peer")
+    again, _ = attempt(t + 5.0, [41, 42], 1, 70, resumed=50)
+    a = goodput(reduced([*first, lost, *again]))
+    assert a.disruptions[0].t < b.disruptions[0].t
+    j = job_goodput([("node-a", [a]), ("node-b", [b])])
+    assert [(x.node, x.with_node) for x in j.disruptions] == [("node-b", None), ("node-a", "node-b")]
+    assert (j.restarts, j.steps_lost) == (1, 10)
 
 
 def test_prometheus_series_of_goodput():

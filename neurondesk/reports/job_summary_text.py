@@ -28,7 +28,8 @@ def findings(j: JobSummary) -> list[str]:
         for x in g.disruptions[:5]:
             d = x.disruption
             rank = f"rank {d.rank}" if d.rank is not None else "a rank"
-            lines.append(f"node {x.node} failed (attempt {d.attempt}): {rank} at step {d.step or 0:,}: {d.cause[:160]}")
+            said = f"ended attempt {d.attempt} with {x.with_node}" if x.with_node else f"failed (attempt {d.attempt})"
+            lines.append(f"node {x.node} {said}: {rank} at step {d.step or 0:,}: {d.cause[:160]}")
     unfinished = [n.node for n in j.nodes if not n.finished]
     if unfinished:
         lines.append(f"not ended in its journal: {', '.join(unfinished[:8])} (its recorder stopped, or the run "

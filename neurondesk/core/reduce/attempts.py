@@ -4,7 +4,11 @@ failure that ended it (a disruption, kept with its cause, step, rank and traceba
 
 Which attempt a process is: ``TORCHELASTIC_RESTART_COUNT`` (torchrun sets it in each worker) or
 ``SLURM_RESTART_COUNT`` from its hello; without either, a process that declares a rank the current
-attempt already holds, after a failure in it, starts the next attempt.
+attempt already holds, after a failure in it, starts the next attempt. So does one that says the current
+attempt's count for a rank it holds, not as a child of the rank's process, after a failure in the attempt
+or from the same parent (the launcher started the rank again): torchrun restarts a node's workers without counting it when another
+node re-joins the rendezvous (many nodes: the node that failed counts its restart, this one may not),
+and the attempts after it are numbered on from there.
 
 Steps: the probe counts a process's steps from 0. A restarted process that resumed from a checkpoint says
 where (``StepResumed``: its optimizer's own step count at its first step), so its step ``s`` is the job's
@@ -48,6 +52,7 @@ class Attempt:
     number: int  # 0 for the first launch; the launcher's restart count where it says it
     started_t: float
     ranks: dict[int, int] = field(default_factory=dict)  # global rank -> pid
+    parents: dict[int, int] = field(default_factory=dict)  # global rank -> its pid's parent (0: not said)
     steps: dict[int, int] = field(default_factory=dict)  # pid -> steps it ended (the probe's count)
     resumed: int | None = None  # the job step its step 0 is (StepResumed); None: not said
     first_step_start: float | None = None
@@ -128,6 +133,7 @@ class AttemptReducer:
         self.folded = Folded()
         self.base: int | None = None  # the recorder's own SLURM_RESTART_COUNT (a requeued job's launch)
         self.problems: list[str] = []
+        self.uncounted = 0  # restarts the launcher did not count (added to the counts processes say)
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"run_started": self.on_run_started, "process_attached": self.on_process_attached,
@@ -159,10 +165,16 @@ class AttemptReducer:
     def on_process_attached(self, e: ev.ProcessAttached) -> None:
         said = _count(e.launch_env)
         cur = self.current
+        held = cur is not None and e.rank is not None and cur.ranks.get(e.rank, e.pid) != e.pid
         if said is None:
             # no restart count: a rank seen again in an attempt that failed is its next attempt
-            held = cur is not None and e.rank is not None and cur.ranks.get(e.rank, e.pid) != e.pid
             said = cur.number + 1 if held and cur.failures else self.number
+        elif (cur is not None and said + self.uncounted == cur.number and held and e.ppid != cur.ranks[e.rank]
+              and (cur.failures or 0 != e.ppid == cur.parents.get(e.rank))):  # not the rank's DataLoader worker
+            self.uncounted += 1  # the launcher started the rank again without counting it (module docstring)
+            said += self.uncounted
+        else:
+            said += self.uncounted
         if cur is None or said > cur.number:
             self._start(said, e.t)
         elif said < cur.number:
@@ -170,8 +182,9 @@ class AttemptReducer:
                           f"counted in attempt {cur.number}")
         number = self.current.number
         self.pid_attempt[e.pid] = number
-        if e.rank is not None:  # the first to say it (a DataLoader worker inherits its rank's RANK)
-            self.current.ranks.setdefault(e.rank, e.pid)
+        if e.rank is not None and e.rank not in self.current.ranks:  # the first to say it (a DataLoader
+            self.current.ranks[e.rank] = e.pid  # worker inherits its rank's RANK)
+            self.current.parents[e.rank] = e.ppid
 
     def _start(self, number: int, t: float) -> None:
         self.attempts.append(Attempt(number=number, started_t=t))

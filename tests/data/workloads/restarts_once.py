@@ -5,6 +5,9 @@ restarted by torchrun --max-restarts, resumes from its own last checkpoint to fi
 `restarts-once: {...}` with what it measured itself (its checkpoint step, seconds in torch.save).
 
     torchrun --nproc-per-node 2 --max-restarts 1 restarts_once.py --ckpt DIR [--steps 120]
+
+Two nodes (tests/test_goodput_two_nodes.py): --die-where VAR (the rank whose environment says VAR=1 dies)
+and --shared-generation (the attempts' file rendezvous numbered by a count in torchrun's store).
 """
 
 import argparse
@@ -24,13 +27,24 @@ ap.add_argument("--save-every", type=int, default=25)
 ap.add_argument("--die-at", type=int, default=60)
 ap.add_argument("--always-die", action="store_true")
 ap.add_argument("--step-s", type=float, default=0.01)
+ap.add_argument("--die-where", metavar="VAR", help="the rank whose environment has VAR=1 dies, not rank 1")
+ap.add_argument("--shared-generation", action="store_true",
+                help="name each attempt's file rendezvous by a count kept in torchrun's store, not the node's restart count")
 ap.add_argument("--ballast-floats", type=int, default=4_000_000)  # 16 MB in each checkpoint: a save worth timing
 args = ap.parse_args()
 
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+generation = attempt
+if args.shared_generation:
+    # many nodes: an agent that restarts because another node re-joined the rendezvous does not count it
+    # (TORCHELASTIC_RESTART_COUNT stays 0 there), so the attempts are numbered by a count in the rendezvous
+    # store every worker of every attempt adds 1 to (attempts follow each other: the workers of the next one
+    # start once every node has stopped those of the last)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+    generation = (store.add("restarts-once/workers", 1) - 1) // int(os.environ["WORLD_SIZE"])
 # a file rendezvous of its own per attempt: torchrun's store, reused by the restart, can hand a restarted
 # gloo mesh the previous attempt's addresses (connectFullMesh refused, seen with torch 2.9 on loopback)
-dist.init_process_group("gloo", init_method=f"file://{Path(args.ckpt).resolve()}/rendezvous.{attempt}",
+dist.init_process_group("gloo", init_method=f"file://{Path(args.ckpt).resolve()}/rendezvous.{generation}",
                         rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
 rank = dist.get_rank()
 torch.manual_seed(0)
@@ -51,7 +65,8 @@ for step in range(start, args.steps):
     opt.step()
     time.sleep(args.step_s)
     done = step + 1
-    if rank == 1 and done == args.die_at and (attempt == 0 or args.always_die):
+    dies_here = os.environ.get(args.die_where) == "1" if args.die_where else rank == 1
+    if dies_here and done == args.die_at and (attempt == 0 or args.always_die):
         os._exit(7)
     if done % args.save_every == 0:
         dist.barrier()
