@@ -161,6 +161,20 @@ def test_every_output_says_it():
     assert "died: oom-killer" in status_line(view_of(s, 21.0))
 
 
+def test_a_failure_while_the_run_goes_on_is_failed_not_died_in_the_status_line():
+    """A launcher may still restart the job (torchrun --max-restarts): until the run ends it has not died."""
+    s = RunState()
+    s.apply(ev.RunStarted(t=1.0, run_id="r", command=["torchrun", "--max-restarts", "1", "train.py"]))
+    s.apply(ev.ProcessAttached(t=1.1, pid=7))
+    for i in range(3):
+        s.apply(ev.StepEnded(t=2.0 + i, pid=7, step=i, duration_s=0.5))
+    s.apply(ev.ProcessFailed(t=6.0, pid=7, error="RuntimeError: boom", step=3))
+    live = status_line(view_of(s, 6.5))
+    assert "failed: error" in live and "died" not in live
+    s.apply(ev.RunFinished(t=7.0, exit_code=1, signal=None, stderr_tail=[]))
+    assert "died: error" in status_line(view_of(s, 7.5))
+
+
 def test_an_exit_0_on_a_nan_loss_or_lightnings_early_stop_on_one_is_a_nan_stop():
     c = crash_of(died([], 0, ev.LossReported(t=6.0, value=float("inf"), step=2)))
     assert c.kind == "nan" and c.finding.startswith("at step 3, the workload stopped on a NaN or infinite loss")

@@ -61,7 +61,9 @@ def status_line(view: RunView) -> str:
     step = f"step {f.steps}" + (f"/{f.steps_requested}" if f.steps_requested else "")
     parts = [f"neurondesk: {view.pulse.phase_words}", step]
     if f.crash is not None:  # how it died (core/findings/crash.py); the finding whole is among the final lines
-        parts.insert(1, f"died: {f.crash.kind}" + (f" (rank {f.crash.rank})" if f.crash.rank is not None else ""))
+        # while the run goes on, a launcher may still restart it (torchrun --max-restarts): "failed", not "died"
+        said = "died" if view.finished else "failed"
+        parts.insert(1, f"{said}: {f.crash.kind}" + (f" (rank {f.crash.rank})" if f.crash.rank is not None else ""))
     g = f.goodput
     if g is not None and g.restarts:  # attempts, not ranks (core/figures/goodput.py)
         parts.insert(1, f"{g.restarts} restart{'s' if g.restarts != 1 else ''}, {g.steps_lost:,} steps lost")
