@@ -97,7 +97,8 @@ def test_summary_neuron_section_memory_headroom_logs_and_compile_split() -> None
     assert n["hbm_headroom"]["core"] == "1" and n["hbm_headroom"]["free_fraction"] == 0.1103
     assert n["memory_logs"] == ["/tmp/nrt_mem_log_device_0_6934a1f7.csv"]
     assert n["compile_splits"] == [{"compile": 1, "rank": 0, "graph_id": "3f2a", "graph_name": None,
-                                    "fx_passes_s": 1.2, "lower_s": 0.8, "compile_s": 41.3}]
+                                    "fx_passes_s": 1.2, "lower_s": 0.8, "compile_s": 41.3,
+                                    "node_count": None, "has_collectives": None}]  # a graph_stats row without them
     md = to_markdown(s)
     assert "| Neuron memory peak per core | tensors 13.5 GiB, constants 64.0 MiB, model code 176.0 MiB" in md
     assert "| HBM headroom | 1.8 GiB (11.0%) on nc1 at its peak of 14.2 GiB / 16.0 GiB |" in md
