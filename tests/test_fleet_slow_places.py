@@ -39,6 +39,14 @@ def settled(prom, want, what: str, timeout_s: float = 180) -> dict:
         return job_json(prom, JOB)
 
 
+def named(j: dict, place: str) -> bool:
+    """trn-01 named at ``place`` with both victims, once its own time's median covers the slow steps (3x
+    the others': while the 50-step window still mixes steps from before the switch it is in between)."""
+    c = j["culprit"] or {}
+    return (c.get("place") == place and c.get("victims") == 2
+            and (c.get("own_s") or 0) > 2 * (c.get("median_own_s") or float("inf")))
+
+
 def slow_at(places, where: str) -> None:
     (places[1] / "place").write_text(where)
 
@@ -72,8 +80,7 @@ def test_a_clean_job_names_no_culprit(places):
 
 def test_a_node_slow_between_its_backward_and_the_all_reduce_is_the_culprit(places):
     slow_at(places, "after-backward")
-    out = settled(places[0], lambda j: (j["culprit"] or {}).get("place") == "after-backward"
-                  and j["culprit"]["victims"] == 2, "trn-01 named, slow after its backward")
+    out = settled(places[0], lambda j: named(j, "after-backward"), "trn-01 named, slow after its backward")
     assert_culprit(out, "after-backward")
     # what the pre-sync time alone could not tell: it ends where the backward starts, the same everywhere
     pre = [r["presync_s"] for r in out["ranks"]]
@@ -82,8 +89,7 @@ def test_a_node_slow_between_its_backward_and_the_all_reduce_is_the_culprit(plac
 
 def test_a_node_slow_for_its_data_before_the_forward_is_the_culprit(places):
     slow_at(places, "data")
-    out = settled(places[0], lambda j: (j["culprit"] or {}).get("place") == "data" and j["culprit"]["victims"] == 2,
-                  "trn-01 named, waiting for its data")
+    out = settled(places[0], lambda j: named(j, "data"), "trn-01 named, waiting for its data")
     assert_culprit(out, "data")
 
 
