@@ -31,7 +31,7 @@ demo: $(STAMP)
 test: $(STAMP) $(TORCH213_STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo  # DESIGN.md's arrows: [tool.importlinter] in pyproject.toml
-	# two workers, one test file each (module fixtures are whole real runs): 17.9 min here (2026-12-06, a fresh clone); the 30 slowest are listed
+	# two workers, one test file each (module fixtures are whole real runs): 17.9-19.1 min here (2026-12-06, fresh clones); the 30 slowest are listed
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 
