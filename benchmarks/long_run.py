@@ -129,7 +129,7 @@ def generate(run_dir: Path, steps: int, ranks: int, wire: str = "steps", steps_p
     rec.run_journal.checkpoints.clock = lambda: t
     # what each rank's probe holds: the columns of its open batch (samples, tokens, executions and
     # pre-sync time present, one input shape: an XLA training step), closed at the next send
-    shape_of, shapes = (True, True, True, True), [[8, 512]]
+    shape_of, shapes = (True, True, True, True, False), [[8, 512]]  # (samples, tokens, executions, presync, phases)
     cols = [batch.StepColumns() for _ in pids]
     window = int(t / flush_s)  # the send cadence's current period, on the recorded clock
     messages = batches = 0
