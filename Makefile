@@ -17,20 +17,21 @@ LATEST_STAMP := $(LATEST)/.installed
 LATEST_PACKAGES := textual textual-plotext msgspec prometheus_client zstandard psutil platformdirs nvidia-ml-py \
 	'transformers>=5,<6' accelerate lightning trl peft pytest pytest-xdist hypothesis
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints/test.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	# constraints/test.txt: every package of the tested environment at the version CI last passed with
 	$(VENV)/bin/pip install -q -c constraints/test.txt -e '.[test,workload]'
 	touch $(STAMP)
 
-$(TORCH213_STAMP):
+$(TORCH213_STAMP): constraints/torch213.txt
 	test -x $(TORCH213)/bin/python || $(PY) -m venv $(TORCH213)
 	$(TORCH213)/bin/pip install -q --upgrade pip
 	$(TORCH213)/bin/pip install -q -c constraints/torch213.txt torch==2.13.0
 	touch $(TORCH213_STAMP)
 
-# no stamp dependency on pyproject.toml: `make venv-latest` again after a release to take it (rm -r .venv-latest)
+# no stamp prerequisite: the newest releases are taken when it is built (CI: every run); here, to take newer
+# ones: rm -r .venv-latest && make venv-latest
 $(LATEST_STAMP):
 	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
 	$(LATEST)/bin/pip install -q --upgrade pip
