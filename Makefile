@@ -8,31 +8,55 @@ STAMP := $(VENV)/.installed
 # in it (a CPU build from PyPI; tests/torch213.py finds it, or NEURONDESK_TORCH213_PYTHON names another)
 TORCH213 := .venv-torch213
 TORCH213_STAMP := $(TORCH213)/.installed
+# The newest-release lane (docs/checked-where.md): .venv-latest holds the NEWEST release of every runtime and
+# framework dependency, unbounded by pyproject.toml (neurondesk itself installed with --no-deps), on torch 2.13
+# CPU and no torch-xla; `make test-latest` runs the tests marked `latest` (and `latest_only`) there. A release
+# that breaks us turns that lane red before a user sees it; then fix it, or lower the bound in pyproject.toml.
+LATEST := .venv-latest
+LATEST_STAMP := $(LATEST)/.installed
+LATEST_PACKAGES := textual textual-plotext msgspec prometheus_client zstandard psutil platformdirs nvidia-ml-py \
+	'transformers>=5,<6' accelerate lightning trl peft pytest pytest-xdist hypothesis
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints/test.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,workload]'
+	# constraints/test.txt: every package of the tested environment at the version CI last passed with
+	$(VENV)/bin/pip install -q -c constraints/test.txt -e '.[test,workload]'
 	touch $(STAMP)
 
-$(TORCH213_STAMP):
+$(TORCH213_STAMP): constraints/torch213.txt
 	test -x $(TORCH213)/bin/python || $(PY) -m venv $(TORCH213)
 	$(TORCH213)/bin/pip install -q --upgrade pip
-	$(TORCH213)/bin/pip install -q torch==2.13.0
+	$(TORCH213)/bin/pip install -q -c constraints/torch213.txt torch==2.13.0
 	touch $(TORCH213_STAMP)
 
-.PHONY: venv venv-torch213 demo test screenshots
+# no stamp prerequisite: the newest releases are taken when it is built (CI: every run); here, to take newer
+# ones: rm -r .venv-latest && make venv-latest
+$(LATEST_STAMP):
+	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
+	$(LATEST)/bin/pip install -q --upgrade pip
+	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager torch==2.13.0 $(LATEST_PACKAGES)
+	$(LATEST)/bin/pip install -q --no-deps -e .
+	touch $(LATEST_STAMP)
+
+.PHONY: venv venv-torch213 venv-latest demo test test-latest screenshots
 venv: $(STAMP)
 venv-torch213: $(TORCH213_STAMP)
+venv-latest: $(LATEST_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/neurondesk demo
 
 test: $(STAMP) $(TORCH213_STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
-	$(VENV)/bin/lint-imports --no-cache --no-logo  # DESIGN.md's arrows: [tool.importlinter] in pyproject.toml
+	$(VENV)/bin/lint-imports --no-cache --no-logo  # docs/design.md's arrows: [tool.importlinter] in pyproject.toml
 	# two workers, one test file each (module fixtures are whole real runs): 17.9-19.1 min here (2026-12-06, fresh clones); the 30 slowest are listed
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30
+	# latest_only tests need a package only .venv-latest has (trl, peft): they run in `make test-latest`
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30 -m "not latest_only"
+
+# the tests marked `latest` (and `latest_only`) under the newest releases; no torch-xla in this venv
+test-latest: $(LATEST_STAMP) $(TORCH213_STAMP)
+	$(LATEST)/bin/python -m pytest -q -n 2 --dist loadfile -m "latest or latest_only"
 
 
 screenshots: $(STAMP)

@@ -29,6 +29,9 @@ from neurondesk.store.journal_tail import JournalTail
 from neurondesk.store.own_files import FileId
 from neurondesk.store.rundir import RunPaths
 
+# the reducer checkpoint under the newest msgspec too (make test-latest)
+pytestmark = pytest.mark.latest
+
 JOURNALS = Path(__file__).parent / "data" / "journals"
 RECORDED = sorted(p.name for p in JOURNALS.iterdir())
 

@@ -24,6 +24,9 @@ from neurondesk.core.events.registry import EVENT_CLASSES, EVENT_TYPES
 from neurondesk.core.reduce.state import RunState
 from neurondesk.store.journal import read_journal
 
+# the event codec under the newest msgspec too (make test-latest)
+pytestmark = pytest.mark.latest
+
 REPO = Path(__file__).resolve().parent.parent
 JOURNALS = Path(__file__).parent / "data" / "journals"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from conftest import FIXTURES
 from textual.widgets import DataTable
 
@@ -15,6 +16,9 @@ from neurondesk.core.events.codec import event_to_dict
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
+
+# the console under the newest Textual too (make test-latest)
+pytestmark = pytest.mark.latest
 
 
 def _journal(tmp_path, fixture: str):

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
+
+# the console under the newest Textual too (make test-latest)
+pytestmark = pytest.mark.latest
 
 PID = 4242
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from neurondesk.views.console.panel import Line
+
+# the console under the newest Textual too (make test-latest)
+pytestmark = pytest.mark.latest
 
 
 class _One(App):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.run_figures import run_figures
@@ -15,6 +17,9 @@ from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
+
+# the console under the newest Textual too (make test-latest)
+pytestmark = pytest.mark.latest
 
 MiB = 1 << 20
 PIDS = (500, 501)

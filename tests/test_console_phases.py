@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.figures.run_figures import run_figures
@@ -15,6 +17,9 @@ from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
+
+# the console under the newest Textual too (make test-latest)
+pytestmark = pytest.mark.latest
 
 PID, STEPS, WARMUP = 4242, 30, 5
 PHASES = [0.0, 0.02, 0.015, 0.01, 0.0, 0.0]  # h2d, forward, backward, optimizer, sync, collective

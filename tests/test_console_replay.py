@@ -21,6 +21,9 @@ from neurondesk.views.console.log import MAX_LINES, LogPanel, LogView
 from neurondesk.views.console.panel import Line
 from neurondesk.views.console.screens import HelpScreen, SummaryScreen
 
+# the console under the newest Textual too (make test-latest)
+pytestmark = pytest.mark.latest
+
 JOURNALS = Path(__file__).parent / "data" / "journals"
 WIDE, SMALL = (160, 48), (80, 24)
 

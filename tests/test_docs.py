@@ -65,6 +65,47 @@ def test_the_readme_is_a_front_page_with_the_two_quick_start_commands() -> None:
     readme = (REPO / "README.md").read_text()
     quick = readme.split("## Quick start", 1)[1].split("```")[1]
     assert [line.split("#")[0].strip() for line in quick.strip().splitlines()] == ["make demo", "make test"]
-    assert len(readme.encode()) < 24_000, "the reference belongs in docs/"
-    ci = (REPO / ".ci" / "run").read_text()
-    assert "make test" in ci
+    assert len(readme.encode()) <= 10 * 1024, "a front page: the reference belongs in docs/"
+    for page in ("docs/design.md", "docs/checked-where.md"):  # where to look next
+        assert f"]({page})" in readme, f"the README does not link {page}"
+    assert "| claim | checked on |" not in readme, "the checked-where table lives in docs/checked-where.md"
+
+
+def test_ci_runs_the_pinned_lane_then_the_newest_release_lane() -> None:
+    commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+                if line.strip().startswith("make ")]
+    assert commands == ["make test", "make test-latest"]
+    makefile = (REPO / "Makefile").read_text()
+    assert '-m "not latest_only"' in makefile  # trl and peft are only in .venv-latest
+    assert '$(LATEST)/bin/python -m pytest -q -n 2 --dist loadfile -m "latest or latest_only"' in makefile
+
+
+WALK = "## One figure, from the probe to the console and to summary.json"
+CODE_PATH = re.compile(r"`([\w/.]+\.py)`")
+NAME = re.compile(r"`([A-Z]\w+\.\w+|[a-z_]\w*)(?:\(\w*\))?`")
+
+
+def test_the_design_is_in_the_repository_and_names_what_the_code_has() -> None:
+    """docs/design.md is the one design page: nothing cites another, and every file it names exists, and
+    every function, class and field its walk of one figure names is in the code (a rename fails here until
+    the page follows)."""
+    design = (DOCS / "design.md").read_text()
+    cited = "DESIGN" + ".md"
+    citing = [str(p.relative_to(REPO)) for root in ("neurondesk", "tests", "docs") for p in (REPO / root).rglob("*")
+              if p.is_file() and p.suffix in (".py", ".md", ".toml", ".json") and "data" not in p.parts
+              and cited in p.read_text(errors="replace")]
+    citing += [name for name in ("Makefile", "pyproject.toml") if cited in (REPO / name).read_text()]
+    assert not citing, f"these cite {cited}, which is not in the repository: {citing}"
+    probe = REPO / "neurondesk" / "probe" / "bootstrap" / "_neurondesk_probe"
+    roots = [REPO, REPO / "neurondesk", REPO / "neurondesk" / "probe", probe, probe / "backends"]
+    files = {p.name for p in (REPO / "neurondesk").rglob("*.py")}  # a bare name: in its section's folder
+    missing = [path for path in CODE_PATH.findall(design)
+               if not (any((r / path).is_file() for r in roots) if "/" in path else path in files)]
+    assert not missing, f"design.md names files that are not there: {missing}"
+    walk = design.split(WALK, 1)[1].split("\n## ", 1)[0]
+    names = {n for n in NAME.findall(walk) if "_" in n or "." in n or n[0].isupper()} - {"summary.json"}
+    assert len(names) > 15  # the walk was read
+    code = "\n".join(p.read_text() for p in (REPO / "neurondesk").rglob("*.py"))
+    unknown = sorted(n for n in names if not n.endswith((".py", ".json", ".md"))
+                     and not all(re.search(rf"\b{re.escape(part)}\b", code) for part in n.split(".")))
+    assert not unknown, f"design.md's walk names what the code does not have: {unknown}"

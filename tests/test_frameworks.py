@@ -16,6 +16,7 @@ own all-in rate, not the steady one, and agrees."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import subprocess
@@ -25,11 +26,20 @@ import pytest
 from conftest import HAS_XLA, REAL_RUN_TIMEOUT_S, REPO, Run, base_env
 
 SCRIPT = REPO / "workloads" / "frameworks" / "hf_trainer.py"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
-                                reason="transformers is not installed; `make test` installs it ([test] extra)")
+pytestmark = [  # latest: also under transformers 5.x and the newest Lightning (make test-latest)
+    pytest.mark.latest,
+    pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                       reason="transformers is not installed; `make test` installs it ([test] extra)")]
 
 
 MODES = {"eager": [], "torch_compile": ["--compile"], "xla": ["--xla"]}
+# The drift the newest-release lane found (issue 50 item 1): transformers 5.x logs quoted values
+# ({'loss': '4.905', ...}) and no loss is read from them. Being fixed (issue 50 item 3); strict, so the fix
+# must remove this mark (XPASS fails).
+TRANSFORMERS_5 = importlib.util.find_spec("transformers") is not None and int(
+    importlib.metadata.version("transformers").split(".")[0]) >= 5
+quoted_numbers_drift = pytest.mark.xfail(TRANSFORMERS_5, strict=True, reason=(
+    "transformers 5.x logs quoted numbers ({'loss': '4.905'}): no loss read (issue 50 item 3, being fixed)"))
 
 
 @pytest.fixture(scope="module", params=list(MODES))
@@ -52,6 +62,7 @@ def trainer_run(request, tmp_path_factory):
     return mode, run, json.loads(line.split(": ", 1)[1])
 
 
+@quoted_numbers_drift
 def test_a_stock_trainer_run_is_counted_as_trainer_counts_it(trainer_run):
     mode, run, truth = trainer_run
     s = run.summary

@@ -1,4 +1,4 @@
-"""DESIGN.md's arrows as import contracts ([tool.importlinter] in pyproject.toml, run by `make test`).
+"""docs/design.md's arrows as import contracts ([tool.importlinter] in pyproject.toml, run by `make test`).
 
 Each contract is shown able to fail: the project's own contract text, pointed at a tiny fake package
 in tmp_path, is kept when the fake respects every arrow and broken, through the planted import,

@@ -9,6 +9,9 @@ from neurondesk.core.events.run_events import CompileFinished, OutputLine, RunFi
 from neurondesk.store.journal import JournalError, JournalWriter, read_journal
 from neurondesk.store.own_files import FileId
 
+# the journal under the newest zstandard and msgspec too (make test-latest)
+pytestmark = pytest.mark.latest
+
 EVENTS = [
     RunStarted(t=1.0, run_id="20260101-120000-ab12", command=["python", "train.py"], price_per_hour=1.34375),
     StepEnded(t=2.0, pid=7, step=0, duration_s=0.5, samples=32, input_shapes=[[32, 128]]),

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.codec import encode_event
 from neurondesk.store.journal_tail import JournalTail
+
+# the journal under the newest zstandard and msgspec too (make test-latest)
+pytestmark = pytest.mark.latest
 
 
 def test_follow_takes_whole_lines_only_and_counts_bad_ones(tmp_path):

@@ -4,10 +4,15 @@ lead, times the world, however many steps arrive between two snapshots: one prob
 
 from __future__ import annotations
 
+import pytest
+
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.reduce.steps import HISTORY
 from neurondesk.exporter.snapshot import Snapshotter
+
+# the exporter under the newest prometheus_client too (make test-latest)
+pytestmark = pytest.mark.latest
 
 PID = 41
 

@@ -17,6 +17,9 @@ from neurondesk.exporter.endpoint import MetricsExporter, parse_metrics_addr
 from neurondesk.exporter.viewer import publish_on_poll
 from neurondesk.sources.replay import ReplaySource
 
+# the exporter under the newest prometheus_client too (make test-latest)
+pytestmark = pytest.mark.latest
+
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 

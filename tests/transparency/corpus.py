@@ -1,7 +1,7 @@
 """The transparency corpus: what users do with their models and optimizers, each operation one
 line of output with a digest of its result (or the exception it raised). Run alone and under
 `neurondesk run`, the output must be byte for byte the same: nothing of neurondesk may be
-reachable from a user object (DESIGN.md, the probe's rules).
+reachable from a user object (docs/design.md, the probe's rules).
 
     python corpus.py --mode eager|xla|compile [--only NAME,NAME]
 

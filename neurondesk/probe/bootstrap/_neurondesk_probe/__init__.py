@@ -1,6 +1,6 @@
 """The neurondesk probe: runs inside the user's training process, with no code change.
 
-Rules (DESIGN.md): stdlib only, imports nothing of neurondesk, never raises into user code,
+Rules (docs/design.md): stdlib only, imports nothing of neurondesk, never raises into user code,
 never forces a device sync, and costs a few microseconds per step. On an internal error in a hook,
 that hook turns itself off (the rest of the probe runs on, see "Fail open" below) and training runs on.
 
