@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 _CONVENTION = re.compile(r"^(loss|.+_loss|loss_.+|logits|outputs|output|preds|predictions|y_hat|yhat)$")
 _MODEL_NAMES = re.compile(r"^(model|net|module|criterion|loss_fn|loss_func|lossfn|compiled|compiled_model|"
@@ -22,6 +23,9 @@ _NOT_TENSOR_MODULES = {"cuda", "optim", "utils", "backends", "distributed", "nn"
                        "multiprocessing", "testing", "library", "export", "fx", "mps", "xpu", "amp", "cpu"}
 _HOST_FUNCS = {"float", "int", "bool", "len", "round", "str", "repr", "sum", "max", "min", "abs", "list", "tuple",
                "dict", "set", "range", "enumerate", "zip", "sorted", "isinstance", "getattr", "hasattr", "format"}
+# a loop counter by its name: `if it == 0:`, `if step == start_step:` run once, not every step
+_COUNTER = re.compile(r"^(i|j|t|it|itr|iter|iters|iteration|idx|step|steps|epoch|batch_idx|batch_i|n_iter|"
+                      r".+_step|step_.+|.+_steps|.+_epoch|epoch_.+|.+_iter|.+_idx)$")
 _DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "nonzero_static_fallback"}
 
 
@@ -78,6 +82,23 @@ def _mod_guard(test: ast.expr) -> str | None:
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and not isinstance(n.left, (ast.Constant, ast.JoinedStr)):
             return " ".join(ast.unparse(n.right).split())
     return None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """How often the code under an `if` runs: every N steps (``text`` "N"), or only when a counter has one
+    value (``once``: ``text`` the test, "it == 0")."""
+
+    text: str
+    once: bool = False
+
+    def rank(self) -> int:
+        return 2 if self.once else 1
+
+
+def guard_rank(g: Guard | None) -> int:
+    """0 every step, 1 every N steps, 2 once: the lower, the more often."""
+    return 0 if g is None else g.rank()
 
 
 class _Scope:
@@ -258,8 +279,58 @@ class FileStructure:
                 if isinstance(n.args[0], ast.Name):
                     self.closures.add(n.args[0].id)
         self.scopes: dict[int, _Scope] = {}
+        self.counters: set[str] = set()  # loop counters: range / enumerate targets, names stepped with +=
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.iter, ast.Call):
+                t = n.target
+                if _func_name(n.iter) == "enumerate" and isinstance(t, ast.Tuple) and t.elts:
+                    t = t.elts[0]
+                if _func_name(n.iter) in ("range", "enumerate") and isinstance(t, ast.Name):
+                    self.counters.add(t.id)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+                self.counters.add(n.target.id)
 
     # ------------------------------------------------------------ structure
+
+    def _counter(self, e: ast.expr) -> bool:
+        """A loop counter, or arithmetic on one (`step + 1`)."""
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            return self._counter(e.left) or self._counter(e.right)
+        return isinstance(e, ast.Name) and (e.id in self.counters or _COUNTER.match(e.id) is not None)
+
+    def _once(self, test: ast.expr) -> bool:
+        """`it == 0`, `step == start`, `epoch == args.epochs - 1` (or several joined by `or`): a counter
+        equal to one value, true on one step, not every step."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            return all(self._once(v) for v in test.values)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            return False
+        left, right = test.left, test.comparators[0]
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(test)):
+            return False
+        return self._counter(left) or self._counter(right)
+
+    def guard_of(self, test: ast.expr, outer: Guard | None) -> Guard | None:
+        """The guard the body of `if test:` runs under, inside ``outer``'s: once stays once."""
+        if outer is not None and outer.once:
+            return outer
+        n = _mod_guard(test)
+        if n is not None:
+            return Guard(n)
+        if self._once(test):
+            return Guard(" ".join(ast.unparse(test).split()), once=True)
+        return outer
+
+    def function_of(self, node: ast.AST) -> str | None:
+        """The name of the function ``node`` is in (None: the module)."""
+        p = self.parent.get(id(node))
+        while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            p = self.parent.get(id(p))
+        return p.name if p is not None else None
+
+    def callees(self, fn: ast.AST) -> set[str]:
+        """The functions of this file ``fn`` calls by name."""
+        return {c for n in _walk_local(fn) if isinstance(n, ast.Call) and (c := self._callee(n)) is not None}
 
     def src(self, node: ast.AST) -> str:
         """The node's own text (one line, at most 80 characters)."""
@@ -310,9 +381,9 @@ class FileStructure:
 
     # ------------------------------------------------------------ the pass
 
-    def step_regions(self) -> tuple[list[ast.AST], dict[str, str | None]]:
+    def step_regions(self) -> tuple[list[ast.AST], dict[str, Guard | None]]:
         """The loops that train (innermost) and how often each function they call runs: None =
-        every step, "N" = every N steps."""
+        every step, else its Guard (every N steps, or once)."""
         step_funcs = {name for name, defs in self.funcs.items() if any(self._direct_step(d) for d in defs)}
         loops = [n for n in ast.walk(self.tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
         # a function that trains once per call is a step only when a loop of this file calls it (a test
@@ -324,8 +395,8 @@ class FileStructure:
         tset = {id(lp) for lp in training}
         step_loops = [lp for lp in training
                       if not any(id(n) in tset for s in lp.body for n in [s, *_walk_local(s)] if n is not lp)]
-        # how often each function runs: None = every step, "N" = every N steps
-        freq: dict[str, str | None] = dict.fromkeys(step_funcs - self.closures)
+        # how often each function runs: None = every step, else every N steps or once
+        freq: dict[str, Guard | None] = dict.fromkeys(step_funcs - self.closures)
         for _ in range(8):
             changed = False
             regions = [(lp.body, None) for lp in step_loops]
@@ -336,20 +407,20 @@ class FileStructure:
                         name = self._callee(call)
                         if name is None or name in step_funcs:
                             continue
-                        if name not in freq or (freq[name] is not None and guard is None):
+                        if name not in freq or guard_rank(guard) < guard_rank(freq[name]):
                             freq[name] = guard
                             changed = True
             if not changed:
                 break
         return step_loops, freq
 
-    def _calls(self, node: ast.AST, guard: str | None):
-        """(call, guard) for each call under `node`, the guard the innermost `if x % N` body gives."""
+    def _calls(self, node: ast.AST, guard: Guard | None):
+        """(call, guard) for each call under `node`, the guard its `if`s give (guard_of)."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return
         if isinstance(node, ast.If):
             yield from self._calls(node.test, guard)
-            g = _mod_guard(node.test) or guard
+            g = self.guard_of(node.test, guard)
             for s in node.body:
                 yield from self._calls(s, g)
             for s in node.orelse:
