@@ -28,7 +28,6 @@ from neurondesk.lint.structure import (
     _func_name,
     _kw,
     _Scope,
-    _walk_local,
 )
 
 SEVERITIES = ("info", "warning", "error")
@@ -248,21 +247,6 @@ class _Linter(FileStructure):
                 self.add(node, "data-dependent", guard, f"`{self.src(node)}`: boolean-mask indexing has a "
                          "data-dependent output shape")
                 return
-
-    def _mask_name(self, name: str, at: ast.AST) -> bool:
-        sc_owner = self.parent.get(id(at))
-        while sc_owner is not None and not isinstance(sc_owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            sc_owner = self.parent.get(id(sc_owner))
-        owner = sc_owner if sc_owner is not None else self.tree
-        sc = self.scope_of(at)
-        for n in _walk_local(owner):
-            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
-                v = n.value
-                if isinstance(v, ast.Compare) and not any(
-                        isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops) and (
-                        sc.is_tensor(v) or isinstance(v.left, (ast.Name, ast.Attribute, ast.Subscript))):
-                    return True
-        return False
 
     # ------------------------------------------------------------ file-wide rules
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+
+from neurondesk.lint.guards import Guard, guard_of, guard_rank
 
 _CONVENTION = re.compile(r"^(loss|.+_loss|loss_.+|logits|outputs|output|preds|predictions|y_hat|yhat)$")
 _MODEL_NAMES = re.compile(r"^(model|net|module|criterion|loss_fn|loss_func|lossfn|compiled|compiled_model|"
@@ -23,9 +24,6 @@ _NOT_TENSOR_MODULES = {"cuda", "optim", "utils", "backends", "distributed", "nn"
                        "multiprocessing", "testing", "library", "export", "fx", "mps", "xpu", "amp", "cpu"}
 _HOST_FUNCS = {"float", "int", "bool", "len", "round", "str", "repr", "sum", "max", "min", "abs", "list", "tuple",
                "dict", "set", "range", "enumerate", "zip", "sorted", "isinstance", "getattr", "hasattr", "format"}
-# a loop counter by its name: `if it == 0:`, `if step == start_step:` run once, not every step
-_COUNTER = re.compile(r"^(i|j|t|it|itr|iter|iters|iteration|idx|step|steps|epoch|batch_idx|batch_i|n_iter|"
-                      r".+_step|step_.+|.+_steps|.+_epoch|epoch_.+|.+_iter|.+_idx)$")
 _DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "nonzero_static_fallback"}
 
 
@@ -74,31 +72,6 @@ def _is_step_call(call: ast.Call) -> bool:
         ch = _chain(f.value)
         return bool(ch) and re.search(r"(opt|optim|optimizer|scaler)$", ch[-1], re.IGNORECASE) is not None
     return False
-
-
-def _mod_guard(test: ast.expr) -> str | None:
-    """'N' of the first `x % N` in an if-test (a step-frequency guard), else None."""
-    for n in ast.walk(test):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and not isinstance(n.left, (ast.Constant, ast.JoinedStr)):
-            return " ".join(ast.unparse(n.right).split())
-    return None
-
-
-@dataclass(frozen=True)
-class Guard:
-    """How often the code under an `if` runs: every N steps (``text`` "N"), or only when a counter has one
-    value (``once``: ``text`` the test, "it == 0")."""
-
-    text: str
-    once: bool = False
-
-    def rank(self) -> int:
-        return 2 if self.once else 1
-
-
-def guard_rank(g: Guard | None) -> int:
-    """0 every step, 1 every N steps, 2 once: the lower, the more often."""
-    return 0 if g is None else g.rank()
 
 
 class _Scope:
@@ -292,34 +265,24 @@ class FileStructure:
 
     # ------------------------------------------------------------ structure
 
-    def _counter(self, e: ast.expr) -> bool:
-        """A loop counter, or arithmetic on one (`step + 1`)."""
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-            return self._counter(e.left) or self._counter(e.right)
-        return isinstance(e, ast.Name) and (e.id in self.counters or _COUNTER.match(e.id) is not None)
-
-    def _once(self, test: ast.expr) -> bool:
-        """`it == 0`, `step == start`, `epoch == args.epochs - 1` (or several joined by `or`): a counter
-        equal to one value, true on one step, not every step."""
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-            return all(self._once(v) for v in test.values)
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-            return False
-        left, right = test.left, test.comparators[0]
-        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(test)):
-            return False
-        return self._counter(left) or self._counter(right)
-
     def guard_of(self, test: ast.expr, outer: Guard | None) -> Guard | None:
-        """The guard the body of `if test:` runs under, inside ``outer``'s: once stays once."""
-        if outer is not None and outer.once:
-            return outer
-        n = _mod_guard(test)
-        if n is not None:
-            return Guard(n)
-        if self._once(test):
-            return Guard(" ".join(ast.unparse(test).split()), once=True)
-        return outer
+        """The guard the body of `if test:` runs under, inside ``outer``'s (guards.py)."""
+        return guard_of(test, outer, self.counters)
+
+    def _mask_name(self, name: str, at: ast.AST) -> bool:
+        sc_owner = self.parent.get(id(at))
+        while sc_owner is not None and not isinstance(sc_owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            sc_owner = self.parent.get(id(sc_owner))
+        owner = sc_owner if sc_owner is not None else self.tree
+        sc = self.scope_of(at)
+        for n in _walk_local(owner):
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+                v = n.value
+                if isinstance(v, ast.Compare) and not any(
+                        isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops) and (
+                        sc.is_tensor(v) or isinstance(v.left, (ast.Name, ast.Attribute, ast.Subscript))):
+                    return True
+        return False
 
     def function_of(self, node: ast.AST) -> str | None:
         """The name of the function ``node`` is in (None: the module)."""
