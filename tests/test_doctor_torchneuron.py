@@ -86,3 +86,12 @@ def test_the_xla_path_keeps_its_compile_cache_and_variables(tn: Machine) -> None
     c = by_name(run_doctor(tn.options()))
     assert "compile cache" in c and "NEFF cache" not in c and "TorchNeuron variables" not in c
     assert c["XLA_USE_BF16"].status == "warn"
+
+
+def test_trn2_without_torch_neuronx_yet_is_checked_as_the_torchneuron_path(tn: Machine) -> None:
+    """training_path says TorchNeuron is the way there; the cache and variables follow it."""
+    tn.python({"torch": "2.13.0"}, version="3.12.3")
+    c = by_name(run_doctor(tn.options(instance_type="trn2.48xlarge")))
+    assert "NEFF cache" in c and "compile cache" not in c and "TorchNeuron variables" in c
+    c = by_name(run_doctor(tn.options(instance_type="trn1.2xlarge")))  # trn1 runs only the XLA path
+    assert "compile cache" in c and "NEFF cache" not in c

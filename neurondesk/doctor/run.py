@@ -387,7 +387,7 @@ def run_doctor(o: Options) -> list[Check]:
     checks += _compatibility(pk, py, driver_sys, family, F.os_release(o.root))
     checks.append(training_path(pk, py, family))
     checks += inst
-    torchneuron = TN.on_torchneuron(py)  # the training path: its cache folder and its variables
+    torchneuron = TN.on_torchneuron(py, family)  # the training path: its cache folder and its variables
     checks += _disk(o, torchneuron)
     checks += _environment(o, ls, torchneuron)
     if o.script:

@@ -24,10 +24,15 @@ SCAN_MAX = 100_000  # files looked at in the NEFF cache folder (a bounded walk)
 SHOWN_MAX = 300  # characters of a variable's value shown
 
 
-def on_torchneuron(py: F.InterpreterFacts) -> bool:
-    """The workload's interpreter has TorchNeuron (a native torch-neuronx family), the path training_path names."""
+def on_torchneuron(py: F.InterpreterFacts, family: str | None = None) -> bool:
+    """TorchNeuron is the training path, as training_path says it: the workload's interpreter has a native
+    torch-neuronx; or it has none yet on an instance that runs TorchNeuron (trn2, trn3: where XLA training
+    has ended, TorchNeuron is the way)."""
     tnx = (py.packages if not py.error else {}).get("torch-neuronx")
-    fam = T.torch_neuronx_family(tnx) if tnx else None
+    if not tnx:
+        row = T.instance_family(family)
+        return not py.error and row is not None and "native" in row["paths"]
+    fam = T.torch_neuronx_family(tnx)
     return fam is not None and fam["kind"] == "native"
 
 
