@@ -17,7 +17,8 @@ from neurondesk.collectors.devices.compile_cache import locate_cache
 from neurondesk.collectors.torchneuron import neff_cache_dir
 from neurondesk.core.node.disk import DiskSample, FsReading
 
-WALK_MAX = 20_000  # files stat'ed per sample, all folders together; past it the folders are not measured
+WALK_MAX = 5_000  # files stat'ed per sample and disk (every 5 s); past it the folders are not measured
+# (a tutorial's NEFF cache holds a few hundred files; benchmarks/disk_sampler_walk.py: the cost at the bound)
 
 
 def disk_locations(run_dir: Path | str, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -63,12 +64,17 @@ class DiskSampler:
     def __init__(self, locations: Mapping[str, str], walk_max: int = WALK_MAX) -> None:
         self.locations = dict(locations)
         self.walk_max = walk_max
+        self.too_big: set[int] = set()  # filesystems whose folders passed the bound: not walked again (caches grow)
 
-    def _own_bytes(self, paths: list[str]) -> int | None:
+    def _own_bytes(self, dev: int, paths: list[str]) -> int | None:
         """The run's folders on one filesystem together (a folder inside another counted once)."""
+        if dev in self.too_big:
+            return None
         budget = [self.walk_max]
         roots = [p for p in paths if not any(p != q and Path(p).is_relative_to(q) for q in paths)]
         sizes = [folder_bytes(p, budget) for p in dict.fromkeys(roots)]
+        if budget[0] < 0:
+            self.too_big.add(dev)
         return None if any(n is None for n in sizes) else sum(sizes)
 
     def sample(self, t: float | None = None) -> DiskSample:
@@ -90,6 +96,6 @@ class DiskSampler:
                 by_dev[dev] = FsReading([*r.holds, label], r.path, r.free_bytes, r.total_bytes, r.device)
                 continue
             by_dev[dev] = FsReading([label], path, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, dev)
-        readings = [FsReading(r.holds, r.path, r.free_bytes, r.total_bytes, r.device, self._own_bytes(paths[dev]))
+        readings = [FsReading(r.holds, r.path, r.free_bytes, r.total_bytes, r.device, self._own_bytes(dev, paths[dev]))
                     for dev, r in by_dev.items()]
         return DiskSample(t=t, filesystems=readings, errors=errors)
