@@ -39,8 +39,10 @@ from neurondesk.views.headless import status_line
 GB = 10**9
 
 
-def _sample(t: float, free: int, total: int = 100 * GB, holds=("run folder",), path="/runs", device=7) -> DiskSample:
-    return DiskSample(t=t, filesystems=[FsReading(list(holds), path, free, total, device)])
+def _sample(t: float, free: int, total: int = 100 * GB, holds=("run folder",), path="/runs", device=7,
+            own: int | None = None) -> DiskSample:
+    """``own``: the run's folders' bytes on the disk (None: not measured)."""
+    return DiskSample(t=t, filesystems=[FsReading(list(holds), path, free, total, device, own)])
 
 
 # ---------------------------------------------------------------- the math
@@ -51,8 +53,9 @@ def test_growth_rate_is_the_least_squares_slope_of_free_space():
     pts = [(float(t), 50 * GB - t * 10**6 + (200_000 if t % 2 else -200_000)) for t in range(0, 61, 5)]
     rate = growth_rate(pts)
     assert rate == pytest.approx(1e6, rel=0.02)
-    assert growth_rate([(0.0, 10), (5.0, 10), (20.0, 10)]) == 0  # flat: not filling
-    assert growth_rate([(0.0, 100), (10.0, 200), (20.0, 300)]) == pytest.approx(-10.0)  # being freed
+    few = {"min_span_s": 10, "min_samples": 3}  # the line itself, on three points
+    assert growth_rate([(0.0, 10), (5.0, 10), (20.0, 10)], **few) == 0  # flat: not filling
+    assert growth_rate([(0.0, 100), (10.0, 200), (20.0, 300)], **few) == pytest.approx(-10.0)  # being freed
 
 
 @settings(max_examples=200, deadline=None)
@@ -77,10 +80,13 @@ def test_growth_rate_equals_a_least_squares_fit(steps, base):
 
 
 def test_growth_rate_needs_enough_samples_over_enough_time():
+    """A forecast from 10 s of a shared disk is noise (issue 50 item 7): 10 samples over a minute at least."""
     assert growth_rate([]) is None
     assert growth_rate([(0.0, 100), (20.0, 50)]) is None  # two samples are not enough
-    assert growth_rate([(0.0, 100), (2.0, 90), (4.0, 80)]) is None  # 4 s: too short a span
-    assert growth_rate([(0.0, 100), (5.0, 90), (10.0, 80)]) == pytest.approx(2.0)
+    assert growth_rate([(0.0, 100), (5.0, 90), (10.0, 80)]) is None  # 10 s: too short a span
+    assert growth_rate([(float(t), 1000 - 2 * t) for t in range(0, 50, 1)]) is None  # 50 samples, 49 s: too short
+    assert growth_rate([(float(t), 1000 - 2 * t) for t in range(0, 61, 20)]) is None  # a minute, 4 samples: too few
+    assert growth_rate([(float(t), 1000 - 2 * t) for t in range(0, 61, 6)]) == pytest.approx(2.0)  # 11 over 60 s
 
 
 def test_only_the_recent_window_counts():
@@ -139,7 +145,8 @@ def test_a_disk_filling_in_two_hours_warns_once_and_the_summary_carries_the_figu
     figures = run_summary(state2, 1060.0).as_dict()["disk"]["filesystems"]
     assert figures == [{"holds": ["run folder"], "path": "/runs", "free_bytes": 7800 * 10**6, "total_bytes": 50 * GB,
                         "free_share": 0.156, "growth_bytes_per_s": 1e6, "full_in_s": 7800.0,
-                        "full_in": "2 h 10 min", "compile_burst_bytes": 0, "warning": said2[0],
+                        "full_in": "2 h 10 min", "compile_burst_bytes": 0, "other_burst_bytes": 0,
+                        "unattributed_burst_bytes": 0, "warning": said2[0],
                         "words": "disk run folder: 7.8 GB free of 50.0 GB (16%), +60.0 MB/min, full in about "
                                  "2 h 10 min at this rate"}]
     md = to_markdown(run_summary(state2, 1060.0))
@@ -153,10 +160,9 @@ def test_a_low_disk_warns_at_once_and_again_when_its_forecast_comes():
         r.on_disk_sample(_sample(5.0 * i, 8 * GB - i * 5 * 10**6))
         said.append(warner.check(r.filesystems()))
     assert said[0] == ["the disk holding the run folder (/runs) has 8.0 GB free (8%)"]  # no rate yet
-    assert said[1] == []  # 5 s: still no rate
-    assert said[2] == ["the disk holding the run folder (/runs) has 8.0 GB free (8%): disk full in about "
-                       "2 h 13 min at this rate (+60.0 MB/min)"]  # 7.99 GB at 1 MB/s
-    assert all(x == [] for x in said[3:])
+    assert all(x == [] for x in said[1:12])  # under a minute of samples: still no rate
+    assert said[12] == ["the disk holding the run folder (/runs) has 7.9 GB free (8%): disk full in about "
+                        "2 h 12 min at this rate (+60.0 MB/min)"]  # 7.94 GB at 1 MB/s
 
 
 def test_a_warning_comes_once_per_episode_not_once_per_sample():
@@ -343,15 +349,15 @@ def test_the_forecast_is_from_the_steady_writes_and_a_compile_burst_is_said_apar
     # the journal and outputs write 1 MB/s. The forecast is the steady 1 MB/s, never the burst's 200 MB/s.
     state = RunState()
     state.apply(ev.CompileStarted(t=1000.5, source="dynamo", pid=9))
-    free = 50 * GB
-    state.apply(_sample(1000.0, free))
+    free, own = 50 * GB, 10**6
+    state.apply(_sample(1000.0, free, own=own))
     for t in (1002.0, 1004.0, 1006.0):
-        free -= 400_000_000
-        state.apply(_sample(t, free))
+        free, own = free - 400_000_000, own + 400_000_000  # the cache is the run's folder: its growth
+        state.apply(_sample(t, free, own=own))
     state.apply(ev.CompileFinished(t=1005.5, source="dynamo", pid=9, duration_s=5.0))
     for t in range(1008, 1070, 2):
-        free -= 2_000_000
-        state.apply(_sample(float(t), free))
+        free, own = free - 2_000_000, own + 2_000_000
+        state.apply(_sample(float(t), free, own=own))
     (fs,) = state.parts.disk.filesystems()
     assert fs.growth_bytes_per_s == pytest.approx(1e6, rel=0.05)
     assert fs.full_in_s == pytest.approx(fs.free_bytes / 1e6, rel=0.05)
@@ -383,17 +389,17 @@ def test_torchneuron_eager_neff_compiles_are_a_burst_said_apart_from_the_forecas
     # steps (the log's Storing lines, read every 0.25 s; the step's compiles reported at its end),
     # 150 MB a second; then the steady writes, 1 MB/s. The forecast is the 1 MB/s.
     state = RunState()
-    free = 50 * GB
-    state.apply(_sample(1000.0, free, holds=("run folder", "NEFF cache")))
+    free, own = 50 * GB, 0
+    state.apply(_sample(1000.0, free, holds=("run folder", "NEFF cache"), own=own))
     for t in (1002.0, 1004.0, 1006.0):
         state.apply(NeffCacheLog(t=t - 1.0, path="/r/torchneuron.log", misses=40, stores=40))
         state.apply(NeffCacheLog(t=t - 0.75, path="/r/torchneuron.log"))  # a read with nothing new
-        free -= 300_000_000
-        state.apply(_sample(t, free, holds=("run folder", "NEFF cache")))
+        free, own = free - 300_000_000, own + 300_000_000
+        state.apply(_sample(t, free, holds=("run folder", "NEFF cache"), own=own))
     state.apply(NeffCompiles(t=1006.0, pid=4, step=0, count=120, duration_s=5.5))  # at the step's end
     for t in range(1008, 1070, 2):
-        free -= 2_000_000
-        state.apply(_sample(float(t), free, holds=("run folder", "NEFF cache")))
+        free, own = free - 2_000_000, own + 2_000_000
+        state.apply(_sample(float(t), free, holds=("run folder", "NEFF cache"), own=own))
     (fs,) = state.parts.disk.filesystems()
     assert fs.burst_bytes == 900_000_000
     assert fs.growth_bytes_per_s == pytest.approx(1e6, rel=0.05)
@@ -409,9 +415,9 @@ def test_torchneuron_eager_neff_compiles_are_a_burst_said_apart_from_the_forecas
 
 def test_a_compile_still_running_keeps_its_writes_out_of_the_forecast():
     disk = DiskReducer()
-    disk.on_disk_sample(_sample(0.0, 50 * GB))
+    disk.on_disk_sample(_sample(0.0, 50 * GB, own=0))
     disk.on_compile_started(ev.CompileStarted(t=1.0, source="probe", pid=3))
-    for t in range(5, 60, 5):
-        disk.on_disk_sample(_sample(float(t), 50 * GB - t * 20_000_000))  # 20 MB/s, all while compiling
+    for t in range(5, 60, 5):  # 20 MB/s, all while compiling, into the run's compile cache
+        disk.on_disk_sample(_sample(float(t), 50 * GB - t * 20_000_000, own=t * 20_000_000))
     (fs,) = disk.filesystems()
     assert fs.growth_bytes_per_s is None and fs.full_in_s is None and fs.burst_bytes == 55 * 20_000_000

@@ -14,6 +14,7 @@ from neurondesk.collectors.devices.compile_cache import locate_cache, scan_cache
 from neurondesk.collectors.devices.neuron_ls import parse_id_list
 from neurondesk.doctor import facts as F
 from neurondesk.doctor import tables as T
+from neurondesk.doctor import torchneuron as TN
 from neurondesk.doctor.check import Check
 from neurondesk.doctor.paths import training_path
 
@@ -270,12 +271,16 @@ def _existing(p: Path) -> Path:
     return p
 
 
-def _disk(o: Options) -> list[Check]:
+def _disk(o: Options, torchneuron: bool = False) -> list[Check]:
+    """The compile cache's, the run folders' and /tmp's free space; on TorchNeuron the NEFF cache's in place
+    of the XLA path's compile cache (which TorchNeuron does not write)."""
     from neurondesk.store.rundir import default_run_root
 
     loc = locate_cache(o.env)
-    places = [("compile cache", loc.path, loc), ("run folders", str(o.run_root or default_run_root(o.env)), None),
+    first = ("NEFF cache", TN.neff_cache_path(o.env), None) if torchneuron else ("compile cache", loc.path, loc)
+    places = [first, ("run folders", str(o.run_root or default_run_root(o.env)), None),
               ("/tmp", o.env.get("TMPDIR") or "/tmp", None)]
+    move = ("TORCH_NEURONX_NEFF_CACHE_DIR=..." if torchneuron else "NEURON_CC_FLAGS=--cache_dir=...")
     out, seen = [], {}
     for label, path, cache in places:
         if cache is not None and cache.remote:
@@ -288,7 +293,7 @@ def _disk(o: Options) -> list[Check]:
         except OSError as e:
             out.append(Check("disk", label, "warn", f"{path}: cannot read ({e.strerror or e})"))
             continue
-        extra = ""
+        extra = TN.cache_words(path) if label == "NEFF cache" else ""
         if cache is not None:
             scan = scan_cache(loc)
             extra = (f"; cache {human_bytes(scan.size_bytes)}, {sum(scan.entries.values())} entries"
@@ -300,7 +305,7 @@ def _disk(o: Options) -> list[Check]:
         if usage.free < o.min_free_bytes:
             out.append(Check("disk", label, "warn", f"{path}: {free} free{same}{extra}; under {o.min_free_bytes / 1e9:g} GB",
                              "compiles write hundreds of MB per graph: free space, or move the cache "
-                             "(NEURON_CC_FLAGS=--cache_dir=...) and runs (NEURONDESK_HOME) to a bigger disk"))
+                             f"({move}) and runs (NEURONDESK_HOME) to a bigger disk"))
         else:
             out.append(Check("disk", label, "ok", f"{path}: {free} free{same}{extra}"))
     return out
@@ -309,9 +314,11 @@ def _disk(o: Options) -> list[Check]:
 # ---------------------------------------------------------------- environment
 
 
-def _environment(o: Options, ls: F.NeuronLsFacts) -> list[Check]:
-    env, out = o.env, []
-    for name in ("XLA_USE_BF16", "XLA_DOWNCAST_BF16"):
+def _environment(o: Options, ls: F.NeuronLsFacts, torchneuron: bool = False) -> list[Check]:
+    """The XLA path's variables; on TorchNeuron its own instead (doctor/torchneuron.py), the cores either way."""
+    env = o.env
+    out = TN.environment(env) if torchneuron else []
+    for name in ("XLA_USE_BF16", "XLA_DOWNCAST_BF16") if not torchneuron else ():
         if env.get(name, "").strip() not in ("", "0"):
             out.append(Check("environment", name, "warn",
                              f"{name}={env[name]}: every float32 tensor is bfloat16 on the device (the precision "
@@ -320,7 +327,7 @@ def _environment(o: Options, ls: F.NeuronLsFacts) -> list[Check]:
                              "(it is deprecated in newer torch-xla)"))
     if env.get("NEURON_CC_FLAGS"):
         out.append(Check("environment", "NEURON_CC_FLAGS", "ok", env["NEURON_CC_FLAGS"][:300]))
-    if env.get("NEURON_PARALLEL_COMPILE", "").strip().lower() in ("1", "true", "yes"):
+    if not torchneuron and env.get("NEURON_PARALLEL_COMPILE", "").strip().lower() in ("1", "true", "yes"):
         out.append(Check("environment", "NEURON_PARALLEL_COMPILE", "warn",
                          f"NEURON_PARALLEL_COMPILE={env['NEURON_PARALLEL_COMPILE']}: graphs are only extracted and "
                          "compiled; the run's numbers (loss, outputs) are not real",
@@ -340,7 +347,7 @@ def _environment(o: Options, ls: F.NeuronLsFacts) -> list[Check]:
             out.append(Check("environment", "NEURON_RT_VISIBLE_CORES", "ok" if have else "skip",
                              f"{vis}: {len(ids)} core(s)" + ("" if have else "; no cores listed to compare with")))
     pj = env.get("PJRT_DEVICE", "").strip()
-    if pj and pj.upper() != "NEURON":
+    if pj and pj.upper() != "NEURON" and not torchneuron:
         out.append(Check("environment", "PJRT_DEVICE", "warn" if ls.inventory and ls.inventory.devices else "ok",
                          f"PJRT_DEVICE={pj}: torch-xla runs on {pj}, not on a NeuronCore",
                          "unset it (or NEURON) to train on Neuron"))
@@ -380,8 +387,9 @@ def run_doctor(o: Options) -> list[Check]:
     checks += _compatibility(pk, py, driver_sys, family, F.os_release(o.root))
     checks.append(training_path(pk, py, family))
     checks += inst
-    checks += _disk(o)
-    checks += _environment(o, ls)
+    torchneuron = TN.on_torchneuron(py, family)  # the training path: its cache folder and its variables
+    checks += _disk(o, torchneuron)
+    checks += _environment(o, ls, torchneuron)
     if o.script:
         checks += _script(o.script)
     return checks

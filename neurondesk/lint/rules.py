@@ -18,16 +18,16 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass
 
+from neurondesk.lint import backends as B
 from neurondesk.lint.structure import (
     _DATA_DEPENDENT,
     FileStructure,
+    Guard,
     _chain,
     _const,
     _func_name,
     _kw,
-    _mod_guard,
     _Scope,
-    _walk_local,
 )
 
 SEVERITIES = ("info", "warning", "error")
@@ -72,26 +72,6 @@ _SHAPE_RULES = ("per-batch-slice", "pad-sequence", "padding-longest", "drop-last
 _EAGER_NEFFS = " (TorchNeuron eager: each new shape compiles a new NEFF for every op of the step)"
 
 
-def _torchneuron(tree: ast.AST) -> bool:
-    """A TorchNeuron script: it names the native device ("neuron", "neuron:0"), or imports torch_neuronx
-    and never asks for an XLA device (torch-neuronx 2.9's XLA path imports it too)."""
-    imports = xla_device = False
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch_neuronx" for a in n.names):
-            imports = True
-        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch_neuronx":
-            imports = True
-        elif isinstance(n, ast.Call):
-            ch = _chain(n.func)
-            if ch[-1:] == ["xla_device"] or ch == ["torch_xla", "device"]:
-                xla_device = True
-            if ch[-1:] in (["to"], ["device"]):
-                for a in (*n.args, *(k.value for k in n.keywords)):
-                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.split(":")[0] == "neuron":
-                        return True
-    return imports and not xla_device
-
-
 @dataclass(frozen=True)
 class Finding:
     path: str
@@ -114,7 +94,9 @@ class _Linter(FileStructure):
         self.found: dict[tuple[int, str], Finding] = {}
 
     def run(self) -> list[Finding]:
-        self.torchneuron = _torchneuron(self.tree)
+        self.backend = B.file_backend(self.tree)
+        self.torchneuron = self.backend == B.NEURON
+        self.compiled = B.compiled_functions(self.tree, self.funcs, self.callees)
         step_loops, freq = self.step_regions()
         for lp in step_loops:
             if isinstance(lp, ast.While):  # its test runs every step too
@@ -129,29 +111,41 @@ class _Linter(FileStructure):
         self._file_rules(step_loops)
         return sorted(self.found.values(), key=lambda x: (x.line, x.col, x.rule))
 
-    def add(self, node: ast.AST, rule: str, guard: str | None, message: str) -> None:
+    def backend_at(self, node: ast.AST) -> str:
+        """The backend a value read at ``node`` pays on: torch.compile inside a compiled function, else the
+        file's (backends.py)."""
+        return B.COMPILED if self.function_of(node) in self.compiled else self.backend
+
+    def cost(self, node: ast.AST) -> str:
+        return B.COST[self.backend_at(node)]
+
+    def add(self, node: ast.AST, rule: str, guard: Guard | None, message: str) -> None:
         severity, fix = RULES[rule]
+        fix = B.fix_for(rule, self.backend_at(node), fix, once=guard is not None and guard.once)
         if rule in _SHAPE_RULES and self.torchneuron:
             message += _EAGER_NEFFS
         if rule == "no-sync":
             pass
+        elif guard is not None and guard.once:  # `if it == 0:` runs on one step: not a cost every step
+            severity = "info"
+            message = f"{message}, only when `{guard.text}` (not every step)"
         elif guard is not None:
             severity = _LOWER[severity]
-            message = f"{message}, every {guard if guard.isdigit() else '`' + guard + '`'} steps"
+            message = f"{message}, every {guard.text if guard.text.isdigit() else '`' + guard.text + '`'} steps"
         else:
             message = f"{message}, every step"
         key = (node.lineno, rule)
         if key not in self.found:
             self.found[key] = Finding(self.path, node.lineno, node.col_offset + 1, rule, severity, message, fix)
 
-    def _visit(self, node: ast.AST, guard: str | None) -> None:
+    def _visit(self, node: ast.AST, guard: Guard | None) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return
         sc = self.scope_of(node)
         if isinstance(node, ast.If):
             self._test(node.test, sc, guard, node)
             self._visit(node.test, guard)
-            g = _mod_guard(node.test) or guard
+            g = self.guard_of(node.test, guard)
             for s in node.body:
                 self._visit(s, g)
             for s in node.orelse:
@@ -173,18 +167,18 @@ class _Linter(FileStructure):
         for c in ast.iter_child_nodes(node):
             self._visit(c, guard)
 
-    def _test(self, test: ast.expr, sc: _Scope, guard: str | None, node: ast.AST) -> None:
+    def _test(self, test: ast.expr, sc: _Scope, guard: Guard | None, node: ast.AST) -> None:
         if sc.is_tensor(test):
             self.add(test, "tensor-branch", guard, f"`{type(node).__name__.lower()} {self.src(test)}` decides on "
-                     "the host from a tensor, a graph break")
+                     f"the host from a tensor ({self.cost(test)})")
 
-    def _call(self, call: ast.Call, sc: _Scope, guard: str | None) -> None:
+    def _call(self, call: ast.Call, sc: _Scope, guard: Guard | None) -> None:
         f = call.func
         name = _func_name(call)
         if isinstance(f, ast.Attribute):
             if f.attr == "item" and not call.args:
                 self.add(call, "item", guard, f"`{self.src(call)}` copies a device value to the host "
-                         "mid-step (a graph break and a sync)")
+                         f"mid-step ({self.cost(call)})")
             elif not call.args and (f.attr == "numpy" or (f.attr == "cpu" and sc.is_tensor(f.value))):
                 self.add(call, "host-copy", guard, f"`{self.src(call)}` copies a tensor to the host mid-step")
             elif f.attr == "to" and call.args and _const(call.args[0], "cpu") and sc.is_tensor(f.value):
@@ -235,7 +229,7 @@ class _Linter(FileStructure):
             node = self.parent.get(id(node))
         return True
 
-    def _subscript(self, node: ast.Subscript, sc: _Scope, guard: str | None) -> None:
+    def _subscript(self, node: ast.Subscript, sc: _Scope, guard: Guard | None) -> None:
         sl = node.slice
         parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         for p in parts:
@@ -253,21 +247,6 @@ class _Linter(FileStructure):
                 self.add(node, "data-dependent", guard, f"`{self.src(node)}`: boolean-mask indexing has a "
                          "data-dependent output shape")
                 return
-
-    def _mask_name(self, name: str, at: ast.AST) -> bool:
-        sc_owner = self.parent.get(id(at))
-        while sc_owner is not None and not isinstance(sc_owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            sc_owner = self.parent.get(id(sc_owner))
-        owner = sc_owner if sc_owner is not None else self.tree
-        sc = self.scope_of(at)
-        for n in _walk_local(owner):
-            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
-                v = n.value
-                if isinstance(v, ast.Compare) and not any(
-                        isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops) and (
-                        sc.is_tensor(v) or isinstance(v.left, (ast.Name, ast.Attribute, ast.Subscript))):
-                    return True
-        return False
 
     # ------------------------------------------------------------ file-wide rules
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import re
 
+from neurondesk.lint.guards import Guard, guard_of, guard_rank
+
 _CONVENTION = re.compile(r"^(loss|.+_loss|loss_.+|logits|outputs|output|preds|predictions|y_hat|yhat)$")
 _MODEL_NAMES = re.compile(r"^(model|net|module|criterion|loss_fn|loss_func|lossfn|compiled|compiled_model|"
                           r".+_model|model_.+|ddp_model)$")
@@ -70,14 +72,6 @@ def _is_step_call(call: ast.Call) -> bool:
         ch = _chain(f.value)
         return bool(ch) and re.search(r"(opt|optim|optimizer|scaler)$", ch[-1], re.IGNORECASE) is not None
     return False
-
-
-def _mod_guard(test: ast.expr) -> str | None:
-    """'N' of the first `x % N` in an if-test (a step-frequency guard), else None."""
-    for n in ast.walk(test):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and not isinstance(n.left, (ast.Constant, ast.JoinedStr)):
-            return " ".join(ast.unparse(n.right).split())
-    return None
 
 
 class _Scope:
@@ -258,8 +252,48 @@ class FileStructure:
                 if isinstance(n.args[0], ast.Name):
                     self.closures.add(n.args[0].id)
         self.scopes: dict[int, _Scope] = {}
+        self.counters: set[str] = set()  # loop counters: range / enumerate targets, names stepped with +=
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.iter, ast.Call):
+                t = n.target
+                if _func_name(n.iter) == "enumerate" and isinstance(t, ast.Tuple) and t.elts:
+                    t = t.elts[0]
+                if _func_name(n.iter) in ("range", "enumerate") and isinstance(t, ast.Name):
+                    self.counters.add(t.id)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+                self.counters.add(n.target.id)
 
     # ------------------------------------------------------------ structure
+
+    def guard_of(self, test: ast.expr, outer: Guard | None) -> Guard | None:
+        """The guard the body of `if test:` runs under, inside ``outer``'s (guards.py)."""
+        return guard_of(test, outer, self.counters)
+
+    def _mask_name(self, name: str, at: ast.AST) -> bool:
+        sc_owner = self.parent.get(id(at))
+        while sc_owner is not None and not isinstance(sc_owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            sc_owner = self.parent.get(id(sc_owner))
+        owner = sc_owner if sc_owner is not None else self.tree
+        sc = self.scope_of(at)
+        for n in _walk_local(owner):
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+                v = n.value
+                if isinstance(v, ast.Compare) and not any(
+                        isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops) and (
+                        sc.is_tensor(v) or isinstance(v.left, (ast.Name, ast.Attribute, ast.Subscript))):
+                    return True
+        return False
+
+    def function_of(self, node: ast.AST) -> str | None:
+        """The name of the function ``node`` is in (None: the module)."""
+        p = self.parent.get(id(node))
+        while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            p = self.parent.get(id(p))
+        return p.name if p is not None else None
+
+    def callees(self, fn: ast.AST) -> set[str]:
+        """The functions of this file ``fn`` calls by name."""
+        return {c for n in _walk_local(fn) if isinstance(n, ast.Call) and (c := self._callee(n)) is not None}
 
     def src(self, node: ast.AST) -> str:
         """The node's own text (one line, at most 80 characters)."""
@@ -310,9 +344,9 @@ class FileStructure:
 
     # ------------------------------------------------------------ the pass
 
-    def step_regions(self) -> tuple[list[ast.AST], dict[str, str | None]]:
+    def step_regions(self) -> tuple[list[ast.AST], dict[str, Guard | None]]:
         """The loops that train (innermost) and how often each function they call runs: None =
-        every step, "N" = every N steps."""
+        every step, else its Guard (every N steps, or once)."""
         step_funcs = {name for name, defs in self.funcs.items() if any(self._direct_step(d) for d in defs)}
         loops = [n for n in ast.walk(self.tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
         # a function that trains once per call is a step only when a loop of this file calls it (a test
@@ -324,8 +358,8 @@ class FileStructure:
         tset = {id(lp) for lp in training}
         step_loops = [lp for lp in training
                       if not any(id(n) in tset for s in lp.body for n in [s, *_walk_local(s)] if n is not lp)]
-        # how often each function runs: None = every step, "N" = every N steps
-        freq: dict[str, str | None] = dict.fromkeys(step_funcs - self.closures)
+        # how often each function runs: None = every step, else every N steps or once
+        freq: dict[str, Guard | None] = dict.fromkeys(step_funcs - self.closures)
         for _ in range(8):
             changed = False
             regions = [(lp.body, None) for lp in step_loops]
@@ -336,20 +370,20 @@ class FileStructure:
                         name = self._callee(call)
                         if name is None or name in step_funcs:
                             continue
-                        if name not in freq or (freq[name] is not None and guard is None):
+                        if name not in freq or guard_rank(guard) < guard_rank(freq[name]):
                             freq[name] = guard
                             changed = True
             if not changed:
                 break
         return step_loops, freq
 
-    def _calls(self, node: ast.AST, guard: str | None):
-        """(call, guard) for each call under `node`, the guard the innermost `if x % N` body gives."""
+    def _calls(self, node: ast.AST, guard: Guard | None):
+        """(call, guard) for each call under `node`, the guard its `if`s give (guard_of)."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return
         if isinstance(node, ast.If):
             yield from self._calls(node.test, guard)
-            g = _mod_guard(node.test) or guard
+            g = self.guard_of(node.test, guard)
             for s in node.body:
                 yield from self._calls(s, g)
             for s in node.orelse:

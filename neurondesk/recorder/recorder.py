@@ -318,7 +318,8 @@ class Recorder:
         if said is not None:
             self.record(said)
         self.alerts.at_end(self.state, time.time(), summary)  # finished / failed / checks, journaled
-        self.sinks.close(self.state, summary, self.paths.dir, self.record)  # bounded; what each wrote, journaled
+        self.sinks.close(self.state, summary, self.paths.dir, self.record,  # bounded; what each wrote, journaled
+                         flush=lambda: self.run_journal.flush(self.state))
         if self.row_pending is None:
             self.unregister()  # after the index row: the run is always in one of them
         self.run_journal.close()

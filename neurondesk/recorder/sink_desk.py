@@ -21,6 +21,8 @@ from neurondesk.sinks.choose import make_sinks
 from neurondesk.sinks.frames import FRAME_EVERY_S, FrameTaker, run_info
 
 CLOSE_WAIT_S = 20.0  # at the end of the run, all sinks together
+TITLES = {"tensorboard": "TensorBoard", "mlflow": "MLflow", "wandb": "W&B"}
+FINISHING = "finishing"  # the source of the notice that names the sinks being finished (views/headless.py)
 
 
 def report_html(state: RunState, run_dir: Path, summary: Summary | None = None) -> str:
@@ -74,10 +76,17 @@ class SinkDesk:
         for r in self.runners:
             r.offer(frame)
 
-    def close(self, state: RunState, summary: Summary, run_dir: Path, record: Callable[[ev.Event], None]) -> None:
-        """The end to every sink at once, then a bounded wait; one notice a sink."""
+    def close(self, state: RunState, summary: Summary, run_dir: Path, record: Callable[[ev.Event], None],
+              flush: Callable[[], None] | None = None) -> None:
+        """The end to every sink at once, then a bounded wait; one notice a sink. First, what is being
+        finished, journaled and flushed (``flush``): a viewer says the workload exited and what it waits
+        for, not "running" while the sinks take their seconds (issue 53 item 15)."""
         if not self.runners:
             return
+        names = ", ".join(TITLES.get(r.sink.name, r.sink.name) for r in self.runners)
+        record(ev.Notice(t=time.time(), level="info", source=FINISHING, message=names))
+        if flush is not None:
+            flush()
         deadline = time.monotonic() + CLOSE_WAIT_S
         artifacts = {"summary.json": to_json(summary), "summary.md": to_markdown(summary)}
         try:

@@ -30,6 +30,8 @@ PLAIN_STATUS_EVERY_S = 10.0  # when stderr is not a terminal, a plain line now a
 FIRST_STATUS_S = 2.0
 OPEN_LINE_STALE_S = 3.0  # a workload line left open (a tqdm bar) this long: the status line goes below it
 POLL_S = 0.1  # how often the journal is read when nothing new came (the recorder writes every 0.1 s)
+FINISH_QUIET_S = 1.0  # the recorder's end (summary, index row) this long unsaid; past it, what it finishes is said
+FINISHING = "finishing"  # the source of the recorder's notice naming the sinks it finishes (recorder/sink_desk.py)
 LocateMemory = Callable[[MemoryCreep], MemoryCreep]  # lint.locate.located_memory: a summary's memory_creep with
 # the line where lint finds the list a creeping rank appends its tensors to
 
@@ -56,10 +58,19 @@ def mark_impersonation(data: bytes, at_line_start: bool = True) -> bytes:
     return _OWN_WORD.sub(mark, data)
 
 
-def status_line(view: RunView) -> str:
+def finishing_words(state: RunState) -> str:
+    """"workload exited 0; finishing: TensorBoard, MLflow": the workload ended, the recorder still writes
+    (the sinks it named in its last "finishing" notice, else the summary)."""
+    what = next((n.message for n in reversed(state.notices) if n.source == FINISHING), "the summary")
+    ended = f"ended ({state.exit_signal})" if state.exit_signal else f"exited {state.exit_code}"
+    return f"workload {ended}; finishing: {what}"
+
+
+def status_line(view: RunView, phase_words: str | None = None) -> str:
+    """``phase_words``: in place of the phase's (finishing_words, while the recorder finishes)."""
     f = view.figures
     step = f"step {f.steps}" + (f"/{f.steps_requested}" if f.steps_requested else "")
-    parts = [f"neurondesk: {view.pulse.phase_words}", step]
+    parts = [f"neurondesk: {phase_words or view.pulse.phase_words}", step]
     if f.crash is not None:  # how it died (core/findings/crash.py); the finding whole is among the final lines
         # while the run goes on, a launcher may still restart it (torchrun --max-restarts): "failed", not "died"
         said = "died" if view.finished else "failed"
@@ -134,9 +145,9 @@ class HeadlessPrinter:
             self.err.write("\r\x1b[K")
             self.status_shown = False
 
-    def _show_status(self, now: float) -> None:
+    def _show_status(self, now: float, finishing: bool = False) -> None:
         self._view = view_of(self.source.state, now, self._view)
-        line = clean(status_line(self._view))
+        line = clean(status_line(self._view, finishing_words(self.source.state) if finishing else None))
         if not self.at_line_start:  # below the workload's open line (a bar), never glued onto it
             self.err.write("\n")
             self.at_line_start = True
@@ -181,6 +192,8 @@ class HeadlessPrinter:
                     return 0
                 self._poll_and_echo()
                 self._ring()
+                if self.source.done:  # the final status line is _final's: once
+                    break
                 now = time.time()
                 # the first line once the workload is seen (or after a moment): a failed start prints none
                 seen = self.source.state.processes or self.source.state.output_total or now - opened >= FIRST_STATUS_S
@@ -191,7 +204,9 @@ class HeadlessPrinter:
                     last_status = now
                 if not self.source.new_events:
                     time.sleep(POLL_S)
-            self.source.finish()
+            if not self.source.finish(timeout_s=FINISH_QUIET_S):  # the sinks take their time: say so, not "running"
+                self._show_status(self._now(), finishing=True)
+                self.source.finish()
             while self._poll_and_echo():  # to the end of the output: 1 MiB a stream at a time
                 pass
             self._ring()

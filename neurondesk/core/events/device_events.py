@@ -429,6 +429,9 @@ class FsReading:
     free_bytes: int
     total_bytes: int
     device: int = 0  # st_dev: two paths on one filesystem are one reading
+    # the bytes of the run's own folders on it (run folder, compile caches: what it holds), a bounded walk;
+    # None: not measured (too many files, or a journal from before it): whose writes they were is unknown
+    own_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ The forecast is from the steady writes (the journal, the run's outputs, checkpoi
 the space used between two samples while a compile ran (CompileStarted / CompileFinished: Inductor's
 or Neuron's cache written in the first seconds of a run; TorchNeuron's eager NEFFs, NeffCompiles and
 the NEFF cache log's stores, written to its persistent NEFF cache) is a burst, said apart (``burst_bytes``) and
-left out of the growth line with its time, which goes on from where the burst began. DiskWarnings turns the figures into
+left out of the growth line with its time, which goes on from where the burst began. Of a burst, only the growth
+of the run's own folders on that disk (FsReading.own_bytes: the run folder, the compile caches) is charged to
+the compiles; the rest is other writes on the disk (a shared disk), and where the folders were not measured,
+said as not known. DiskWarnings turns the figures into
 notices once per episode (the recorder journals them, so a replay shows the same notices).
 """
 
@@ -33,8 +36,9 @@ from neurondesk.core.events.run_events import CompileFinished, CompileStarted, O
 __all__ = ["DiskReducer", "DiskSample", "DiskWarnings", "FsFigures", "FsReading", "OutputNotStored"]
 
 WINDOW_S = 600.0  # the growth rate is measured over the latest samples of this span
-MIN_SPAN_S = 10.0  # and needs samples at least this far apart
-MIN_SAMPLES = 3
+# and needs this many samples this far apart: a line through 10 s of a shared disk is noise (issue 50 item 7)
+MIN_SPAN_S = 60.0
+MIN_SAMPLES = 10
 SAMPLES_KEPT = 256  # per filesystem: bounded, whatever the run's length (10 min at 5 s is 120)
 WARN_FREE_SHARE = 0.10
 WARN_FULL_IN_S = 6 * 3600.0
@@ -135,7 +139,11 @@ class FsFigures:
     growth_bytes_per_s: float | None
     full_in_s: float | None
     t: float  # the latest sample
-    burst_bytes: int = 0  # used while compiles ran: left out of the forecast
+    burst_bytes: int = 0  # the run's own folders' growth while compiles ran (their caches): left out of the forecast
+    other_burst_bytes: int = 0  # other writes on the disk meanwhile (a shared disk): left out too
+    unattributed_burst_bytes: int = 0  # used meanwhile where the run's folders were not measured
+    samples: int = 0  # steady samples in the forecast's window
+    span_s: float = 0.0  # and the time they cover
 
     @property
     def holds_words(self) -> str:
@@ -161,7 +169,8 @@ class FsFigures:
         text = f"disk {self.holds_words}: {size_words(self.free_bytes)} free of {size_words(self.total_bytes)}{share}"
         rate = self.growth_bytes_per_s
         if rate is None:
-            text += ", growth not measured yet"
+            text += (f", not enough data yet for a forecast ({self.samples} samples over {self.span_s:.0f} s; "
+                     f"it needs {MIN_SAMPLES} over {duration_words(MIN_SPAN_S)})")
         elif self.full_in_s is None:
             text += ", not filling" if rate <= 0 else ""
         else:
@@ -169,10 +178,17 @@ class FsFigures:
         return text + self.burst_words()
 
     def burst_words(self) -> str:
-        """"; 1.2 GB written during the compiles (their caches), left out of the forecast"."""
-        if self.burst_bytes <= 0:
-            return ""
-        return f"; {size_words(self.burst_bytes)} written during the compiles (their caches), left out of the forecast"
+        """"; 1.2 GB written during the compiles (their caches), 861.0 MB other writes on the disk meanwhile,
+        left out of the forecast"."""
+        parts = []
+        if self.burst_bytes > 0:
+            parts.append(f"{size_words(self.burst_bytes)} written during the compiles (their caches)")
+        if self.other_burst_bytes > 0:
+            parts.append(f"{size_words(self.other_burst_bytes)} other writes on the disk meanwhile")
+        if self.unattributed_burst_bytes > 0:
+            parts.append(f"{size_words(self.unattributed_burst_bytes)} written on the disk while compiles ran "
+                         "(the run's folders not measured: whose is not known)")
+        return f"; {', '.join(parts)}, left out of the forecast" if parts else ""
 
     def short(self) -> str | None:
         """For a status line: the forecast when it is near, else a low free share; None otherwise."""
@@ -189,29 +205,45 @@ class FsFigures:
                 "growth_bytes_per_s": None if self.growth_bytes_per_s is None else round(self.growth_bytes_per_s, 1),
                 "full_in_s": None if self.full_in_s is None else round(self.full_in_s, 1),
                 "full_in": None if self.full_in_s is None else duration_words(self.full_in_s),
-                "compile_burst_bytes": self.burst_bytes,
+                "compile_burst_bytes": self.burst_bytes, "other_burst_bytes": self.other_burst_bytes,
+                "unattributed_burst_bytes": self.unattributed_burst_bytes,
                 "warning": self.warning(), "words": self.words()}
 
 
 class _Fs:
+    # defaults for a reducer state checkpointed before these were kept
+    last_own: int | None = None
+    own_bytes = 0
+    unattributed = 0
+
     def __init__(self) -> None:
         self.reading: FsReading | None = None
         self.t = 0.0
         # the steady samples: (time, free bytes) with the bursts before each taken out of both
         self.samples: deque[tuple[float, int]] = deque(maxlen=SAMPLES_KEPT)
         self.last: tuple[float, int] | None = None  # the latest sample as read
+        self.last_own: int | None = None  # the run's folders' bytes at it (None: not measured)
         self.burst_s = 0.0  # time spent in bursts so far
-        self.burst_bytes = 0  # space used in them
+        self.burst_bytes = 0  # space used in them, by anyone
+        self.own_bytes = 0  # of it, the run's own folders' growth
+        self.unattributed = 0  # of it, where the folders were not measured
 
-    def add(self, t: float, free: int, burst: bool) -> None:
-        """A sample; ``burst``: a compile ran since the one before."""
+    def add(self, t: float, free: int, burst: bool, own: int | None = None) -> None:
+        """A sample; ``burst``: a compile ran since the one before; ``own``: the run's folders' bytes."""
         if self.last is not None and burst:
             t0, f0 = self.last
             self.burst_s += t - t0
             self.burst_bytes += f0 - free
+            if own is not None and self.last_own is not None:
+                self.own_bytes += max(0, own - self.last_own)
+            else:
+                self.unattributed += f0 - free
         else:
             self.samples.append((t - self.burst_s, free + self.burst_bytes))
-        self.last = (t, free)
+        self.last, self.last_own = (t, free), own
+
+    def span_s(self) -> float:
+        return self.samples[-1][0] - self.samples[0][0] if self.samples else 0.0
 
 
 class DiskReducer:
@@ -267,7 +299,8 @@ class DiskReducer:
             if fs.last is not None and e.t < fs.last[0]:
                 continue  # out of order: the growth line needs time going forward
             fs.reading, fs.t = r, e.t
-            fs.add(e.t, r.free_bytes, self._compiled_between(fs.last[0] if fs.last else None, e.t))
+            fs.add(e.t, r.free_bytes, self._compiled_between(fs.last[0] if fs.last else None, e.t),
+                   getattr(r, "own_bytes", None))  # getattr: a reading from before the field
 
     def on_output_not_stored(self, e: OutputNotStored) -> None:
         self.events += 1
@@ -280,11 +313,15 @@ class DiskReducer:
             if r is None:
                 continue
             rate = growth_rate(fs.samples)
+            ours = min(fs.own_bytes, max(0, fs.burst_bytes - fs.unattributed))  # never more than was used
             out.append(FsFigures(holds=list(r.holds), path=r.path, free_bytes=r.free_bytes,
                                  total_bytes=r.total_bytes,
                                  free_share=r.free_bytes / r.total_bytes if r.total_bytes > 0 else None,
                                  growth_bytes_per_s=rate, full_in_s=full_in_s(r.free_bytes, rate), t=fs.t,
-                                 burst_bytes=max(0, fs.burst_bytes)))
+                                 burst_bytes=ours,
+                                 other_burst_bytes=max(0, fs.burst_bytes - fs.unattributed - ours),
+                                 unattributed_burst_bytes=max(0, fs.unattributed), samples=len(fs.samples),
+                                 span_s=fs.span_s()))
         return out
 
     # ------------------------------------------------------------------ output not stored

@@ -248,7 +248,9 @@ class Filesystem(_S, kw_only=True):
     growth_bytes_per_s: float | None = None
     full_in_s: float | None = None
     full_in: str | None = None
-    compile_burst_bytes: int = 0  # used while compiles ran (their caches): left out of the forecast
+    compile_burst_bytes: int = 0  # the run's folders' growth while compiles ran (their caches): left out of the forecast
+    other_burst_bytes: int = 0  # other writes on the disk meanwhile (a shared disk): left out too
+    unattributed_burst_bytes: int = 0  # used meanwhile where the run's folders were not measured
     warning: str | None = None
     words: str | None = None
 
