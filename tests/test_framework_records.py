@@ -25,7 +25,7 @@ def transformers_double():
 
     class Trainer:
         def __init__(self) -> None:
-            self.state = types.SimpleNamespace(global_step=0, log_history=[])
+            self.state = types.SimpleNamespace(global_step=0, log_history=[], is_world_process_zero=True)
 
         def log(self, logs, start_time=None):
             self.state.log_history.append({**logs, "step": self.state.global_step})
@@ -75,6 +75,9 @@ def test_trainer_log_is_read_as_numbers_and_nothing_is_printed_or_left_on_the_tr
     logs = {"train_runtime": 4.28, "train_samples_per_second": 18.69, "train_steps_per_second": 4.672,
             "train_loss": 4.3257, "epoch": 1.0}
     trainer.log(logs)
+    other_rank = module.Trainer()
+    other_rank.state.is_world_process_zero = False
+    other_rank.log({"loss": 9.0, "train_samples_per_second": 9.0})  # the same values again, from rank 1: not sent
     printed = capsys.readouterr()
     assert printed.out.splitlines()[0] == "{'loss': '4.317', 'grad_norm': '1.2', 'learning_rate': '5e-05', 'epoch': '0.5'}"
     assert printed.err == "" and "neurondesk" not in printed.out
@@ -144,6 +147,10 @@ def test_lightning_sends_the_bar_value_once_a_step_and_nothing_of_validation(pro
     c.trainer.loggers = []
     c.trainer.global_step = 4
     c.log_metrics({"train_loss": 12.9})  # no logger: Lightning read nothing, neither do we
+    c.trainer.is_global_zero = False
+    c.trainer.global_step = 5
+    c._progress_bar_metrics = {"train_loss": 16.2}
+    c.on_batch_end()  # another rank's: its bar is not shown, its loss not sent
     val = lightning_double("validate")._LoggerConnector
     probe.records.patch_lightning(types.SimpleNamespace(_LoggerConnector=val))
     v = val()

@@ -89,7 +89,10 @@ class FrameworkRecords:
         logs = args[1] if len(args) > 1 else kwargs.get("logs")
         if not isinstance(logs, dict):
             return
-        step = getattr(getattr(trainer, "state", None), "global_step", None)
+        state = getattr(trainer, "state", None)
+        if getattr(state, "is_world_process_zero", True) is False:
+            return  # every rank logs the same (gathered) values; the one that prints them sends them
+        step = getattr(state, "global_step", None)
         step = step if type(step) is int and step >= 0 else None
         loss = _number(logs.get("loss"))
         if loss is not None:
@@ -116,8 +119,8 @@ class FrameworkRecords:
             self._lightning_loss(trainer, metrics)
 
     def _lightning_loss(self, trainer, metrics) -> None:
-        if not isinstance(metrics, dict) or trainer is None:
-            return
+        if not isinstance(metrics, dict) or trainer is None or getattr(trainer, "is_global_zero", True) is False:
+            return  # another rank's: the one whose bar shows the loss sends it
         stage = getattr(getattr(trainer, "state", None), "stage", None)
         if getattr(stage, "value", stage) != "train":
             return  # validation, test and predict log their own losses: not training's
