@@ -213,3 +213,18 @@ def test_printed_losses_alone_are_counted_as_before():
         _printed(state, parser, line, 20.0 + t)
     assert (state.loss_first, state.loss_last) == (6.8123, 0.1384)
     assert [v for _s, v in state.loss_history] == [6.8123, 5.9041, 0.1384]  # the curve does not jump back
+
+
+def test_a_nan_loss_the_trainer_logged_reaches_core_as_nan(probe_and_reader):
+    """Trainer logs nan as a float; the probe's line says NaN and the recorder reads it as the value it is."""
+    probe, reader = probe_and_reader
+    module = transformers_double()
+    probe.records.patch_transformers(module)
+    trainer = module.Trainer()
+    trainer.state.global_step = 3
+    trainer.log({"loss": float("nan")})
+    (msg,) = [m for m in sent(probe, reader) if m["kind"] == "loss"]
+    state, _parser = _state()
+    state.apply(decode_probe_line(json.dumps(msg).encode(), msg["t"]))
+    assert state.loss_nonfinite == 1 and state.loss_last != state.loss_last  # nan
+    assert list(state.loss_history)[0][0] == 3
