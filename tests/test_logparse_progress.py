@@ -34,6 +34,15 @@ from neurondesk.core.events.run_events import LossReported, ParseProblem, Throug
     ("[xla:0](10) Loss=1.27597 Rate=412.35 GlobalRate=300.12 Time=Mon Nov 30 10:00:00 2026", 1.27597, None),
     ("step 20 loss 6.3279", 6.3279, 20),
     ("Epoch 1 Train Loss: 0.5 Val Loss: 0.6", 0.5, None),
+    # issue 50: transformers 5 quotes its numbers; a summary's last value is the loss
+    ("{'loss': '4.905', 'grad_norm': '1.2', 'learning_rate': '5e-05', 'epoch': '0.1'}", 4.905, None),
+    ('{"loss": "0.5", "step": 12}', 0.5, 12),
+    ("done: 40 steps, loss 6.2695 -> 0.1384", 0.1384, None),
+    ("loss: 6.27 \u2192 0.138 after step 40", 0.138, 40),
+    ("100%|##########| 40/40 [00:03<00:00, 12.1it/s, loss=0.123]", 0.123, None),
+    ("Epoch 0: 100%|##| 10/10 [00:00<00:00, 50.00it/s, v_num=0, train_loss_step=0.123, train_loss_epoch=0.2]",
+     0.123, None),
+    ("(0, 10) step_loss : 8.6563 learning_rate : 1.50e-06", 8.6563, None),
 ])
 def test_loss_forms(line, loss, step):
     assert parse_loss(line) == (pytest.approx(loss), step)
@@ -68,6 +77,9 @@ def test_exploded_loss_is_a_value(line, check):
     "loss information follows",
     "step 10 of training done",
     "",
+    "{'eval_loss': '4.306', 'eval_runtime': '0.2009', 'eval_samples_per_second': '59.73', 'epoch': '0.5'}",
+    "{'train_runtime': '4.28', 'train_samples_per_second': '18.69', 'train_loss': '4.326', 'epoch': '1'}",
+    "Epoch 1: 100%|##| 6/6 [00:00<00:00, 133.63it/s, v_num=0, train_loss_epoch=6.730]",  # an epoch's average
 ])
 def test_not_a_training_loss(line):
     assert parse_loss(line) is None
@@ -126,6 +138,10 @@ def test_step_of_a_thousand_digits_is_no_step():
     ("{'train_runtime': 12.3, 'train_samples_per_second': 52.1, 'train_steps_per_second': 3.25}", 52.1,
      "samples/s"),
     ("{'train_runtime': 12.3, 'train_steps_per_second': 3.25}", 3.25, "steps/s"),
+    # transformers 5 quotes them (issue 50)
+    ("{'train_runtime': '23.05', 'train_samples_per_second': '20.83', 'train_steps_per_second': '1.735'}", 20.83,
+     "samples/s"),
+    ("{'train_runtime': '23.05', 'train_steps_per_second': '1.735'}", 1.735, "steps/s"),
 ])
 def test_script_throughput_forms(line, value, unit):
     assert parse_rate(line) == (pytest.approx(value), unit)

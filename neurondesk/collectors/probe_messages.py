@@ -27,12 +27,12 @@ _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 # The kinds the probe sends. The socket is the workload's to write to: any other kind (a launcher's
 # run_started with its price and id, a run_finished ...) is refused, never taken as the run's own.
 # torch_log: read by ProbeDecoder into dynamo events; neff_compiles, neff_cache, neuron_graph_stat, neuron_fault
-# (its ops run on the CPU): TorchNeuron's
+# (its ops run on the CPU): TorchNeuron's; loss, throughput: a framework's own logged figures (source names it)
 PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "graph_executed", "compile_started",
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "eval_progress", "torch_log", "process_failed",
                          "neff_compiles", "neff_cache", "neuron_graph_stat", "neuron_fault", "step_resumed",
-                         "checkpoint", "long_collective"})
+                         "checkpoint", "long_collective", "loss", "throughput"})
 
 
 class RefusedKind(ValueError):

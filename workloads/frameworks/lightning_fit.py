@@ -1,5 +1,6 @@
 """A stock Lightning run: fit with validation every epoch, then test and predict (eager CPU, a tiny
-LightningModule, data made here). Prints its own truth: optimizer steps, batches of each stage.
+LightningModule, data made here). Prints its own truth: optimizer steps, batches of each stage, each
+training step's loss.
 
     python lightning_fit.py
 """
@@ -45,6 +46,16 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+class Losses(L.Callback):
+    """The truth of each training step's loss, as the step returned it."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.values.append(outputs["loss"].item())
+
+
 def loader(batches: int, seed: int) -> DataLoader:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batches * BATCH, 8, generator=g)
@@ -57,12 +68,13 @@ def main() -> int:
     L.seed_everything(0, verbose=False)
     model = Tiny()
     trainer = L.Trainer(max_epochs=EPOCHS, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        num_sanity_val_steps=0, enable_model_summary=False, log_every_n_steps=1)
+                        num_sanity_val_steps=0, enable_model_summary=False, log_every_n_steps=1,
+                        callbacks=[losses := Losses()])
     trainer.fit(model, loader(TRAIN_BATCHES, 1), loader(VAL_BATCHES, 2))
     trainer.test(model, loader(TEST_BATCHES, 3), verbose=False)
     trainer.predict(model, loader(PRED_BATCHES, 4))
     print("pattern-truth: " + json.dumps({
-        "steps": trainer.global_step, "train_samples": trainer.global_step * BATCH,
+        "steps": trainer.global_step, "train_samples": trainer.global_step * BATCH, "losses": losses.values,
         "eval_batches": [VAL_BATCHES] * EPOCHS + [TEST_BATCHES, PRED_BATCHES]}), flush=True)
     return 0
 

@@ -1,8 +1,13 @@
 """Loss values from the usual progress lines, and the ``neurondesk-config: {json}`` line.
 
 Accepted: ``step 10 loss 2.31``, ``Step 10/100 | loss: 2.31``, ``epoch 1 step 10 loss=2.31e+00``,
-``iter 10: loss 2.3100``, ``loss 2.31``, ``Loss=1.27597``, ``Final loss is 0.3263``, ``train_loss=2.31`` (Lightning), ``{'loss': 2.31, ...}``
-(HF Trainer), ``loss: tensor(2.31, device='xla:0')``. nan and inf are values, not parse errors.
+``iter 10: loss 2.3100``, ``loss 2.31``, ``Loss=1.27597``, ``Final loss is 0.3263``, ``train_loss=2.31`` and
+``train_loss_step=2.31`` (Lightning's bar; ``train_loss_epoch`` is an average: not read), ``step_loss : 8.65`` (NxD), ``{'loss': 2.31, ...}``
+(HF Trainer 4.x) and ``{'loss': '2.31', ...}`` (5.x quotes), ``loss: tensor(2.31, device='xla:0')``, a tqdm
+postfix (``40/40 [00:03<00:00, loss=0.123]``), a summary ``loss 6.27 -> 0.138`` (its last value is the loss).
+nan and inf are values, not parse errors. Where the probe reads a framework's own record of the loss
+(Trainer.log, Lightning's loggers) core counts that, not these lines (core/reduce/loss.py).
+The corpus of real output shapes: tests/data/progress_corpus/.
 Evaluation losses (``eval loss``, ``val_loss``, ``step 20: val loss 6.27``, ``test loss``) are not
 training losses: skipped. The script's own throughput on the same lines: ``rates.parse_rate``.
 """
@@ -20,10 +25,13 @@ from .rates import parse_rate
 CONFIG_MARK = "neurondesk-config:"
 
 _LOSS = re.compile(
-    r"(?:(?<![\w/])(?:train(?:ing)?[_/ ])?loss\b\s*(?:[:=]|is\b|was\b)?\s*|['\"]loss['\"]\s*:\s*)"  # loss=, loss is
-    r"(?:tensor\(\s*)?(" + NUMBER + ")",
+    r"(?:(?<![\w/])(?:train(?:ing)?[_/ ]|step_)?loss(?:_step)?\b\s*(?:[:=]|is\b|was\b)?\s*"  # loss=, loss is, loss_step=
+    r"|['\"]loss['\"]\s*:\s*)"  # {'loss': ...}
+    r"['\"]?(?:tensor\(\s*)?(" + NUMBER + ")",  # transformers 5 quotes its numbers: {'loss': '4.905'}
     re.IGNORECASE,
 )
+# a summary of the run's losses, first to last (``loss 6.2695 -> 0.1384``): the last is the loss
+_TO = re.compile(r"['\"]?\s*(?:->|=>|\u2192|to)\s*['\"]?(" + NUMBER + ")", re.IGNORECASE)
 _STEP = re.compile(r"\b(?:global[_ ]step|step|iter|iteration)\b['\"]?\s*[:=#\[(]?\s*(\d{1,18})(?!\d)", re.IGNORECASE)
 _EVAL = re.compile(r"\b(?:eval|evaluation|val|valid|validation|test)\b", re.IGNORECASE)
 
@@ -56,8 +64,9 @@ def parse_loss(line: str) -> tuple[float, int | None] | None:
     m = _LOSS.search(line)
     if m is None or _EVAL.search(line, 0, m.start()):
         return None
+    last = _TO.match(line, m.end())
     step = _STEP.search(line)
-    return float(m.group(1)), int(step.group(1)) if step else None
+    return float((last or m).group(1)), int(step.group(1)) if step else None
 
 
 class ProgressParser:

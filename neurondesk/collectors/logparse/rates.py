@@ -3,7 +3,7 @@
 Accepted (one figure per line, the first shape that matches):
 ``rate: 18.4`` / ``Rate=18.40`` (torch-xla's RateTracker: samples/s; ``GlobalRate`` is the
 whole-run average and is not read), ``'train_samples_per_second': 52.1`` and
-``'train_steps_per_second': 3.2`` (HF Trainer), ``Train throughput (iter/sec): 41.2``,
+``'train_steps_per_second': 3.2`` (HF Trainer; 5.x quotes them: ``'20.83'``), ``Train throughput (iter/sec): 41.2``,
 ``9.5it/s`` and ``2.31s/it`` (tqdm), ``ms/batch 25.33`` (PyTorch's word language model),
 ``time 35.68ms`` (nanoGPT), ``step_time=0.089s``. An iteration and a batch are one step.
 A figure after an evaluation word (``val``, ``eval``, ``test``) is not read, nor ``rate``/``time`` on a line that is not a progress line.
@@ -27,8 +27,8 @@ _EVAL = re.compile(r"\b(?:eval\w*|val|valid|validation|test|testing|predict\w*)\
 _PROGRESS = re.compile(r"\b(?:loss|step|iter|iteration|epoch|batch(?:es)?)\b", re.IGNORECASE)
 
 _ANYWHERE: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"['\"]?train_samples_per_second['\"]?\s*[:=]\s*(" + NUMBER + ")"), SAMPLES_PER_S),
-    (re.compile(r"['\"]?train_steps_per_second['\"]?\s*[:=]\s*(" + NUMBER + ")"), STEPS_PER_S),
+    (re.compile(r"['\"]?train_samples_per_second['\"]?\s*[:=]\s*['\"]?(" + NUMBER + ")"), SAMPLES_PER_S),
+    (re.compile(r"['\"]?train_steps_per_second['\"]?\s*[:=]\s*['\"]?(" + NUMBER + ")"), STEPS_PER_S),
     (re.compile(r"\bthroughput\s*\((?:iter|it|iterations|steps?)/s(?:ec)?\)\s*[:=]?\s*(" + NUMBER + ")",
                 re.IGNORECASE), STEPS_PER_S),
     (re.compile(r"\bthroughput\s*\((?:samples?|seq|sequences|sentences|images|img)/s(?:ec)?\)\s*[:=]?\s*("

@@ -339,18 +339,18 @@ class LossReported(Event):
     kind: ClassVar[str] = "loss"
     value: float
     step: int | None = None  # the step the workload printed, when it printed one
-    source: str = "stdout"
+    source: str = "stdout"  # or the framework whose own logged value it is (transformers, lightning: the probe's)
 
 
 @dataclass(frozen=True)
 class ThroughputReported(Event):
-    """The workload's own throughput figure, read from a progress line (``rate: 18.4``, ``9.5it/s``,
-    ``ms/batch 25.33``, ``time 35.68ms``). ``unit``: steps/s, samples/s, ms/step or s/step."""
+    """The workload's own throughput (``rate: 18.4``, ``9.5it/s``, ``time 35.68ms``): steps/s, samples/s, ms/step or s/step."""
 
     kind: ClassVar[str] = "throughput"
     value: float
     unit: str
     line: str = ""  # the line it was read from, clipped
+    source: str = "stdout"  # or the framework whose own logged figure it is (the probe's record)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
 """Loss values the workload printed, and when (steps and wall time) it reached the target; the
-throughput figure the workload printed itself, beside neurondesk's steady one."""
+throughput figure the workload printed itself, beside neurondesk's steady one.
+
+One truth where a framework keeps its own record (the probe reads transformers' Trainer.log and
+Lightning's logger path: events whose ``source`` is not ``stdout``): the record wins over the
+printed text of the same value, and nothing is counted twice. The first recorded loss replaces the
+printed ones so far (they were its copies, rounded or quoted) and printed losses after it are not
+counted; a recorded end-of-training rate replaces the printed copy of that figure."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ class LossReducer:
         self.steps_to_target: int | None = None
         self.time_to_target_s: float | None = None  # wall seconds from the run's start to that loss line
         self.loss_nonfinite = 0  # nan / inf losses seen
+        self.loss_source: str | None = None  # PRINTED, or the framework whose records the figures are
         self.script_rate = ScriptRateReducer(steps)
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
@@ -33,6 +40,12 @@ class LossReducer:
         return self.script_rate.result()
 
     def on_loss(self, e: ev.LossReported) -> None:
+        recorded = e.source != PRINTED
+        if not recorded and self.loss_source not in (None, PRINTED):
+            return  # the framework's record of this loss is counted, not its printed copy
+        if recorded and self.loss_source in (None, PRINTED):
+            self._forget_printed()
+        self.loss_source = e.source
         step = e.step if e.step is not None else self._steps.steps_done
         if self.loss_first is None:
             self.loss_first = e.value
@@ -45,6 +58,12 @@ class LossReducer:
         if self.steps_to_target is None and target is not None and finite and e.value <= target:
             self.steps_to_target = step
             self.time_to_target_s = max(0.0, e.t - started) if started is not None else None
+
+    def _forget_printed(self) -> None:
+        self.loss_first = self.loss_last = None
+        self.loss_history.clear()
+        self.steps_to_target = self.time_to_target_s = None
+        self.loss_nonfinite = 0
 
 
 SCRIPT_RATE_TOLERANCE = 0.10  # the script's own figure and neurondesk's steady one may differ this much
@@ -94,6 +113,7 @@ class ScriptRate:
 # to its batching delay: a rate line this close to an evaluation phase belongs to it.
 EVAL_SLACK_S = 0.5
 FINAL_MARKS = ("train_samples_per_second", "train_steps_per_second")  # a framework's end-of-training figures
+PRINTED = "stdout"  # the source of a figure read from the workload's output (logparse); any other: a record
 
 
 @dataclass
@@ -103,6 +123,7 @@ class _UnitRates:
     printed: list[tuple[float, float, str]]
     steady: deque  # (t, value) of the figures printed once steady state had begun
     final: bool = False  # a framework's own end-of-training figure was among them
+    recorded: bool = False  # ... as its own record (the probe's), not its printed line
 
 
 class ScriptRateReducer:
@@ -127,15 +148,29 @@ class ScriptRateReducer:
         if not math.isfinite(e.value) or (not final and self._in_eval(e.t)):
             self.dropped_in_eval += 1
             return
+        recorded = e.source != PRINTED
+        if final and not recorded and any(r.recorded for r in self.units.values()):
+            return  # the framework's record of its end-of-training figure is counted, not the printed copy
+        if recorded:
+            self._forget_printed_finals()
         rates = self.units.get(e.unit)
         if rates is None:
             rates = self.units[e.unit] = _UnitRates([], deque(maxlen=HISTORY))
         rates.printed.append((e.t, e.value, e.line))
         del rates.printed[:-HISTORY]
         rates.final = rates.final or final
+        rates.recorded = rates.recorded or recorded
         self.latest_unit = e.unit
         if self._steps.steady_from is not None:
             rates.steady.append((e.t, e.value))
+
+    def _forget_printed_finals(self) -> None:
+        """A framework's recorded end-of-training figure came: its printed copies (in either unit:
+        the printed dict holds samples/s and steps/s) are dropped."""
+        for rates in self.units.values():
+            if rates.final and not rates.recorded:
+                rates.printed = [r for r in rates.printed if not any(m in r[2] for m in FINAL_MARKS)]
+                rates.final = False
 
     def on_eval(self, e: ev.EvalPhase) -> None:
         window = (e.t - e.duration_s - EVAL_SLACK_S, e.t + EVAL_SLACK_S)

@@ -21,6 +21,8 @@ with a module of theirs). Its parts, each a class the Probe below holds:
   collective.CollectiveHooks  torch.distributed's collectives -> the step's collective phase
   checkpoints.CheckpointHooks  torch.save / load, torch.distributed.checkpoint, Lightning and Trainer
                         checkpoints -> checkpoint messages (their time left out of the step)
+  frameworks.records.FrameworkRecords  transformers' Trainer.log, Lightning's logger path -> the loss and
+                        the script's own throughput as the framework logged them (numbers, not its print)
   flight                Flight Recorder dumps on request, through a FIFO (where TORCH_FR_BUFFER_SIZE is set)
   finder.PostImportFinder  applies each patch right after its module was imported by the user
   lifelines             files in the run's private folder that outlive the process: its step
@@ -55,6 +57,7 @@ from .collective import CollectiveHooks
 from .finder import PostImportFinder
 from .flight import flight_env
 from .forward import ForwardWatch
+from .frameworks.records import FrameworkRecords
 from .lifelines import register_stack_dump
 from .loader import LoaderHooks
 from .optim import OptimizerHooks
@@ -115,6 +118,7 @@ class Probe:
         self.torchneuron = TorchNeuronHooks(self)
         self.collective = CollectiveHooks(self)
         self.checkpoints = CheckpointHooks(self)
+        self.records = FrameworkRecords(self)
 
     def send(self, msg: dict) -> None:
         self.transport.send(msg)

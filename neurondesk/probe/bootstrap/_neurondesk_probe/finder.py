@@ -26,13 +26,20 @@ class PostImportFinder:
             "pytorch_lightning.trainer.trainer": (probe.checkpoints.patch_lightning, "checkpoint"),
             "transformers.trainer": (probe.checkpoints.patch_transformers, "checkpoint"),
         }
+        # the frameworks' own logged figures (frameworks/records.py): a second patch of the same modules
+        self.more = {
+            "transformers.trainer": (probe.records.patch_transformers, "framework-records"),
+            "lightning.pytorch.trainer.connectors.logger_connector.logger_connector":
+                (probe.records.patch_lightning, "framework-records"),
+            "pytorch_lightning.trainer.connectors.logger_connector.logger_connector":
+                (probe.records.patch_lightning, "framework-records"),
+        }
         self.busy: set[str] = set()
 
     def find_spec(self, name, path=None, target=None):
-        entry = self.patches.get(name)
-        if entry is None or name in self.busy or self.probe.disabled:
+        entries = [e for e in (self.patches.get(name), self.more.get(name)) if e is not None]
+        if not entries or name in self.busy or self.probe.disabled:
             return None
-        patch, hook = entry
         self.busy.add(name)
         try:
             import importlib.util
@@ -49,7 +56,8 @@ class PostImportFinder:
 
         def exec_module(module):
             real_exec(module)
-            probe.guarded(patch, module, hook=hook)
+            for patch, hook in entries:
+                probe.guarded(patch, module, hook=hook)
 
         exec_module._neurondesk_real = real_exec
         spec.loader.exec_module = exec_module
