@@ -107,6 +107,21 @@ def test_the_owned_encoding_round_trips_every_recorded_journals_state_with_its_s
     assert back.reduce_errors == 0 and canon(back) == canon(state)
 
 
+def test_a_state_fed_every_event_kind_round_trips():
+    """Every kind of event there is (test_codec's samples: devices, TorchNeuron, GPUs, checkpoints,
+    attempts ...) applied after a recorded run: every record a reducer keeps has an encoded form."""
+    from test_codec import SAMPLES
+
+    state = RunState()
+    for e in iter_journal(JOURNALS / "dynamic" / "events.jsonl", []):
+        state.apply(e)
+    for e in SAMPLES:
+        state.apply(e)
+    state.parts.job.identity()
+    back = codec.decode_state(codec.encode_state(state))
+    assert canon(back) == canon(state)
+
+
 def test_a_state_holding_something_outside_neurondesk_core_is_not_written(tmp_path):
     run, state = _finished_run(tmp_path)
     state.parts.run.command = [object()]  # a value the encoding has no form for

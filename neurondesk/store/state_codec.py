@@ -165,7 +165,9 @@ def decode_state(data: bytes) -> RunState:
 
 
 class _Loader:
-    """Three passes over the table: empty mutable nodes; immutable ones in order; then fill."""
+    """Three passes over the table: empty mutable nodes; immutable ones in order; then fill. What a
+    class name and a list of field names were found to be is kept for the load (thousands of step
+    records share a few shapes)."""
 
     def __init__(self, nodes: list[Node]) -> None:
         if not nodes:
@@ -173,27 +175,30 @@ class _Loader:
         self.nodes = nodes
         self.out: list[Any] = [None] * len(nodes)
         self.built = [False] * len(nodes)
+        self._classes: dict[str, type] = {}
+        self._immutables: dict[str, bool] = {}
+        self._dataclass_fields: dict[type, frozenset[str] | None] = {}
+        self._shapes: set[tuple[str, tuple[str, ...]]] = set()  # (class name, field names) found right
 
     def load(self) -> RunState:
-        for i, n in enumerate(self.nodes):
-            self.out[i] = self._empty(n)
-            self.built[i] = self.out[i] is not None  # immutable ones are built in the next pass
-        for i, n in enumerate(self.nodes):
-            if self.built[i]:
-                continue
-            self.out[i] = self._immutable(n)
-            self.built[i] = True
-        objects = [i for i, n in enumerate(self.nodes) if n.kind == OBJECT and not self._is_immutable(n)]
-        for i in objects:  # objects first: a set or dict key that is one hashes its fields
-            if i:
-                self._fill_object(self.out[i], self.nodes[i])
-        for i, n in enumerate(self.nodes):
+        nodes, out, built = self.nodes, self.out, self.built
+        for i, n in enumerate(nodes):
+            out[i] = self._empty(n)
+            built[i] = out[i] is not None  # immutable ones are built in the next pass
+        for i, n in enumerate(nodes):
+            if not built[i]:
+                out[i] = self._immutable(n)
+                built[i] = True
+        for i, n in enumerate(nodes):  # objects first: a set or dict key that is one hashes its fields
+            if i and n.kind == OBJECT and not self._is_immutable(n):
+                self._fill_object(out[i], n)
+        for i, n in enumerate(nodes):
             if n.kind in (LIST, SET, DICT, COUNTER, DEQUE):
-                self._fill(self.out[i], n)
-        state = self.out[0]
+                self._fill(out[i], n)
+        state = out[0]
         if type(state) is not RunState:
             raise StateCodecError("its first node is not a run state")
-        state.__setstate__(self._fields(self.nodes[0]))
+        state.__setstate__(self._fields(nodes[0], None))
         return state
 
     def _value(self, v: Value) -> Any:
@@ -205,70 +210,89 @@ class _Loader:
             raise StateCodecError("a reference to a node not built yet")
         return self.out[v[0]]
 
+    def _class(self, name: str) -> type:
+        cls = self._classes.get(name)
+        if cls is None:
+            cls = _class(name)
+            if cls is None:
+                raise StateCodecError(f"names {name[:80]!r}, not a class of neurondesk.core")
+            self._classes[name] = cls
+        return cls
+
     def _is_immutable(self, n: Node) -> bool:
         if n.kind in _IMMUTABLE_CONTAINERS:
             return True
-        cls = _class(n.name) if n.kind == OBJECT else None
-        return cls is not None and (issubclass(cls, msgspec.Struct) or issubclass(cls, tuple))
+        if n.kind != OBJECT:
+            return False
+        found = self._immutables.get(n.name)
+        if found is None:
+            cls = self._class(n.name)
+            found = self._immutables[n.name] = issubclass(cls, msgspec.Struct) or issubclass(cls, tuple)
+        return found
 
     def _empty(self, n: Node) -> Any:
         kind = n.kind
-        if kind in (LIST, SET, DICT, COUNTER):
-            obj = {LIST: list, SET: set, DICT: dict, COUNTER: Counter}[kind]()
-        elif kind == DEQUE:
-            obj = deque(maxlen=None if n.maxlen == -1 else n.maxlen)
-        elif kind == ARRAY:
+        if kind == LIST:
+            return []
+        if kind == DICT:
+            return {}
+        if kind == SET:
+            return set()
+        if kind == COUNTER:
+            return Counter()
+        if kind == DEQUE:
+            return deque(maxlen=None if n.maxlen == -1 else n.maxlen)
+        if kind == ARRAY:
             if n.name not in _ARRAY_CODES:
-                raise StateCodecError(f"an array of typecode {n.name!r}")
+                raise StateCodecError(f"an array of typecode {n.name[:20]!r}")
             obj = array(n.name)
             obj.frombytes(n.raw)
-        elif kind in _IMMUTABLE_CONTAINERS:
+            return obj
+        if kind in _IMMUTABLE_CONTAINERS:
             return None
-        elif kind == OBJECT:
-            cls = _class(n.name)
-            if cls is None:
-                raise StateCodecError(f"names {n.name[:80]!r}, not a class of neurondesk.core")
-            if self._is_immutable(n):
-                return None
-            if cls.__new__ is not object.__new__:
-                raise StateCodecError(f"{n.name} is not built without running its code")
-            obj = object.__new__(cls)
-        else:
+        if kind != OBJECT:
             raise StateCodecError(f"a node of kind {kind}")
-        return obj
+        if self._is_immutable(n):
+            return None
+        cls = self._class(n.name)
+        if cls.__new__ is not object.__new__:
+            raise StateCodecError(f"{n.name} is not built without running its code")
+        return object.__new__(cls)
 
-    def _fields(self, n: Node) -> dict[str, Any]:
-        if len(n.items) % 2:
-            raise StateCodecError(f"{n.name}: an odd number of field items")
-        names = n.items[0::2]
-        if not all(type(k) is str and _NAME.fullmatch(k) for k in names):
-            raise StateCodecError(f"{n.name}: a field name that is not a name")
-        return dict(zip(names, (self._value(v) for v in n.items[1::2]), strict=True))
+    def _fields(self, n: Node, own: frozenset[str] | tuple[str, ...] | None) -> dict[str, Any]:
+        """The node's fields by name; ``own``: the names the class has (a set: all of them, any
+        order; a tuple: all of them, in that order; None: any names)."""
+        names = tuple(n.items[0::2])
+        if (n.name, names) not in self._shapes:
+            if len(n.items) % 2 or not all(type(k) is str and _NAME.fullmatch(k) for k in names):
+                raise StateCodecError(f"{n.name[:80]}: a field name that is not a name")
+            if own is not None and (names != own if isinstance(own, tuple) else set(names) != own):
+                raise StateCodecError(f"{n.name}: fields {list(names)} are not its own")
+            self._shapes.add((n.name, names))
+        value = self._value
+        return dict(zip(names, [value(v) for v in n.items[1::2]], strict=True))
 
     def _immutable(self, n: Node) -> Any:
         if n.kind == TUPLE:
             return tuple(self._value(v) for v in n.items)
         if n.kind == FROZENSET:
             return frozenset(self._value(v) for v in n.items)
-        cls = _class(n.name)
-        fields = self._fields(n)
+        cls = self._class(n.name)
         if issubclass(cls, msgspec.Struct):
-            if set(fields) != set(cls.__struct_fields__):
-                raise StateCodecError(f"{n.name}: fields {sorted(fields)} are not its own")
-            return cls(**fields)
-        if list(fields) != list(cls._fields):
-            raise StateCodecError(f"{n.name}: fields {list(fields)} are not its own")
-        return cls(*fields.values())
+            return cls(**self._fields(n, frozenset(cls.__struct_fields__)))
+        return cls(*self._fields(n, tuple(cls._fields)).values())
 
     def _fill_object(self, obj: Any, n: Node) -> None:
-        fields = self._fields(n)
-        if dataclasses.is_dataclass(obj):
-            if set(fields) != {f.name for f in dataclasses.fields(obj)}:
-                raise StateCodecError(f"{n.name}: fields {sorted(fields)} are not its own")
-            for k, v in fields.items():
+        cls = type(obj)
+        if cls not in self._dataclass_fields:
+            self._dataclass_fields[cls] = (frozenset(f.name for f in dataclasses.fields(cls))
+                                           if dataclasses.is_dataclass(cls) else None)
+        own = self._dataclass_fields[cls]
+        if own is not None:
+            for k, v in self._fields(n, own).items():
                 object.__setattr__(obj, k, v)
         else:
-            obj.__dict__.update(fields)
+            obj.__dict__.update(self._fields(n, None))
 
     def _fill(self, obj: Any, n: Node) -> None:
         values = [self._value(v) for v in n.items]
