@@ -210,6 +210,10 @@ class _Loader:
             raise StateCodecError("a reference to a node not built yet")
         return self.out[v[0]]
 
+    def _values(self, items: list[Value]) -> list[Any]:
+        ref = self._value  # called for references only: most values are scalars
+        return [v if type(v) is not tuple else ref(v) for v in items]
+
     def _class(self, name: str) -> type:
         cls = self._classes.get(name)
         if cls is None:
@@ -269,14 +273,13 @@ class _Loader:
             if own is not None and (names != own if isinstance(own, tuple) else set(names) != own):
                 raise StateCodecError(f"{n.name}: fields {list(names)} are not its own")
             self._shapes.add((n.name, names))
-        value = self._value
-        return dict(zip(names, [value(v) for v in n.items[1::2]], strict=True))
+        return dict(zip(names, self._values(n.items[1::2]), strict=True))
 
     def _immutable(self, n: Node) -> Any:
         if n.kind == TUPLE:
-            return tuple(self._value(v) for v in n.items)
+            return tuple(self._values(n.items))
         if n.kind == FROZENSET:
-            return frozenset(self._value(v) for v in n.items)
+            return frozenset(self._values(n.items))
         cls = self._class(n.name)
         if issubclass(cls, msgspec.Struct):
             return cls(**self._fields(n, frozenset(cls.__struct_fields__)))
@@ -289,13 +292,14 @@ class _Loader:
                                            if dataclasses.is_dataclass(cls) else None)
         own = self._dataclass_fields[cls]
         if own is not None:
+            setattr_ = object.__setattr__  # frozen dataclasses too
             for k, v in self._fields(n, own).items():
-                object.__setattr__(obj, k, v)
+                setattr_(obj, k, v)
         else:
             obj.__dict__.update(self._fields(n, None))
 
     def _fill(self, obj: Any, n: Node) -> None:
-        values = [self._value(v) for v in n.items]
+        values = self._values(n.items)
         if n.kind in (DICT, COUNTER):
             if len(values) % 2:
                 raise StateCodecError("a mapping with an odd number of items")
