@@ -132,6 +132,16 @@ def test_a_state_holding_something_outside_neurondesk_core_is_not_written(tmp_pa
     assert "checkpoint not written" in words and "not a class of neurondesk.core" in words
 
 
+def test_a_state_nested_past_the_recursion_limit_is_not_written_and_the_recorder_goes_on(tmp_path):
+    run, state = _finished_run(tmp_path)
+    deep: list = []
+    for _ in range(sys.getrecursionlimit() * 2):
+        deep = [deep]
+    state.parts.run.config = {"nested": deep}  # a workload's config of absurd depth
+    with pytest.raises(codec.StateCodecError, match="too deep"):
+        codec.encode_state(state)
+
+
 def test_a_finished_run_loads_its_own_checkpoint_with_no_notice(tmp_path):
     run, state = _finished_run(tmp_path)
     notes: list[str] = []

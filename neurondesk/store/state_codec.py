@@ -67,6 +67,7 @@ def encode_state(state: RunState) -> bytes:
     """The state as msgpack bytes (StateCodecError: a value of a type this file does not know)."""
     nodes: list[Node | None] = []
     memo: dict[int, int] = {}
+    keep: list[Any] = []
 
     def value(x: Any) -> Value:
         if type(x) in _SCALARS:
@@ -75,11 +76,13 @@ def encode_state(state: RunState) -> bytes:
         return (i,) if i is not None else (node(x),)
 
     def reserve(x: Any) -> int:  # a mutable node takes its place before what it holds (cycles)
+        keep.append(x)  # ids are of live objects only: none is freed and its id reused while encoding
         memo[id(x)] = len(nodes)
         nodes.append(None)
         return memo[id(x)]
 
     def put(n: Node, x: Any) -> int:  # an immutable node: after what it holds
+        keep.append(x)
         memo[id(x)] = len(nodes)
         nodes.append(n)
         return memo[id(x)]
@@ -110,28 +113,45 @@ def encode_state(state: RunState) -> bytes:
             i = _object(x, t)
         return i
 
-    def _object(x: Any, t: type) -> int:
+    shapes: dict[type, tuple[str, str, tuple[str, ...]]] = {}  # a class: its name, how it is read, its fields
+
+    def shape(t: type) -> tuple[str, str, tuple[str, ...]]:
         name = f"{t.__module__}:{t.__qualname__}"
         if _class(name) is not t:
             raise StateCodecError(f"a {t.__module__}.{t.__qualname__} in the state: not a class of neurondesk.core")
-        if isinstance(x, msgspec.Struct):
-            return put(Node(OBJECT, [v for f in t.__struct_fields__ for v in (f, value(getattr(x, f)))], name), x)
-        if isinstance(x, tuple):  # a NamedTuple
-            return put(Node(OBJECT, [v for f, y in zip(t._fields, x, strict=True) for v in (f, value(y))], name), x)
-        i = reserve(x)
-        if dataclasses.is_dataclass(x):
-            fields = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
-        elif t is RunState:
-            fields = x.__getstate__()
-        elif hasattr(x, "__dict__") and not hasattr(t, "__slots__"):
-            fields = vars(x)
-        else:
+        if issubclass(t, msgspec.Struct):
+            return name, "struct", tuple(t.__struct_fields__)
+        if issubclass(t, tuple):  # a NamedTuple
+            return name, "struct", tuple(t._fields)
+        if dataclasses.is_dataclass(t):
+            return name, "dataclass", tuple(f.name for f in dataclasses.fields(t))
+        if t is RunState:
+            return name, "state", ()
+        if hasattr(t, "__slots__"):
             raise StateCodecError(f"a {name} in the state: neither a dataclass, a Struct nor a plain class")
-        nodes[i] = Node(OBJECT, [v for f, y in fields.items() for v in (f, value(y))], name)
+        return name, "plain", ()
+
+    def _object(x: Any, t: type) -> int:
+        found = shapes.get(t)
+        if found is None:
+            found = shapes[t] = shape(t)
+        name, how, fields = found
+        if how == "struct":  # immutable: after its fields
+            return put(Node(OBJECT, [v for f in fields for v in (f, value(getattr(x, f)))], name), x)
+        i = reserve(x)
+        if how == "dataclass":
+            items = [v for f in fields for v in (f, value(getattr(x, f)))]
+        else:
+            d = x.__getstate__() if how == "state" else vars(x)
+            items = [v for f, y in d.items() for v in (f, value(y))]
+        nodes[i] = Node(OBJECT, items, name)
         return i
 
-    if node(state) != 0:
-        raise StateCodecError("the state is not the first node")
+    try:
+        if node(state) != 0:
+            raise StateCodecError("the state is not the first node")
+    except RecursionError as e:  # a workload's config nested past Python's limit, say
+        raise StateCodecError("a value in the state is nested too deep to be written") from e
     try:
         return _ENCODER.encode(nodes)
     except (msgspec.EncodeError, OverflowError) as e:  # an int past 64 bits, say
