@@ -13,7 +13,8 @@ time.process_time: the machine it was measured on is shared):
 
 The old way only works on a state whose JobReducer has not cached its JobIdentity under msgspec
 0.23 (issue 53 item 3), so neither state here has one cached. Each read is timed --rounds times,
-the median kept. Results: benchmarks/results/checkpoint_read.json.
+the median kept; the write (encoding and compressing, what the recorder spends every 10 s) too.
+Results: benchmarks/results/checkpoint_read.json.
 
     .venv/bin/python benchmarks/checkpoint_read.py --steps 10000,1000000 --rounds 5
 """
@@ -100,12 +101,13 @@ def one(steps: int, rounds: int) -> dict:
             return _OldUnpickler(io.BytesIO(data)).load()
 
         old_s, old_all = timed(old_read, rounds)
-        t0 = time.process_time()
-        ck.encode_checkpoint(state, run / "events.jsonl", (0, size))
-        encode_s = time.process_time() - t0
+        encode_s, _ = timed(lambda: ck.encode_checkpoint(state, run / "events.jsonl", (0, size)), rounds)
+        old_encode_s, _ = timed(lambda: zstandard.ZstdCompressor(level=1).compress(pickle.dumps(state, protocol=5)),
+                                rounds)
     return {"steps": steps, "journal_bytes": size, "new_bytes": new_bytes, "old_payload_bytes": len(old_payload),
             "new_read_s": round(new_s, 5), "old_read_s": round(old_s, 5), "ratio_new_old": round(new_s / old_s, 2),
-            "new_write_encode_s": round(encode_s, 5), "new_read_all_s": [round(x, 5) for x in new_all],
+            "new_write_encode_s": round(encode_s, 5),
+            "old_write_encode_s": round(old_encode_s, 5), "ratio_write_new_old": round(encode_s / old_encode_s, 2), "new_read_all_s": [round(x, 5) for x in new_all],
             "old_read_all_s": [round(x, 5) for x in old_all]}
 
 
@@ -118,7 +120,8 @@ def main() -> None:
     rows = [one(int(n), args.rounds) for n in args.steps.split(",")]
     for r in rows:
         print(f"{r['steps']:>9,} steps: read new {r['new_read_s'] * 1e3:7.1f} ms, old {r['old_read_s'] * 1e3:7.1f} ms "
-              f"(new/old {r['ratio_new_old']}), checkpoint {r['new_bytes']:,} B (old payload {r['old_payload_bytes']:,} B)")
+              f"(new/old {r['ratio_new_old']}); write new {r['new_write_encode_s'] * 1e3:.1f} ms, old "
+              f"{r['old_write_encode_s'] * 1e3:.1f} ms; checkpoint {r['new_bytes']:,} B (old payload {r['old_payload_bytes']:,} B)")
     out = {"command": "python benchmarks/checkpoint_read.py " + " ".join(sys.argv[1:]),
            "python": platform.python_version(), "msgspec": msgspec.__version__, "machine": platform.machine(),
            "cpus": __import__("os").cpu_count(), "rows": rows}
