@@ -278,6 +278,21 @@ def test_a_checkpoint_not_private_to_this_user_is_not_believed_and_is_replaced(t
     assert state_from_run_dir(run, notes=again)[0].command == got.command and again == []
 
 
+def test_per_segment_checkpoints_this_version_cannot_read_go_with_the_rebuild_and_replay_until_is_quiet(tmp_path):
+    run, _ = _finished_run(tmp_path)
+    old = RunPaths(run).segment_checkpoint(0)
+    header, payload = _parts(RunPaths(run).checkpoint)
+    _plant(old, {**json.loads(header), "format": 1}, payload)  # as an older neurondesk left it
+    _plant(RunPaths(run).checkpoint, json.loads(header) | {"format": 1}, payload)
+    notes: list[str] = []
+    state_from_run_dir(run, notes=notes)
+    assert len(notes) == 1 and "1 unreadable per-segment one(s) removed" in notes[0], notes
+    assert not old.exists() and RunPaths(run).checkpoint.exists()
+    quiet: list[str] = []
+    resume(run, run / "events.jsonl", until_t=1e10, notes=quiet)  # replay --until's start
+    assert quiet == []
+
+
 def test_a_live_recorders_folder_is_never_rewritten_by_a_reader(tmp_path):
     run, _ = _finished_run(tmp_path)
     path = RunPaths(run).checkpoint

@@ -11,8 +11,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import run_summary
 from neurondesk.core.summary.types import Summary
-from neurondesk.store.checkpoint import best_checkpoint, fallback_words
-from neurondesk.store.checkpoint_repair import replace_unusable
+from neurondesk.store.checkpoint import best_checkpoint, fallback_words, replace_unusable
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
 from neurondesk.store.rundir import RunPaths
