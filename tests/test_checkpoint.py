@@ -176,7 +176,7 @@ def _payload_at(path: Path) -> int:
     ("garbage", "not a neurondesk checkpoint"),
     ("journal", "does not match the journal"),
 ])
-def test_a_damaged_checkpoint_is_never_used_and_said_once(tmp_path, damage, reason):
+def test_a_damaged_checkpoint_is_never_used_rebuilt_once_and_said_once(tmp_path, damage, reason):
     run, events = _checkpointed_run(tmp_path)
     RunPaths(run).segment_checkpoint(0).unlink()  # the same state under its segment's name: only the latest here
     path = RunPaths(run).checkpoint
@@ -197,14 +197,24 @@ def test_a_damaged_checkpoint_is_never_used_and_said_once(tmp_path, damage, reas
     path.write_bytes(bytes(data))
     notes: list[str] = []
     state, problems = state_from_run_dir(run, notes=notes)
-    assert len(notes) == 1 and reason in notes[0] and "whole journal" in notes[0]
-    if damage == "journal":
-        assert canon(state) == canon(full(JOURNALS / "dynamic" / "events.jsonl"))
-    else:
+    assert len(notes) == 1 and reason in notes[0] and "whole journal" in notes[0] and "rebuilt" in notes[0]
+    expect = full(JOURNALS / "dynamic" / "events.jsonl") if damage == "journal" else full(run / "events.jsonl")
+    if damage != "journal":
         assert state.event_count == len(events)
+    assert canon(state) == canon(expect)
+    # replaced: the next reader loads it, from the journal's end, and says nothing
+    again: list[str] = []
+    assert resume(run, run / "events.jsonl", notes=again)[1] == (0, (run / "events.jsonl").stat().st_size)
+    state, _ = state_from_run_dir(run, notes=again)
+    assert again == [] and canon(state) == canon(expect)
+    log = RunPaths(run).recorder_log.read_text().splitlines()
+    assert len(log) == 1 and reason in log[0] and "rebuilt" in log[0]
 
 
-def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
+@pytest.mark.parametrize("as_format", [1, ck.FORMAT])
+def test_a_crafted_pickle_planted_as_the_checkpoint_is_refused_and_runs_nothing(tmp_path, as_format):
+    """A pickle whose reduce would create a marker file, under an old (format 1, pickled) header and
+    under a current header with a matching digest and sizes: never unpickled, nothing runs."""
     run, events = _checkpointed_run(tmp_path)
     RunPaths(run).segment_checkpoint(0).unlink()
     marker = tmp_path / "pwned"
@@ -216,12 +226,14 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
     path = RunPaths(run).checkpoint
     at = _payload_at(path)
     header = json.loads(path.read_bytes()[len(ck.MAGIC):at])
-    header.update(payload_bytes=len(body), payload_blake2b=hashlib.blake2b(body, digest_size=16).hexdigest())
+    header.update(format=as_format, payload_bytes=len(body), state_bytes=len(payload),
+                  payload_blake2b=hashlib.blake2b(body, digest_size=16).hexdigest())
     path.write_bytes(ck.MAGIC + json.dumps(header).encode() + b"\n" + body)
     notes: list[str] = []
     state, _ = state_from_run_dir(run, notes=notes)
     assert not marker.exists()
-    assert "cannot be loaded" in notes[0] and "is not part of a run state" in notes[0]
+    why = "written by an older neurondesk" if as_format == 1 else "cannot be loaded (not a state table"
+    assert len(notes) == 1 and why in notes[0], notes
     assert state.event_count == len(events)
 
 
@@ -249,7 +261,7 @@ def test_a_bad_latest_checkpoint_falls_back_to_an_older_good_one(tmp_path):
     notes: list[str] = []
     resumed, _ = state_from_run_dir(tmp_path, notes=notes)
     assert len(notes) == 1 and notes[0].startswith("checkpoint not used, checkpoint.bin: its header is cut")
-    assert "started from checkpoint.0000" in notes[0]
+    assert "rebuilt" in notes[0]
     assert canon(resumed) == canon(full(tmp_path / "events.jsonl"))
 
 

@@ -1,5 +1,6 @@
 """The recorder's side of checkpoints (store/checkpoint.py): when to write one. What a reader does
-with them is in sources/rebuild.py."""
+with them is in sources/rebuild.py; what is written, store/state_codec.py (a state it cannot encode
+is a ValueError like a full disk's OSError: said once, the run goes on)."""
 
 from __future__ import annotations
 

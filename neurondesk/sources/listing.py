@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondesk.sources.rebuild import state_from_run_dir
-from neurondesk.store.checkpoint import CheckpointError, best_checkpoint, checkpoint_files, read_header
+from neurondesk.store.checkpoint import best_checkpoint, checkpoint_files, read_listing
+from neurondesk.store.checkpoint_header import Listing as HeaderListing
 from neurondesk.store.rundir import RunPaths
 
 LISTING_FULL_BYTES = 32 << 20  # a journal this small is reduced for `ls` when no checkpoint can be used
@@ -40,11 +41,10 @@ def listing(run_dir: Path, now: float) -> Listing:
         elapsed = state.elapsed_s(now)
         return Listing(list(state.command), state.phase(now)[1], state.steps_done, state.steps_requested,
                        elapsed, state.price_per_hour)
-    at = time.strftime("%H:%M:%S", time.localtime(header["last_t"])) if header.get("last_t") else "?"
-    started = header.get("started_t")
-    return Listing(list(header.get("command") or []), f"{header.get('phase')} (as of {at})",
-                   int(header.get("steps_done") or 0), header.get("steps_requested"),
-                   now - started if isinstance(started, int | float) else 0.0, header.get("price_per_hour"))
+    at = time.strftime("%H:%M:%S", time.localtime(header.last_t)) if header.last_t else "?"
+    started = header.started_t
+    return Listing(list(header.command), f"{header.phase} (as of {at})", header.steps_done, header.steps_requested,
+                   now - started if started is not None else 0.0, header.price_per_hour)
 
 
 def _journal_bytes(run_dir: Path) -> int:
@@ -58,12 +58,9 @@ def _journal_bytes(run_dir: Path) -> int:
     return total
 
 
-def _newest_listing(run_dir: Path) -> dict | None:
+def _newest_listing(run_dir: Path) -> HeaderListing | None:
     for path in checkpoint_files(run_dir):
-        try:
-            listing_row = read_header(path).get("listing")
-        except CheckpointError:
-            continue
-        if isinstance(listing_row, dict):
-            return listing_row
+        row = read_listing(path)  # checked field by field: a planted header is no row
+        if row is not None:
+            return row
     return None

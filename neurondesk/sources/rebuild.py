@@ -11,18 +11,22 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import run_summary
 from neurondesk.core.summary.types import Summary
-from neurondesk.store.checkpoint import best_checkpoint, fallback_words
+from neurondesk.store.checkpoint import best_checkpoint, fallback_words, replace_unusable
 from neurondesk.store.fallback import find_fallback, is_fallback_dir, open_whole_journal
 from neurondesk.store.journal import JournalProblem, iter_journal, iter_journal_stream
 from neurondesk.store.rundir import RunPaths
 
 
 def resume(run_dir: Path, events: Path, until_t: float | None = None,
-           notes: list[str] | None = None) -> tuple[RunState, tuple[int, int]]:
+           notes: list[str] | None = None, why_not: list[str] | None = None) -> tuple[RunState, tuple[int, int]]:
     """The state to start from and the journal position to read on from: the newest usable
     checkpoint's, else a fresh state at the start. Why a checkpoint that was there could not be
-    used goes in ``notes`` (one line)."""
-    why_not: list[str] = []
+    used goes in ``notes`` (one line); with ``why_not``, there instead, each reason (the caller
+    says it)."""
+    if why_not is not None:
+        found = best_checkpoint(run_dir, events, until_t, why_not)
+        return (RunState(), (0, 0)) if found is None else (found.state, found.position)
+    why_not = []
     found = best_checkpoint(run_dir, events, until_t, why_not)
     if found is None:
         words = fallback_words(why_not)
@@ -53,12 +57,23 @@ def state_from_run_dir(run_dir: Path, target_loss: float | None = None,
     path = journal_of(run_dir)
     if target_loss is not None:  # reduced as if started otherwise: no checkpoint holds that
         return _reduce(iter_journal(path, problems), target_loss), problems
-    state, start = resume(run_dir, path, notes=notes)
+    why_not: list[str] = []
+    state, start = resume(run_dir, path, why_not=why_not)
     state = _reduce(iter_journal(path, problems, start), None, state)
+    if why_not and notes is not None:  # a checkpoint was there and not used: rebuilt once where it can be
+        whole = not any(p.line == 0 for p in problems)  # a segment missing: no checkpoint of what is left
+        repaired = replace_unusable(run_dir, state, path, why_not) if whole else None
+        notes.append(repaired or _not_used_words(why_not, start))
     if notes is not None:  # a journal-wide problem (a segment deleted by hand) is a note, not a line
         notes += [p.error for p in problems if p.line == 0]
         problems = [p for p in problems if p.line != 0]
     return state, problems
+
+
+def _not_used_words(why_not: list[str], start: tuple[int, int]) -> str:
+    if start == (0, 0):
+        return fallback_words(why_not) or ""
+    return f"checkpoint not used, {why_not[0]}: started from an older one instead"
 
 
 def summary_from_run_dir(run_dir: Path, target_loss: float | None = None,

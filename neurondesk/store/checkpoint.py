@@ -5,13 +5,20 @@ journal position (segment, byte), written by the recorder every so many events o
 ``checkpoint.bin`` is the latest; ``checkpoint.NNNNNN.bin`` the first one written in segment N
 (``replay --until`` starts from the latest one before its time).
 
-File: a magic line, a JSON header line, then the payload (the state, pickled, zstd-compressed).
+File: a magic line, a JSON header line (store/checkpoint_header.py), then the payload: the state as
+store/state_codec.py's table (msgpack, this project's own encoding, no pickle), zstd-compressed.
 The header says the format, the fingerprint of the reducer code that wrote it (the sources of
 ``neurondesk/core``: a checkpoint of other reducers is never used, whichever is newer), the
 journal position and the CRC of the journal bytes just before it (a checkpoint that does not
 match its journal — rewritten, truncated, another recorder's — is never used), the payload's
-length and BLAKE2b digest (a torn or corrupt file is never used). Loading unpickles through an
-allowlist: classes of ``neurondesk.core`` and a few containers, nothing else is ever called.
+length, the state's length and the payload's BLAKE2b digest (a torn or corrupt file is never used).
+
+Read like untrusted input: only a private regular file of this user (not another user's, not
+writable or readable by others, no link); the header's every number in its range; the payload
+read up to its bound; the zstd frame's declared size checked against the header and the bound
+before decompressing, and read through a bounded stream; the state decoded through a fixed schema
+that cannot nest. Anything else is a CheckpointError: one line, and the reader falls back to the
+journal (sources/rebuild.py), and ``replace_unusable`` below replaces a bad one once.
 
 Written as a temp file (O_EXCL, O_NOFOLLOW, 0600), fsynced, renamed over the old one: a reader
 sees the old checkpoint or the new one, never half of one; a disk that fills mid-write leaves the
@@ -21,10 +28,8 @@ old one and a temp file that is removed.
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
-import pickle
+import time
 import zlib
 from dataclasses import dataclass
 from functools import cache
@@ -35,16 +40,31 @@ import zstandard
 import neurondesk.core as core_pkg
 from neurondesk.core.reduce.state import RunState
 from neurondesk.store import journal_segments as seg
+from neurondesk.store.checkpoint_header import (
+    FORMAT,
+    MAGIC,
+    MAX_COUNT,
+    MAX_PAYLOAD,
+    MAX_STATE,
+    CheckpointError,
+    Header,
+    Listing,
+    encode_header,
+    header_line,
+    parse_header,
+    parse_listing,
+)
 from neurondesk.store.input_files import open_regular
-from neurondesk.store.rundir import RunPaths
+from neurondesk.store.liveness import recorder_alive
+from neurondesk.store.own_files import private_file_problem
+from neurondesk.store.rundir import RunPaths, private_dir_problem
+from neurondesk.store.state_codec import SCHEMA, StateCodecError, decode_state, encode_state
 
-MAGIC = b"NDCHECKPOINT\n"
-FORMAT = 1
+__all__ = ["FORMAT", "MAGIC", "Checkpoint", "CheckpointError", "best_checkpoint", "checkpoint_files",
+           "fallback_words", "read_checkpoint", "read_header", "read_listing", "replace_unusable", "write_checkpoint"]
+
 TAIL_BYTES = 256  # journal bytes before the position whose CRC the header keeps
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message says why in a few words."""
+COMMAND_KEEP = 8 << 10  # characters of the command line the listing keeps (the header stays under its bound)
 
 
 @dataclass(frozen=True)
@@ -65,23 +85,6 @@ def reducer_fingerprint() -> str:
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:32]
-
-
-_ALLOWED_OTHER = {("collections", "deque"), ("collections", "Counter"), ("collections", "OrderedDict"),
-                  ("collections", "defaultdict"), ("array", "array"), ("array", "_array_reconstructor"),
-                  ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
-                  ("builtins", "bytearray"), ("builtins", "slice")}
-
-
-class _CoreUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
-        if (module, name) in _ALLOWED_OTHER:
-            return super().find_class(module, name)
-        if module == "neurondesk.core" or module.startswith("neurondesk.core."):
-            obj = super().find_class(module, name)
-            if isinstance(obj, type) and obj.__module__ == module:
-                return obj
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a run state")
 
 
 def _journal_tail_crc(events: Path, position: tuple[int, int]) -> int:
@@ -106,28 +109,44 @@ def _journal_tail_crc(events: Path, position: tuple[int, int]) -> int:
 
 
 def encode_checkpoint(state: RunState, events: Path, position: tuple[int, int]) -> bytes:
-    payload = zstandard.ZstdCompressor(level=1).compress(pickle.dumps(state, protocol=5))
-    header = {"format": FORMAT, "reducers": reducer_fingerprint(), "run_id": state.run_id,
-              "segment": position[0], "offset": position[1], "events": state.event_count,
-              "first_t": state.started_t, "max_t": state.last_t,
-              "journal_crc": _journal_tail_crc(events, position),
-              "payload_bytes": len(payload), "payload_blake2b": hashlib.blake2b(payload, digest_size=16).hexdigest(),
-              "listing": listing_of(state)}
-    return MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n" + payload
+    """The file's bytes (ValueError: a state that cannot be encoded, or larger than a reader reads)."""
+    table = encode_state(state)
+    payload = zstandard.ZstdCompressor(level=1, write_content_size=True).compress(table)
+    if len(table) > MAX_STATE or len(payload) > MAX_PAYLOAD:
+        raise CheckpointError(f"a state of {len(table):,} bytes, over what a reader reads")
+    header = Header(format=FORMAT, schema=SCHEMA, reducers=reducer_fingerprint(), run_id=state.run_id,
+                    segment=position[0], offset=position[1], events=state.event_count,
+                    first_t=_time(state.started_t), max_t=_time(state.last_t), journal_crc=_journal_tail_crc(events, position),
+                    payload_bytes=len(payload), state_bytes=len(table),
+                    payload_blake2b=hashlib.blake2b(payload, digest_size=16).hexdigest(), listing=listing_of(state))
+    return MAGIC + encode_header(header) + b"\n" + payload
 
 
-def listing_of(state: RunState) -> dict:
+def listing_of(state: RunState) -> Listing:
     """What `ls` shows of a run, as of this checkpoint, in plain JSON: readable by any version."""
-    return {"command": list(state.command), "steps_done": state.steps_done, "steps_requested": state.steps_requested,
-            "phase": state.phase(state.last_t)[1], "started_t": state.started_t, "last_t": state.last_t,
-            "price_per_hour": state.price_per_hour, "finished": state.finished}
+    command = [arg[:COMMAND_KEEP] for arg in state.command]
+    while sum(len(a) for a in command) > COMMAND_KEEP:
+        command.pop()
+    price = state.price_per_hour
+    requested = state.steps_requested
+    return Listing(command=command, steps_done=max(0, state.steps_done),
+                   steps_requested=requested if requested is not None and 0 <= requested <= MAX_COUNT else None,
+                   phase=state.phase(state.last_t)[1], started_t=_time(state.started_t), last_t=_time(state.last_t),
+                   price_per_hour=price if price is not None and 0 <= price <= 1e6 else None,
+                   finished=bool(state.finished))
+
+
+def _time(t: float | None) -> float | None:
+    """A time as the header keeps it: in the range a reader accepts, else None (never a header no one reads)."""
+    return t if isinstance(t, int | float) and 0 <= t <= 1e11 else None
 
 
 def write_checkpoint(run_dir: Path, state: RunState, events: Path, position: tuple[int, int],
                      segment: int | None = None) -> int:
     """The latest checkpoint, or with ``segment`` the first one of that journal segment.
     Atomically (temp file, fsync, rename), 0600, never through a symlink. Returns its size;
-    raises OSError (the old checkpoint stays, the temp file is removed)."""
+    raises OSError (the old checkpoint stays, the temp file is removed) or ValueError (a state
+    that cannot be encoded)."""
     data = encode_checkpoint(state, events, position)
     paths = RunPaths(run_dir)
     final = paths.checkpoint if segment is None else paths.segment_checkpoint(segment)
@@ -152,65 +171,79 @@ def write_checkpoint(run_dir: Path, state: RunState, events: Path, position: tup
     return len(data)
 
 
-def _header(f: io.BufferedReader, path: Path) -> dict:
-    if f.read(len(MAGIC)) != MAGIC:
-        raise CheckpointError("not a neurondesk checkpoint")
-    line = f.readline(4096)
-    if not line.endswith(b"\n"):
-        raise CheckpointError("its header is cut")
-    try:
-        header = json.loads(line)
-    except ValueError as e:
-        raise CheckpointError(f"its header is not JSON ({e})") from e
-    if not isinstance(header, dict):
-        raise CheckpointError("its header is not an object")
-    return header
-
-
-def read_header(path: Path) -> dict:
-    """The header of a checkpoint file (CheckpointError: not one, or of another format)."""
+def _open(path: Path) -> int:
+    """A descriptor on a checkpoint this user wrote: a private regular file of theirs, else CheckpointError."""
     try:
         fd = open_regular(path, "a checkpoint", follow=False)  # a FIFO in its place must not block
     except OSError as e:
         raise CheckpointError(e.strerror or str(e)) from e
-    with os.fdopen(fd, "rb") as f:
-        return _header(f, path)
+    problem = private_file_problem(os.fstat(fd))
+    if problem is not None:
+        os.close(fd)
+        raise CheckpointError(f"not believed: {problem} (a checkpoint is a private file of the run's owner)")
+    return fd
+
+
+def read_header(path: Path) -> Header:
+    """The header of a checkpoint file, checked (CheckpointError: not one, of another format, not believed)."""
+    with os.fdopen(_open(path), "rb") as f:
+        return parse_header(header_line(f))
+
+
+def read_listing(path: Path) -> Listing | None:
+    """The `ls` row a checkpoint of any format keeps (None: not there, not believed, or none)."""
+    try:
+        with os.fdopen(_open(path), "rb") as f:
+            return parse_listing(header_line(f))
+    except CheckpointError:
+        return None
+
+
+def _decompress(payload: bytes, size: int) -> bytes:
+    """The state bytes: the frame's declared size must be the header's (both bounded) before a byte
+    is decompressed, and at most that many are read."""
+    try:
+        declared = zstandard.get_frame_parameters(payload).content_size
+    except zstandard.ZstdError as e:
+        raise CheckpointError(f"its payload is not a zstd frame ({e})") from e
+    if declared != size:
+        raise CheckpointError(f"its payload declares {declared:,} bytes, its header {size:,}")
+    reader = zstandard.ZstdDecompressor(max_window_size=MAX_STATE).stream_reader(payload, read_across_frames=False)
+    try:
+        with reader:
+            data = reader.read(size + 1)
+    except zstandard.ZstdError as e:
+        raise CheckpointError(f"its payload does not decompress ({e})") from e
+    if len(data) != size:
+        raise CheckpointError(f"its payload holds {len(data):,} bytes, not {size:,}")
+    return data
 
 
 def read_checkpoint(path: Path, events: Path) -> Checkpoint:
     """The checkpoint at ``path`` for the journal ``events``, checked end to end; CheckpointError
     with the reason otherwise."""
-    try:
-        fd = open_regular(path, "a checkpoint", follow=False)  # a FIFO in its place must not block
-    except OSError as e:
-        raise CheckpointError(e.strerror or str(e)) from e
-    with os.fdopen(fd, "rb") as f:
-        header = _header(f, path)
-        if header.get("format") != FORMAT:
-            raise CheckpointError(f"format {header.get('format')!r}, this neurondesk reads {FORMAT}")
-        if header.get("reducers") != reducer_fingerprint():
+    with os.fdopen(_open(path), "rb") as f:
+        header = parse_header(header_line(f))
+        if header.schema != SCHEMA:
+            raise CheckpointError(f"state schema {header.schema}, this neurondesk reads {SCHEMA}")
+        if header.reducers != reducer_fingerprint():
             raise CheckpointError("written by another version of neurondesk's reducers")
-        try:
-            position = (int(header["segment"]), int(header["offset"]))
-            size, digest = int(header["payload_bytes"]), str(header["payload_blake2b"])
-            crc = int(header["journal_crc"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise CheckpointError(f"its header lacks {e}") from e
-        payload = f.read(size + 1)
-    if len(payload) != size:
-        raise CheckpointError(f"torn: {len(payload):,} of {size:,} bytes")
-    if hashlib.blake2b(payload, digest_size=16).hexdigest() != digest:
+        payload = f.read(header.payload_bytes + 1)
+    if len(payload) != header.payload_bytes:
+        raise CheckpointError(f"torn: {len(payload):,} of {header.payload_bytes:,} bytes"
+                              if len(payload) < header.payload_bytes else "longer than its header says")
+    if hashlib.blake2b(payload, digest_size=16).hexdigest() != header.payload_blake2b:
         raise CheckpointError("corrupt: its digest does not match")
-    if _journal_tail_crc(events, position) != crc:
+    position = (header.segment, header.offset)
+    if _journal_tail_crc(events, position) != header.journal_crc:
         raise CheckpointError("it does not match the journal (rewritten or another run's)")
     try:
-        state = _CoreUnpickler(io.BytesIO(zstandard.ZstdDecompressor().decompress(payload))).load()
-    except Exception as e:  # noqa: BLE001 - whatever is wrong inside, the journal is read instead
-        raise CheckpointError(f"cannot be loaded ({type(e).__name__}: {e})") from e
-    if not isinstance(state, RunState):
-        raise CheckpointError("holds no run state")
-    return Checkpoint(state, position, int(header.get("events") or 0), header.get("first_t"),
-                      header.get("max_t"), Path(path))
+        state = decode_state(_decompress(payload, header.state_bytes))
+    except StateCodecError as e:
+        raise CheckpointError(f"cannot be loaded ({e})") from e
+    if state.event_count != header.events or state.run_id != header.run_id:
+        raise CheckpointError("its state is not the one its header describes")
+    return Checkpoint(state, position, header.events, header.first_t, header.max_t, Path(path))
 
 
 def checkpoint_files(run_dir: Path) -> list[Path]:
@@ -230,7 +263,7 @@ def best_checkpoint(run_dir: Path, events: Path, until_t: float | None = None,
         if until_t is not None:
             try:
                 h = read_header(path)
-                if not isinstance(h.get("max_t"), int | float) or h["max_t"] > until_t:
+                if h.max_t is None or h.max_t > until_t:
                     continue
             except CheckpointError:
                 pass  # read_checkpoint says why
@@ -248,3 +281,87 @@ def fallback_words(why_not: list[str]) -> str | None:
         return None
     more = f" (and {len(why_not) - 1} more)" if len(why_not) > 1 else ""
     return f"checkpoint not used, {why_not[0]}{more}: the whole journal was reduced instead"
+
+# ---------------------------------------------------------------- rebuilt once
+# A checkpoint that cannot be used (corrupt, torn, of another format or version, a pickle of an older
+# neurondesk, not believed) is rebuilt once and replaced: the reader that reduced the whole journal
+# writes the state it got as the run's checkpoint, removes per-segment checkpoints no one can read, and
+# notes it once in the run's recorder.log. The next reader loads the new checkpoint and says nothing.
+#
+# Only where that is safe and useful: the recorder is gone (a live one writes its own within seconds),
+# the run folder is a private folder of this user (another user's folder is read, never written), and
+# the journal ends on a whole line (its end is the new checkpoint's position).
+
+
+def replace_unusable(run_dir: Path, state: RunState, events: Path, why_not: list[str]) -> str | None:
+    """After ``state`` was reduced from the whole journal ``events`` because of ``why_not``: the
+    one line to say (the checkpoint was rebuilt and replaced), or None when it was not (then the
+    caller says why_not as before)."""
+    run_dir = Path(run_dir)
+    if not why_not or state.event_count == 0 or recorder_alive(run_dir):
+        return None
+    try:
+        if private_dir_problem(os.stat(run_dir), run_dir) is not None:
+            return None
+        position = _journal_end(events)
+        if position is None:
+            return None
+        write_checkpoint(run_dir, state, events, position)
+    except (OSError, ValueError):
+        return None  # said as before: the whole journal was reduced
+    removed = _remove_unreadable_segment_checkpoints(run_dir)
+    words = (f"checkpoint not used, {why_not[0]}: the whole journal was reduced, and the checkpoint rebuilt "
+             "from it and replaced" + (f" ({removed} unreadable per-segment one(s) removed)" if removed else ""))
+    _note(run_dir, words)
+    return f"{words} (said once: noted in {RunPaths(run_dir).recorder_log.name})"
+
+
+def _journal_end(events: Path) -> tuple[int, int] | None:
+    """(segment, size) of the live journal file when it ends with a newline, else None."""
+    fd = seg.open_nofollow(events)
+    try:
+        segment = seg.segment_of_file(fd)
+        size = os.fstat(fd).st_size
+        if segment is None or size == 0 or os.pread(fd, 1, size - 1) != b"\n":
+            return None
+        return segment, size
+    finally:
+        os.close(fd)
+
+
+def _remove_unreadable_segment_checkpoints(run_dir: Path) -> int:
+    """Per-segment checkpoints (replay --until's) whose header this version cannot use: a replay
+    would only say so again. Those of this version stay."""
+    removed = 0
+    for path in RunPaths(run_dir).segment_checkpoints().values():
+        try:
+            header = read_header(path)
+            if header.reducers == reducer_fingerprint() and header.schema == SCHEMA:
+                continue
+        except CheckpointError:
+            pass
+        try:
+            if os.lstat(path).st_uid == os.geteuid():
+                path.unlink()
+                removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _note(run_dir: Path, words: str) -> None:
+    """One line in the run's recorder.log (neurondesk's own log of the run); never through a link,
+    only into a private file of this user. A failure is let go: the line was said on screen."""
+    path = RunPaths(run_dir).recorder_log
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        if private_file_problem(os.fstat(fd)) is None:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            os.write(fd, f"{stamp} neurondesk: {words}\n".encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
