@@ -248,6 +248,12 @@ class CompileReducer:
         return sum(c.duration_s or 0.0 for c in self.compiles if c.counted)
 
     @property
+    def seconds_unknown(self) -> bool:
+        """Compiles were counted and none has its seconds (TorchNeuron's NEFFs counted from its log)."""
+        counted = [c for c in self.compiles if c.counted]
+        return bool(counted) and all(c.duration_s is None for c in counted)
+
+    @property
     def compile_count(self) -> int:
         """Compiles counted (a graph_stats row another compile already holds is listed, not counted); a
         group of TorchNeuron's eager NEFFs counts its NEFFs."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import sys
 import time
 
@@ -38,8 +39,20 @@ CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "Co
 GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
                 ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
 FALLBACK_OPS_SENT = 20
+METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")  # what this adapter calls
 GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
                ("compile_s", "torch_neuronx_compile_us"))
+
+
+def _regular_file(path: str | None) -> str | None:
+    """``path`` when it names a regular file or nothing yet (never a FIFO or a device: stat opens nothing)."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path  # TorchNeuron creates it at its first line
+    return path if stat.S_ISREG(st.st_mode) else None
 
 
 def _number(value) -> float | None:
@@ -62,26 +75,43 @@ class TorchNeuronHooks:
         self.sent: dict[str, float | None] = {}  # graph_id -> its compile seconds as sent
         self.cache_said = False
         self.odd_said = False  # records without the documented fields: said once
+        self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
+        self.log_size = -1
 
     # ------------------------------------------------------------------ import
     def patch_torch_neuronx(self, module) -> None:
         """torch_neuronx was imported: its metrics module, when collection is on (the launcher
-        asks for it with TORCH_NEURONX_METRICS_ENABLED=1 unless the user set it)."""
+        asks for it with TORCH_NEURONX_METRICS_ENABLED=1 unless the user set it) and it has the
+        functions read here. Otherwise the NEFF cache log counts the compiles: the step clock then
+        marks the log's size at each step end where it grew (``at_step_end_log``)."""
         self.module = module
+        why = None
         try:
             metrics = importlib.import_module("torch_neuronx.metrics")
-            on = bool(metrics.is_enabled())
-        except Exception:  # noqa: BLE001 - a torch-neuronx without it: no NEFF counts, said below
-            metrics, on = None, False
-        if on:
+        except Exception as exc:  # noqa: BLE001 - a torch-neuronx without it: said below
+            metrics, why = None, f"torch_neuronx.metrics cannot be imported ({type(exc).__name__})"
+        if metrics is not None:
+            lacking = [name for name in METRICS_CALLS if not callable(getattr(metrics, name, None))]
+            if lacking:
+                why = f"torch_neuronx.metrics has no {', '.join(lacking)} (another torch-neuronx version?)"
+            elif not metrics.is_enabled():
+                why = ("TORCH_NEURONX_METRICS_ENABLED is "
+                       f"{os.environ.get('TORCH_NEURONX_METRICS_ENABLED', 'unset')!r}: collection is off")
+        if why is None:
             self.metrics = metrics
             self.probe.clock.neff = self.at_step_end
-        else:
-            self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron",
-                             "message": "TorchNeuron's metrics are off (TORCH_NEURONX_METRICS_ENABLED is "
-                                        f"{os.environ.get('TORCH_NEURONX_METRICS_ENABLED', 'unset')!r}, or "
-                                        "torch_neuronx.metrics is missing): its NEFF compiles are not counted "
-                                        "or timed; the NEFF cache log's lines still are"})
+            return
+        self.metrics_off(why)
+
+    def metrics_off(self, why: str) -> None:
+        """TorchNeuron's metrics cannot count compiles: said once, and the log's size marked instead."""
+        self.metrics = None
+        self.log_path = _regular_file(os.environ.get("TORCH_NEURONX_LOG_FILE"))
+        self.probe.clock.neff = self.at_step_end_log if self.log_path else None
+        source = ("NEFF compiles are counted from TorchNeuron's NEFF cache log (their seconds unknown)"
+                  if self.log_path else "no NEFF cache log is read either: NEFF compiles are not counted")
+        self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron",
+                         "message": f"TorchNeuron's metrics cannot be read ({why}): {source}"})
 
     def device_facts(self) -> dict:
         """What device_seen says of TorchNeuron: its name, version and NeuronCores."""
@@ -97,12 +127,30 @@ class TorchNeuronHooks:
     # ------------------------------------------------------------------ eager NEFFs
     def at_step_end(self) -> None:
         """Every step end (steps.StepClock.end_step): one counter read; a report only when it moved."""
-        total = self.metrics.get_counter_value(TOTAL) or 0
+        total = self.metrics.get_counter_value(TOTAL)
+        if total is None:  # a counter not created yet: nothing compiled
+            total = 0
+        elif type(total) is not int:  # noqa: E721 - not the documented counter: the log counts instead
+            self.metrics_off(f"get_counter_value({TOTAL!r}) returned {type(total).__name__}, not a count")
+            return
         if total != self.compiles_seen:
             self.report_compiles(total)
         if not self.cache_said:
             self.cache_said = True
             self.send_cache(at_exit=False)
+
+    def at_step_end_log(self) -> None:
+        """Every step end while the metrics cannot count: one stat of TorchNeuron's log file; a mark
+        of its size when it grew (its MISS lines up to there were written in this step or before)."""
+        try:
+            size = os.stat(self.log_path).st_size
+        except OSError:  # not written yet (or removed): nothing to mark
+            return
+        if size != self.log_size:
+            self.log_size = size
+            probe = self.probe
+            probe.send({"kind": "neff_log_mark", "step": probe.clock.step, "size": size, "phase": probe.phase.name,
+                        "input_shapes": probe.phase.shapes()})
 
     def report_compiles(self, total: int) -> None:
         probe = self.probe
@@ -202,6 +250,8 @@ class TorchNeuronHooks:
         the cache's totals."""
         if self.module is None:
             return
+        if self.metrics is None and self.log_path:  # the log's lines after the last step end
+            self.probe.guarded(self.at_step_end_log, hook="torchneuron-log")
         if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
             self.probe.guarded(self.read_graphs, hook="torchneuron-graphs")
         if self.metrics is not None:
