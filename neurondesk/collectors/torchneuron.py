@@ -199,7 +199,7 @@ class NeffLogTail:
             self._once(out, t, "read", f"TorchNeuron's log {self.plan.path} could not be read ({exc}); "
                                         "NEFF compiles still come from its metrics")
         relayed = self._relay(final)
-        if final and not self.files and not self.plan.ours and not self.plan.notes:  # not said at the start
+        if final and not self.files and not self.plan.ours and not self.plan.notes and "special" not in self.said:
             self._once(out, t, "never", f"TORCH_NEURONX_LOG_FILE {self.plan.path} (set by you) was never written: "
                                         "TorchNeuron's NEFF cache lines were not read (NEFF compiles come from its "
                                         "metrics)")
