@@ -33,6 +33,8 @@ from neurondesk.core.reduce.steps import StepReducer
 
 OPEN_KEY = ("torchneuron", None)  # the live NEFF compile in CompileReducer.compile_open
 RANK_JOIN_LAST = 16  # a group from another rank joins one of the latest groups of the same step and cause
+SHAPES_KEPT = 10_000  # distinct batch shapes whose first step is kept
+STEP_SHAPES_KEPT = 256  # the latest steps whose shape is kept (a group the pipeline finished late)
 MARKS_KEPT = 1024  # log marks waiting for the log's bytes to be read (bounded)
 MISSES_KEPT = 1_000_000  # MISS lines waiting for their step's mark (bounded)
 
@@ -89,6 +91,8 @@ class NeffReducer:
         self.marks: list[tuple[int, nf.NeffCompiles, tuple[str, list | None]]] = []
         self.miss_ends: list[int] = []  # MISS lines' end offsets not placed yet
         self.read_to = -1
+        self.shape_first: dict[tuple, int] = {}  # each batch shape's first step
+        self.step_shapes: dict[int, tuple] = {}  # the latest steps' batch shapes
         self.from_metrics = 0  # NEFFs the metrics counted (eager), and the log placed
         self.from_log = 0
 
@@ -109,8 +113,7 @@ class NeffReducer:
         if e.count <= 0:
             return
         cause, previous = judged or self._cause(e)
-        joined = self._join_rank(e, cause)
-        if joined is not None:
+        if self._join_own(e, cause, by_log) or self._join_rank(e, cause) is not None:
             return
         phase = e.phase or "train"
         noun = "NEFF" if e.count == 1 else "NEFFs"
@@ -123,14 +126,36 @@ class NeffReducer:
         self.groups.append(self._compiles.add_group(record))
 
     def _cause(self, e: nf.NeffCompiles) -> tuple[str, list | None]:
+        """A group sent after its step's own message (TorchNeuron's pipeline finished it steps later,
+        the probe placed it by its samples) is judged by the shapes as they were at its step."""
         steps = self._steps
         if e.step == 0 or steps.first_step_end is None:
             return "first", None
         shape = tuple(e.input_shapes[0]) if e.input_shapes else None
-        if shape is not None and shape not in steps.shape_counts:
-            last = steps.last_shape
+        first = self.shape_first.get(shape)
+        new = shape not in steps.shape_counts if first is None else first >= e.step
+        if shape is not None and new:
+            last = self.step_shapes.get(e.step - 1, steps.last_shape if first is None else None)
             return "shape-change", [list(last)] if last is not None else None
         return "new-op", None
+
+    def _join_own(self, e: nf.NeffCompiles, cause: str, by_log: bool) -> bool:
+        """More of a step's NEFFs from the same process (TorchNeuron's pipeline finished them after
+        the step's first report; the probe placed them by their samples): the step's group grows."""
+        for record in reversed(self.groups[-RANK_JOIN_LAST:]):
+            if record.pid == e.pid and record.step == e.step and record.cause == cause:
+                record.count += e.count
+                if e.duration_s is not None:
+                    record.duration_s = (record.duration_s or 0.0) + e.duration_s
+                record.name = f"{record.count:,} NEFFs"
+                record.reason = _reason(replace(e, count=record.count, duration_s=record.duration_s), cause,
+                                        record.previous_shapes, by_log)
+                counts = self._compiles.per_pid.get(e.pid) if e.pid is not None else None
+                if counts is not None:
+                    counts[0] += e.count
+                    counts[1] += e.duration_s or 0.0
+                return True
+        return False
 
     def _join_rank(self, e: nf.NeffCompiles, cause: str) -> CompileRecord | None:
         """Another rank's group of the same step and cause: one row with its ranks, counted once."""
@@ -192,8 +217,18 @@ class NeffReducer:
         self._place()
 
     def on_step(self, e: ev.StepEnded | ev.StepBatch) -> None:
-        """A live compile the metrics never account for (metrics off, another process's log) ends
-        with the step after the one it began in."""
+        """Each shape's first step and the latest steps' shapes (for a group judged late); a live
+        compile the metrics never account for (metrics off, another process's log) ends with the
+        step after the one it began in."""
+        if e.input_shapes:
+            shape = tuple(e.input_shapes[0])
+            n = len(e) if isinstance(e, ev.StepBatch) else 1
+            if shape not in self.shape_first and len(self.shape_first) < SHAPES_KEPT:
+                self.shape_first[shape] = e.step
+            for step in range(e.step + max(0, n - STEP_SHAPES_KEPT), e.step + n):
+                self.step_shapes[step] = shape
+            while len(self.step_shapes) > STEP_SHAPES_KEPT:
+                del self.step_shapes[next(iter(self.step_shapes))]
         if self.open_step is not None and self._steps.steps_done > self.open_step + 1:
             self._close()
 

@@ -31,6 +31,7 @@ import os
 import stat
 import sys
 import time
+from collections import deque
 
 TOTAL = "CompilationCache.TotalCompilations"
 TIME = "CompilationCache.CompilationTime"  # a timed metric: its accumulator in nanoseconds
@@ -39,6 +40,10 @@ CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "Co
 GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
                 ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
 FALLBACK_OPS_SENT = 20
+STEP_ENDS_KEPT = 64  # step ends kept to place a compile the pipeline finished steps later
+# a compile that began within 50 ms of the last one's end waited behind it in the same queue (the
+# double's worker shares the GIL: its gaps are milliseconds; a real neuronx-cc compile takes seconds)
+CHAIN_GAP_NS = 50_000_000
 METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")  # what this adapter calls
 GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
                ("compile_s", "torch_neuronx_compile_us"))
@@ -75,6 +80,9 @@ class TorchNeuronHooks:
         self.sent: dict[str, float | None] = {}  # graph_id -> its compile seconds as sent
         self.cache_said = False
         self.odd_said = False  # records without the documented fields: said once
+        self.ends: deque = deque(maxlen=STEP_ENDS_KEPT)  # (step, its end in monotonic ns, its batch dims)
+        self.sample_end_ns = 0  # the newest CompilationTime sample placed, and where its chain went
+        self.chain_step: int | None = None
         self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
         self.log_size = -1
 
@@ -126,7 +134,11 @@ class TorchNeuronHooks:
 
     # ------------------------------------------------------------------ eager NEFFs
     def at_step_end(self) -> None:
-        """Every step end (steps.StepClock.end_step): one counter read; a report only when it moved."""
+        """Every step end (steps.StepClock.end_step): one counter read; a report only when it moved.
+        The step's end on the metrics' clock is kept (a few steps): the pipeline's compiles are placed
+        at the step in progress when they began (``place``)."""
+        clock = self.probe.clock
+        self.ends.append((clock.step, time.monotonic_ns(), clock.train_dims))
         total = self.metrics.get_counter_value(TOTAL)
         if total is None:  # a counter not created yet: nothing compiled
             total = 0
@@ -153,6 +165,8 @@ class TorchNeuronHooks:
                         "input_shapes": probe.phase.shapes()})
 
     def report_compiles(self, total: int) -> None:
+        """The compiles since the last report, one ``neff_compiles`` message per step they belong to:
+        placed by their CompilationTime samples where those are there, else all at this step."""
         probe = self.probe
         new, self.compiles_seen = total - self.compiles_seen, total
         data = self.metrics.get_metric_data(TIME) or {}
@@ -160,16 +174,60 @@ class TorchNeuronHooks:
         seconds = None
         if acc is not None:
             seconds, self.time_seen_ns = max(0.0, (acc - self.time_seen_ns) / 1e9), acc
+        placed = self.place(data.get("samples") if isinstance(data, dict) else None, new)
+        step = probe.clock.step
+        here = new - sum(n for n, _, _ in placed.values())
+        if placed:  # the samples' seconds, by step; what they do not cover, here with the rest
+            seconds = None if seconds is None else max(0.0, seconds - sum(s for _, s, _ in placed.values()))
         graphs = self.graph_neffs()
         graph_s, self.graph_s_taken = self.graph_s - self.graph_s_taken, self.graph_s
-        eager = max(0, new - graphs)
+        for at in sorted(placed):
+            if at == step:
+                continue
+            count, secs, dims = placed[at]
+            self.send_group(at, count, secs, 0, [dims] if dims else None, now=False)
+        if step in placed:
+            count, secs, _ = placed[step]
+            here += count
+            seconds = secs if seconds is None else seconds + secs
+        eager = max(0, here - graphs)
         if seconds is not None:
             seconds = max(0.0, seconds - graph_s)
-        if eager:
+        if eager or graphs or not placed:
+            self.send_group(step, eager, seconds, graphs, probe.phase.shapes())
+
+    def place(self, samples, new: int) -> dict:
+        """{step: [count, seconds, batch dims]} of the CompilationTime samples newer than the last
+        placed (at most ``new``). Each sample is stamped at its compile's end with its length: a
+        compile began at the stamp less the length; one that began as the one before it ended waited
+        behind it in the pipeline's queue, so it belongs where that chain began: the step in
+        progress then (the first kept step end after it; none: this step)."""
+        if not isinstance(samples, list) or not new:
+            return {}
+        fresh = [(s.get("timestamp_ns"), s.get("value")) for s in samples[-new:] if isinstance(s, dict)]
+        fresh = [(int(ts), float(v)) for ts, v in fresh if _number(ts) is not None and _number(v) is not None
+                 and ts > self.sample_end_ns]
+        placed: dict = {}
+        for ts, value in fresh:
+            began = ts - value
+            if self.chain_step is None or began > self.sample_end_ns + CHAIN_GAP_NS:
+                self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
+            self.sample_end_ns = ts
+            row = placed.setdefault(self.chain_step, [0, 0.0, None])
+            row[0] += 1
+            row[1] += value / 1e9
+        for step, row in placed.items():
+            row[2] = next((dims for s, _, dims in self.ends if s == step), None)
+        return placed
+
+    def send_group(self, step: int, eager: int, seconds, graphs: int, shapes, now: bool = True) -> None:
+        """One ``neff_compiles``; ``now``: of the step ending (it is marked as one that compiled)."""
+        probe = self.probe
+        if eager and now:
             probe.phase.count_compiles(eager)
         cache = self.cache_counts()
-        probe.send({"kind": "neff_compiles", "step": probe.clock.step, "count": eager, "duration_s": seconds,
-                    "graphs": graphs, "phase": probe.phase.name, "input_shapes": probe.phase.shapes(),
+        probe.send({"kind": "neff_compiles", "step": step, "count": eager, "duration_s": seconds,
+                    "graphs": graphs, "phase": probe.phase.name, "input_shapes": shapes,
                     "disk_hits": cache.get("disk_hits"), "disk_misses": cache.get("disk_misses")})
 
     def graph_neffs(self) -> int:
