@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from neurondesk.core.events import neff_events as nf
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.reduce.compile.compiles import seconds_unknown
 from neurondesk.core.reduce.state import RunState
 
 T0 = 1_800_000_000.0
@@ -44,7 +45,7 @@ def test_misses_read_before_and_after_their_steps_mark_are_placed_at_that_step()
     assert len(_groups(s)) == 1
     s.apply(nf.NeffCacheLog(t=T0 + 34, path=LOG, misses=1, miss_ends=[480], read_to=520))
     assert _groups(s) == [(0, 3, "first", None), (20, 2, "shape-change", None)]
-    assert s.parts.compiles.compile_count == 5 and s.parts.compiles.seconds_unknown
+    assert s.parts.compiles.compile_count == 5 and seconds_unknown(s.parts.compiles.compiles)
     neff = s.parts.neff.cache()
     assert neff.compile_s is None and neff.counted_from == "log" and neff.disagreement is None
 

@@ -27,6 +27,7 @@ from neurondesk.core.findings.checkpoint_advice import CheckpointAdvice
 from neurondesk.core.findings.crash import Crash, crash_of
 from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
 from neurondesk.core.node.prices import PriceTable
+from neurondesk.core.reduce.compile.compiles import seconds_unknown
 from neurondesk.core.reduce.state import RunState
 
 
@@ -151,7 +152,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
     elapsed = state.elapsed_s(now)
     step_time = job_step_time_s(state)
     price = state.price_per_hour
-    compile_s = None if state.parts.compiles.seconds_unknown else state.compile_total_s
+    compile_s = None if seconds_unknown(state.parts.compiles.compiles) else state.compile_total_s
     cost = cost_figures(price, elapsed, state.steps_done, step_time, state.steady_tokens_per_s,
                         compile_s, state.steps_requested)
     util = mfu_for_state(state, peaks)

@@ -248,12 +248,6 @@ class CompileReducer:
         return sum(c.duration_s or 0.0 for c in self.compiles if c.counted)
 
     @property
-    def seconds_unknown(self) -> bool:
-        """Compiles were counted and none has its seconds (TorchNeuron's NEFFs counted from its log)."""
-        counted = [c for c in self.compiles if c.counted]
-        return bool(counted) and all(c.duration_s is None for c in counted)
-
-    @property
     def compile_count(self) -> int:
         """Compiles counted (a graph_stats row another compile already holds is listed, not counted); a
         group of TorchNeuron's eager NEFFs counts its NEFFs."""
@@ -305,3 +299,9 @@ class CompileReducer:
 
     def open_compile_since(self) -> float | None:
         return min(self.compile_open.values()) if self.compile_open and not self._run.finished else None
+
+
+def seconds_unknown(compiles: list[CompileRecord]) -> bool:
+    """Compiles were counted and none has its seconds (TorchNeuron's NEFFs counted from its log)."""
+    counted = [c for c in compiles if c.counted]
+    return bool(counted) and all(c.duration_s is None for c in counted)

@@ -66,6 +66,41 @@ def _number(value) -> float | None:
     return float(value)
 
 
+class CompilePlacer:
+    """Where each NEFF compile belongs when TorchNeuron's pipeline finishes it after the step that
+    caused it (issue 52): the step ends on the metrics' clock, and the CompilationTime samples placed."""
+
+    def __init__(self, probe) -> None:
+        self.probe = probe
+        self.ends: deque = deque(maxlen=STEP_ENDS_KEPT)  # (step, its end in monotonic ns, its batch dims)
+        self.sample_end_ns = 0  # the newest CompilationTime sample placed, and where its chain went
+        self.chain_step: int | None = None
+
+    def place(self, samples, new: int) -> dict:
+        """{step: [count, seconds, batch dims]} of the CompilationTime samples newer than the last
+        placed (at most ``new``). Each sample is stamped at its compile's end with its length: a
+        compile began at the stamp less the length; one that began as the one before it ended waited
+        behind it in the pipeline's queue, so it belongs where that chain began: the step in
+        progress then (the first kept step end after it; none: this step)."""
+        if not isinstance(samples, list) or not new:
+            return {}
+        fresh = [(s.get("timestamp_ns"), s.get("value")) for s in samples[-new:] if isinstance(s, dict)]
+        fresh = [(int(ts), float(v)) for ts, v in fresh if _number(ts) is not None and _number(v) is not None
+                 and ts > self.sample_end_ns]
+        placed: dict = {}
+        for ts, value in fresh:
+            began = ts - value
+            if self.chain_step is None or began > self.sample_end_ns + CHAIN_GAP_NS:
+                self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
+            self.sample_end_ns = ts
+            row = placed.setdefault(self.chain_step, [0, 0.0, None])
+            row[0] += 1
+            row[1] += value / 1e9
+        for step, row in placed.items():
+            row[2] = next((dims for s, _, dims in self.ends if s == step), None)
+        return placed
+
+
 class TorchNeuronHooks:
     def __init__(self, probe) -> None:
         self.probe = probe
@@ -80,9 +115,7 @@ class TorchNeuronHooks:
         self.sent: dict[str, float | None] = {}  # graph_id -> its compile seconds as sent
         self.cache_said = False
         self.odd_said = False  # records without the documented fields: said once
-        self.ends: deque = deque(maxlen=STEP_ENDS_KEPT)  # (step, its end in monotonic ns, its batch dims)
-        self.sample_end_ns = 0  # the newest CompilationTime sample placed, and where its chain went
-        self.chain_step: int | None = None
+        self.placer = CompilePlacer(probe)
         self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
         self.log_size = -1
 
@@ -138,7 +171,7 @@ class TorchNeuronHooks:
         The step's end on the metrics' clock is kept (a few steps): the pipeline's compiles are placed
         at the step in progress when they began (``place``)."""
         clock = self.probe.clock
-        self.ends.append((clock.step, time.monotonic_ns(), clock.train_dims))
+        self.placer.ends.append((clock.step, time.monotonic_ns(), clock.train_dims))
         total = self.metrics.get_counter_value(TOTAL)
         if total is None:  # a counter not created yet: nothing compiled
             total = 0
@@ -174,7 +207,7 @@ class TorchNeuronHooks:
         seconds = None
         if acc is not None:
             seconds, self.time_seen_ns = max(0.0, (acc - self.time_seen_ns) / 1e9), acc
-        placed = self.place(data.get("samples") if isinstance(data, dict) else None, new)
+        placed = self.placer.place(data.get("samples") if isinstance(data, dict) else None, new)
         step = probe.clock.step
         here = new - sum(n for n, _, _ in placed.values())
         if placed:  # the samples' seconds, by step; what they do not cover, here with the rest
@@ -195,30 +228,6 @@ class TorchNeuronHooks:
             seconds = max(0.0, seconds - graph_s)
         if eager or graphs or not placed:
             self.send_group(step, eager, seconds, graphs, probe.phase.shapes())
-
-    def place(self, samples, new: int) -> dict:
-        """{step: [count, seconds, batch dims]} of the CompilationTime samples newer than the last
-        placed (at most ``new``). Each sample is stamped at its compile's end with its length: a
-        compile began at the stamp less the length; one that began as the one before it ended waited
-        behind it in the pipeline's queue, so it belongs where that chain began: the step in
-        progress then (the first kept step end after it; none: this step)."""
-        if not isinstance(samples, list) or not new:
-            return {}
-        fresh = [(s.get("timestamp_ns"), s.get("value")) for s in samples[-new:] if isinstance(s, dict)]
-        fresh = [(int(ts), float(v)) for ts, v in fresh if _number(ts) is not None and _number(v) is not None
-                 and ts > self.sample_end_ns]
-        placed: dict = {}
-        for ts, value in fresh:
-            began = ts - value
-            if self.chain_step is None or began > self.sample_end_ns + CHAIN_GAP_NS:
-                self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
-            self.sample_end_ns = ts
-            row = placed.setdefault(self.chain_step, [0, 0.0, None])
-            row[0] += 1
-            row[1] += value / 1e9
-        for step, row in placed.items():
-            row[2] = next((dims for s, _, dims in self.ends if s == step), None)
-        return placed
 
     def send_group(self, step: int, eager: int, seconds, graphs: int, shapes, now: bool = True) -> None:
         """One ``neff_compiles``; ``now``: of the step ending (it is marked as one that compiled)."""
