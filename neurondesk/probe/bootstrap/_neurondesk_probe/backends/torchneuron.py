@@ -80,8 +80,9 @@ class CompilePlacer:
         """{step: [count, seconds, batch dims]} of the CompilationTime samples newer than the last
         placed (at most ``new``). Each sample is stamped at its compile's end with its length: a
         compile began at the stamp less the length; one that began as the one before it ended waited
-        behind it in the pipeline's queue, so it belongs where that chain began: the step in
-        progress then (the first kept step end after it; none: this step)."""
+        behind it in the pipeline's queue (unless a step ended in between: the synchronous case, the
+        next step's first compile), so it belongs where that chain began: the step in progress then
+        (the first kept step end after it; none: this step)."""
         if not isinstance(samples, list) or not new:
             return {}
         fresh = [(s.get("timestamp_ns"), s.get("value")) for s in samples[-new:] if isinstance(s, dict)]
@@ -90,7 +91,9 @@ class CompilePlacer:
         placed: dict = {}
         for ts, value in fresh:
             began = ts - value
-            if self.chain_step is None or began > self.sample_end_ns + CHAIN_GAP_NS:
+            queued = began <= self.sample_end_ns + CHAIN_GAP_NS and not any(
+                self.sample_end_ns < end <= began for _, end, _ in self.ends)  # no step ended in between
+            if self.chain_step is None or not queued:
                 self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
             self.sample_end_ns = ts
             row = placed.setdefault(self.chain_step, [0, 0.0, None])
