@@ -33,6 +33,11 @@ import sys
 import time
 from collections import deque
 
+# torch-neuronx's source (docs/torchneuron.md, "What torch-neuronx's own source says"):
+# csrc/core/compilation/CompilationCache.cpp : CompileAndCache counts TOTAL after each compile and
+# adds a TIME sample (csrc/core/metrics/NeuronMetrics.h : TORCH_NEURONX_TIME_METRIC, nanoseconds,
+# stamped at the compile's end on steady_clock); NeuronBindings.cpp : _neuron_metric_data returns
+# {accumulator, total_samples, repr, samples: [{timestamp_ns, value}]}, _neuron_counter_value an int or None
 TOTAL = "CompilationCache.TotalCompilations"
 TIME = "CompilationCache.CompilationTime"  # a timed metric: its accumulator in nanoseconds
 CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "CompilationCache.InMemoryMisses"),
@@ -44,7 +49,8 @@ STEP_ENDS_KEPT = 64  # step ends kept to place a compile the pipeline finished s
 # a compile that began within 50 ms of the last one's end waited behind it in the same queue (the
 # double's worker shares the GIL: its gaps are milliseconds; a real neuronx-cc compile takes seconds)
 CHAIN_GAP_NS = 50_000_000
-METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")  # what this adapter calls
+# what this adapter calls (torch_neuronx/metrics.py: each a call into torch_neuronx._C)
+METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")
 GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
                ("compile_s", "torch_neuronx_compile_us"))
 
