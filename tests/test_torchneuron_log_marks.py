@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from neurondesk.core.events import neff_events as nf
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.findings.diagnostics import diagnostics
 from neurondesk.core.reduce.compile.compiles import seconds_unknown
 from neurondesk.core.reduce.state import RunState
 
@@ -58,3 +59,4 @@ def test_the_metrics_and_the_log_disagreeing_is_said_and_agreeing_is_not():
     s.apply(nf.NeffCacheLog(t=T0 + 11, path=LOG, misses=8))
     said = s.parts.neff.cache().disagreement
     assert said is not None and "counted 19 eager NEFF compiles" in said and "27 cache misses" in said
+    assert [d.message for d in diagnostics(s) if d.kind == "neff-sources-disagree"] == [said]  # shown as a finding
