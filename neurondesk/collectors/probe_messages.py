@@ -31,8 +31,8 @@ _TORCH_LOG_HEAD = b'{"kind":"torch_log",'
 PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "graph_executed", "compile_started",
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "eval_progress", "torch_log", "process_failed",
-                         "neff_compiles", "neff_cache", "neuron_graph_stat", "neuron_fault", "step_resumed",
-                         "checkpoint", "long_collective", "loss", "throughput"})
+                         "neff_compiles", "neff_cache", "neff_log_mark", "neuron_graph_stat", "neuron_fault",
+                         "step_resumed", "checkpoint", "long_collective", "loss", "throughput"})
 
 
 class RefusedKind(ValueError):

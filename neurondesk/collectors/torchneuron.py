@@ -11,7 +11,7 @@ stored here, its ``latest`` pages; the Neuron release each was current for):
 | ``TORCH_NEURONX_LOG_LEVEL``, ``TORCH_NEURONX_LOG_FILE`` | the log's level (0 error, 1 warning, 2 info, 3 debug) and its file | "TorchNeuron environment variables" (torch/reference/env-vars, 2026-10-14: Neuron 2.33), its logging section as issue 44 quotes it |
 | ``[NEFF_CACHE] Cache MISS for key: K``, ``Cache HIT for key: K``, ``Storing NEFF for key: K`` | the NEFF cache's lines, at level 2 | TorchNeuron logging, as issue 44 quotes it (Neuron 2.33-2.34); the lines' ``[Neuron] [INFO] [file:line]`` prefix is not in what we read: the parser needs none |
 | ``TORCH_NEURONX_METRICS_ENABLED``, ``CompilationCache.TotalCompilations``, ``.InMemoryHits``, ``.InMemoryMisses``, ``.PersistentHits``, ``.PersistentMisses``, ``CompilationCache.CompilationTime`` | TorchNeuron's metrics (off by default) | "TorchNeuron environment variables" (metrics section), issue 44's quotes of the metrics page (Neuron 2.33-2.34) |
-| ``torch_neuronx.metrics.is_enabled()``, ``get_counter_value(name)``, ``get_metric_data(name)`` (``accumulator``, in nanoseconds as torch_xla's) | how a process reads them | torch-neuronx's ``torch_neuronx/metrics.py`` docstring (not found in the stored docs pages; the unit is our assumption) |
+| ``torch_neuronx.metrics.is_enabled()``, ``get_counter_value(name)``, ``get_metric_data(name)`` (``accumulator``, in nanoseconds as torch_xla's) | how a process reads them (the probe checks all three exist; without them, or with collection off, the log's MISS lines count the compiles) | torch-neuronx's source: ``torch_neuronx/metrics.py``; the unit (nanoseconds) and ``samples`` ``{timestamp_ns, value}``: ``csrc/core/NeuronBindings.cpp`` ``_neuron_metric_data``, ``csrc/core/metrics/NeuronMetrics.h`` ``TORCH_NEURONX_TIME_METRIC`` (docs/torchneuron.md) |
 | ``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` | the persistent NEFF cache | "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16: Neuron 2.34) names the variable; the default is torch-neuronx's own, not in the pages we read |
 | ``torch.compile(backend="neuron")``, ``torch_neuronx.get_dynamo_metrics()`` (graph_id, graph_name, model_name, has_collectives, graph_node_count, timestamp, torch_neuronx_fx_passes_us / _lower_us / _compile_us), ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` | its torch.compile graphs; get_dynamo_metrics synchronizes, so it is read at the end of a dynamo compile and at exit, never per step | "torch.compile backend reference" (2026-10-14: Neuron 2.33); the fields: the metrics documentation of Neuron 2.33-2.34 as issue 27 quotes it (collectors/devices/graph_stats.py) |
 | ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); named in the graph-fallback finding (collectors/logparse/neuron_faults.py reads the failures) |
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neurondesk.collectors.logparse.neuron_faults import fault_of
+from neurondesk.collectors.output_tail import MAX_LINE, cut_mark
 from neurondesk.collectors.relay_link import open_output
 from neurondesk.core.events.neff_events import NeffCacheLog
 from neurondesk.core.events.run_events import Event, Notice, ParseProblem
@@ -48,6 +49,9 @@ READ_MAX = 1 << 20  # bytes taken from the log per read
 KEYS_KEPT = 100_000  # distinct keys counted; past that, counted no more (bounded memory)
 MAX_FILES = 4  # log files read at once (a rotated one and its successors)
 HOLD_POLLS = 4  # reads a relayed line waits for the user's stream to end its line, then goes anyway
+# torch-neuronx's csrc/core/NeuronLogging.h : NeuronLogger::log writes "[Neuron] [LEVEL] [file:line] message",
+# TORCH_NEURONX_NEFF_CACHE_HIT / _MISS / _STORE the three lines below at INFO (2); the file is opened
+# once (std::ofstream, ios::app) and held: renamed or deleted, TorchNeuron writes on into it
 NEFF_LINE = re.compile(r"\[NEFF_CACHE\]\s*(Cache MISS|Cache HIT|Storing NEFF) for key:\s*(\S+)")
 LEVEL = re.compile(r"\[(ERROR|WARNING|WARN|INFO|DEBUG)\]")
 LEVELS = {"ERROR": 0, "WARNING": 1, "WARN": 1, "INFO": 2, "DEBUG": 3}
@@ -85,6 +89,7 @@ class LogPlan:
     user_level: int  # the level the user would have run at
     cache_dir: str  # the persistent NEFF cache
     notes: list[str] = field(default_factory=list)
+    start: tuple[int, int, int] | None = None  # (st_dev, st_ino, size) of the user's file at the run's start
 
 
 def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[str, str], LogPlan]:
@@ -99,7 +104,20 @@ def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[s
     if base.get("TORCH_NEURONX_LOG_FILE"):
         path = Path(base["TORCH_NEURONX_LOG_FILE"])
         plan = LogPlan(path, False, level, cache_dir)
-        if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        try:
+            st = os.stat(path, follow_symlinks=False)  # opens nothing: a FIFO's writer never sees us
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            plan.path = None
+            plan.notes.append(f"TORCH_NEURONX_LOG_FILE set by you ({path}) is {_file_kind(st.st_mode)}, not a "
+                              "regular file: neurondesk does not open it (reading it could block or break "
+                              "TorchNeuron's writes), so its NEFF cache lines are not read here")
+        elif st is not None:  # earlier runs' lines are not this run's: read from where it ends now
+            plan.start = (st.st_dev, st.st_ino, st.st_size)
+        if plan.path is None:
+            pass
+        elif not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
             plan.notes.append(f"TORCH_NEURONX_LOG_FILE set by you ({path}) is in a folder that cannot be written: "
                               "TorchNeuron cannot write its log there (it writes to the console instead), so its "
                               "NEFF cache lines are not read; NEFF compiles come from its metrics")
@@ -120,6 +138,12 @@ def torchneuron_environment(base: dict[str, str], run_dir: Path) -> tuple[dict[s
     return extra, LogPlan(path, True, level, cache_dir)
 
 
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+    return next((words for test, words in kinds if test(mode)), "a special file")
+
+
 def parse_line(text: str) -> tuple[str | None, int | None, str | None]:
     """(what it counts: "misses" / "hits" / "stores" or None, its level or None, the key or None)."""
     m = LEVEL.search(text)
@@ -134,7 +158,9 @@ def parse_line(text: str) -> tuple[str | None, int | None, str | None]:
 class _LogFile:
     fd: int
     ident: tuple[int, int]  # (st_dev, st_ino)
-    rest: bytes = b""  # a line its writer has not ended yet
+    pos: int = 0  # the offset read up to
+    rest: bytes = b""  # a line its writer has not ended yet (at most MAX_LINE bytes)
+    cut: int = 0  # bytes of the line in progress past MAX_LINE, counted, not kept
 
 
 class NeffLogTail:
@@ -157,26 +183,32 @@ class NeffLogTail:
         if self.plan.path is None:
             return out
         counts = {"misses": 0, "hits": 0, "stores": 0}
+        ends: list[int] = []
+        read = False
         try:
             self._follow(t, out)
             for f in self.files:
-                data = os.read(f.fd, READ_MAX)
-                while final and data and len(data) % READ_MAX == 0:  # at the end: all of it
-                    more = os.read(f.fd, READ_MAX)
-                    if not more:
+                self._truncated(f, t, out)
+                while True:  # bounded pieces; at the end, every piece (none held whole)
+                    data = os.read(f.fd, READ_MAX)
+                    if data:
+                        read = True
+                        self._lines(f, data, t, counts, ends if f is self.files[-1] else [], out)
+                    if not (final and len(data) == READ_MAX):
                         break
-                    data += more
-                self._lines(f, data, t, final, counts, out)
+                if final:
+                    self._line_end(f, t, out)
         except OSError as exc:
             self._once(out, t, "read", f"TorchNeuron's log {self.plan.path} could not be read ({exc}); "
                                         "NEFF compiles still come from its metrics")
         relayed = self._relay(final)
-        if final and not self.files and not self.plan.ours and not self.plan.notes:  # not said at the start
+        if final and not self.files and not self.plan.ours and not self.plan.notes and "special" not in self.said:
             self._once(out, t, "never", f"TORCH_NEURONX_LOG_FILE {self.plan.path} (set by you) was never written: "
                                         "TorchNeuron's NEFF cache lines were not read (NEFF compiles come from its "
                                         "metrics)")
-        if any(counts.values()) or relayed:
-            out.append(NeffCacheLog(t=t, path=str(self.plan.path), relayed=relayed, keys=len(self.keys), **counts))
+        if any(counts.values()) or relayed or read:
+            out.append(NeffCacheLog(t=t, path=str(self.plan.path), relayed=relayed, keys=len(self.keys),
+                                    miss_ends=ends, read_to=self.files[-1].pos if self.files else None, **counts))
         return out
 
     def _once(self, out: list[Event], t: float, what: str, message: str, level: str = "warn") -> None:
@@ -185,7 +217,8 @@ class NeffLogTail:
             out.append(Notice(t=t, level=level, source="torchneuron", message=message))
 
     def _follow(self, t: float, out: list[Event]) -> None:
-        """The file at the path: opened when it appears; deleted or replaced, said once."""
+        """The file at the path: opened when it appears (a file there at the run's start from where it
+        ended then); deleted or replaced, said once; anything but a regular file never opened."""
         try:
             st = os.stat(self.plan.path, follow_symlinks=False)
         except FileNotFoundError:
@@ -195,41 +228,83 @@ class NeffLogTail:
             return
         if self.files and (st.st_dev, st.st_ino) == self.files[-1].ident:
             return
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device in its place: never opened, never waited on
+            self._once(out, t, "special", f"TorchNeuron's log {self.plan.path} is {_file_kind(st.st_mode)}, not a "
+                                          "regular file: neurondesk does not open it, so its NEFF cache lines are "
+                                          "not read")
+            return
         if self.files and os.fstat(self.files[-1].fd).st_nlink == 0:  # replaced after it was deleted
             self._once(out, t, "deleted", f"TorchNeuron's log {self.plan.path} was deleted while the run went "
                                           "on; read on from the open file (TorchNeuron writes on into it)")
         fd = os.open(self.plan.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device in its place: never read, never waited on
+        if not stat.S_ISREG(st.st_mode):  # swapped between the stat and the open
             os.close(fd)
             raise OSError(errno.EINVAL, "not a regular file")
+        f = _LogFile(fd, (st.st_dev, st.st_ino))
+        start = self.plan.start
+        if not self.files and start is not None and start[:2] == f.ident and st.st_size >= start[2]:
+            f.pos = os.lseek(fd, start[2], os.SEEK_SET)  # the lines of earlier runs are not read
         if self.files:
             self._once(out, t, "rotated", f"TorchNeuron's log {self.plan.path} was replaced by a new file "
                                           "(rotated): both are read on")
-        self.files.append(_LogFile(fd, (st.st_dev, st.st_ino)))
+        self.files.append(f)
         while len(self.files) > MAX_FILES:  # the oldest, read to its end, closed
             old = self.files.pop(0)
             os.close(old.fd)
 
-    def _lines(self, f: _LogFile, data: bytes, t: float, final: bool, counts: dict[str, int],
+    def _truncated(self, f: _LogFile, t: float, out: list[Event]) -> None:
+        """A file now shorter than what was read was truncated (copytruncate rotation, ``: > log``):
+        said once, and read again from its start."""
+        if os.fstat(f.fd).st_size < f.pos:
+            self._once(out, t, "truncated", f"TorchNeuron's log {self.plan.path} was truncated while the run went "
+                                            "on: reading restarts at its start (lines between the last read and "
+                                            "the truncation are lost)")
+            f.pos = os.lseek(f.fd, 0, os.SEEK_SET)
+            f.rest, f.cut = b"", 0
+
+    def _lines(self, f: _LogFile, data: bytes, t: float, counts: dict[str, int], ends: list[int],
                out: list[Event]) -> None:
-        lines = (f.rest + data).split(b"\n")
-        f.rest = lines.pop()
-        if final and f.rest:  # the writer ended mid-line: kept raw, never counted
+        """The piece's whole lines counted (a MISS line's end offset kept); the line in progress held
+        up to MAX_LINE bytes, the rest of it counted and cut, as output lines are."""
+        start, at = f.pos, 0
+        f.pos += len(data)
+        lines = data.split(b"\n")
+        last = lines.pop()
+        for piece in lines:
+            at += len(piece) + 1
+            room = max(0, MAX_LINE - len(f.rest))
+            raw, cut = f.rest + piece[:room], f.cut + max(0, len(piece) - room)
+            f.rest, f.cut = b"", 0
+            if self._line(raw, cut, t, counts, out) == "misses":
+                ends.append(start + at)
+        room = max(0, MAX_LINE - len(f.rest))
+        f.cut += max(0, len(last) - room)
+        f.rest += last[:room]
+
+    def _line_end(self, f: _LogFile, t: float, out: list[Event]) -> None:
+        """At the end, a line its writer never ended: kept raw, never counted."""
+        if f.rest or f.cut:
             out.append(ParseProblem(t=t, source="torchneuron", raw=f.rest.decode("utf-8", "replace")[:2000],
                                     error="TorchNeuron's log ended in the middle of a line (cut in half): not counted"))
-            f.rest = b""
-        for raw in lines:
-            what, level, key = parse_line(raw.decode("utf-8", "replace"))
-            if what is not None:
-                counts[what] += 1
-                if key is not None and len(self.keys) < KEYS_KEPT:
-                    self.keys.add(key)
-            if not self._pass_on(raw, level) and what is None:
-                # a failure told in a line not passed on (a passed-on line is read from the stream it goes to)
-                fault = fault_of(raw.decode("utf-8", "replace"), t)
-                if fault is not None:
-                    out.append(fault)
+            f.rest, f.cut = b"", 0
+
+    def _line(self, raw: bytes, cut: int, t: float, counts: dict[str, int], out: list[Event]) -> str | None:
+        """One line: counted, passed on (ours), or read for a failure; what it counted."""
+        text = raw.decode("utf-8", "replace")
+        what, level, key = parse_line(text)
+        if what is not None:
+            counts[what] += 1
+            if key is not None and len(self.keys) < KEYS_KEPT:
+                self.keys.add(key)
+        if cut:
+            raw += cut_mark(cut).encode()
+        if not self._pass_on(raw, level) and what is None:
+            # a failure told in a line not passed on (a passed-on line is read from the stream it goes to)
+            fault = fault_of(text, t)
+            if fault is not None:
+                out.append(fault)
+        return what
 
     def _pass_on(self, raw: bytes, level: int | None) -> bool:
         """A line the user would have seen at their own level, to their stream (ours only)."""

@@ -83,7 +83,8 @@ def status_line(view: RunView, phase_words: str | None = None) -> str:
     parts += [f"{fmt.value_text(getattr(f, info.name), info.kind)} {info.label}" for info in FIGURES
               if info.status and getattr(f, info.name) is not None]  # core's figures for this line
     if f.compile_count:
-        parts.append(f"{f.compile_count} compiles ({f.compile_total_s:.1f} s)")
+        took = "seconds unknown" if f.compile_total_s is None else f"{f.compile_total_s:.1f} s"
+        parts.append(f"{f.compile_count} compiles ({took})")
     if f.total_usd is not None:
         parts.append(f"${f.total_usd:,.4f} so far")
     if f.checkpoint_last is not None:  # the last good checkpoint (core/figures/checkpoint_figures.py)

@@ -4,7 +4,7 @@ log (collectors/torchneuron.py). Each is listed in core/events/registry.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from neurondesk.core.events.run_events import Event
@@ -58,3 +58,20 @@ class NeffCacheLog(Event):
     hits: int = 0  # "Cache HIT for key": a NEFF the persistent cache served
     relayed: int = 0  # lines passed on to the workload's own streams (warnings, errors)
     keys: int = 0  # distinct keys seen so far
+    miss_ends: list[int] = field(default_factory=list)  # each MISS line's end, a byte offset in the file
+    read_to: int | None = None  # the offset read up to (the file at the path)
+
+
+@dataclass(frozen=True)
+class NeffLogMark(Event):
+    """The size of TorchNeuron's log file at the end of a step in which it grew, sent by the probe
+    only when TorchNeuron's metrics cannot count compiles (off, or a metrics module without the
+    functions the probe calls): the log's MISS lines up to ``size`` were written by then, so the
+    reducer places them at ``step`` (core/reduce/compile/neff.py)."""
+
+    kind: ClassVar[str] = "neff_log_mark"
+    pid: int
+    step: int  # the step that ended
+    size: int  # the log file's size then (bytes)
+    phase: str | None = None
+    input_shapes: list[list[int]] | None = None  # the step's batch shape, as the probe saw it

@@ -48,6 +48,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     neff.NeffCompiles,
     neff.NeffCacheTotals,
     neff.NeffCacheLog,
+    neff.NeffLogMark,
     # the workload's output and neurondesk's own messages
     ev.OutputLine,
     ev.LogError,

@@ -27,6 +27,7 @@ from neurondesk.core.findings.checkpoint_advice import CheckpointAdvice
 from neurondesk.core.findings.crash import Crash, crash_of
 from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
 from neurondesk.core.node.prices import PriceTable
+from neurondesk.core.reduce.compile.compiles import seconds_unknown
 from neurondesk.core.reduce.state import RunState
 
 
@@ -45,7 +46,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     steps_per_hour: float | None  # at the job's steady step time
     data_wait_fraction: float | None
     compile_count: int
-    compile_total_s: float
+    compile_total_s: float | None  # None: compiles counted whose seconds no source gave (a NEFF cache log)
     first_compile_s: float | None
     recompiles_after_warmup: int
     compile_share: float | None  # of the wall time, capped at 1
@@ -151,8 +152,9 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
     elapsed = state.elapsed_s(now)
     step_time = job_step_time_s(state)
     price = state.price_per_hour
+    compile_s = None if seconds_unknown(state.parts.compiles.compiles) else state.compile_total_s
     cost = cost_figures(price, elapsed, state.steps_done, step_time, state.steady_tokens_per_s,
-                        state.compile_total_s, state.steps_requested)
+                        compile_s, state.steps_requested)
     util = mfu_for_state(state, peaks)
     phases = step_phases_by_rank(state)
     ck = checkpoint_figures(state.parts.checkpoints, elapsed, now if now is not None else state.last_t)
@@ -169,7 +171,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         steps_per_hour=3600.0 / step_time if step_time else None,
         data_wait_fraction=state.data_wait_fraction,
         compile_count=state.parts.compiles.compile_count,  # a graph_stats row another compile holds: listed only
-        compile_total_s=state.compile_total_s,
+        compile_total_s=compile_s,
         first_compile_s=state.first_compile_s,
         recompiles_after_warmup=state.recompiles_after_warmup,
         compile_share=cost.compile_share,

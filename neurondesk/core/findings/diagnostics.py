@@ -72,8 +72,15 @@ class Diagnostic:
 def diagnostics(state: RunState) -> list[Diagnostic]:
     neuron = [Diagnostic(kind=kind, message=text) for kind, text in neuron_fault_findings(state)]
     return [d for d in (*neuron, node_health(state), graph_grows(state), *many_graphs(state), no_steady_state(state),
-                        checkpoint_interval(state))
+                        checkpoint_interval(state), neff_sources(state))
             if d is not None]
+
+
+def neff_sources(state: RunState) -> Diagnostic | None:
+    """TorchNeuron's metrics and its NEFF cache log counted the NEFF compiles differently
+    (core/reduce/compile/neff.py): both numbers said."""
+    words = state.parts.neff.disagreement()
+    return None if words is None else Diagnostic(kind="neff-sources-disagree", message=words)
 
 
 def checkpoint_interval(state: RunState) -> Diagnostic | None:

@@ -192,9 +192,17 @@ def cache_savings(labels: list[str], vals: list[dict[str, Any]]) -> list[dict[st
             saved = cold["ttfi_s"] - warm["ttfi_s"]
             price = warm["price_per_hour"] if warm["price_per_hour"] is not None else cold["price_per_hour"]
             out.append({"run": labels[w], "against": labels[c], "saved_s": saved,
-                        "compile_saved_s": (cold["compile_total_s"] or 0.0) - (warm["compile_total_s"] or 0.0),
+                        "compile_saved_s": _compile_saved(cold, warm),
                         "saved_usd": cost_so_far(price, saved) if saved >= 0 else None, "price_per_hour": price})
     return out
+
+
+def _compile_saved(cold: dict[str, Any], warm: dict[str, Any]) -> float | None:
+    """The cold run's compile seconds less the warm one's; None when the cold run's are unknown (its
+    NEFF compiles counted from TorchNeuron's log, which gives no times)."""
+    if cold["compile_total_s"] is None:
+        return None
+    return cold["compile_total_s"] - (warm["compile_total_s"] or 0.0)
 
 
 def cache_text(e: dict[str, Any]) -> str:
@@ -203,7 +211,9 @@ def cache_text(e: dict[str, Any]) -> str:
                 f"cold one ({-e['saved_s']:.1f} s slower): something else than compiling held it back")
     usd = "" if e["saved_usd"] is None else f", ${e['saved_usd']:,.4f} at ${e['price_per_hour']:,.2f}/hour"
     return (f"{e['run']}'s warm compile cache saved {e['saved_s']:.1f} s to the first step against {e['against']}'s "
-            f"cold start{usd}; {e['compile_saved_s']:.1f} s of compile in the whole run")
+            f"cold start{usd}; " + ("compile seconds of the whole run unknown (no source timed them)"
+                                    if e["compile_saved_s"] is None else
+                                    f"{e['compile_saved_s']:.1f} s of compile in the whole run"))
 
 
 def _ranking(labels: list[str], vals: list[dict[str, Any]], target: float | None) -> dict[str, Any]:

@@ -63,7 +63,9 @@ class NeffCacheSection(_S):
     """TorchNeuron's eager NEFF compiles and its NEFF cache over the run (core/reduce/compile/neff.py)."""
 
     compiles: int = 0  # eager NEFFs compiled (summed over the groups in "compiles")
-    compile_s: float = 0.0
+    compile_s: float | None = None  # their seconds (None: unknown, the NEFF cache log gives no times)
+    counted_from: str | None = None  # "metrics", "log" (TorchNeuron's metrics off or unreadable), "metrics and log"
+    disagreement: str | None = None  # the metrics and the log counted differently, in words
     groups: int = 0  # compile entries they make (per step and cause)
     graph_neffs: int = 0  # NEFFs of torch.compile graphs (counted with their dynamo compiles)
     memory_hits: int | None = None  # CompilationCache.InMemoryHits, summed over the processes
@@ -123,7 +125,8 @@ def _neff(state: RunState) -> NeffCacheSection | None:
     c = state.parts.neff.cache()
     if c is None:
         return None
-    return NeffCacheSection(compiles=c.compiles, compile_s=c.compile_s, groups=c.groups, graph_neffs=c.graph_neffs,
+    return NeffCacheSection(compiles=c.compiles, compile_s=c.compile_s, counted_from=c.counted_from,
+                            disagreement=c.disagreement, groups=c.groups, graph_neffs=c.graph_neffs,
                             memory_hits=c.memory_hits, memory_misses=c.memory_misses, disk_hits=c.disk_hits,
                             disk_misses=c.disk_misses, log_file=c.log.path, log_misses=c.log.misses,
                             log_hits=c.log.hits, log_stores=c.log.stores, log_relayed=c.log.relayed)

@@ -73,4 +73,8 @@ def current_device() -> int:
 
 
 def synchronize(device=None) -> None:
-    """Nothing runs asynchronously here; the real one waits for the device."""
+    """Waits for the ops handed to the pipeline (TORCHNEURON_DOUBLE_PIPELINE=async); else nothing runs
+    asynchronously here."""
+    from . import _cache
+
+    _cache.synchronize()

@@ -4,14 +4,18 @@ compiled (here: a sleep), counted and timed in the metrics, stored, and logged a
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import queue
+import threading
 import time
 
 from . import _log, metrics
 
 COMPILE_S = float(os.environ.get("TORCHNEURON_DOUBLE_COMPILE_S", "0.01"))
 _memory: set[str] = set()
+COMPILED: list[float] = []  # the double's own truth: each NEFF compiled (its seconds), metrics on or off
 
 
 def _cache_dir() -> str | None:
@@ -37,9 +41,45 @@ def _path(key: str) -> str:
     return os.path.join(CACHE_DIR, key[:2], key[2:4], key + ".neff")
 
 
+# TORCHNEURON_DOUBLE_PIPELINE=async: eager ops go to a per-stream pipeline, as torch-neuronx's
+# ``_submit_xla_task_to_pipeline`` (torch_neuronx/csrc/core/NeuronBindings.cpp) hands each op to
+# ``SubmitOperationContext`` for asynchronous execution: the cache lookup and the compile
+# (``CompilationCache::GetOrCompileNeff``, csrc/core/compilation/CompilationCache.cpp) happen on the
+# stream's worker after the Python call returned, one after another; ``synchronize()`` waits for them.
+PIPELINE = os.environ.get("TORCHNEURON_DOUBLE_PIPELINE", "") == "async"
+_queue: queue.Queue = queue.Queue()
+
+
+def _worker() -> None:
+    while True:
+        what = _queue.get()
+        try:
+            _neff_now(what)
+        finally:
+            _queue.task_done()
+
+
+def synchronize() -> None:
+    """Every op handed to the pipeline so far has its NEFF (a no-op without the pipeline)."""
+    if PIPELINE:
+        _queue.join()
+
+
+if PIPELINE:
+    threading.Thread(target=_worker, name="neuron-stream-0", daemon=True).start()
+    atexit.register(synchronize)  # torch-neuronx synchronizes its streams at module destruction
+
+
 def neff_for(what: str) -> None:
     """Make sure the NEFF of ``what`` (an op and its shapes, or a graph) is loaded: from memory,
-    from disk, or compiled now."""
+    from disk, or compiled now (with the pipeline: on its worker, later)."""
+    if PIPELINE:
+        _queue.put(what)
+    else:
+        _neff_now(what)
+
+
+def _neff_now(what: str) -> None:
     key = key_of(what)
     if key in _memory:
         metrics.counter("CompilationCache.InMemoryHits")
@@ -60,6 +100,7 @@ def compile_neff(key: str) -> float:
     start = time.perf_counter()
     time.sleep(COMPILE_S)  # neuronx-cc
     took = time.perf_counter() - start
+    COMPILED.append(took)
     metrics.counter("CompilationCache.TotalCompilations")
     metrics.timed("CompilationCache.CompilationTime", took * 1e9)
     _memory.add(key)

@@ -67,6 +67,8 @@ class NeuronTensor(torch.Tensor):
         kwargs = kwargs or {}
         name = str(func)
         to_cpu = name.startswith("aten._to_copy") and str(kwargs.get("device", "")) == "cpu"
+        if to_cpu or name.startswith("aten._local_scalar_dense"):  # a host read waits for the pipeline
+            _cache.synchronize()
         if _tracing(args):
             pass  # torch.compile tracing the graph: the neuron backend compiles it as one NEFF
         elif not name.startswith(_NO_NEFF) and not _falls_back(name):

@@ -299,3 +299,9 @@ class CompileReducer:
 
     def open_compile_since(self) -> float | None:
         return min(self.compile_open.values()) if self.compile_open and not self._run.finished else None
+
+
+def seconds_unknown(compiles: list[CompileRecord]) -> bool:
+    """Compiles were counted and none has its seconds (TorchNeuron's NEFFs counted from its log)."""
+    counted = [c for c in compiles if c.counted]
+    return bool(counted) and all(c.duration_s is None for c in counted)

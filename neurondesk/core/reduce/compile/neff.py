@@ -22,7 +22,7 @@ far, 0:00.7"), an open compile until the step's group arrives.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from neurondesk.core.events import neff_events as nf
 from neurondesk.core.events import run_events as ev
@@ -33,6 +33,10 @@ from neurondesk.core.reduce.steps import StepReducer
 
 OPEN_KEY = ("torchneuron", None)  # the live NEFF compile in CompileReducer.compile_open
 RANK_JOIN_LAST = 16  # a group from another rank joins one of the latest groups of the same step and cause
+SHAPES_KEPT = 10_000  # distinct batch shapes whose first step is kept
+STEP_SHAPES_KEPT = 256  # the latest steps whose shape is kept (a group the pipeline finished late)
+MARKS_KEPT = 1024  # log marks waiting for the log's bytes to be read (bounded)
+MISSES_KEPT = 1_000_000  # MISS lines waiting for their step's mark (bounded)
 
 
 @dataclass
@@ -52,7 +56,9 @@ class NeffCache:
     """The run's NEFF cache figures, for the summary (None: not known)."""
 
     compiles: int = 0  # eager NEFFs compiled (the groups' counts)
-    compile_s: float = 0.0
+    compile_s: float | None = None  # their seconds (None: no source gave any: the log has no times)
+    counted_from: str | None = None  # "metrics", "log" or "metrics and log": where the groups came from
+    disagreement: str | None = None  # the metrics and the log counted differently, said in words
     graph_neffs: int = 0  # NEFFs of torch.compile graphs (their dynamo compiles count them)
     groups: int = 0
     memory_hits: int | None = None
@@ -80,41 +86,76 @@ class NeffReducer:
         self.accounted = 0  # NEFFs the groups account for (eager and graphs): the log's misses are these
         self.graph_neffs = 0
         self.open_step: int | None = None  # the step the live NEFF compile began in
+        # the log's MISS lines placed at steps where the metrics cannot count (probe's neff_log_mark)
+        # (size, the mark as a group of 0 NEFFs, its cause) whose bytes were not all read yet
+        self.marks: list[tuple[int, nf.NeffCompiles, tuple[str, list | None]]] = []
+        self.miss_ends: list[int] = []  # MISS lines' end offsets not placed yet
+        self.read_to = -1
+        self.shape_first: dict[tuple, int] = {}  # each batch shape's first step
+        self.step_shapes: dict[int, tuple] = {}  # the latest steps' batch shapes
+        self.from_metrics = 0  # NEFFs the metrics counted (eager), and the log placed
+        self.from_log = 0
 
     def handlers(self) -> dict[str, Callable[[ev.Event], None]]:
         return {"neff_compiles": self.on_compiles, "neff_cache": self.on_totals, "neff_log": self.on_log,
-                "step": self.on_step, "steps": self.on_step}
+                "neff_log_mark": self.on_mark, "step": self.on_step, "steps": self.on_step}
 
     # ------------------------------------------------------------------ groups
-    def on_compiles(self, e: nf.NeffCompiles) -> None:
+    def on_compiles(self, e: nf.NeffCompiles, by_log: bool = False,
+                    judged: tuple[str, list | None] | None = None) -> None:
+        if by_log:
+            self.from_log += e.count
+        else:
+            self.from_metrics += e.count
         self.accounted += e.count + e.graphs
         self.graph_neffs += e.graphs
         self._maybe_close()
         if e.count <= 0:
             return
-        cause, previous = self._cause(e)
-        joined = self._join_rank(e, cause)
-        if joined is not None:
+        cause, previous = judged or self._cause(e)
+        if self._join_own(e, cause, by_log) or self._join_rank(e, cause) is not None:
             return
         phase = e.phase or "train"
         noun = "NEFF" if e.count == 1 else "NEFFs"
         record = CompileRecord(
             index=0, t=e.t, step=e.step, source="torchneuron", cause=cause, duration_s=e.duration_s,
             location=None, graph_hash=None, cache="miss", trigger="eager", input_shapes=e.input_shapes,
-            previous_shapes=previous, reason=_reason(e, cause, previous), frames=[], ok=True, error=None,
+            previous_shapes=previous, reason=_reason(e, cause, previous, by_log), frames=[], ok=True, error=None,
             name=f"{e.count:,} {noun}", phase=phase, recompile=cause == "shape-change",
             eval_phases_before=self._eval.phases, pid=e.pid, count=e.count)
         self.groups.append(self._compiles.add_group(record))
 
     def _cause(self, e: nf.NeffCompiles) -> tuple[str, list | None]:
+        """A group sent after its step's own message (TorchNeuron's pipeline finished it steps later,
+        the probe placed it by its samples) is judged by the shapes as they were at its step."""
         steps = self._steps
         if e.step == 0 or steps.first_step_end is None:
             return "first", None
         shape = tuple(e.input_shapes[0]) if e.input_shapes else None
-        if shape is not None and shape not in steps.shape_counts:
-            last = steps.last_shape
+        first = self.shape_first.get(shape)
+        new = shape not in steps.shape_counts if first is None else first >= e.step
+        if shape is not None and new:
+            last = self.step_shapes.get(e.step - 1, steps.last_shape if first is None else None)
             return "shape-change", [list(last)] if last is not None else None
         return "new-op", None
+
+    def _join_own(self, e: nf.NeffCompiles, cause: str, by_log: bool) -> bool:
+        """More of a step's NEFFs from the same process (TorchNeuron's pipeline finished them after
+        the step's first report; the probe placed them by their samples): the step's group grows."""
+        for record in reversed(self.groups[-RANK_JOIN_LAST:]):
+            if record.pid == e.pid and record.step == e.step and record.cause == cause:
+                record.count += e.count
+                if e.duration_s is not None:
+                    record.duration_s = (record.duration_s or 0.0) + e.duration_s
+                record.name = f"{record.count:,} NEFFs"
+                record.reason = _reason(replace(e, count=record.count, duration_s=record.duration_s), cause,
+                                        record.previous_shapes, by_log)
+                counts = self._compiles.per_pid.get(e.pid) if e.pid is not None else None
+                if counts is not None:
+                    counts[0] += e.count
+                    counts[1] += e.duration_s or 0.0
+                return True
+        return False
 
     def _join_rank(self, e: nf.NeffCompiles, cause: str) -> CompileRecord | None:
         """Another rank's group of the same step and cause: one row with its ranks, counted once."""
@@ -135,7 +176,33 @@ class NeffReducer:
         if not e.at_exit and e.pid not in self.first_totals:
             self.first_totals[e.pid] = e
 
+    def on_mark(self, e: nf.NeffLogMark) -> None:
+        """Sent before the step's own message, as neff_compiles is: its cause is judged now."""
+        as_compiles = nf.NeffCompiles(t=e.t, pid=e.pid, step=e.step, count=0, phase=e.phase,
+                                      input_shapes=e.input_shapes)
+        self.marks.append((e.size, as_compiles, self._cause(as_compiles)))
+        del self.marks[:-MARKS_KEPT]
+        self._place()
+
+    def _place(self) -> None:
+        """Each mark whose bytes were all read: the MISS lines up to its size are its step's compiles
+        (the lines ended before the step did), one group, their seconds unknown."""
+        while self.marks and self.marks[0][0] <= self.read_to:
+            size, m, judged = self.marks.pop(0)
+            n = 0
+            while n < len(self.miss_ends) and self.miss_ends[n] <= size:
+                n += 1
+            del self.miss_ends[:n]
+            if n:
+                self.on_compiles(replace(m, count=n), by_log=True, judged=judged)
+
     def on_log(self, e: nf.NeffCacheLog) -> None:
+        if e.read_to is not None:
+            if e.read_to < self.read_to:  # the file was truncated or replaced: its offsets begin again
+                self.miss_ends.clear()
+            self.read_to = e.read_to
+        room = MISSES_KEPT - len(self.miss_ends)
+        self.miss_ends.extend(e.miss_ends[:max(0, room)])
         log = self.log
         log.path = e.path
         log.misses += e.misses
@@ -147,10 +214,21 @@ class NeffReducer:
             self._compiles.compile_open[OPEN_KEY] = e.t
             self.open_step = self._steps.steps_done
         self._maybe_close()
+        self._place()
 
     def on_step(self, e: ev.StepEnded | ev.StepBatch) -> None:
-        """A live compile the metrics never account for (metrics off, another process's log) ends
-        with the step after the one it began in."""
+        """Each shape's first step and the latest steps' shapes (for a group judged late); a live
+        compile the metrics never account for (metrics off, another process's log) ends with the
+        step after the one it began in."""
+        if e.input_shapes:
+            shape = tuple(e.input_shapes[0])
+            n = len(e) if isinstance(e, ev.StepBatch) else 1
+            if shape not in self.shape_first and len(self.shape_first) < SHAPES_KEPT:
+                self.shape_first[shape] = e.step
+            for step in range(e.step + max(0, n - STEP_SHAPES_KEPT), e.step + n):
+                self.step_shapes[step] = shape
+            while len(self.step_shapes) > STEP_SHAPES_KEPT:
+                del self.step_shapes[next(iter(self.step_shapes))]
         if self.open_step is not None and self._steps.steps_done > self.open_step + 1:
             self._close()
 
@@ -181,11 +259,22 @@ class NeffReducer:
             values = [getattr(t, name) for t in self.totals.values() if getattr(t, name) is not None]
             return sum(values) if values else None
 
+        timed = [g.duration_s for g in counted if g.duration_s is not None]
         return NeffCache(compiles=sum(g.count for g in counted),
-                         compile_s=round(sum(g.duration_s or 0.0 for g in counted), 6),
+                         compile_s=round(sum(timed), 6) if timed else None,
+                         counted_from=_sources(self.from_metrics, self.from_log), disagreement=self.disagreement(),
                          graph_neffs=self.graph_neffs, groups=len(self.groups),
                          memory_hits=summed("memory_hits"), memory_misses=summed("memory_misses"),
                          disk_hits=summed("disk_hits"), disk_misses=summed("disk_misses"), log=self.log)
+
+    def disagreement(self) -> str | None:
+        """The metrics' count against the log's MISS lines, when both counted and neither total
+        matches (the log's misses are the eager NEFFs, or those and torch.compile graphs' NEFFs)."""
+        if not (self.from_metrics and self.log.misses) or self.log.misses in (self.from_metrics,
+                                                                                self.from_metrics + self.graph_neffs):
+            return None
+        return (f"TorchNeuron's metrics counted {self.from_metrics:,} eager NEFF compiles, its NEFF cache log "
+                f"{self.log.misses:,} cache misses ({self.log.path}): the figures here are the metrics'")
 
     def first_step_cache(self, lead: int | None) -> str | None:
         """"cold" (something compiled before the first step ended), "warm" (the persistent cache
@@ -200,10 +289,16 @@ class NeffReducer:
         return None
 
 
-def _reason(e: nf.NeffCompiles, cause: str, previous: list | None) -> str:
+def _sources(metrics: int, log: int) -> str | None:
+    return {(True, False): "metrics", (False, True): "log", (True, True): "metrics and log"}.get((metrics > 0, log > 0))
+
+
+def _reason(e: nf.NeffCompiles, cause: str, previous: list | None, by_log: bool = False) -> str:
     shapes = e.input_shapes[0] if e.input_shapes else None
     what = {"first": "the first shapes",
             "shape-change": f"a new shape {shapes}" + (f" (the step before: {previous[0]})" if previous else ""),
             "new-op": "an op never seen (the shapes were seen before)"}[cause]
     took = f" in {e.duration_s:.2f} s" if e.duration_s is not None else ""
+    if by_log:
+        took = " (counted from its NEFF cache log: seconds unknown)"
     return f"TorchNeuron compiled {e.count:,} NEFF{'s' if e.count != 1 else ''} at step {e.step}{took}: {what}"

@@ -28,9 +28,16 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import sys
 import time
+from collections import deque
 
+# torch-neuronx's source (docs/torchneuron.md, "What torch-neuronx's own source says"):
+# csrc/core/compilation/CompilationCache.cpp : CompileAndCache counts TOTAL after each compile and
+# adds a TIME sample (csrc/core/metrics/NeuronMetrics.h : TORCH_NEURONX_TIME_METRIC, nanoseconds,
+# stamped at the compile's end on steady_clock); NeuronBindings.cpp : _neuron_metric_data returns
+# {accumulator, total_samples, repr, samples: [{timestamp_ns, value}]}, _neuron_counter_value an int or None
 TOTAL = "CompilationCache.TotalCompilations"
 TIME = "CompilationCache.CompilationTime"  # a timed metric: its accumulator in nanoseconds
 CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "CompilationCache.InMemoryMisses"),
@@ -38,14 +45,69 @@ CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "Co
 GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
                 ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
 FALLBACK_OPS_SENT = 20
+STEP_ENDS_KEPT = 64  # step ends kept to place a compile the pipeline finished steps later
+# a compile that began within 50 ms of the last one's end waited behind it in the same queue (the
+# double's worker shares the GIL: its gaps are milliseconds; a real neuronx-cc compile takes seconds)
+CHAIN_GAP_NS = 50_000_000
+# what this adapter calls (torch_neuronx/metrics.py: each a call into torch_neuronx._C)
+METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")
 GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
                ("compile_s", "torch_neuronx_compile_us"))
+
+
+def _regular_file(path: str | None) -> str | None:
+    """``path`` when it names a regular file or nothing yet (never a FIFO or a device: stat opens nothing)."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path  # TorchNeuron creates it at its first line
+    return path if stat.S_ISREG(st.st_mode) else None
 
 
 def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+class CompilePlacer:
+    """Where each NEFF compile belongs when TorchNeuron's pipeline finishes it after the step that
+    caused it (issue 52): the step ends on the metrics' clock, and the CompilationTime samples placed."""
+
+    def __init__(self, probe) -> None:
+        self.probe = probe
+        self.ends: deque = deque(maxlen=STEP_ENDS_KEPT)  # (step, its end in monotonic ns, its batch dims)
+        self.sample_end_ns = 0  # the newest CompilationTime sample placed, and where its chain went
+        self.chain_step: int | None = None
+
+    def place(self, samples, new: int) -> dict:
+        """{step: [count, seconds, batch dims]} of the CompilationTime samples newer than the last
+        placed (at most ``new``). Each sample is stamped at its compile's end with its length: a
+        compile began at the stamp less the length; one that began as the one before it ended waited
+        behind it in the pipeline's queue (unless a step ended in between: the synchronous case, the
+        next step's first compile), so it belongs where that chain began: the step in progress then
+        (the first kept step end after it; none: this step)."""
+        if not isinstance(samples, list) or not new:
+            return {}
+        fresh = [(s.get("timestamp_ns"), s.get("value")) for s in samples[-new:] if isinstance(s, dict)]
+        fresh = [(int(ts), float(v)) for ts, v in fresh if _number(ts) is not None and _number(v) is not None
+                 and ts > self.sample_end_ns]
+        placed: dict = {}
+        for ts, value in fresh:
+            began = ts - value
+            queued = began <= self.sample_end_ns + CHAIN_GAP_NS and not any(
+                self.sample_end_ns < end <= began for _, end, _ in self.ends)  # no step ended in between
+            if self.chain_step is None or not queued:
+                self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
+            self.sample_end_ns = ts
+            row = placed.setdefault(self.chain_step, [0, 0.0, None])
+            row[0] += 1
+            row[1] += value / 1e9
+        for step, row in placed.items():
+            row[2] = next((dims for s, _, dims in self.ends if s == step), None)
+        return placed
 
 
 class TorchNeuronHooks:
@@ -62,26 +124,44 @@ class TorchNeuronHooks:
         self.sent: dict[str, float | None] = {}  # graph_id -> its compile seconds as sent
         self.cache_said = False
         self.odd_said = False  # records without the documented fields: said once
+        self.placer = CompilePlacer(probe)
+        self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
+        self.log_size = -1
 
     # ------------------------------------------------------------------ import
     def patch_torch_neuronx(self, module) -> None:
         """torch_neuronx was imported: its metrics module, when collection is on (the launcher
-        asks for it with TORCH_NEURONX_METRICS_ENABLED=1 unless the user set it)."""
+        asks for it with TORCH_NEURONX_METRICS_ENABLED=1 unless the user set it) and it has the
+        functions read here. Otherwise the NEFF cache log counts the compiles: the step clock then
+        marks the log's size at each step end where it grew (``at_step_end_log``)."""
         self.module = module
+        why = None
         try:
             metrics = importlib.import_module("torch_neuronx.metrics")
-            on = bool(metrics.is_enabled())
-        except Exception:  # noqa: BLE001 - a torch-neuronx without it: no NEFF counts, said below
-            metrics, on = None, False
-        if on:
+        except Exception as exc:  # noqa: BLE001 - a torch-neuronx without it: said below
+            metrics, why = None, f"torch_neuronx.metrics cannot be imported ({type(exc).__name__})"
+        if metrics is not None:
+            lacking = [name for name in METRICS_CALLS if not callable(getattr(metrics, name, None))]
+            if lacking:
+                why = f"torch_neuronx.metrics has no {', '.join(lacking)} (another torch-neuronx version?)"
+            elif not metrics.is_enabled():
+                why = ("TORCH_NEURONX_METRICS_ENABLED is "
+                       f"{os.environ.get('TORCH_NEURONX_METRICS_ENABLED', 'unset')!r}: collection is off")
+        if why is None:
             self.metrics = metrics
             self.probe.clock.neff = self.at_step_end
-        else:
-            self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron",
-                             "message": "TorchNeuron's metrics are off (TORCH_NEURONX_METRICS_ENABLED is "
-                                        f"{os.environ.get('TORCH_NEURONX_METRICS_ENABLED', 'unset')!r}, or "
-                                        "torch_neuronx.metrics is missing): its NEFF compiles are not counted "
-                                        "or timed; the NEFF cache log's lines still are"})
+            return
+        self.metrics_off(why)
+
+    def metrics_off(self, why: str) -> None:
+        """TorchNeuron's metrics cannot count compiles: said once, and the log's size marked instead."""
+        self.metrics = None
+        self.log_path = _regular_file(os.environ.get("TORCH_NEURONX_LOG_FILE"))
+        self.probe.clock.neff = self.at_step_end_log if self.log_path else None
+        source = ("NEFF compiles are counted from TorchNeuron's NEFF cache log (their seconds unknown)"
+                  if self.log_path else "no NEFF cache log is read either: NEFF compiles are not counted")
+        self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron",
+                         "message": f"TorchNeuron's metrics cannot be read ({why}): {source}"})
 
     def device_facts(self) -> dict:
         """What device_seen says of TorchNeuron: its name, version and NeuronCores."""
@@ -96,15 +176,39 @@ class TorchNeuronHooks:
 
     # ------------------------------------------------------------------ eager NEFFs
     def at_step_end(self) -> None:
-        """Every step end (steps.StepClock.end_step): one counter read; a report only when it moved."""
-        total = self.metrics.get_counter_value(TOTAL) or 0
+        """Every step end (steps.StepClock.end_step): one counter read; a report only when it moved.
+        The step's end on the metrics' clock is kept (a few steps): the pipeline's compiles are placed
+        at the step in progress when they began (``place``)."""
+        clock = self.probe.clock
+        self.placer.ends.append((clock.step, time.monotonic_ns(), clock.train_dims))
+        total = self.metrics.get_counter_value(TOTAL)
+        if total is None:  # a counter not created yet: nothing compiled
+            total = 0
+        elif type(total) is not int:  # noqa: E721 - not the documented counter: the log counts instead
+            self.metrics_off(f"get_counter_value({TOTAL!r}) returned {type(total).__name__}, not a count")
+            return
         if total != self.compiles_seen:
             self.report_compiles(total)
         if not self.cache_said:
             self.cache_said = True
             self.send_cache(at_exit=False)
 
+    def at_step_end_log(self) -> None:
+        """Every step end while the metrics cannot count: one stat of TorchNeuron's log file; a mark
+        of its size when it grew (its MISS lines up to there were written in this step or before)."""
+        try:
+            size = os.stat(self.log_path).st_size
+        except OSError:  # not written yet (or removed): nothing to mark
+            return
+        if size != self.log_size:
+            self.log_size = size
+            probe = self.probe
+            probe.send({"kind": "neff_log_mark", "step": probe.clock.step, "size": size, "phase": probe.phase.name,
+                        "input_shapes": probe.phase.shapes()})
+
     def report_compiles(self, total: int) -> None:
+        """The compiles since the last report, one ``neff_compiles`` message per step they belong to:
+        placed by their CompilationTime samples where those are there, else all at this step."""
         probe = self.probe
         new, self.compiles_seen = total - self.compiles_seen, total
         data = self.metrics.get_metric_data(TIME) or {}
@@ -112,16 +216,36 @@ class TorchNeuronHooks:
         seconds = None
         if acc is not None:
             seconds, self.time_seen_ns = max(0.0, (acc - self.time_seen_ns) / 1e9), acc
+        placed = self.placer.place(data.get("samples") if isinstance(data, dict) else None, new)
+        step = probe.clock.step
+        here = new - sum(n for n, _, _ in placed.values())
+        if placed:  # the samples' seconds, by step; what they do not cover, here with the rest
+            seconds = None if seconds is None else max(0.0, seconds - sum(s for _, s, _ in placed.values()))
         graphs = self.graph_neffs()
         graph_s, self.graph_s_taken = self.graph_s - self.graph_s_taken, self.graph_s
-        eager = max(0, new - graphs)
+        for at in sorted(placed):
+            if at == step:
+                continue
+            count, secs, dims = placed[at]
+            self.send_group(at, count, secs, 0, [dims] if dims else None, now=False)
+        if step in placed:
+            count, secs, _ = placed[step]
+            here += count
+            seconds = secs if seconds is None else seconds + secs
+        eager = max(0, here - graphs)
         if seconds is not None:
             seconds = max(0.0, seconds - graph_s)
-        if eager:
+        if eager or graphs or not placed:
+            self.send_group(step, eager, seconds, graphs, probe.phase.shapes())
+
+    def send_group(self, step: int, eager: int, seconds, graphs: int, shapes, now: bool = True) -> None:
+        """One ``neff_compiles``; ``now``: of the step ending (it is marked as one that compiled)."""
+        probe = self.probe
+        if eager and now:
             probe.phase.count_compiles(eager)
         cache = self.cache_counts()
-        probe.send({"kind": "neff_compiles", "step": probe.clock.step, "count": eager, "duration_s": seconds,
-                    "graphs": graphs, "phase": probe.phase.name, "input_shapes": probe.phase.shapes(),
+        probe.send({"kind": "neff_compiles", "step": step, "count": eager, "duration_s": seconds,
+                    "graphs": graphs, "phase": probe.phase.name, "input_shapes": shapes,
                     "disk_hits": cache.get("disk_hits"), "disk_misses": cache.get("disk_misses")})
 
     def graph_neffs(self) -> int:
@@ -202,6 +326,8 @@ class TorchNeuronHooks:
         the cache's totals."""
         if self.module is None:
             return
+        if self.metrics is None and self.log_path:  # the log's lines after the last step end
+            self.probe.guarded(self.at_step_end_log, hook="torchneuron-log")
         if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
             self.probe.guarded(self.read_graphs, hook="torchneuron-graphs")
         if self.metrics is not None:
