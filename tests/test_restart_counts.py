@@ -61,3 +61,35 @@ def test_a_real_run_under_a_superscript_slurm_restart_count_is_listed_with_its_c
     listed = subprocess.run([sys.executable, "-m", "neurondesk.cli", "ls"], capture_output=True, text=True,
                             timeout=REAL_RUN_TIMEOUT_S, env=env, cwd=REPO)
     assert summary["run_id"] in listed.stdout, listed.stdout + listed.stderr
+
+
+def crash_loop(restarts: int = 30, every_s: float = 95.0 / 30) -> RunState:
+    """torchrun --max-restarts N on a script that saves at its second step and dies at its third."""
+    from neurondesk.core.events.checkpoint_events import CheckpointOp
+
+    s = RunState()
+    s.apply(ev.RunStarted(t=T0, run_id="loop", command=["torchrun", "t.py"]))
+    for n in range(restarts + 1):
+        t, pid = T0 + n * every_s, 100 + n
+        s.apply(ev.ProcessAttached(t=t + 0.1, pid=pid, rank=0, world_size=1,
+                                   launch_env={"TORCHELASTIC_RESTART_COUNT": str(n), "RANK": "0"}))
+        for i in range(3):
+            s.apply(ev.StepEnded(t=t + 0.5 + i * 0.5, pid=pid, step=i, duration_s=0.4))
+        s.apply(CheckpointOp(t=t + 1.6, pid=pid, op="save", api="torch.save", duration_s=0.1, step=2))
+        s.apply(ev.ProcessFailed(t=t + 2.5, pid=pid, error="RuntimeError: boom", step=3))
+    s.apply(ev.RunFinished(t=T0 + restarts * every_s + 3.0, exit_code=1))
+    return s
+
+
+def test_a_crash_loop_of_30_restarts_in_95_s_is_30_failures_to_the_checkpoint_advice():
+    from neurondesk.core.figures.run_figures import run_figures
+    from neurondesk.core.findings.diagnostics import diagnostics
+
+    s = crash_loop()
+    assert goodput(s).restarts == 30
+    advice = run_figures(s).checkpoint_advice
+    assert advice is not None and advice.failures == 30
+    assert advice.mtbf_s == pytest.approx(s.elapsed_s() / 30, rel=1e-3)
+    assert "30 failures in" in advice.words
+    words = [d.message for d in diagnostics(s) if d.kind == "checkpoint-interval"]
+    assert words in ([], [advice.words])  # the diagnostic, when said, is the figures' own words
