@@ -60,9 +60,10 @@ def cmd_export_sink(args) -> int:
     from neurondesk.core.reduce.state import RunState
     from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.summary_writer import to_json, to_markdown
-    from neurondesk.sinks.base import SinkError, why
+    from neurondesk.sinks.base import SinkError, scrub_end, scrub_info, sink_secrets, why
     from neurondesk.sinks.choose import make_sinks
     from neurondesk.sinks.frames import FrameTaker, replayed_frames, run_info
+    from neurondesk.sinks.redact import argv_secrets
     from neurondesk.store.journal import iter_journal
     from neurondesk.store.rundir import SUMMARY_JSON, SUMMARY_MD, RunPaths
 
@@ -80,12 +81,13 @@ def cmd_export_sink(args) -> int:
         from neurondesk.recorder.sink_desk import report_html
 
         artifacts["report.html"] = report_html(state, folder)
-        end = taker.end(state, state.last_t, artifacts)
-        sink.open(run_info(state))
+        end, info = taker.end(state, state.last_t, artifacts), run_info(state)
+        secrets = sink_secrets(sink, info)  # no secret of the environment or the command line sent
+        sink.open(scrub_info(info, secrets))
         sink.write([*frames, end.frame])  # the last: summary.json's figures
-        look = sink.close(end)
+        look = sink.close(scrub_end(end, secrets))
     except Exception as exc:  # noqa: BLE001 - the tool's own error, in one line
-        die(f"export to {args.format} {sink.where}: {why(exc, sink.secrets)}", 1)
+        die(f"export to {args.format} {sink.where}: {why(exc, sink.secrets + argv_secrets(state.command))}", 1)
     skipped = f"; {len(problems)} journal line(s) skipped" if problems else ""
     sys.stderr.write(f"neurondesk: {len(frames) + 1} frames of {folder} written to {args.format} "
                      f"{sink.where}{skipped}; {look}\n")
