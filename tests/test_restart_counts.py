@@ -93,3 +93,13 @@ def test_a_crash_loop_of_30_restarts_in_95_s_is_30_failures_to_the_checkpoint_ad
     assert "30 failures in" in advice.words
     words = [d.message for d in diagnostics(s) if d.kind == "checkpoint-interval"]
     assert words in ([], [advice.words])  # the diagnostic, when said, is the figures' own words
+
+
+@pytest.mark.parametrize("rank,value", [("3", 3), ("²", None), ("", None)])
+def test_the_probes_checkpoint_rank_is_ascii_digits_or_none(monkeypatch, rank, value):
+    """RANK=² made int() raise in every checkpoint message (the hook then turned itself off)."""
+    monkeypatch.syspath_prepend(str(REPO / "neurondesk" / "probe" / "bootstrap"))
+    from _neurondesk_probe import checkpoints
+
+    monkeypatch.setenv("RANK", rank)
+    assert checkpoints._rank() == value
