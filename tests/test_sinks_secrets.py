@@ -7,7 +7,6 @@ which another user may own) neurondesk refuses in one line, the run goes on and 
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
@@ -75,39 +74,48 @@ def _user(name: str) -> pwd.struct_passwd:
 
 
 READ_ONLY = Path("/proc/sys")  # a folder that exists and that even root cannot write (procfs)
+JOURNAL = REPO / "tests" / "data" / "journals" / "plain"
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
-                    reason="needs root and useradd to make a real other user")
-@pytest.mark.parametrize("where", ["read-only folder", "path through a file"])
-def test_an_unwritable_wandb_dir_is_refused_not_left_to_fall_back_to_another_users_folder(tmp_path, where):
-    """The planted folder is owned by a real other user (0777, made first, as on a shared /tmp); this
-    user's WANDB_DIR is an existing folder it cannot write (W&B then falls back to TMPDIR/wandb: the planted
-    one), or a path that cannot be made. The test runs as root (the interpreter lives under /root): the
-    unwritable folder is one even root cannot write."""
-    if where == "read-only folder" and (not READ_ONLY.is_dir() or os.access(READ_ONLY, os.W_OK)):
-        pytest.skip(f"{READ_ONLY} is writable here: no folder root cannot write")
+def _planted(tmp_path) -> tuple[Path, Path]:
+    """(TMPDIR: 1777, as /tmp is; its ``wandb`` folder, made first by a real other user, 0777)."""
     other = _user("nd-sinks-other")
-    shared = tmp_path / "tmp"  # the temporary folder (TMPDIR): 1777, as /tmp is
+    shared = tmp_path / "tmp"
     shared.mkdir()
     shared.chmod(0o1777)
     planted = shared / "wandb"
     planted.mkdir()
     os.chown(planted, other.pw_uid, other.pw_gid)
     planted.chmod(0o777)
+    return shared, planted
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
+                    reason="needs root and useradd to make a real other user")
+@pytest.mark.parametrize("where", ["read-only folder", "path through a file"])
+@pytest.mark.parametrize("how", ["run", "export"])
+def test_an_unwritable_wandb_dir_is_refused_not_left_to_fall_back_to_another_users_folder(tmp_path, where, how):
+    """The planted folder is owned by a real other user (0777, made first, as on a shared /tmp); this
+    user's WANDB_DIR is an existing folder it cannot write (W&B then falls back to TMPDIR/wandb: the planted
+    one), or a path that cannot be made. The test runs as root (the interpreter lives under /root): the
+    unwritable folder is one even root cannot write. `run` refuses before anything runs; `export` (the
+    sink itself, at its open) refuses in one line too."""
+    if where == "read-only folder" and (not READ_ONLY.is_dir() or os.access(READ_ONLY, os.W_OK)):
+        pytest.skip(f"{READ_ONLY} is writable here: no folder root cannot write")
+    shared, planted = _planted(tmp_path)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the user thought a folder was\n")
     wandb_dir = READ_ONLY if where == "read-only folder" else blocker / "wandb"
     env = base_env(tmp_path) | {"TMPDIR": str(shared), "WANDB_DIR": str(wandb_dir), "WANDB_MODE": "offline"}
-    run_dir = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
-                        "--wandb", "shared-test", "--", sys.executable, str(STEPS), "3", "0", str(tmp_path / "done"),
-                        "--hf-token", ARG_TOKEN], capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S,
-                       env=env, cwd=REPO)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert (tmp_path / "done").exists()  # the training ran to its end
-    assert list(planted.iterdir()) == []  # nothing of the run in the other user's folder
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    said = [e["message"] for e in events if e.get("kind") == "notice" and e.get("source") == "sinks"]
-    assert len(said) == 1 and f"WANDB_DIR {wandb_dir} cannot be written by this user" in said[0], said
-    assert "set WANDB_DIR to a folder of yours" in said[0]
+    if how == "run":
+        args = ["run", "--headless", "--run-dir", str(tmp_path / "run"), "--wandb", "shared-test", "--",
+                sys.executable, str(STEPS), "3", "0", str(tmp_path / "done"), "--hf-token", ARG_TOKEN]
+    else:
+        args = ["export", str(JOURNAL), "--format", "wandb", "-o", "shared-test"]
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", *args], capture_output=True, text=True,
+                       timeout=REAL_RUN_TIMEOUT_S, env=env, cwd=REPO)
+    assert list(planted.iterdir()) == []  # nothing in the other user's folder
+    assert (p.returncode, p.stderr.count("\n")) == ((2, 1) if how == "run" else (1, 1)), p.stderr[-3000:]
+    assert f"WANDB_DIR {wandb_dir} cannot be written by this user" in p.stderr
+    assert "set WANDB_DIR to a folder of yours" in p.stderr
+    assert not (tmp_path / "done").exists()  # refused before the workload started (run), none (export)

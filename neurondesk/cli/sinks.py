@@ -28,6 +28,13 @@ def add_sink_options(p: argparse.ArgumentParser) -> None:
                    help="log the run to Weights & Biases: offline (wandb sync later) unless logged in")
 
 
+def _wandb_dir(env: dict[str, str]):
+    """WANDB_DIR, to be refused before the run when it cannot be written (W&B would fall back to /tmp/wandb)."""
+    from pathlib import Path
+
+    return Path(env["WANDB_DIR"]) if env.get("WANDB_DIR") else None
+
+
 def sink_options(args, env: dict[str, str] | None = None) -> dict:
     """RunOptions fields; a sink that cannot be had (library missing, W&B refusal) ends here, in one line."""
     from neurondesk.sinks.base import SinkError
@@ -41,7 +48,7 @@ def sink_options(args, env: dict[str, str] | None = None) -> dict:
         chosen["mlflow"] = ""
     for kind, value in chosen.items():
         if value is not None:
-            why = missing_library(kind) or (refusal(env) if kind == "wandb" else None)
+            why = missing_library(kind) or (refusal(env, _wandb_dir(env)) if kind == "wandb" else None)
             if why:
                 die(why)
     if chosen["mlflow"] is not None:  # every URI MLflow takes, made absolute here, or refused before the run

@@ -47,7 +47,10 @@ class Sink(Protocol):
 
 
 def why(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
-    """A tool's exception in one line, without credentials (redacted before it is cut: no half secret)."""
+    """A tool's exception in one line, without credentials (redacted before it is cut: no half secret);
+    a SinkError is neurondesk's own line (what and what to do), whole."""
+    if isinstance(exc, SinkError):
+        return redact(str(exc), secrets)
     text = redact(str(exc), secrets).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 

@@ -15,7 +15,8 @@ neurondesk's own run beside it (same project, ``job_type`` neurondesk, grouped b
 
 Never a folder the user did not point at: W&B falls back to the system's temporary folder (``/tmp/wandb``)
 when its folder cannot be written, and that folder may be another user's (made first, mode 0777). A
-``WANDB_DIR`` (or run folder) this user cannot write is refused in one line instead. Never a secret: W&B's
+``WANDB_DIR`` this user cannot write is refused in one line before the run (cli/sinks.py), and a folder
+that cannot be written when the sink opens is this sink's one failure line, never W&B's fallback. Never a secret: W&B's
 own metadata (the recorder's argv, where the workload's command line stands, ``--hf-token X`` and all) is
 not collected (``x_disable_meta``), and the config and artifacts it gets are scrubbed (sinks/base.py).
 """
@@ -40,9 +41,9 @@ def refusal(env: dict[str, str], folder: Path | None = None) -> str | None:
                 "or run without --wandb")
     if folder is not None and not writable(folder):
         named = "WANDB_DIR" if env.get("WANDB_DIR") else "the run folder"
-        return (f"--wandb: {named} {folder} cannot be written by this user, and W&B would then write the run "
-                "(its command line included) to the shared temporary folder (/tmp/wandb), which another user may "
-                "own: set WANDB_DIR to a folder of yours, or run without --wandb")
+        return (f"--wandb: {named} {folder} cannot be written by this user (W&B would write the run to the "
+                "shared temporary folder instead, /tmp/wandb, which another user may own): set WANDB_DIR to a "
+                "folder of yours, or run without --wandb")
     return None
 
 
@@ -60,10 +61,11 @@ class WandbSink:
     name = "wandb"
 
     def __init__(self, project: str, env: dict[str, str], run_dir: Path) -> None:
-        self.dir = Path(env.get("WANDB_DIR") or run_dir)
-        why = refusal(env, self.dir)
+        why = refusal(env)  # (the folder is checked by the command line before the run, and at open)
         if why:
             raise SinkError(why)
+        self.dir = Path(env.get("WANDB_DIR") or run_dir)
+        self.named = "WANDB_DIR" if env.get("WANDB_DIR") else "the run folder"
         self.project = project
         self.mode = env.get("WANDB_MODE") or ("online" if env.get("WANDB_API_KEY") else "offline")
         self.group = env.get("WANDB_RUN_GROUP") or None
@@ -74,9 +76,9 @@ class WandbSink:
     def open(self, info: RunInfo) -> None:
         import wandb
 
+        if not writable(self.dir):  # never W&B's fallback to the shared /tmp/wandb (this sink alone is refused)
+            raise SinkError(refusal({"WANDB_DIR": str(self.dir)} if self.named == "WANDB_DIR" else {}, self.dir))
         self.dir.mkdir(parents=True, exist_ok=True)
-        if not writable(self.dir):  # changed since the start: never W&B's fallback to /tmp/wandb
-            raise SinkError(refusal({"WANDB_DIR": str(self.dir)}, self.dir))
         # x_disable_meta: no wandb-metadata.json (the argv, where the workload's command and its secrets stand)
         settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True, silent=True,
                                   save_code=False)
