@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -65,21 +66,27 @@ def test_no_secret_of_the_command_line_or_the_environment_reaches_any_sink(tmp_p
 
 
 # ---------------------------------------------------------------- a folder shared with another user
-def _user(name: str) -> pwd.struct_passwd:
+@pytest.fixture
+def other_user():
+    """A real other user (useradd, removed after): the owner of the planted folder."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("making a real other user needs root and useradd")
+    name = f"nds{uuid.uuid4().hex[:8]}"
+    p = subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"useradd refused: {p.stderr.strip()}")
     try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
+        yield pwd.getpwnam(name)
+    finally:  # it runs nothing: userdel goes through (6: already gone)
+        assert subprocess.run(["userdel", name], capture_output=True).returncode in (0, 6)
 
 
 READ_ONLY = Path("/proc/sys")  # a folder that exists and that even root cannot write (procfs)
 JOURNAL = REPO / "tests" / "data" / "journals" / "plain"
 
 
-def _planted(tmp_path) -> tuple[Path, Path]:
+def _planted(tmp_path, other: pwd.struct_passwd) -> tuple[Path, Path]:
     """(TMPDIR: 1777, as /tmp is; its ``wandb`` folder, made first by a real other user, 0777)."""
-    other = _user("nd-sinks-other")
     shared = tmp_path / "tmp"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -90,11 +97,10 @@ def _planted(tmp_path) -> tuple[Path, Path]:
     return shared, planted
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
-                    reason="needs root and useradd to make a real other user")
 @pytest.mark.parametrize("where", ["read-only folder", "path through a file"])
 @pytest.mark.parametrize("how", ["run", "export"])
-def test_an_unwritable_wandb_dir_is_refused_not_left_to_fall_back_to_another_users_folder(tmp_path, where, how):
+def test_an_unwritable_wandb_dir_is_refused_not_left_to_fall_back_to_another_users_folder(tmp_path, other_user,
+                                                                                          where, how):
     """The planted folder is owned by a real other user (0777, made first, as on a shared /tmp); this
     user's WANDB_DIR is an existing folder it cannot write (W&B then falls back to TMPDIR/wandb: the planted
     one), or a path that cannot be made. The test runs as root (the interpreter lives under /root): the
@@ -102,7 +108,7 @@ def test_an_unwritable_wandb_dir_is_refused_not_left_to_fall_back_to_another_use
     sink itself, at its open) refuses in one line too."""
     if where == "read-only folder" and (not READ_ONLY.is_dir() or os.access(READ_ONLY, os.W_OK)):
         pytest.skip(f"{READ_ONLY} is writable here: no folder root cannot write")
-    shared, planted = _planted(tmp_path)
+    shared, planted = _planted(tmp_path, other_user)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the user thought a folder was\n")
     wandb_dir = READ_ONLY if where == "read-only folder" else blocker / "wandb"
