@@ -28,6 +28,13 @@ def add_sink_options(p: argparse.ArgumentParser) -> None:
                    help="log the run to Weights & Biases: offline (wandb sync later) unless logged in")
 
 
+def _wandb_dir(env: dict[str, str]):
+    """WANDB_DIR, to be refused before the run when it cannot be written (W&B would fall back to /tmp/wandb)."""
+    from pathlib import Path
+
+    return Path(env["WANDB_DIR"]) if env.get("WANDB_DIR") else None
+
+
 def sink_options(args, env: dict[str, str] | None = None) -> dict:
     """RunOptions fields; a sink that cannot be had (library missing, W&B refusal) ends here, in one line."""
     from neurondesk.sinks.base import SinkError
@@ -41,7 +48,7 @@ def sink_options(args, env: dict[str, str] | None = None) -> dict:
         chosen["mlflow"] = ""
     for kind, value in chosen.items():
         if value is not None:
-            why = missing_library(kind) or (refusal(env) if kind == "wandb" else None)
+            why = missing_library(kind) or (refusal(env, _wandb_dir(env)) if kind == "wandb" else None)
             if why:
                 die(why)
     if chosen["mlflow"] is not None:  # every URI MLflow takes, made absolute here, or refused before the run
@@ -60,9 +67,10 @@ def cmd_export_sink(args) -> int:
     from neurondesk.core.reduce.state import RunState
     from neurondesk.core.summary.build import run_summary
     from neurondesk.reports.summary_writer import to_json, to_markdown
-    from neurondesk.sinks.base import SinkError, why
+    from neurondesk.sinks.base import SinkError, scrub_end, scrub_info, sink_secrets, why
     from neurondesk.sinks.choose import make_sinks
     from neurondesk.sinks.frames import FrameTaker, replayed_frames, run_info
+    from neurondesk.sinks.redact import argv_secrets
     from neurondesk.store.journal import iter_journal
     from neurondesk.store.rundir import SUMMARY_JSON, SUMMARY_MD, RunPaths
 
@@ -80,12 +88,13 @@ def cmd_export_sink(args) -> int:
         from neurondesk.recorder.sink_desk import report_html
 
         artifacts["report.html"] = report_html(state, folder)
-        end = taker.end(state, state.last_t, artifacts)
-        sink.open(run_info(state))
+        end, info = taker.end(state, state.last_t, artifacts), run_info(state)
+        secrets = sink_secrets(sink, info)  # no secret of the environment or the command line sent
+        sink.open(scrub_info(info, secrets))
         sink.write([*frames, end.frame])  # the last: summary.json's figures
-        look = sink.close(end)
+        look = sink.close(scrub_end(end, secrets))
     except Exception as exc:  # noqa: BLE001 - the tool's own error, in one line
-        die(f"export to {args.format} {sink.where}: {why(exc, sink.secrets)}", 1)
+        die(f"export to {args.format} {sink.where}: {why(exc, sink.secrets + argv_secrets(state.command))}", 1)
     skipped = f"; {len(problems)} journal line(s) skipped" if problems else ""
     sys.stderr.write(f"neurondesk: {len(frames) + 1} frames of {folder} written to {args.format} "
                      f"{sink.where}{skipped}; {look}\n")

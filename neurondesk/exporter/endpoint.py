@@ -1,5 +1,6 @@
 """The OpenMetrics endpoint: a prometheus_client Collector over the last published Snapshot, and
-the HTTP server that serves it (OpenMetrics or the text format, by the scraper's Accept header).
+the HTTP server that serves it (OpenMetrics or the text format, by the scraper's Accept header; its
+connections time out and are capped: exporter/http_server.py).
 
 ``MetricsExporter.publish(state, now)`` is called by the thread that owns the state (at most every
 ``min_interval_s``); scrapes run in the server's threads and read only the published Snapshot.
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -28,6 +29,7 @@ from neurondesk.core.figures.metric_names import EXPORTED
 from neurondesk.core.reduce.state import RunState
 from neurondesk.exporter.goodput import goodput_families
 from neurondesk.exporter.health import health_families
+from neurondesk.exporter.http_server import serve
 from neurondesk.exporter.job import job_families
 from neurondesk.exporter.memory import memory_families
 from neurondesk.exporter.phases import phase_families
@@ -195,8 +197,8 @@ class MetricsExporter:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Binds the port (OSError when it is taken)."""
-        self._server, self._thread = start_http_server(self.addr.port, self.addr.host, registry=self.registry)
+        """Binds the port (OSError when it is taken); connections bounded in time and number (http_server.py)."""
+        self._server, self._thread = serve(self.addr.host, self.addr.port, make_wsgi_app(self.registry))
         if self.addr.port == 0:
             self.addr = MetricsAddr(self.addr.host, self._server.server_address[1])
 

@@ -8,6 +8,8 @@ counted; a failure is said once in one line (``say``), a recovery once more, and
 a bounded time and returns the line that says what was written and what was not. A tool's own error text
 enters neurondesk through ``why`` alone, redacted there (sinks/redact.py: the sink's ``secrets``, user info,
 query strings): nothing downstream (notices, journal, summary, index, streams) can hold a credential.
+What a tool is sent goes through ``scrub_info`` / ``scrub_end`` (``sink_secrets``: the environment's secrets
+the sink knows, and the command line's secret flag values): no param, tag, config or artifact holds one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from neurondesk.sinks.frames import Frame, RunEnd, RunInfo
-from neurondesk.sinks.redact import redact
+from neurondesk.sinks.redact import redact, replace_secrets
 
 QUEUE_MAX = 600  # frames (10 minutes at one a second) while the tool is slow
 BATCH_MAX = 200  # frames written in one call: MLflow's log_batch takes 1,000 metrics
@@ -45,9 +47,31 @@ class Sink(Protocol):
 
 
 def why(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
-    """A tool's exception in one line, without credentials (redacted before it is cut: no half secret)."""
+    """A tool's exception in one line, without credentials (redacted before it is cut: no half secret);
+    a SinkError is neurondesk's own line (what and what to do), whole."""
+    if isinstance(exc, SinkError):
+        return redact(str(exc), secrets)
     text = redact(str(exc), secrets).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+
+
+def sink_secrets(sink: Sink, info: RunInfo) -> tuple[str, ...]:
+    """Every value the sink must never send nor say: its own (the environment's, its URI's) and the command
+    line's (``--hf-token X``), longest first."""
+    return tuple(sorted({*sink.secrets, *info.hidden}, key=len, reverse=True))
+
+
+def scrub_info(info: RunInfo, secrets: tuple[str, ...]) -> RunInfo:
+    """The params and tags as a tool may get them: no secret in any value."""
+    return RunInfo(run_id=info.run_id, params={k: redact(v, secrets) for k, v in info.params.items()},
+                   tags={k: redact(v, secrets) for k, v in info.tags.items()}, hidden=info.hidden)
+
+
+def scrub_end(end: RunEnd, secrets: tuple[str, ...]) -> RunEnd:
+    """The end as a tool may get it: its info scrubbed, each artifact (summary.json, summary.md,
+    report.html: the command is in them) without a secret value (the rest of their text as it is)."""
+    return RunEnd(frame=end.frame, info=scrub_info(end.info, secrets), exit_code=end.exit_code,
+                  compiles=end.compiles, artifacts={k: replace_secrets(v, secrets) for k, v in end.artifacts.items()})
 
 
 class SinkRunner:
@@ -64,6 +88,7 @@ class SinkRunner:
         self._open_at = 0.0
         self._failing: str | None = None
         self.look = ""  # where to look, from the sink's close()
+        self._secrets: tuple[str, ...] = sink.secrets
         self._thread = threading.Thread(target=self._loop, name=f"neurondesk-sink-{sink.name}", daemon=True)
 
     @property
@@ -71,7 +96,8 @@ class SinkRunner:
         return f"{self.sink.name} {self.sink.where}"
 
     def start(self, info: RunInfo) -> None:
-        self._info = info
+        self._secrets = sink_secrets(self.sink, info)
+        self._info = scrub_info(info, self._secrets)
         self._thread.start()
 
     def offer(self, frame: Frame) -> None:
@@ -140,7 +166,7 @@ class SinkRunner:
         try:
             self.sink.open(self._info)
         except Exception as exc:  # noqa: BLE001 - a tool's failure never leaves its thread
-            self._failed(f"cannot open it: {why(exc, self.sink.secrets)}")
+            self._failed(f"cannot open it: {why(exc, self._secrets)}")
             return False
         self._opened = True
         return True
@@ -153,7 +179,7 @@ class SinkRunner:
             self.sink.write(batch)
         except Exception as exc:  # noqa: BLE001
             self.failed += len(batch)
-            self._failed(why(exc, self.sink.secrets))
+            self._failed(why(exc, self._secrets))
             return
         self.sent += len(batch)
         if self._failing:
@@ -166,9 +192,9 @@ class SinkRunner:
         if not self._opened:
             return
         try:
-            self.look = self.sink.close(end)
+            self.look = self.sink.close(scrub_end(end, self._secrets))
         except Exception as exc:  # noqa: BLE001
-            self._failed(f"its end not written: {why(exc, self.sink.secrets)}")
+            self._failed(f"its end not written: {why(exc, self._secrets)}")
 
     def _failed(self, words: str) -> None:
         if self._failing is None:

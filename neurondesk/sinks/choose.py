@@ -33,7 +33,7 @@ def make_sinks(env: dict[str, str], run_dir: Path, tensorboard: str | None = Non
         if kind == "tensorboard":
             from neurondesk.sinks.tensorboard_sink import TensorBoardSink
 
-            sinks.append(TensorBoardSink(value))
+            sinks.append(TensorBoardSink(value, env))
         elif kind == "mlflow":
             from neurondesk.sinks.mlflow_sink import MlflowSink
 

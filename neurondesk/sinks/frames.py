@@ -19,6 +19,7 @@ import msgspec
 from neurondesk.core.figures.metric_names import SINK_PREFIX, SINK_SCALARS
 from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
+from neurondesk.sinks.redact import argv_secrets, redact_argv
 
 PREFIX = SINK_PREFIX
 # (scalar name, RunFigures field) of the figures every sink writes
@@ -65,6 +66,7 @@ class RunInfo(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     params: dict[str, str]  # how it was run: the command, instance type, price, warm-up ...
     tags: dict[str, str]  # what it is: job, node, device, versions (may grow as the run goes)
+    hidden: tuple[str, ...] = ()  # the command line's secret values (redact.argv_secrets): never sent (base.scrub_info)
 
 
 class RunEnd(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,7 +133,7 @@ class FrameTaker:
 def run_info(state: RunState) -> RunInfo:
     """Params from what the run was started with; tags from what it is (as far as seen yet)."""
     run = state.parts.run
-    params = {"command": " ".join(state.command), "instance_type": state.instance_type,
+    params = {"command": " ".join(redact_argv(state.command)), "instance_type": state.instance_type,
               "price_per_hour": state.price_per_hour, "price_source": state.price_source,
               "warmup_steps": state.warmup_steps, "steps_requested": state.steps_requested,
               "target_loss": state.target_loss, "budget_usd": run.budget_usd,
@@ -141,7 +143,8 @@ def run_info(state: RunState) -> RunInfo:
             "nodes": job.nodes, "world_size": job.world_size, "launcher": job.launcher,
             "instance_type": state.instance_type, "device": state.device_kind, "device_name": state.device_name,
             "precision": state.precision or state.config.get("precision"), **versions(state)}
-    return RunInfo(run_id=state.run_id or "", params=_texts(params), tags=_texts(tags))
+    return RunInfo(run_id=state.run_id or "", params=_texts(params), tags=_texts(tags),
+                   hidden=argv_secrets(state.command))
 
 
 def versions(state: RunState) -> dict[str, str]:

@@ -8,7 +8,9 @@ notice, journal line, summary, index row or stream can hold it: user info is dro
 every query string becomes ``?…``, ``password=``/``token=``-like values and ``Bearer``/``Basic`` credentials
 become ``***``, and each value known to be secret (``secret_values``: the URL's password, the environment's
 ``*_PASSWORD``, ``*_TOKEN``, ``*_API_KEY``, ``*_SECRET*`` ...) is replaced wherever it stands, as given or
-percent-encoded. ``shown_url`` is what may be said of a URL; ``basic_auth`` turns a URL's user info into the
+percent-encoded. A command line's secrets are the values of its flags whose name says so (``--hf-token X``,
+``--api-key=Y``, ``--password X``: ``argv_secrets``); ``redact_argv`` is the command as it may be shown.
+``shown_url`` is what may be said of a URL; ``basic_auth`` turns a URL's user info into the
 ``Authorization`` header that urllib (which cannot read user info) sends.
 """
 
@@ -27,6 +29,9 @@ _QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#'\"<>]*)\?[^\s#'\"<>)]*")
 _KEY_VALUE = re.compile(r"(?i)\b(password|passwd|pwd|token|access_token|api[_-]?key|secret|signature|sig)"
                         r"(['\"]?\s*[=:]\s*['\"]?)[^\s&,;'\"<>)]+")
 _SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{8,}")
+_SECRET_FLAG = re.compile(r"(?i)^--?[a-z0-9_.-]*(password|passwd|token|secret|api[_-]?key|access[_-]?key|credential)"
+                          r"[a-z0-9_.-]*$")
+MIN_ARG_SECRET = 3  # a flag's value shorter than this is hidden where it stands, not searched for in other text
 
 
 def secret_values(env: Mapping[str, str] | None = None, urls: Iterable[str | None] = ()) -> tuple[str, ...]:
@@ -44,12 +49,49 @@ def secret_values(env: Mapping[str, str] | None = None, urls: Iterable[str | Non
     return tuple(sorted(found, key=len, reverse=True))
 
 
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without any credential: what may be written anywhere."""
+def _flag_value(argv: list[str], i: int) -> tuple[str | None, bool]:
+    """(the secret value argument ``i`` gives or names, whether it is the next argument)."""
+    flag, eq, value = argv[i].partition("=")
+    if not _SECRET_FLAG.match(flag):
+        return None, False
+    if eq:
+        return value, False
+    nxt = argv[i + 1] if i + 1 < len(argv) else None
+    return (nxt, True) if nxt is not None and not nxt.startswith("-") else (None, False)
+
+
+def argv_secrets(argv: list[str]) -> tuple[str, ...]:
+    """The values a command line gives to its secret flags (``--hf-token X``, ``--api-key=Y``), longest first."""
+    found = {v for i in range(len(argv)) for v, _ in [_flag_value(argv, i)] if v and len(v) >= MIN_ARG_SECRET}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def redact_argv(argv: list[str], secrets: Iterable[str] = ()) -> list[str]:
+    """The command as it may be shown: each secret flag's value ``***`` (``--api-key=***``, ``--hf-token ***``)
+    and every other argument through ``redact`` (a secret of the environment given under another flag)."""
+    out, hide = [], False
+    for i, arg in enumerate(argv):
+        if hide:
+            out.append(HIDDEN)
+            hide = False
+            continue
+        value, hide = _flag_value(argv, i)
+        out.append(f"{arg.partition('=')[0]}={HIDDEN}" if value is not None and not hide else redact(arg, secrets))
+    return out
+
+
+def replace_secrets(text: str, secrets: Iterable[str] = ()) -> str:
+    """Each known secret value in ``text`` (as given or percent-encoded) as ``***``; nothing else changed."""
     for secret in secrets:
         if secret:
             for form in {secret, quote(secret, safe=""), quote(secret)}:
                 text = text.replace(form, HIDDEN)
+    return text
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` without any credential: what may be written anywhere."""
+    text = replace_secrets(text, secrets)
     text = _USERINFO.sub(r"\1", text)
     text = _QUERY.sub(r"\1?…", text)
     text = _KEY_VALUE.sub(rf"\1\2{HIDDEN}", text)

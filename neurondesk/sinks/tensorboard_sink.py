@@ -12,6 +12,7 @@ TensorBoard's own writer makes them (its fast loader, the default ``tensorboard`
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tensorboard.plugins.text.summary_v2 import text_pb
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from neurondesk.sinks.frames import PREFIX, Frame, RunEnd, RunInfo, scalars
+from neurondesk.sinks.redact import secret_values
 
 COMPILES_TAG = PREFIX + "compiles"
 SUFFIX = ".neurondesk"
@@ -29,10 +31,9 @@ SUFFIX = ".neurondesk"
 
 class TensorBoardSink:
     name = "tensorboard"
-    secrets: tuple[str, ...] = ()  # a folder: nothing secret
-
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, env: dict[str, str] | None = None) -> None:
         self.folder = Path(folder)
+        self.secrets = secret_values({**os.environ, **(env or {})})  # HF_TOKEN ...: never in the event file
         self.where = str(folder)
         self._writer: EventFileWriter | None = None
 

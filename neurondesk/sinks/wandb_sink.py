@@ -12,6 +12,13 @@ script (or its launcher) has chosen its W&B run, and two writers of one run id c
 writes a history of its own for the same steps). The sink refuses then, in one line
 (``SinkError``): the workload's run is left alone; run without ``--wandb``, or unset WANDB_RUN_ID for
 neurondesk's own run beside it (same project, ``job_type`` neurondesk, grouped by WANDB_RUN_GROUP).
+
+Never a folder the user did not point at: W&B falls back to the system's temporary folder (``/tmp/wandb``)
+when its folder cannot be written, and that folder may be another user's (made first, mode 0777). A
+``WANDB_DIR`` this user cannot write is refused in one line before the run (cli/sinks.py), and a folder
+that cannot be written when the sink opens is this sink's one failure line, never W&B's fallback. Never a secret: W&B's
+own metadata (the recorder's argv, where the workload's command line stands, ``--hf-token X`` and all) is
+not collected (``x_disable_meta``), and the config and artifacts it gets are scrubbed (sinks/base.py).
 """
 
 from __future__ import annotations
@@ -26,25 +33,41 @@ from neurondesk.sinks.redact import secret_values
 COMPILE_COLUMNS = ["index", "step", "cause", "reason", "location", "duration_s", "status", "recompile", "source"]
 
 
-def refusal(env: dict[str, str]) -> str | None:
-    """Why neurondesk opens no W&B run for this workload (one line), or None."""
+def refusal(env: dict[str, str], folder: Path | None = None) -> str | None:
+    """Why neurondesk opens no W&B run for this workload (one line), or None. ``folder``: where its files go."""
     if env.get("WANDB_RUN_ID"):
         return (f"--wandb: the workload's environment names its own W&B run (WANDB_RUN_ID={env['WANDB_RUN_ID'][:40]}); "
                 "neurondesk opens no second run for it: unset WANDB_RUN_ID for neurondesk's run beside it, "
                 "or run without --wandb")
+    if folder is not None and not writable(folder):
+        named = "WANDB_DIR" if env.get("WANDB_DIR") else "the run folder"
+        return (f"--wandb: {named} {folder} cannot be written by this user (W&B would write the run to the "
+                "shared temporary folder instead, /tmp/wandb, which another user may own): set WANDB_DIR to a "
+                "folder of yours, or run without --wandb")
     return None
+
+
+def writable(folder: Path) -> bool:
+    """``folder`` can be made and written by this user: itself, or the nearest folder above it that exists."""
+    path = folder.absolute()
+    while not path.exists():
+        if path.parent == path:
+            return False
+        path = path.parent
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK | os.R_OK)
 
 
 class WandbSink:
     name = "wandb"
 
     def __init__(self, project: str, env: dict[str, str], run_dir: Path) -> None:
-        why = refusal(env)
+        why = refusal(env)  # (the folder is checked by the command line before the run, and at open)
         if why:
             raise SinkError(why)
+        self.dir = Path(env.get("WANDB_DIR") or run_dir)
+        self.named = "WANDB_DIR" if env.get("WANDB_DIR") else "the run folder"
         self.project = project
         self.mode = env.get("WANDB_MODE") or ("online" if env.get("WANDB_API_KEY") else "offline")
-        self.dir = Path(env.get("WANDB_DIR") or run_dir)
         self.group = env.get("WANDB_RUN_GROUP") or None
         self.where = f"{project} ({self.mode})"
         self.secrets = secret_values({**os.environ, **env})  # WANDB_API_KEY: never in what the sink says
@@ -53,8 +76,12 @@ class WandbSink:
     def open(self, info: RunInfo) -> None:
         import wandb
 
+        if not writable(self.dir):  # never W&B's fallback to the shared /tmp/wandb (this sink alone is refused)
+            raise SinkError(refusal({"WANDB_DIR": str(self.dir)} if self.named == "WANDB_DIR" else {}, self.dir))
         self.dir.mkdir(parents=True, exist_ok=True)
-        settings = wandb.Settings(console="off", x_disable_stats=True, silent=True, save_code=False)
+        # x_disable_meta: no wandb-metadata.json (the argv, where the workload's command and its secrets stand)
+        settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True, silent=True,
+                                  save_code=False)
         self._run = wandb.init(project=self.project, name=info.run_id or None, mode=self.mode, dir=str(self.dir),
                                group=self.group, job_type="neurondesk", config={**info.params, **info.tags},
                                settings=settings, reinit="create_new")

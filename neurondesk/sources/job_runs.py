@@ -7,7 +7,10 @@ different job ids are refused unless ``job`` names the one to take (the others a
 said). One node given twice is one of two things: under a named job (--job, torchrun's --rdzv-id, a SLURM
 job id) a relaunch of the job (a requeue, the same --job run again): its runs are that node's attempts, the
 latest its run and the earlier ones kept for the job's goodput (core/job/job_goodput.py); under no job id,
-refused: a job's data is never mixed with another run's.
+refused: a job's data is never mixed with another run's. A relaunch comes after the run before it: a node's
+runs whose lifetimes overlap (two runs started at once with the same --job) are concurrent runs, each the
+node's run in its own right (no restart between them, no steps lost), the node's seconds counted once
+(``NodeRun.share``: each run's part of the time the node's runs spanned together).
 """
 
 from __future__ import annotations
@@ -81,12 +84,12 @@ def gather(args: list[Path], job: str | None = None, target_loss: float | None =
         by_job.setdefault(item[2].job.job_id if item[2].job else "", []).append(item)
     chosen = _choose(by_job, job, notes)
     items = by_job[chosen]
-    items, earlier = _attempts(items, chosen, notes)
+    items, earlier, shares = _attempts(items, chosen, notes)
     if chosen == "" and len(items) > 1:
         notes.append("these runs name no job id (no --job, no torchrun --rdzv-id, no SLURM job): merged because "
                      "they were given together; give `--job ID` to each node's `neurondesk run` next time")
     runs = [NodeRun(run_dir=str(d), summary=s, end=first_failure(state), started_t=state.started_t,
-                    earlier=earlier.get(str(d), []))
+                    earlier=earlier.get(str(d), []), share=shares.get(str(d), 1.0))
             for d, state, s in items]
     return JobRuns(job_id=chosen, runs=runs, states=[state for _, state, _ in items] if keep_states else [], notes=notes)
 
@@ -110,16 +113,46 @@ def _choose(by_job: dict[str, list], job: str | None, notes: list[str]) -> str:
     return next(iter(by_job))
 
 
-def _attempts(items: list, job: str, notes: list[str]) -> tuple[list, dict[str, list]]:
-    """(each node's latest run, {its folder: the node's earlier runs' summaries, oldest first}); two runs of
-    a node under no job id are refused."""
+def _span(item) -> tuple[float, float] | None:
+    """(start, end) of a run on its node's clock; None when its start or length is not known."""
+    _, state, s = item
+    if state.started_t is None or s.elapsed_s is None:
+        return None
+    return state.started_t, state.started_t + max(0.0, s.elapsed_s)
+
+
+def concurrent_share(spans: list[tuple[float, float]]) -> float | None:
+    """The part of its length each run is billed when some of ``spans`` (sorted by start) overlap: the
+    time they covered together over the sum of their lengths; None when none overlaps another."""
+    covered, total, end, overlap = 0.0, 0.0, float("-inf"), False
+    for start, stop in spans:
+        total += stop - start
+        overlap = overlap or start < end
+        covered += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return (covered / total if total > 0 else 1.0) if overlap else None
+
+
+def _attempts(items: list, job: str, notes: list[str]) -> tuple[list, dict[str, list], dict[str, float]]:
+    """(each node's run: its latest, or every one of runs that overlap; {its folder: the node's earlier runs'
+    summaries, oldest first}; {folder: its share of the node's seconds}, for concurrent runs); two runs
+    of a node under no job id are refused."""
     by_node: dict[str, list] = {}
     for item in items:
         d, state, s = item
         by_node.setdefault(s.job.node if s.job else (s.run_id or str(d)), []).append(item)
-    latest, earlier = [], {}
+    latest, earlier, shares = [], {}, {}
     for node, same in sorted(by_node.items()):
         same.sort(key=lambda x: x[1].started_t if x[1].started_t is not None else float("-inf"))
+        spans = [_span(x) for x in same]
+        share = concurrent_share(spans) if len(same) > 1 and job and None not in spans else None
+        if share is not None:  # started at once (same --job): concurrent runs, never a relaunch
+            latest += same
+            shares |= {str(d): share for d, _, _ in same}
+            notes.append(f"node {node!r} has {len(same)} runs of job {job!r} whose lifetimes overlap: concurrent "
+                         "runs, not relaunches (no restart between them); the node's seconds are counted once, "
+                         "shared between them")
+            continue
         latest.append(same[-1])
         if len(same) > 1 and job:
             earlier[str(same[-1][0])] = [s for _, _, s in same[:-1]]
@@ -131,4 +164,4 @@ def _attempts(items: list, job: str, notes: list[str]) -> tuple[list, dict[str, 
             raise JobRunsError(f"node {node!r} has {len(same)} runs among the folders given ({where}): a job summary "
                                "takes one run a node under no job id; give the one you mean, or run each attempt "
                                "with the same --job (its relaunches are then the job's attempts)")
-    return latest, earlier
+    return latest, earlier, shares

@@ -38,12 +38,17 @@ class JobIdentity(msgspec.Struct, frozen=True, kw_only=True):
     problems: list[str] = []  # launch variables that disagree or are out of range, one line each
 
 
-def _int(env: dict[str, str], name: str, top: int) -> int | None:
-    text = env.get(name, "")
-    if not text.isdigit() or len(text) > 7:
+def whole_number(text: str, digits: int = 7) -> int | None:
+    """``text`` as a count: ASCII digits only, at most ``digits`` of them, else None. (``str.isdigit``
+    alone takes '²' or '١', which ``int`` refuses or reads as another number.)"""
+    if not (text.isascii() and text.isdigit()) or len(text) > digits:
         return None
-    value = int(text)
-    return value if value <= top else None
+    return int(text)
+
+
+def _int(env: dict[str, str], name: str, top: int) -> int | None:
+    value = whole_number(env.get(name, ""))
+    return value if value is not None and value <= top else None
 
 
 def identify(env: dict[str, str], host: str, job_flag: str | None = None, node_flag: str | None = None,

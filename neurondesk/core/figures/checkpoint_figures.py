@@ -39,10 +39,12 @@ def age_text(s: float) -> str:
     return f"{s / 3600:.1f} h ago"
 
 
-def checkpoint_figures(ck: CheckpointReducer, elapsed_s: float, clock: float | None) -> CheckpointFigures:
-    """``clock``: the figures' time (the last last event's, or now) for the last checkpoint's age."""
+def checkpoint_figures(ck: CheckpointReducer, elapsed_s: float, clock: float | None,
+                       restarts: int = 0) -> CheckpointFigures:
+    """``clock``: the figures' time (the last last event's, or now) for the last checkpoint's age;
+    ``restarts``: the job's (the advice counts each one a failure)."""
     if not ck.rank_saves and not ck.rank_loads:
-        return CheckpointFigures(advice=checkpoint_advice(ck, elapsed_s))
+        return CheckpointFigures(advice=checkpoint_advice(ck, elapsed_s, restarts))
     last = None
     if ck.last_save_step is not None and ck.last_save_t is not None:
         last = f"step {ck.last_save_step}"
@@ -76,5 +78,5 @@ def checkpoint_figures(ck: CheckpointReducer, elapsed_s: float, clock: float | N
         last=last,
         words="; ".join(parts),
         interval_s=ck.interval_s,
-        advice=checkpoint_advice(ck, elapsed_s),
+        advice=checkpoint_advice(ck, elapsed_s, restarts),
     )

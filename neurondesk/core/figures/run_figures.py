@@ -157,7 +157,8 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
                         compile_s, state.steps_requested)
     util = mfu_for_state(state, peaks)
     phases = step_phases_by_rank(state)
-    ck = checkpoint_figures(state.parts.checkpoints, elapsed, now if now is not None else state.last_t)
+    ck = checkpoint_figures(state.parts.checkpoints, elapsed, now if now is not None else state.last_t,
+                            state.parts.attempts.restarts)
     return RunFigures(
         at_t=now,
         elapsed_s=elapsed,

@@ -4,7 +4,9 @@ Young/Daly: with a save costing ``δ`` seconds and a mean time between failures 
 that minimises the expected loss (the saves' own time, plus the work redone after a failure: half an
 interval on average) is about ``sqrt(2 δ M)``; the loss at interval ``τ`` is about ``δ/τ + τ/(2M)`` of
 the job. The failure rate is this job's own: its disruptions (core/reduce/checkpoints.py: process
-failures, those within a minute of one another as one) over its wall time. Said when the run's own
+failures, those within a minute of one another as one) over its wall time, and never fewer than its
+restarts: a crash loop restarting every 3 s is one chain of failures to the checkpoint reducer's minute,
+but each restart redid the work since the last save. Said when the run's own
 interval (the mean time between its saves' starts) is off by more than OFF_BY from it; with no failure
 seen there is no rate to base it on, and nothing is said.
 """
@@ -53,25 +55,27 @@ def _dur(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def checkpoint_advice(ckpt: CheckpointReducer, elapsed_s: float) -> CheckpointAdvice | None:
-    """None: no failure seen, fewer than two saves, or nothing to measure an interval on."""
+def checkpoint_advice(ckpt: CheckpointReducer, elapsed_s: float, restarts: int = 0) -> CheckpointAdvice | None:
+    """None: no failure seen, fewer than two saves, or nothing to measure an interval on. ``restarts``:
+    the job's restarts (core/reduce/attempts.py), each one failure at least."""
     interval = ckpt.interval_s
-    if ckpt.failures < 1 or ckpt.saves < 2 or interval is None or interval <= 0 or elapsed_s <= 0:
+    failures = max(ckpt.failures, restarts)
+    if failures < 1 or ckpt.saves < 2 or interval is None or interval <= 0 or elapsed_s <= 0:
         return None
     cost = ckpt.save_s / ckpt.saves  # a job checkpoint's mean blocking seconds
     if cost <= 0:
         return None
-    mtbf = elapsed_s / ckpt.failures
+    mtbf = elapsed_s / failures
     best = young_daly_s(cost, mtbf)
     off = interval > OFF_BY * best or interval * OFF_BY < best
     now, at_best = expected_loss(interval, cost, mtbf), expected_loss(best, cost, mtbf)
-    fails = f"{ckpt.failures} failure{'s' if ckpt.failures != 1 else ''} in {_dur(elapsed_s)}"
+    fails = f"{failures} failure{'s' if failures != 1 else ''} in {_dur(elapsed_s)}"
     words = (f"checkpoints every {_dur(interval)} ({_dur(cost)} each) with {fails} (MTBF {_dur(mtbf)}): "
              f"Young/Daly's interval is sqrt(2 x {_dur(cost)} x {_dur(mtbf)}) = {_dur(best)}")
     if off:
         more = "more" if interval > best else "less"
         words += (f"; checkpoint {more} often, about every {_dur(best)}: the saves and the work redone after a "
                   f"failure would cost about {at_best * 100:.0f}% of the job instead of {now * 100:.0f}%")
-    return CheckpointAdvice(save_cost_s=round(cost, 6), failures=ckpt.failures, mtbf_s=round(mtbf, 3),
+    return CheckpointAdvice(save_cost_s=round(cost, 6), failures=failures, mtbf_s=round(mtbf, 3),
                             interval_s=round(interval, 3), best_interval_s=round(best, 3), loss_now=round(now, 6),
                             loss_best=round(at_best, 6), off=off, words=words)

@@ -86,7 +86,7 @@ def neff_sources(state: RunState) -> Diagnostic | None:
 def checkpoint_interval(state: RunState) -> Diagnostic | None:
     """The run checkpoints far more or less often than Young/Daly's interval for its save cost and
     failure rate (core/findings/checkpoint_advice.py); None when it is close, or nothing to base it on."""
-    advice = checkpoint_advice(state.parts.checkpoints, state.elapsed_s())
+    advice = checkpoint_advice(state.parts.checkpoints, state.elapsed_s(), state.parts.attempts.restarts)
     return Diagnostic(kind="checkpoint-interval", message=advice.words) if advice is not None and advice.off else None
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from neurondesk.core.figures.goodput import Goodput
 from neurondesk.core.figures.run_figures import RunFigures
 from neurondesk.core.findings.run_end import RunEnd
 from neurondesk.core.job.culprit import culprit, slow_collective, wait_share
@@ -40,6 +41,7 @@ class NodeRun(msgspec.Struct, frozen=True, kw_only=True):
     end: RunEnd | None = None
     started_t: float | None = None  # the run's start on its clock (epoch seconds)
     earlier: list[Summary] = []  # the node's earlier runs of the job (relaunches with the same job id), oldest first
+    share: float = 1.0  # its part of its node's seconds: runs of one node that overlap in time split them
 
 
 class JobNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -290,8 +292,17 @@ def job_summary(runs: Sequence[NodeRun]) -> JobSummary:
             others_wait_s=coll.others_wait_s),
         compile_slowest_node=compile_node.node if compile_node and compile_node.compile_total_s > 0 else None,
         first_failure=failure, problems=_problems(nodes, order, expected),
-        goodput=job_goodput([(node.node, [*(x.goodput for x in n.earlier), n.summary.goodput])
+        goodput=job_goodput([(node.node, [*(x.goodput for x in n.earlier), shared(n.summary.goodput, n.share)])
                              for n, node in zip(order, nodes, strict=True)]))
+
+
+def shared(g: Goodput | None, share: float) -> Goodput | None:
+    """A run's goodput seconds as its part of its node's (``NodeRun.share``): concurrent runs on one node
+    bill the node's seconds once between them, so the job's node-seconds are not counted twice."""
+    if g is None or share >= 1.0:
+        return g
+    return msgspec.structs.replace(g, productive_s=round(g.productive_s * share, 3), wall_s=round(g.wall_s * share, 3),
+                                   badput={k: round(v * share, 3) for k, v in g.badput.items()})
 
 
 class JobSummaryError(ValueError):

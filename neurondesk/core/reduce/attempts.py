@@ -29,6 +29,7 @@ from operator import add, sub
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.attempt_events import StepResumed
+from neurondesk.core.events.job_identity import whole_number
 from neurondesk.core.node.failure_cause import first_cause
 
 KEEP = 32  # attempts kept in full (the last ones)
@@ -160,10 +161,10 @@ class AttemptReducer:
         return a is not None and a < self.number
 
     def on_run_started(self, e: ev.RunStarted) -> None:
-        self.base = _count(e.launch_env)
+        self.base = self._count(e.launch_env)
 
     def on_process_attached(self, e: ev.ProcessAttached) -> None:
-        said = _count(e.launch_env)
+        said = self._count(e.launch_env)
         cur = self.current
         held = cur is not None and e.rank is not None and cur.ranks.get(e.rank, e.pid) != e.pid
         if said is None:
@@ -216,8 +217,22 @@ class AttemptReducer:
         return None
 
     def _problem(self, words: str) -> None:
-        if len(self.problems) < 8:
+        if len(self.problems) < 8 and words not in self.problems:
             self.problems.append(words)
+
+    def _count(self, env: dict[str, str]) -> int | None:
+        """The launcher's restart count; one that is not a whole number is refused in one line (and the
+        attempt is told as without a count)."""
+        for name in RESTART_VARS:
+            text = env.get(name)
+            if text is None:
+                continue
+            count = whole_number(text)
+            if count is not None:
+                return count
+            self._problem(f"{name}={text[:20]!r} is not a whole number (digits 0-9, at most 7): "
+                          f"the restart count ignored; check what sets it")
+        return None
 
     # ------------------------------------------------------------------ steps
     def on_step_resumed(self, e: StepResumed) -> None:
@@ -308,10 +323,3 @@ class AttemptReducer:
         kept = self.attempts
         return [(a, b, lost_between(a, b)) for a, b in zip(kept, kept[1:], strict=False)]
 
-
-def _count(env: dict[str, str]) -> int | None:
-    for name in RESTART_VARS:
-        text = env.get(name, "")
-        if text.isdigit() and len(text) <= 7:
-            return int(text)
-    return None

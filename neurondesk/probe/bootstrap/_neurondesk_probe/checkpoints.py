@@ -10,7 +10,8 @@ Only the outermost call counts: the torch.save calls inside a DCP save, a Lightn
 checkpoint (on its own thread, on DCP's writer threads, on async_save's background thread) are
 its own time, never a second save. Sizes come from os.stat after the call (a folder: its entries'
 sizes); the user's file is never opened. The call's result and its exception are the user's, unchanged:
-a save that raises is sent as a failed one and the same exception goes on. The blocking time of a
+a save that raises is sent as a failed one and the same exception goes on, its traceback without a
+frame of ours (_drop_our_frame). The blocking time of a
 save on the training thread is left out of the step it falls in (steps.py ``ckpt_s``): it is
 checkpoint time, not training time.
 """
@@ -61,7 +62,7 @@ def _size(path: str | None, rank: int | None = None) -> int | None:
 
 def _rank() -> int | None:
     rank = os.environ.get("RANK", "")
-    return int(rank) if rank.isdigit() else None
+    return int(rank) if rank.isascii() and rank.isdigit() and len(rank) <= 7 else None  # '²' is a digit to isdigit
 
 
 class CheckpointHooks:
@@ -126,7 +127,11 @@ class CheckpointHooks:
 
         def call(*args, **kwargs):
             if _state.is_compiling() or probe.disabled or "checkpoint" in probe.off or not hooks.outer():
-                return real(*args, **kwargs)
+                try:
+                    return real(*args, **kwargs)
+                except BaseException as exc:
+                    _drop_our_frame(exc)
+                    raise  # a bare raise adds no frame: the user's traceback is theirs alone
             hooks.local.depth = getattr(hooks.local, "depth", 0) + 1
             with hooks.lock:
                 hooks.active += 1
@@ -136,6 +141,7 @@ class CheckpointHooks:
             except BaseException as exc:
                 hooks.local.depth -= 1
                 probe.guarded(hooks.ended, op, api, t0, step, None, exc, False, hook="checkpoint")
+                _drop_our_frame(exc)
                 raise
             hooks.local.depth -= 1
             probe.guarded(hooks.ended, op, api, t0, step, (size, args, kwargs), None, is_async, hook="checkpoint")
@@ -205,6 +211,15 @@ class CheckpointHooks:
         if pending:
             msg["pending"] = True
         self.probe.send(msg)
+
+
+def _drop_our_frame(exc: BaseException) -> None:
+    """Take this module's frame off the head of the exception's traceback: re-raised with a bare
+    ``raise`` (which adds none), the user's uncaught traceback is what it is without neurondesk."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_globals is globals():
+        tb = tb.tb_next
+    exc.__traceback__ = tb
 
 
 def _arg(args, kwargs, i: int, name: str):
