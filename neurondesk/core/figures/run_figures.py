@@ -49,6 +49,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     first_compile_s: float | None
     recompiles_after_warmup: int
     compile_share: float | None  # of the wall time, capped at 1
+    compile_share_of_cost: float | None  # the same share of the bill; None for a run with no price
     price_per_hour: float | None
     total_usd: float | None  # cost so far: the whole wall time
     per_1k_steps_steady_usd: float | None
@@ -112,6 +113,7 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("steps_per_hour", "steps/hour", "rate", report=True, better="higher", panel="throughput", status=True),
     FigureInfo("data_wait_fraction", "data wait", "pct"),
     FigureInfo("compile_share", "compile share of the wall time", "pct"),
+    FigureInfo("compile_share_of_cost", "compile share of the cost", "pct"),
     FigureInfo("total_usd", "cost so far", "usd"),
     FigureInfo("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd"),
     FigureInfo("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd"),
@@ -173,6 +175,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         first_compile_s=state.first_compile_s,
         recompiles_after_warmup=state.recompiles_after_warmup,
         compile_share=cost.compile_share,
+        compile_share_of_cost=cost.compile_share_of_cost,
         price_per_hour=price,
         total_usd=cost.total_usd,
         per_1k_steps_steady_usd=cost.per_1k_steps_steady_usd,

@@ -37,7 +37,7 @@ class CostPanel(Panel):
             ("$/1k steps steady", fmt.usd(c.per_1k_steps_steady_usd)),
             ("$/1k steps all-in", fmt.usd(c.per_1k_steps_all_in_usd)),
             ("$/1M tokens", fmt.usd(c.per_million_tokens_usd)),
-            ("compile share", fmt.pct(c.compile_share)),
+            ("compile share", fmt.pct(c.compile_share_of_cost)),  # of the bill: none without a price
             ("MFU", fmt.pct(c.mfu)),
         ]
         if c.steps_requested:
