@@ -150,7 +150,7 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         text = console_text(state, now)
         cost, overview, throughput = text["cost-text"], text["overview-text"], text["throughput-text"]
         for value in (fmt.usd(f.total_usd), fmt.usd(f.per_1k_steps_steady_usd), fmt.usd(f.per_1k_steps_all_in_usd),
-                      fmt.usd(f.per_million_tokens_usd), fmt.pct(f.compile_share), fmt.pct(f.mfu)):
+                      fmt.usd(f.per_million_tokens_usd), fmt.pct(f.compile_share_of_cost), fmt.pct(f.mfu)):
             assert value in cost, (value, cost)
         assert f"{fmt.ms(f.step_time_s)}/step" in overview and f"{fmt.num(f.samples_per_s)} samples/s" in overview
         assert fmt.usd(f.projected_usd) in overview
