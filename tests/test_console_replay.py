@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Tabs
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import OUTPUT_KEEP
+from neurondesk.reports import fmt
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import JournalWriter, read_journal
 from neurondesk.views.console.app import ConsoleApp
@@ -207,7 +208,7 @@ def test_throughput_and_cost_panels_render_the_reducers_figures():
 
     thr, cost, state = run_app(ReplaySource(JOURNALS / "plain", speed=0), WIDE, script)
     assert f"{state.steady_step_time_s * 1000:,.1f} ms/step" in thr
-    assert f"{state.steady_samples_per_s:,.1f}" in thr
+    assert fmt.rate(state.steady_samples_per_s) in thr
     assert f"median of {len(state.steady_times)} steps from step {state.steady_from}" in thr
     assert "$/1k steps steady" in cost and "$/1M tokens" in cost and "projected 120 " in cost
     assert "trn1.2xlarge" in cost

@@ -14,6 +14,8 @@ rank's pace: its step time is the slowest rank's steady median, and every price 
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from neurondesk.core.figures.budget import BudgetFigures, budget_figures
@@ -136,6 +138,17 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("checkpoint_write_rate", "checkpoint write rate", "bytes_s", report=True, better="higher", quiet=True),
     FigureInfo("checkpoint_failed", "failed checkpoint saves/loads", "int", report=True, better="lower", quiet=True),
 )
+
+
+def rate_text(x: float) -> str:
+    """How every output writes a figure of kind "rate": with the precision its size carries, three
+    significant digits and no digit of the whole part dropped. 38,981.7 -> '38,982'; 191.94 -> '192';
+    29.84 -> '29.8'; 3.402 -> '3.40'; 0.01234 -> '0.0123'."""
+    size = abs(x)
+    nd = 0 if size >= 100 or size == 0 else min(6, 2 - math.floor(math.log10(size)))
+    if nd and round(size, nd) >= 10 ** (3 - nd):  # 99.96 rounds up a digit: '100', not '100.0'
+        nd -= 1
+    return f"{x:,.{nd}f}"
 
 
 def job_step_time_s(state: RunState) -> float | None:

@@ -317,9 +317,8 @@ class RankReducer:
         return max(times) if times else None
 
     def job_rate(self, tokens: bool = False) -> float | None:
-        """Steady samples/s (or tokens/s) of the job: every rank's amount a steady step, summed, at the
-        job's step time (the slowest rank's: the job goes at its pace), so that the job's rate x its
-        step time is the job's step; None unless every rank knows its own."""
+        """The job's steady samples/s (or tokens/s): every rank's amount a steady step, summed, at the job's
+        step time (the slowest rank's pace); rate x step time is the job's step. None unless every rank knows."""
         ranks = list(self.ranks.values())
         if not ranks or any((r.tokens_per_s if tokens else r.samples_per_s) is None for r in ranks):
             return None

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from neurondesk.core.figures.cost import cost_so_far
-from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.figures.run_figures import FIGURES, rate_text
 from neurondesk.core.figures.time_breakdown import SLICES
 from neurondesk.core.summary.types import Summary
 
@@ -232,7 +232,7 @@ def _ranking(labels: list[str], vals: list[dict[str, Any]], target: float | None
 def _fmt_basis(key: str, x: float) -> str:
     if key.endswith("_usd"):
         return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
-    return f"{x:,.1f} s" if key.endswith("_s") and not key.endswith("per_s") else f"{x:,.1f}"
+    return f"{x:,.1f} s" if key.endswith("_s") and not key.endswith("per_s") else rate_text(x)
 
 
 def _verdict(labels, vals, ranking, target, loud, pay) -> str:
