@@ -101,3 +101,44 @@ def test_compare_columns_show_each_price_source_on_one_line():
     row = next(line for line in compare_writer.to_markdown(c).splitlines() if line.startswith("| price source |"))
     cells = [x.strip() for x in row.split("|")[2:-1]]
     assert len(cells) == 2 and all(0 < len(x) <= SOURCE_WIDTH for x in cells), cells
+
+
+class _Frozen:
+    """A run caught at its last event (the console's source)."""
+
+    live = False
+    done = False
+
+    def __init__(self, state: RunState) -> None:
+        self.state, self.label = state, "unpriced"
+
+    def poll(self) -> int:
+        return 0
+
+    def now(self) -> float:
+        return self.state.last_t
+
+    def stop(self) -> str:
+        return "nothing to stop"
+
+
+def test_the_cost_panel_of_an_unpriced_run_asks_for_a_price_in_its_one_line():
+    import asyncio
+
+    from neurondesk.views.console.app import ConsoleApp
+    from neurondesk.views.console.panel import Line
+
+    app = ConsoleApp(_Frozen(priced_run("p5e.48xlarge")), frozen=True)
+
+    async def go() -> str:
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("dollar_sign")
+            await pilot.pause()
+            return app.query_one("#cost-text", Line).text.plain
+    text = asyncio.run(go())
+    first, *rows = text.splitlines()
+    assert first == ("no price for p5e.48xlarge in us-east-1: pass --price-per-hour or "
+                     "`neurondesk prices refresh --region R`")
+    shown = {r[:20].strip(): r[20:].strip() for r in rows}
+    assert shown["compile share"] == "—" and shown["$/1k steps steady"] == "—", text
+    assert text.count("no price for") == 1  # not repeated as the source line
