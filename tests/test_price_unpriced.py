@@ -142,3 +142,18 @@ def test_the_cost_panel_of_an_unpriced_run_asks_for_a_price_in_its_one_line():
     shown = {r[:20].strip(): r[20:].strip() for r in rows}
     assert shown["compile share"] == "—" and shown["$/1k steps steady"] == "—", text
     assert text.count("no price for") == 1  # not repeated as the source line
+
+
+def test_a_run_of_a_type_priced_nowhere_says_how_to_give_a_price_once_at_the_start(capsys):
+    from argparse import Namespace
+
+    from neurondesk.cli.prices import run_price
+
+    assert run_price(Namespace(instance_type="p5e.48xlarge", price_per_hour=None)) == (
+        "p5e.48xlarge", None, "no price for p5e.48xlarge in us-east-1: pass --price-per-hour or "
+                              "`neurondesk prices refresh --region R`")
+    assert capsys.readouterr().err == ("neurondesk: no price for p5e.48xlarge in us-east-1: pass --price-per-hour or "
+                                       "`neurondesk prices refresh --region R`\n")
+    assert run_price(Namespace(instance_type="trn2.48xlarge", price_per_hour=None))[1] == 35.76
+    assert run_price(Namespace(instance_type="p5e.48xlarge", price_per_hour=50.0))[1] == 50.0
+    assert capsys.readouterr().err == ""  # priced: nothing to ask

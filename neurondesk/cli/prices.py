@@ -33,6 +33,8 @@ def run_price(args) -> tuple[str | None, float | None, str]:
         quote = resolve_price(instance, args.price_per_hour, table)
     except ValueError as exc:
         die(str(exc))
+    if quote.price_per_hour is None and instance and instance.strip().lower() in table.instances:
+        sys.stderr.write(f"neurondesk: {quote.source}\n")  # a known type priced nowhere: how to give a price, once
     source = getattr(args, "price_note", None) or quote.source  # the demo says where its price is from
     return quote.instance_type, quote.price_per_hour, source + imds_note
 
