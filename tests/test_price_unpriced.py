@@ -157,3 +157,17 @@ def test_a_run_of_a_type_priced_nowhere_says_how_to_give_a_price_once_at_the_sta
     assert run_price(Namespace(instance_type="trn2.48xlarge", price_per_hour=None))[1] == 35.76
     assert run_price(Namespace(instance_type="p5e.48xlarge", price_per_hour=50.0))[1] == 50.0
     assert capsys.readouterr().err == ""  # priced: nothing to ask
+
+
+def test_the_price_list_says_what_a_run_of_each_type_is_priced_at(capsys):
+    from argparse import Namespace
+
+    from neurondesk.cli.prices import cmd_prices
+
+    assert cmd_prices(Namespace(action="list", format="json", region=None)) == 0
+    rows = {r["instance_type"]: r for r in json.loads(capsys.readouterr().out)}
+    trn2, p5e, trn1 = rows["trn2.48xlarge"], rows["p5e.48xlarge"], rows["trn1.32xlarge"]
+    assert (trn2["price_per_hour"], trn2["run_price"]) == (None, 35.76)
+    assert trn2["run_price_source"] == "us-east-2 list price of 2025-11-30 (VAN-2511), none listed in us-east-1"
+    assert p5e["run_price"] is None and p5e["run_price_source"].startswith("no price for p5e.48xlarge")
+    assert trn1["run_price"] == trn1["price_per_hour"] == 21.5
