@@ -108,3 +108,27 @@ def test_history_board_from_the_sqlite_index(tmp_path):
     assert [r["id"] for r in listing] == ["e", "b"]
     bad = history(tmp_path, "--since", "soon")
     assert bad.returncode == 2 and bad.stderr.startswith("neurondesk: --since 'soon': give a span like 7d")
+
+
+def test_the_boards_compile_share_is_of_the_wall_time_for_unpriced_runs_too():
+    # an unpriced run has no compile share of the cost (None): the board still counts its wall-time share
+    # (figures.compile_share), weighted by elapsed time like the others
+    from neurondesk.core.events import run_events as ev
+    from neurondesk.core.reduce.state import RunState
+    from neurondesk.core.summary.build import run_summary
+
+    def run(run_id: str, price: float | None) -> Summary:
+        s = RunState()
+        s.apply(ev.RunStarted(t=0.0, run_id=run_id, command=["python", "train.py"], warmup_steps=1,
+                              price_per_hour=price, instance_type="trn1.2xlarge"))
+        s.apply(ev.ProcessAttached(t=0.1, pid=5))
+        s.apply(ev.CompileFinished(t=30.0, source="probe", duration_s=30.0, pid=5, step=0))
+        for i in range(10):
+            s.apply(ev.StepEnded(t=30.0 + 7.0 * i, pid=5, step=i, duration_s=7.0 if i else 30.0, compiles=int(i == 0)))
+        return run_summary(s)
+
+    unpriced, priced = run("u", None), run("p", 1.0)
+    assert unpriced.cost.compile_share is None and unpriced.figures.compile_share == pytest.approx(30 / 93)
+    for runs in ([unpriced], [unpriced, priced]):
+        (row,) = cost_board(runs, None)
+        assert row["compile_share"] == pytest.approx(30 / 93)

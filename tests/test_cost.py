@@ -80,3 +80,14 @@ def test_projection():
     # 3.6 $/h = 0.001 $/s: 0.1 so far + 990 * 0.5 s * 0.001
     assert projected_cost(3.6, 100.0, 10, 1000, 0.5) == pytest.approx(0.1 + 0.495)
     assert projected_cost(3.6, 100.0, 10, None, 0.5) is None
+
+
+def test_the_compile_share_of_the_cost_needs_a_price_the_share_of_the_wall_does_not():
+    from neurondesk.core.figures.cost import compile_share_of_cost
+
+    assert compile_share_of_cost(21.5, 450.0, 1800.0) == pytest.approx(0.25)
+    assert compile_share_of_cost(None, 450.0, 1800.0) is None  # no bill to share (it read 19.0% on an unpriced trn2)
+    unpriced, priced = cost_figures(None, 1800.0, 4000, 0.25, compile_total_s=450.0), cost_figures(
+        21.5, 1800.0, 4000, 0.25, compile_total_s=450.0)
+    assert (unpriced.compile_share, unpriced.compile_share_of_cost) == (pytest.approx(0.25), None)
+    assert priced.compile_share_of_cost == pytest.approx(priced.compile_share)

@@ -113,7 +113,7 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
     line = status_line(view_of(state, now))
     assert f"step {f.steps}" in line
     if f.samples_per_s is not None:
-        assert f"{f.samples_per_s:,.1f} samples/s steady" in line
+        assert f"{fmt.rate(f.samples_per_s)} samples/s steady" in line
     if f.total_usd is not None:
         assert f"${f.total_usd:,.4f} so far" in line
     # summary text, the HTML report and compare (two runs: this one twice)
@@ -150,11 +150,11 @@ def check_every_output(state: RunState, now: float, console: bool = True) -> Run
         text = console_text(state, now)
         cost, overview, throughput = text["cost-text"], text["overview-text"], text["throughput-text"]
         for value in (fmt.usd(f.total_usd), fmt.usd(f.per_1k_steps_steady_usd), fmt.usd(f.per_1k_steps_all_in_usd),
-                      fmt.usd(f.per_million_tokens_usd), fmt.pct(f.compile_share), fmt.pct(f.mfu)):
+                      fmt.usd(f.per_million_tokens_usd), fmt.pct(f.compile_share_of_cost), fmt.pct(f.mfu)):
             assert value in cost, (value, cost)
-        assert f"{fmt.ms(f.step_time_s)}/step" in overview and f"{fmt.num(f.samples_per_s)} samples/s" in overview
+        assert f"{fmt.ms(f.step_time_s)}/step" in overview and f"{fmt.rate(f.samples_per_s)} samples/s" in overview
         assert fmt.usd(f.projected_usd) in overview
-        assert f"{fmt.ms(f.step_time_s)}/step" in throughput and fmt.num(f.samples_per_s) in throughput
+        assert f"{fmt.ms(f.step_time_s)}/step" in throughput and fmt.rate(f.samples_per_s) in throughput
         assert fmt.ms(f.step_time_p90_s) in throughput
         for info in FIGURES:
             if info.panel == "throughput" and (getattr(f, info.name) or not info.quiet):

@@ -82,11 +82,18 @@ def test_per_accelerator_prices_match_pricing_md_derived_column(table):
         assert row.price_per_hour / row.accelerators == pytest.approx(per_chip, abs=0.001), name
 
 
-def test_unresolved_trn2_gives_no_price_and_says_why(table):
+def test_trn2_without_a_us_east_1_price_takes_the_newest_listed_elsewhere(table):
+    # none listed in us-east-1; us-east-2 listed 85.964 (SKY-25H1, by 2025-05) and 35.76 (VAN-2511, 2025-11-30)
     q = resolve_price("trn2.48xlarge", None, table)
+    assert q.price_per_hour == 35.76
+    assert q.source == "us-east-2 list price of 2025-11-30 (VAN-2511), none listed in us-east-1"
+
+
+def test_a_type_priced_nowhere_says_how_to_give_a_price_in_one_short_line(table):
+    q = resolve_price("p5e.48xlarge", None, table)
     assert q.price_per_hour is None
-    assert "85.964" in q.source and "35.76" in q.source  # the disagreeing sources
-    assert q.source.endswith(f"pass {PRICE_FLAG}")
+    assert q.source == (f"no price for p5e.48xlarge in us-east-1: pass {PRICE_FLAG} or "
+                        "`neurondesk prices refresh --region R`")
 
 
 def test_override_wins_and_is_validated(table):

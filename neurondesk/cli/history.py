@@ -115,6 +115,7 @@ BOARD_COLUMNS = [("period", "period (UTC)", "text"), ("device", "device", "text"
 
 def cmd_history(args) -> int:
     from neurondesk.core.summary.board import cost_board, device_of, parse_since
+    from neurondesk.reports.fmt import rate
     from neurondesk.reports.safe_text import clean
     from neurondesk.reports.tables import render
     from neurondesk.sources.ended import lost_recorder
@@ -156,7 +157,7 @@ def cmd_history(args) -> int:
         fmt = "{:<22} {:<20} {:<8} {:>7} {:>10} {:>10} {:>6}  {}"
         sys.stdout.write(fmt.format("run", "started", "device", "steps", "samples/s", "$/1k st.", "exit", "command") + "\n")
         for r, state in zip(rows, states, strict=True):
-            sps = "—" if r.steady_samples_per_s is None else f"{r.steady_samples_per_s:,.1f}"
+            sps = "—" if r.steady_samples_per_s is None else rate(r.steady_samples_per_s)
             usd = "—" if r.usd_per_1k_steps_steady is None else f"${r.usd_per_1k_steps_steady:,.4f}"
             exit_ = "live" if state == "live" else r.exit_code if r.exit_code is not None else (
                 "lost" if lost_recorder(r.run_dir, r.summary) else "—")

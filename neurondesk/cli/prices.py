@@ -33,6 +33,8 @@ def run_price(args) -> tuple[str | None, float | None, str]:
         quote = resolve_price(instance, args.price_per_hour, table)
     except ValueError as exc:
         die(str(exc))
+    if quote.price_per_hour is None and instance and instance.strip().lower() in table.instances:
+        sys.stderr.write(f"neurondesk: {quote.source}\n")  # a known type priced nowhere: how to give a price, once
     source = getattr(args, "price_note", None) or quote.source  # the demo says where its price is from
     return quote.instance_type, quote.price_per_hour, source + imds_note
 
@@ -63,7 +65,8 @@ PRICE_COLUMNS = [("instance_type", "instance", "text"), ("price_per_hour", "$/ho
                  ("accelerators", "accel.", "int"), ("chip", "chip", "text"),
                  ("bf16_dense_tflops", "dense bf16 TF/chip", "num"), ("region", "region", "text"),
                  ("source", "source", "text"), ("as_of", "as of", "text"), ("table", "table", "text"),
-                 ("note", "note", "text")]
+                 ("note", "note", "text"), ("run_price", "a run's $/hour", "usd_h"),
+                 ("run_price_source", "from", "text")]
 
 
 def cmd_prices(args) -> int:
@@ -85,6 +88,8 @@ def cmd_prices(args) -> int:
         sys.stdout.write(f"wrote {path}: {priced} of {len(rows)} instance types priced "
                          f"({args.region}, Price List API, {today}); it is used before the bundled table\n")
         return 0
+    from neurondesk.core.node.prices import resolve_price
+
     table = load_price_table(path)
     for warning in table.warnings:
         sys.stderr.write(f"neurondesk: {warning}\n")
@@ -92,9 +97,11 @@ def cmd_prices(args) -> int:
     for name in sorted(table.instances):
         r = table.instances[name]
         chip = table.chips.get(r.chip)
+        quote = resolve_price(name, None, table)  # what a run is priced at: the row's price, or one listed elsewhere
         rows.append({"instance_type": name, "price_per_hour": r.price_per_hour, "accelerators": r.accelerators,
                      "chip": r.chip, "bf16_dense_tflops": chip.bf16_dense_tflops if chip else None,
-                     "region": r.region, "source": r.source, "as_of": r.as_of, "table": r.table, "note": r.note})
+                     "region": r.region, "source": r.source, "as_of": r.as_of, "table": r.table, "note": r.note,
+                     "run_price": quote.price_per_hour, "run_price_source": quote.source})
     sys.stdout.write(render(PRICE_COLUMNS, rows, args.format))
     if args.format == "text":
         state = ("ignored: see above" if any(str(path) in w for w in table.warnings) else "in use"

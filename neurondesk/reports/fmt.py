@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from neurondesk.core.figures.run_figures import rate_text
+
 NONE = "—"
 
 
@@ -33,6 +35,16 @@ def num(x: float | None, nd: int = 1) -> str:
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     return f"{x:,.{nd}f}"
+
+
+def rate(x: float | None) -> str:
+    """A rate (samples/s, tokens/s, steps/hour: the figures' kind "rate") by the figures table's one
+    rule (core/figures/run_figures.rate_text): 38,981.7 -> '38,982'; 191.94 -> '192'; 3.402 -> '3.40'."""
+    if x is None:
+        return NONE
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return rate_text(x)
 
 
 def usd(x: float | None) -> str:
@@ -103,7 +115,7 @@ def value_text(x, kind: str) -> str:
     if kind == "s":
         return f"{x:,.2f} s"
     if kind == "rate":
-        return f"{x:,.1f}"
+        return rate(x)
     if kind == "usd_h":
         return f"${x:,.4f}/h"  # list prices have up to 5 decimals (1.34375)
     if kind == "usd":

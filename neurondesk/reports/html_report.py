@@ -81,7 +81,7 @@ def render(runs: list[ReportRun], comparison: dict | None = None, title: str | N
 def _kpis(i: int, s: Summary) -> str:
     f = s.figures
     items = [("steps", f"{s.steps:,}" + (f" / {s.steps_requested:,}" if s.steps_requested else ""), "steps"),
-             ("samples", fmt.num(s.steady.samples_per_s), "steady samples/s"),
+             ("samples", fmt.rate(s.steady.samples_per_s), "steady samples/s"),
              ("step-time", fmt.ms(s.steady.step_time_s), "steady step time"),
              ("compiles", f"{s.compile_count:,} ({fmt.secs(s.compile_total_s)})", "compiles"),
              ("cost", fmt.usd(s.cost.total_usd), "cost"),
@@ -182,7 +182,7 @@ def _compiles(s: Summary) -> str:
 def _ranks(s: Summary) -> str:
     out = []
     if s.world_size > 1 and s.ranks:
-        rows = [[str(r.rank), f"{r.steps:,}", fmt.ms(r.step_time_s), fmt.ms(r.presync_s), fmt.num(r.samples_per_s)]
+        rows = [[str(r.rank), f"{r.steps:,}", fmt.ms(r.step_time_s), fmt.ms(r.presync_s), fmt.rate(r.samples_per_s)]
                 for r in s.ranks]
         out.append(f"<h3>Ranks ({s.world_size})</h3>" + _table(["rank", "steps", "step time", "before sync", "samples/s"],
                                                               rows, num=(0, 1, 2, 3, 4)))

@@ -14,7 +14,7 @@ def _kpis(j: JobSummary) -> str:
     f = j.figures
     items = [("nodes", f"{f.nodes}" + (f" / {j.nodes_expected}" if j.nodes_expected else ""), "nodes"),
              ("ranks", str(len(j.ranks)), "ranks"), ("steps", f"{f.steps:,}", "steps (every node)"),
-             ("samples", fmt.num(f.samples_per_s), "steady samples/s (job)"),
+             ("samples", fmt.rate(f.samples_per_s), "steady samples/s (job)"),
              ("step-time", fmt.ms(f.step_time_s), "steady step (slowest node)"),
              ("price", fmt.usd(f.price_per_hour), "$ / hour (every node)"), ("cost", fmt.usd(f.total_usd), "cost"),
              ("per-1k", fmt.usd(f.per_1k_steps_steady_usd), "$ / 1k steps steady"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from neurondesk.core.job.job_summary import JobSummary
-from neurondesk.reports.fmt import ms, num, pct, secs, usd
+from neurondesk.reports.fmt import ms, pct, rate, secs, usd
 from neurondesk.reports.job_text import figures_words, slow_collective_words, slow_words
 from neurondesk.reports.safe_text import clean
 
@@ -55,7 +55,7 @@ NODE_HEAD = ("node", "node rank", "run", "ranks", "steps", "step time", "samples
 def node_rows(j: JobSummary) -> list[list[str]]:
     return [[n.node, "—" if n.node_rank is None else str(n.node_rank), n.run_id or "—",
              ",".join(map(str, n.ranks[:16])) + ("…" if len(n.ranks) > 16 else ""), f"{n.steps:,}",
-             ms(n.step_time_s), num(n.samples_per_s, 1), secs(n.compile_total_s, 1), str(n.cache_misses),
+             ms(n.step_time_s), rate(n.samples_per_s), secs(n.compile_total_s, 1), str(n.cache_misses),
              usd(n.price_per_hour), usd(n.total_usd),
              n.exit_signal or ("—" if n.exit_code is None else str(n.exit_code))] for n in j.nodes]
 
@@ -80,8 +80,8 @@ def markdown(j: JobSummary) -> str:
     out += [f"| {k} | {v} |" for k, v in (
         ("nodes", f"{f.nodes}" + (f" of {j.nodes_expected}" if j.nodes_expected else "")),
         ("ranks", str(len(j.ranks))), ("steps (every node)", f"{f.steps:,}"),
-        ("steady step time (slowest node)", ms(f.step_time_s)), ("steady samples/s (job)", num(f.samples_per_s, 1)),
-        ("steady tokens/s (job)", num(f.tokens_per_s, 1)), ("$ / hour (every node)", usd(f.price_per_hour)),
+        ("steady step time (slowest node)", ms(f.step_time_s)), ("steady samples/s (job)", rate(f.samples_per_s)),
+        ("steady tokens/s (job)", rate(f.tokens_per_s)), ("$ / hour (every node)", usd(f.price_per_hour)),
         ("cost", usd(f.total_usd)), ("$ / 1k steps steady", usd(f.per_1k_steps_steady_usd)),
         ("$ / 1k steps all-in", usd(f.per_1k_steps_all_in_usd)), ("$ / 1M tokens", usd(f.per_million_tokens_usd)),
         ("compile wall (slowest node)", secs(f.compile_wall_s, 1)),

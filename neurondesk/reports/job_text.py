@@ -12,7 +12,7 @@ import msgspec
 from neurondesk.core.job.fleet import FleetRow
 from neurondesk.core.job.job_figures import JobFigures
 from neurondesk.core.job.job_view import JobView
-from neurondesk.reports.fmt import clock, num, pct, secs, usd
+from neurondesk.reports.fmt import clock, pct, rate, secs, usd
 
 
 def _at(t: float) -> str:
@@ -133,7 +133,7 @@ def figures_line(v: JobView) -> str:
 def figures_words(f: JobFigures, ranks: int) -> str:
     priced = "" if f.priced_nodes == f.nodes else f" ({f.priced_nodes} of {f.nodes} nodes priced)"
     return (f"{f.nodes} node(s), {ranks} rank(s) · {usd(f.price_per_hour)}/hour{priced} · "
-            f"cost so far {usd(f.total_usd)} · steady {num(f.samples_per_s, 1)} samples/s · "
+            f"cost so far {usd(f.total_usd)} · steady {rate(f.samples_per_s)} samples/s · "
             f"$/1k steps steady {usd(f.per_1k_steps_steady_usd)} · compile {pct(f.compile_share)} of the wall "
             f"({secs(f.compile_wall_s, 0)}, others waited {secs(f.compile_wait_s, 0)})")
 

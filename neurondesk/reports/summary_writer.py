@@ -92,8 +92,8 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("steady from step (steps)", f"{_fmt(steady.from_step)} ({steady.steps})"),
         ("steady step time median / p90",
          f"{_fmt(step_time and step_time * 1000, ' ms', 1)} / {_fmt(p90 and p90 * 1000, ' ms', 1)}"),
-        ("samples/s (steady)", _fmt(steady.samples_per_s, "", 1)),
-        ("tokens/s (steady)", _fmt(steady.tokens_per_s, "", 0)),
+        ("samples/s (steady)", fmt.rate(steady.samples_per_s)),
+        ("tokens/s (steady)", fmt.rate(steady.tokens_per_s)),
         ("script's own throughput", script_rate_text(s.script_throughput)),
         ("data wait", f"{fmt.pct(s.data_wait_fraction)} ({s.input_verdict})"),
         ("loss first → last", f"{_fmt(loss.first, '', 4)} → {_fmt(loss.last, '', 4)}"),
@@ -203,7 +203,7 @@ def _ranks_markdown(s: Summary) -> list[str]:
         for r in s.ranks:
             lines.append(f"| {_fmt(r.rank)} | {_fmt(r.local_rank)} | {r.pid} | {_fmt(r.steps)} | "
                          f"{fmt.ms(r.step_time_s)} | {fmt.ms(r.presync_s)} | "
-                         f"{fmt.pct(r.data_wait_fraction)} | {_fmt(r.samples_per_s, '', 1)} | "
+                         f"{fmt.pct(r.data_wait_fraction)} | {fmt.rate(r.samples_per_s)} | "
                          f"{_fmt(r.compile_count)} |")
         lines.append("")
         lines += [f"- straggler: {x.words}" for x in s.stragglers] or ["- no straggler"]

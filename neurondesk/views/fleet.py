@@ -18,7 +18,7 @@ from textual.widgets import Footer, Static
 
 from neurondesk.core.job.fleet import FleetRead, FleetRow, FleetTotals, fleet_totals
 from neurondesk.core.job.job_view import job_view, pick_job
-from neurondesk.reports.fmt import NONE, num, pct, secs, usd
+from neurondesk.reports.fmt import NONE, num, pct, rate, secs, usd
 from neurondesk.reports.job_text import job_json, job_lines
 
 HEADERS = ("job", "node", "run", "phase", "step", "steps/s", "samples/s", "compiling", "compiles",
@@ -36,7 +36,7 @@ def fleet_cells(row: FleetRow, now: float) -> list[str]:
     if row.stale:
         phase = f"STALE {secs(stale, 0)} ({phase})" if stale is not None else f"STALE ({phase})"
     return [row.job_id or NONE, row.node, row.run_id, phase, _int(row.step), num(row.steps_per_s, 2),
-            num(row.samples_per_s, 1), NONE if row.compiling_for_s is None else f"for {secs(row.compiling_for_s, 0)}",
+            rate(row.samples_per_s), NONE if row.compiling_for_s is None else f"for {secs(row.compiling_for_s, 0)}",
             _int(row.compiles), _int(row.recompiles_after_warmup), _int(row.stragglers),
             pct(row.data_wait_fraction), usd(row.price_per_hour), usd(row.cost_usd)]
 

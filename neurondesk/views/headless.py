@@ -79,7 +79,7 @@ def status_line(view: RunView, phase_words: str | None = None) -> str:
     if g is not None and g.restarts:  # attempts, not ranks (core/figures/goodput.py)
         parts.insert(1, f"{g.restarts} restart{'s' if g.restarts != 1 else ''}, {g.steps_lost:,} steps lost")
     sps = f.samples_per_s
-    parts.append(f"{sps:,.1f} samples/s steady" if sps is not None else "steady: not yet")
+    parts.append(f"{fmt.rate(sps)} samples/s steady" if sps is not None else "steady: not yet")
     parts += [f"{fmt.value_text(getattr(f, info.name), info.kind)} {info.label}" for info in FIGURES
               if info.status and getattr(f, info.name) is not None]  # core's figures for this line
     if f.compile_count:

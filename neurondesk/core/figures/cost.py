@@ -18,6 +18,7 @@ class CostFigures:
     per_1k_steps_all_in_usd: float | None
     per_million_tokens_usd: float | None
     compile_share: float | None  # 0..1 of wall time
+    compile_share_of_cost: float | None  # the same share of the bill: None without a price
     projected_usd: float | None  # for the requested number of steps
 
 
@@ -63,6 +64,13 @@ def compile_share(compile_total_s: float | None, elapsed_s: float | None) -> flo
     return min(compile_total_s / elapsed_s, 1.0)
 
 
+def compile_share_of_cost(price_per_hour: float | None, compile_total_s: float | None,
+                          elapsed_s: float | None) -> float | None:
+    """The compile share of the bill: the compile share of the wall time (the whole wall is paid at
+    one price), but only for a run that has a price: an unpriced run has no bill to share."""
+    return None if price_per_hour is None else compile_share(compile_total_s, elapsed_s)
+
+
 def projected_cost(
     price_per_hour: float | None,
     elapsed_s: float | None,
@@ -103,5 +111,6 @@ def cost_figures(
         per_1k_steps_all_in_usd=per_1k_steps_all_in(total, steps),
         per_million_tokens_usd=per_million_tokens(price_per_hour, steady_tokens_per_s),
         compile_share=compile_share(compile_total_s, elapsed_s),
+        compile_share_of_cost=compile_share_of_cost(price_per_hour, compile_total_s, elapsed_s),
         projected_usd=projected_cost(price_per_hour, elapsed_s, steps, steps_requested, steady_step_time_s),
     )

@@ -64,6 +64,7 @@ METRIC_NAMES: tuple[MetricName, ...] = (
     _figure("compile_total_s", "neurondesk_compile_seconds", "Time spent compiling", counter=True),
     _figure("recompiles_after_warmup", "neurondesk_recompiles_after_warmup", "Recompiles after warm-up", counter=True),
     _figure("compile_share", "neurondesk_figure_compile_share_ratio", "Compile seconds over wall seconds, capped at 1"),
+    _figure("compile_share_of_cost", sink=False),  # compile_share itself while a price is known: no series of its own
     _figure("price_per_hour", "neurondesk_price_usd_per_hour", "Instance price", sink=False),  # a sink's run param
     _figure("total_usd", "neurondesk_cost_usd", "Cost of the run so far", counter=True),
     _figure("per_1k_steps_steady_usd", "neurondesk_figure_usd_per_1k_steps_steady",

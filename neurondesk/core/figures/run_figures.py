@@ -14,6 +14,8 @@ rank's pace: its step time is the slowest rank's steady median, and every price 
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from neurondesk.core.figures.budget import BudgetFigures, budget_figures
@@ -50,6 +52,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     first_compile_s: float | None
     recompiles_after_warmup: int
     compile_share: float | None  # of the wall time, capped at 1
+    compile_share_of_cost: float | None  # the same share of the bill; None for a run with no price
     price_per_hour: float | None
     total_usd: float | None  # cost so far: the whole wall time
     per_1k_steps_steady_usd: float | None
@@ -113,6 +116,7 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("steps_per_hour", "steps/hour", "rate", report=True, better="higher", panel="throughput", status=True),
     FigureInfo("data_wait_fraction", "data wait", "pct"),
     FigureInfo("compile_share", "compile share of the wall time", "pct"),
+    FigureInfo("compile_share_of_cost", "compile share of the cost", "pct"),
     FigureInfo("total_usd", "cost so far", "usd"),
     FigureInfo("per_1k_steps_steady_usd", "$ / 1k steps steady", "usd"),
     FigureInfo("per_1k_steps_all_in_usd", "$ / 1k steps all-in", "usd"),
@@ -135,6 +139,17 @@ FIGURES: tuple[FigureInfo, ...] = (
     FigureInfo("checkpoint_write_rate", "checkpoint write rate", "bytes_s", report=True, better="higher", quiet=True),
     FigureInfo("checkpoint_failed", "failed checkpoint saves/loads", "int", report=True, better="lower", quiet=True),
 )
+
+
+def rate_text(x: float) -> str:
+    """How every output writes a figure of kind "rate": with the precision its size carries, three
+    significant digits and no digit of the whole part dropped. 38,981.7 -> '38,982'; 191.94 -> '192';
+    29.84 -> '29.8'; 3.402 -> '3.40'; 0.01234 -> '0.0123'."""
+    size = abs(x)
+    nd = 0 if size >= 100 or size == 0 else min(6, 2 - math.floor(math.log10(size)))
+    if nd and round(size, nd) >= 10 ** (3 - nd):  # 99.96 rounds up a digit: '100', not '100.0'
+        nd -= 1
+    return f"{x:,.{nd}f}"
 
 
 def job_step_time_s(state: RunState) -> float | None:
@@ -176,6 +191,7 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         first_compile_s=state.first_compile_s,
         recompiles_after_warmup=state.recompiles_after_warmup,
         compile_share=cost.compile_share,
+        compile_share_of_cost=cost.compile_share_of_cost,
         price_per_hour=price,
         total_usd=cost.total_usd,
         per_1k_steps_steady_usd=cost.per_1k_steps_steady_usd,

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from neurondesk.core.figures.cost import compile_share_of_cost
 from neurondesk.core.figures.goodput import Goodput
 from neurondesk.core.figures.run_figures import RunFigures
 from neurondesk.core.findings.run_end import RunEnd
@@ -353,7 +354,8 @@ def as_run_summary(job: JobSummary) -> Summary:
         cost=Cost(instance_type=f"{f.nodes} x {instance or '?'}", price_per_hour=f.price_per_hour,
                   price_source="sum of the nodes' prices", total_usd=f.total_usd,
                   per_1k_steps_steady_usd=f.per_1k_steps_steady_usd, per_1k_steps_all_in_usd=f.per_1k_steps_all_in_usd,
-                  per_million_tokens_usd=f.per_million_tokens_usd, compile_share=f.compile_share,
+                  per_million_tokens_usd=f.per_million_tokens_usd,
+                  compile_share=compile_share_of_cost(f.price_per_hour, f.compile_wall_s, f.elapsed_s),
                   projected_usd=f.projected_usd),
         mfu=f.mfu, figures=_as_run_figures(f, first, compile_count),
     )
@@ -367,7 +369,9 @@ def _as_run_figures(f: JobFigures, first_compile_s: float | None, compile_count:
         step_time_s=f.step_time_s, step_time_p90_s=None, samples_per_s=f.samples_per_s, tokens_per_s=f.tokens_per_s,
         steps_per_hour=f.steps_per_hour, data_wait_fraction=None, compile_count=compile_count,
         compile_total_s=f.compile_wall_s, first_compile_s=first_compile_s, recompiles_after_warmup=0,
-        compile_share=f.compile_share, price_per_hour=f.price_per_hour, total_usd=f.total_usd,
+        compile_share=f.compile_share,
+        compile_share_of_cost=compile_share_of_cost(f.price_per_hour, f.compile_wall_s, f.elapsed_s),
+        price_per_hour=f.price_per_hour, total_usd=f.total_usd,
         per_1k_steps_steady_usd=f.per_1k_steps_steady_usd, per_1k_steps_all_in_usd=f.per_1k_steps_all_in_usd,
         per_million_tokens_usd=f.per_million_tokens_usd, projected_usd=f.projected_usd, to_target_usd=None,
         mfu=f.mfu, hfu=None, mfu_note=None, model_flops_per_s=None, hardware_flops_per_s=None, peak_flops_per_s=None)

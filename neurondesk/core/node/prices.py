@@ -5,6 +5,11 @@ package. A locally refreshed table, when one is given and readable, overrides it
 refresh that fetched only a few instance types still leaves the rest answerable. Every quote says
 where its price came from; a missing price is ``None`` with the reason, never a guess.
 
+A type with no price in the table's region takes the newest price listed for it elsewhere (a row's
+``elsewhere``: region, source and date; ``resolve_price`` says which, and that none is listed in the
+region); with none anywhere the quote says in one short line how to give one. Every quote's source
+is one short line (``SOURCE_WIDTH``): the compare columns and the status line show it whole.
+
 ``parse_price_table`` is pure; ``bundled_price_table`` reads the package's own JSON once; the
 user's refreshed table is read by ``neurondesk.store.price_files``.
 """
@@ -13,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -21,6 +26,18 @@ from typing import Any
 KINDS = ("neuron", "cuda")
 BUNDLED = "bundled table"
 PRICE_FLAG = "--price-per-hour"
+REFRESH = "`neurondesk prices refresh --region R`"  # it needs the region; saying so saves a try
+SOURCE_WIDTH = 160  # a quote's source (a local table's path aside) fits one line of a report
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A price listed for a type in another region than the table's (its fallback there)."""
+
+    price_per_hour: float
+    region: str
+    source: str
+    as_of: str
 
 
 class PriceTableError(ValueError):
@@ -39,6 +56,7 @@ class InstancePrice:
     region: str
     table: str  # "bundled table" or "local table <path>"
     note: str | None = None
+    elsewhere: tuple[Listing, ...] = ()  # prices listed in other regions, for a type with none here
 
 
 @dataclass(frozen=True)
@@ -100,9 +118,23 @@ def _instance(name: str, row: Any, region: str, label: str) -> InstancePrice:
             region=str(row.get("region", region)),
             table=label,
             note=_note(name, row.get("note")),
+            elsewhere=_listings(name, row.get("elsewhere")),
         )
     except KeyError as e:
         raise PriceTableError(f"instance {name!r}: missing key {e}") from None
+
+
+def _listings(name: str, rows: Any) -> tuple[Listing, ...]:
+    if rows is None:
+        return ()
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise PriceTableError(f"{name}.elsewhere: expected a list of objects")
+    try:
+        return tuple(Listing(price_per_hour=_num(r["price_per_hour"], f"{name}.elsewhere.price_per_hour", False)
+                             or 0.0, region=str(r["region"]), source=str(r["source"]), as_of=str(r["as_of"]))
+                     for r in rows)
+    except KeyError as e:
+        raise PriceTableError(f"{name}.elsewhere: missing key {e}") from None
 
 
 def _chip(name: str, row: Any) -> ChipPeak:
@@ -147,9 +179,20 @@ def _object(data: dict, key: str) -> dict:
 
 
 def merge_tables(base: PriceTable, over: PriceTable) -> PriceTable:
-    """Rows of ``over`` replace rows of ``base`` with the same key; everything else is kept."""
+    """Rows of ``over`` replace rows of ``base`` with the same key; everything else is kept. An
+    ``over`` row with no price keeps what ``base`` knows of other regions (a refresh of a region
+    that does not list the type must not lose its price elsewhere)."""
+    instances = dict(base.instances)
+    for name, row in over.instances.items():
+        old = base.instances.get(name)
+        if row.price_per_hour is None and old is not None:
+            known = old.elsewhere
+            if old.price_per_hour is not None and old.region != row.region:
+                known = (Listing(old.price_per_hour, old.region, old.source, old.as_of), *known)
+            row = replace(row, elsewhere=row.elsewhere + known)
+        instances[name] = row
     return PriceTable(
-        instances={**base.instances, **over.instances},
+        instances=instances,
         chips={**base.chips, **over.chips},
         sources={**base.sources, **over.sources},
         warnings=base.warnings + over.warnings,
@@ -183,10 +226,13 @@ def resolve_price(
     row = table.instances.get(it)
     if row is None:
         return PriceQuote(it, None, f"unknown instance type {it!r}: pass {PRICE_FLAG}")
-    if row.price_per_hour is None:
-        why = f"{row.table}: {row.source} ({row.as_of}), {row.region}: {row.note}"
-        return PriceQuote(it, None, f"no on-demand price for {it} ({why}): pass {PRICE_FLAG}")
-    return PriceQuote(it, row.price_per_hour, f"{row.table}: {row.source} ({row.as_of}), {row.region}")
+    if row.price_per_hour is not None:
+        return PriceQuote(it, row.price_per_hour, f"{row.table}: {row.source} ({row.as_of}), {row.region}")
+    if row.elsewhere:  # the newest listing; the dates are ISO (a month alone sorts before its days)
+        best = max(row.elsewhere, key=lambda x: x.as_of)
+        return PriceQuote(it, best.price_per_hour, f"{best.region} list price of {best.as_of} ({best.source}), "
+                                                   f"none listed in {row.region}")
+    return PriceQuote(it, None, f"no price for {it} in {row.region}: pass {PRICE_FLAG} or {REFRESH}")
 
 
 INSTANCE_INFO = "instance type from neuron-monitor instance_info"

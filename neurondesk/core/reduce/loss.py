@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.run import RunReducer
-from neurondesk.core.reduce.steps import HISTORY, StepReducer
+from neurondesk.core.reduce.steps import HISTORY, StepReducer, steady_rate
 
 
 class LossReducer:
@@ -257,8 +257,8 @@ def _samples_per_s(steps: StepReducer) -> list[tuple[float, str]]:
     if job is None:
         return []
     out = [(job, "steady samples/s")]
-    if steps.steady_total_s > 0:
-        lead = steps.steady_samples / steps.steady_total_s
+    lead = steady_rate(steps.steady_samples, len(steps.steady_times), steps.steady_quantile(0.5))  # the same basis
+    if lead is not None:
         if not math.isclose(lead, job):
             out = [(job, "steady samples/s (all processes)"), (lead, "steady samples/s (one process)")]
     return out

@@ -34,7 +34,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.failure_cause import first_cause
 from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.run import RunReducer
-from neurondesk.core.reduce.steps import COLUMNS_FROM
+from neurondesk.core.reduce.steps import COLUMNS_FROM, steady_rate
 
 WINDOW = 50  # steady steps per rank the straggler test looks at
 STRAGGLER_REL, STRAGGLER_ABS_S = 0.10, 0.002
@@ -118,15 +118,12 @@ class RankStats:
 
     @property
     def samples_per_s(self) -> float | None:
-        if not self.steady_steps or not self.samples_known or self.steady_total_s <= 0:
-            return None
-        return self.steady_samples / self.steady_total_s
+        """The rank's own steady rate, on the one basis (core/reduce/steps.py ``steady_rate``)."""
+        return steady_rate(self.steady_samples, self.steady_steps, self.step_time_s) if self.samples_known else None
 
     @property
     def tokens_per_s(self) -> float | None:
-        if not self.steady_steps or not self.steady_tokens or self.steady_total_s <= 0:
-            return None
-        return self.steady_tokens / self.steady_total_s
+        return steady_rate(self.steady_tokens, self.steady_steps, self.step_time_s) if self.steady_tokens else None
 
 
 @dataclass(frozen=True)
@@ -320,9 +317,13 @@ class RankReducer:
         return max(times) if times else None
 
     def job_rate(self, tokens: bool = False) -> float | None:
-        """Steady samples/s (or tokens/s) summed over the ranks; None unless every rank knows its own."""
-        rates = [r.tokens_per_s if tokens else r.samples_per_s for r in self.ranks.values()]
-        return sum(rates) if rates and all(x is not None for x in rates) else None
+        """The job's steady samples/s (or tokens/s): every rank's amount a steady step, summed, at the job's
+        step time (the slowest rank's pace); rate x step time is the job's step. None unless every rank knows."""
+        ranks = list(self.ranks.values())
+        if not ranks or any((r.tokens_per_s if tokens else r.samples_per_s) is None for r in ranks):
+            return None
+        per_step = sum((r.steady_tokens if tokens else r.steady_samples) / r.steady_steps for r in ranks)
+        return steady_rate(per_step, 1, self.job_step_time_s)
 
     def stragglers(self) -> list[Straggler]:
         ranks = list(self.ranks.values())

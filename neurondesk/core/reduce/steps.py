@@ -6,6 +6,12 @@ Steady state (the README quotes this): a step is *steady* when its index is at l
 `warmup_steps` (default 5) and nothing compiled during it — no compile the probe counted in the
 step, and no compile event (probe, dynamo or Neuron log) attributed to it. Steady figures are
 taken over the steady steps of the lead process (the first process that reported a step).
+
+One basis for every steady figure (docs/steady-state.md): the steady step time is the median steady
+step, and every rate is a per-step amount over it (``steady_rate``): samples/s = the mean samples a
+steady step / the median steady step time, the same for tokens/s; steps/hour and the cost of 1k steps
+read the same median. So samples/s x step time is always the samples of a step: a few slow steps
+move none of them (the p90 and the goodput show those).
 """
 
 from __future__ import annotations
@@ -28,6 +34,14 @@ HISTORY = 2000  # steps kept for charts; aggregates cover every step
 # at 50 steps/s) step by step, which is cheaper for them (benchmarks/long_run.py's finding)
 COLUMNS_FROM = 8
 INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
+
+
+def steady_rate(amount: float, steps: int, step_time_s: float | None) -> float | None:
+    """The one steady rate: ``amount`` over ``steps`` steady steps is ``amount / steps`` a step, at
+    one step every ``step_time_s`` (the median steady step); None when a part is unknown."""
+    if steps <= 0 or step_time_s is None or step_time_s <= 0:
+        return None
+    return amount / steps / step_time_s
 
 
 @dataclass(slots=True)
@@ -276,17 +290,15 @@ class StepReducer:
 
     @property
     def steady_samples_per_s(self) -> float | None:
-        total = self.steady_total_s
-        if not self.steady_times or not self.steady_samples_known or total <= 0:
+        if not self.steady_samples_known:
             return None
-        return self.steady_samples * self._procs.world / total
+        return steady_rate(self.steady_samples * self._procs.world, len(self.steady_times), self.steady_quantile(0.5))
 
     @property
     def steady_tokens_per_s(self) -> float | None:
-        total = self.steady_total_s
-        if not self.steady_times or not self.steady_tokens_known or total <= 0 or not self.steady_tokens:
+        if not self.steady_tokens_known or not self.steady_tokens:
             return None
-        return self.steady_tokens * self._procs.world / total
+        return steady_rate(self.steady_tokens * self._procs.world, len(self.steady_times), self.steady_quantile(0.5))
 
     @property
     def data_wait_fraction(self) -> float | None:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from neurondesk.core.figures.cost import cost_so_far
-from neurondesk.core.figures.run_figures import FIGURES
+from neurondesk.core.figures.run_figures import FIGURES, rate_text
 from neurondesk.core.figures.time_breakdown import SLICES
 from neurondesk.core.summary.types import Summary
 
@@ -242,7 +242,7 @@ def _ranking(labels: list[str], vals: list[dict[str, Any]], target: float | None
 def _fmt_basis(key: str, x: float) -> str:
     if key.endswith("_usd"):
         return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
-    return f"{x:,.1f} s" if key.endswith("_s") and not key.endswith("per_s") else f"{x:,.1f}"
+    return f"{x:,.1f} s" if key.endswith("_s") and not key.endswith("per_s") else rate_text(x)
 
 
 def _verdict(labels, vals, ranking, target, loud, pay) -> str:
@@ -267,8 +267,28 @@ def _verdict(labels, vals, ranking, target, loud, pay) -> str:
     for e in pay:
         if best in (e["run"], e["against"]):
             text += "; " + payback_text(e)
+            if e["run"] == best and e["steps"] is None:  # it ranks first with slower steps: say why
+                text += _first_yet_slower(key, vals[idx[0]], vals[labels.index(e["against"])])
             break
     return ("NOT LIKE FOR LIKE (precision differs): " if loud else "") + text
+
+
+def _first_yet_slower(key: str, first: dict[str, Any], other: dict[str, Any]) -> str:
+    """Why the first-ranked run ranks first although its steady steps are slower than ``other``'s:
+    every steady rate is a step's amount over the same median step (core/reduce/steps.py), so on a
+    rate it does more a step; on dollars its price is lower."""
+    if key in ("samples_per_s", "tokens_per_s"):
+        unit = key.removesuffix("_per_s")
+        a, b = (v[key] * v["step_time_s"] if v[key] and v["step_time_s"] else None for v in (first, other))
+        if a is not None and b is not None:
+            return f", yet it ranks first: it does more {unit} a step ({a:,.4g} against {b:,.4g})"
+    sa, sb = first["steps_to_target"], other["steps_to_target"]
+    if key in ("time_to_target_s", "cost_to_target_usd") and sa is not None and sb is not None and sa < sb:
+        return f", yet it ranks first: it reaches the loss in fewer steps ({sa:,} against {sb:,})"
+    pa, pb = first["price_per_hour"], other["price_per_hour"]
+    if key.endswith("_usd") and pa is not None and pb is not None and pa < pb:
+        return f", yet it ranks first: its price is lower (${pa:,.2f}/h against ${pb:,.2f}/h)"
+    return ", yet it ranks first on this basis"
 
 
 def breakdown_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:

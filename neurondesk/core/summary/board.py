@@ -76,7 +76,10 @@ def cost_board(summaries: Sequence[Summary], group_by: str | None = "week") -> l
         priced_steps = sum(n for n, t in zip(steps, total, strict=True) if t is not None)
         usd = sum(t for t in total if t is not None)
         elapsed = [_num(s.elapsed_s) or 0.0 for s in runs]
-        share = _weighted([(_num(c.compile_share), e) for c, e in zip(cost, elapsed, strict=True)])
+        # of the wall time, priced or not: the figures' (cost.compile_share is the share of the cost since
+        # an unpriced run has none; a summary without figures, written before, has the wall share there)
+        walls = [s.figures.compile_share if s.figures is not None else s.cost.compile_share for s in runs]
+        share = _weighted([(_num(w), e) for w, e in zip(walls, elapsed, strict=True)])
         rows.append({
             "period": period,
             "device": device,

@@ -231,7 +231,7 @@ def _cost(state: RunState, f: RunFigures) -> st.Cost:
         instance_type=state.instance_type, price_per_hour=f.price_per_hour, price_source=state.price_source,
         total_usd=_round(f.total_usd), per_1k_steps_steady_usd=_round(f.per_1k_steps_steady_usd),
         per_1k_steps_all_in_usd=_round(f.per_1k_steps_all_in_usd),
-        per_million_tokens_usd=_round(f.per_million_tokens_usd), compile_share=_round(f.compile_share, 4),
+        per_million_tokens_usd=_round(f.per_million_tokens_usd), compile_share=_round(f.compile_share_of_cost, 4),
         projected_usd=_round(f.projected_usd), to_target_usd=_round(f.to_target_usd))
 
 

@@ -29,15 +29,18 @@ class CostPanel(Panel):
     def render_view(self, view: RunView) -> None:
         c = view.figures
         t = Text()
+        said = view.header.price_source  # where the price is from, or (none) in one line how to give one
+        ask = None
         if c.price_per_hour is None:
-            t.append("no price: give --instance-type or --price-per-hour\n", style="yellow")
+            ask = said if said and said.startswith("no price") else "no price: give --instance-type or --price-per-hour"
+            t.append(ask + "\n", style="yellow")  # whole: it says what to do (SOURCE_WIDTH bounds it)
         rows = [
             ("$/hour", fmt.usd(c.price_per_hour)),
             ("so far", fmt.usd(c.total_usd)),
             ("$/1k steps steady", fmt.usd(c.per_1k_steps_steady_usd)),
             ("$/1k steps all-in", fmt.usd(c.per_1k_steps_all_in_usd)),
             ("$/1M tokens", fmt.usd(c.per_million_tokens_usd)),
-            ("compile share", fmt.pct(c.compile_share)),
+            ("compile share", fmt.pct(c.compile_share_of_cost)),  # of the bill: none without a price
             ("MFU", fmt.pct(c.mfu)),
         ]
         if c.steps_requested:
@@ -52,7 +55,7 @@ class CostPanel(Panel):
             t.append("\n")
             t.append(f"{'budget':<20}", style="dim")
             t.append(budget.words(), style=BUDGET_STYLE.get(budget.level, ""))
-        source = " · ".join(x for x in (view.header.instance_type, view.header.price_source) if x)
+        source = " · ".join(x for x in (view.header.instance_type, said) if x and x != ask)
         if source:
             t.append("\n")
             t.append(fmt.ellipsize(source, max(20, self.content_size.width * 2 - 1)), style="dim italic")

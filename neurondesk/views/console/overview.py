@@ -68,8 +68,8 @@ class OverviewPanel(Panel):
         if view.ranks.world > 1:
             row("Ranks", self._ranks_text(view.ranks))
         row("Throughput", f"{fmt.ms(c.step_time_s)}/step · "
-                          f"{fmt.num(c.samples_per_s)} samples/s · "
-                          f"{fmt.num(c.tokens_per_s, 0)} tokens/s (steady)")
+                          f"{fmt.rate(c.samples_per_s)} samples/s · "
+                          f"{fmt.rate(c.tokens_per_s)} tokens/s (steady)")
         inputs = view.inputs
         inp = Text(f"data wait {fmt.pct(c.data_wait_fraction)} ")
         inp.append(inputs.verdict, style=VERDICT_STYLE.get(inputs.verdict, ""))

@@ -130,7 +130,7 @@ class RanksPanel(Panel):
             t.append("\n")
             t.append(f"{r.rank:>5}", style=LEVEL_STYLE[lv] if lv != "normal" else "")
             t.append(f" {r.steps:>7,} {fmt.ms(r.step_time_s):>8} {fmt.ms(r.presync_s):>8} "
-                     f"{fmt.pct(r.data_wait_fraction):>6} {fmt.num(r.samples_per_s):>10}")
+                     f"{fmt.pct(r.data_wait_fraction):>6} {fmt.rate(r.samples_per_s):>10}")
         if len(shown) < len(stats):
             t.append(f"\n… {len(stats) - len(shown)} more (shown: the slowest before sync)", style="dim")
         return t

@@ -65,8 +65,8 @@ class ThroughputPanel(Panel):
         f, tp = view.figures, view.throughput
         t = kv(("steady", f"{fmt.ms(f.step_time_s)}/step"),
                ("p90", fmt.ms(f.step_time_p90_s)),
-               ("samples/s", fmt.num(f.samples_per_s)),
-               ("tokens/s", fmt.num(f.tokens_per_s, 0)))
+               ("samples/s", fmt.rate(f.samples_per_s)),
+               ("tokens/s", fmt.rate(f.tokens_per_s)))
         listed = [(info.label, fmt.value_text(getattr(f, info.name), info.kind)) for info in FIGURES
                   if info.panel == "throughput" and (getattr(f, info.name) or not info.quiet)]  # core's other figures
         if listed:
