@@ -103,3 +103,24 @@ def test_the_probes_checkpoint_rank_is_ascii_digits_or_none(monkeypatch, rank, v
 
     monkeypatch.setenv("RANK", rank)
     assert checkpoints._rank() == value
+
+
+def test_a_real_run_under_superscript_rank_variables_is_still_watched(tmp_path):
+    """RANK / LOCAL_RANK / WORLD_SIZE = '²' (str.isdigit, not int): the probe's hello raised, so the workload
+    ran unwatched; now the ranks are unknown and every step is counted."""
+    run_dir = tmp_path / "run"
+    env = base_env(tmp_path) | {"RANK": "²", "LOCAL_RANK": "²", "WORLD_SIZE": "²"}
+    workload = [sys.executable, str(DATA / "workloads" / "steps.py"), "5", "0", str(tmp_path / "done")]
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--run-dir", str(run_dir),
+                        "--", *workload], capture_output=True, text=True, timeout=REAL_RUN_TIMEOUT_S, env=env, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 5, summary.get("steps")
+
+
+@pytest.mark.parametrize("text,value", [("3", 3), ("²", None), ("", None), (" 7 ", 7), ("12345678", None)])
+def test_the_probes_launch_numbers_are_ascii_digits_or_none(monkeypatch, text, value):
+    monkeypatch.syspath_prepend(str(REPO / "neurondesk" / "probe" / "bootstrap"))
+    from _neurondesk_probe import _state
+
+    assert _state.env_int("WORLD_SIZE", {"WORLD_SIZE": text}) == value

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 
+from . import _state
 from .backends.devices import Devices
 from .backends.dynamo import DynamoHooks
 from .backends.torchneuron import TorchNeuronHooks
@@ -176,14 +177,12 @@ class Probe:
         txla = sys.modules.get("torch_xla")
         rank = None
         for var in ("RANK", "PJRT_LOCAL_PROCESS_RANK", "LOCAL_RANK"):
-            if os.environ.get(var, "").isdigit():
-                rank = int(os.environ[var])
+            rank = _state.env_int(var)
+            if rank is not None:
                 break
-        local = os.environ.get("LOCAL_RANK", "")
-        world = os.environ.get("WORLD_SIZE", "")
         return {"kind": "process_attached", "t": time.time(), "pid": self.pid, "ppid": os.getppid(),
-                "rank": rank, "local_rank": int(local) if local.isdigit() else None,
-                "world_size": int(world) if world.isdigit() else None,
+                "rank": rank, "local_rank": _state.env_int("LOCAL_RANK"),
+                "world_size": _state.env_int("WORLD_SIZE"),
                 "launch_env": {k: os.environ[k][:128] for k in LAUNCH_VARS if k in os.environ},
                 "flight_recorder": flight_env(),
                 "python": sys.executable, "argv": list(sys.argv),

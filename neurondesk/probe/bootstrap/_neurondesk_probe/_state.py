@@ -12,3 +12,12 @@ from __future__ import annotations
 
 def is_compiling() -> bool:
     return False
+
+
+def env_int(name: str, environ=None) -> int | None:
+    """A launcher's number (RANK, WORLD_SIZE, ...) as an int, or None: ASCII digits only, at most 7 of them.
+    '²' is a digit to str.isdigit and not to int(): a launch variable holding it must never raise in a hook."""
+    import os
+
+    text = (environ if environ is not None else os.environ).get(name, "").strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 7 else None

@@ -61,8 +61,7 @@ def _size(path: str | None, rank: int | None = None) -> int | None:
 
 
 def _rank() -> int | None:
-    rank = os.environ.get("RANK", "")
-    return int(rank) if rank.isascii() and rank.isdigit() and len(rank) <= 7 else None  # '²' is a digit to isdigit
+    return _state.env_int("RANK")
 
 
 class CheckpointHooks:

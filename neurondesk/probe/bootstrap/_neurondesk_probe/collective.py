@@ -12,7 +12,6 @@ all-reduce is slow sends no flood); none for a call inside a checkpoint call (DC
 
 from __future__ import annotations
 
-import os
 import threading
 from time import perf_counter, time
 
@@ -72,8 +71,7 @@ class CollectiveHooks:
         self.depth = 0
         self.long_second = 0  # the wall second of the last long call sent, and how many were sent in it
         self.long_sent = 0
-        rank = os.environ.get("RANK", "")
-        self.rank = int(rank) if rank.isdigit() else None
+        self.rank = _state.env_int("RANK")
 
     def patch_c10d(self, module) -> None:
         """Wraps each function in torch.distributed.distributed_c10d right after it ran, so that

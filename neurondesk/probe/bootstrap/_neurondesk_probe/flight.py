@@ -16,6 +16,8 @@ import os
 import sys
 import threading
 
+from ._state import env_int
+
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")  # neurondesk/core/node/flight_recorder.py's
 ENV_VARS = (*BUFFER_VARS, "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT")
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -28,8 +30,8 @@ def flight_env() -> dict[str, str]:
 
 def recorder_on() -> bool:
     for var in BUFFER_VARS:
-        text = os.environ.get(var, "").strip()
-        if text.isdigit() and int(text) > 0:
+        value = env_int(var)
+        if value is not None and value > 0:
             return True
     return False
 

@@ -33,6 +33,8 @@ import sys
 import time
 from collections import deque
 
+from .. import _state
+
 # torch-neuronx's source (docs/torchneuron.md, "What torch-neuronx's own source says"):
 # csrc/core/compilation/CompilationCache.cpp : CompileAndCache counts TOTAL after each compile and
 # adds a TIME sample (csrc/core/metrics/NeuronMetrics.h : TORCH_NEURONX_TIME_METRIC, nanoseconds,
@@ -284,7 +286,7 @@ class TorchNeuronHooks:
     def read_graphs(self, point: str | None = None) -> None:
         """Each record of get_dynamo_metrics not sent yet (or whose compile time was not known
         then), as a neuron_graph_stat message; fields a newer torch-neuronx renamed are None."""
-        rank = os.environ.get("RANK", "")
+        rank = _state.env_int("RANK")
         known = set(self.sent)  # graphs sent before this read: their compile was named then
         for i, row in enumerate(self.module.get_dynamo_metrics()):
             fields = {ours: getattr(row, theirs, None) for ours, theirs in GRAPH_FIELDS}
@@ -312,7 +314,7 @@ class TorchNeuronHooks:
                 except (TypeError, ValueError):
                     stamp = None
             self.probe.send({"kind": "neuron_graph_stat", "path": "get_dynamo_metrics", "row": i,
-                             "rank": int(rank) if rank.isdigit() else None, "graph_id": graph_id,
+                             "rank": rank, "graph_id": graph_id,
                              "graph_name": fields["graph_name"] if isinstance(fields["graph_name"], str) else None,
                              "model_name": fields["model_name"] if isinstance(fields["model_name"], str) else None,
                              "has_collectives": fields["has_collectives"] if isinstance(fields["has_collectives"], bool) else None,
