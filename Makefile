@@ -21,7 +21,7 @@ $(TORCH213_STAMP):
 	$(TORCH213)/bin/pip install -q torch==2.13.0
 	touch $(TORCH213_STAMP)
 
-.PHONY: venv venv-torch213 demo test screenshots
+.PHONY: venv venv-torch213 demo test test-fast screenshots
 venv: $(STAMP)
 venv-torch213: $(TORCH213_STAMP)
 
@@ -34,6 +34,13 @@ test: $(STAMP) $(TORCH213_STAMP)
 	# two workers, one test file each (module fixtures are whole real runs): 17.9-19.1 min here (2026-12-06, fresh clones); the 30 slowest are listed
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30
 
+# The lane to run while changing code (tests/conftest.py's FAST_LANES, scripts/sort_tests.py files the modules):
+# pure reducers, parsers, core figures, views on recorded journals, contracts; no real process of a workload
+# (the conftest guard fails a test there that starts one), no `slow` hypothesis sweep (`make test` runs those).
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/python -m pytest -q -n 2 -m "not slow" tests/unit tests/views tests/contracts
 
 screenshots: $(STAMP)
 	$(VENV)/bin/python scripts/make_screenshots.py

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from conftest import REPO
 
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.events import run_events as ev
@@ -26,7 +27,7 @@ from neurondesk.core.view.run_view import view_of
 from neurondesk.views.console import app as console_app
 from neurondesk.views.headless import HeadlessPrinter
 
-VIEWS = Path(__file__).resolve().parents[1] / "neurondesk" / "views"
+VIEWS = REPO / "neurondesk" / "views"
 REDUCERS = set(Parts._fields)  # run, procs, steps, ... : RunState.parts' reducers
 MUTATORS = {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add", "discard",
             "remove", "appendleft", "extendleft", "popleft", "__setitem__"}

@@ -25,8 +25,9 @@ from neurondesk.core.view.run_view import view_of
 from neurondesk.reports import fmt
 from neurondesk.views.headless import status_line
 from tests.conftest import REAL_RUN_TIMEOUT_S, base_env, neurondesk_run
+from conftest import REPO
 
-SCRIPTS = Path(__file__).parent / "checkpoint_scripts"
+SCRIPTS = REPO / "tests" / "checkpoint_scripts"
 
 
 def save(t: float, d: float, pid: int = 1, step: int = 10, **kw) -> CheckpointOp:

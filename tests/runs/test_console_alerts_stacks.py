@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, TRAIN, base_env, wait_until
+from conftest import DATA, REPO, TRAIN, base_env, wait_until
 from test_hang_stacks import SLEEP_LINE
 
 from neurondesk.sources.follow import FollowSource
@@ -18,7 +18,7 @@ from neurondesk.sources.replay import ReplaySource
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.terminal_notify import AlertBell
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 
 
 class Clock:

@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import base_env, neurondesk_run
+from conftest import DATA, base_env, neurondesk_run
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed in this interpreter; `make test` installs it")
 
-SCRIPT = Path(__file__).parent / "data" / "workloads" / "compiled_backward.py"
+SCRIPT = DATA / "workloads" / "compiled_backward.py"
 
 
 def _line(marker: str) -> str:

@@ -22,7 +22,7 @@ from test_trace_export import check_trace_format
 
 from neurondesk.core.node.stacks import RankStacks, odd_ranks, parse_faulthandler, parse_py_spy, verdict
 
-DATA = Path(__file__).parent / "data" / "stacks"
+DATA = REPO / "tests" / "data" / "stacks"
 ND = [sys.executable, "-m", "neurondesk.cli"]
 SLEEP_LINE = next(i for i, line in enumerate((WORKLOADS / "train.py").read_text().splitlines(), 1)
                   if "time.sleep(args.hang_s)" in line)

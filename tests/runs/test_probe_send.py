@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from step_messages import expand_steps
 
-REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed in this interpreter")

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HAS_XLA, REAL_RUN_TIMEOUT_S, base_env, neurondesk_run
+from conftest import REPO
 
-CORPUS = Path(__file__).resolve().parent / "transparency" / "corpus.py"
+CORPUS = REPO / "tests" / "transparency" / "corpus.py"
 
 
 def _masked(text: str) -> str:

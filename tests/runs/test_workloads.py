@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import XLA_TEST_FLAGS
+from conftest import REPO, XLA_TEST_FLAGS
 
-WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
+WORKLOADS = REPO / "workloads"
 TRAIN, TRACE = WORKLOADS / "train.py", WORKLOADS / "trace.py"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_XLA = HAS_TORCH and importlib.util.find_spec("torch_xla") is not None

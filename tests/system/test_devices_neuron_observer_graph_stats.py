@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import http.server
 import threading
-from pathlib import Path
+
+from conftest import FIXTURES, REPO
 
 from neurondesk.collectors.devices.graph_stats import GraphStatsFolder, parse_table, read_table
 from neurondesk.collectors.devices.neuron_observer import ObserverSampler, parse_exposition, to_sample
 
-DATA = Path(__file__).parent / "data" / "neuron"
+DATA = FIXTURES
 PROM = DATA / "neuron-observer-trn2-metrics.prom"
 GRAPHS = DATA / "graph-stats-two-ranks"
 
@@ -119,7 +120,7 @@ def test_run_options_point_a_real_run_at_an_observer_endpoint_and_a_graph_stats_
     import subprocess
     import sys
 
-    from conftest import REPO, base_env
+    from conftest import base_env
 
     server = serve_fixture()
     run_dir = tmp_path / "run"

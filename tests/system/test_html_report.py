@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import DATA, REPO
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 sys.path.insert(0, str(REPO / "scripts"))
 from report_screenshot import chromium, headless  # noqa: E402
 
@@ -54,7 +54,7 @@ def number(text: str) -> float:
 @needs_chromium
 def test_the_console_check_sees_a_script_error():
     """The detector the next test relies on: a page whose script fails is caught."""
-    page = Path(__file__).parent / "data" / "report_with_error.html"
+    page = DATA / "report_with_error.html"
     _, console = load(page)
     assert any("Uncaught ReferenceError" in line for line in console)
 

@@ -6,8 +6,8 @@ Trainium, no EFA here), Prometheus scrapes it every second, and the PromQL docs/
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from conftest import FIXTURES
 from prometheus_harness import Prometheus, free_port, require_prometheus, wait_for
 
 from neurondesk.collectors.devices.neuron_observer import parse_exposition
@@ -17,7 +17,7 @@ from neurondesk.core.node.node_health import COUNTERS, SERIES, increase_query, w
 from neurondesk.core.reduce.state import RunState
 from neurondesk.exporter.endpoint import MetricsAddr, MetricsExporter
 
-DATA = Path(__file__).parent / "data" / "neuron"
+DATA = FIXTURES
 JOB = "job-health"
 
 

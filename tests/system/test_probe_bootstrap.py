@@ -9,9 +9,10 @@ import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
-BOOTSTRAP = Path(__file__).resolve().parent.parent / "neurondesk" / "probe" / "bootstrap"
+from conftest import REPO
+
+BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 
 
 def test_a_probe_that_fails_at_start_up_says_so_to_the_recorder_not_to_the_workload(tmp_path):

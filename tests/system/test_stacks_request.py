@@ -12,13 +12,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from neurondesk.collectors.stacks import request_stacks, stacks_path
 
-REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
 
 PROGRAM = r"""

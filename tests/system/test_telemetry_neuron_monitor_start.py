@@ -11,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import DATA
+
 from neurondesk.collectors import telemetry as tm
 from neurondesk.core.events.device_events import NeuronSample
 
-REPORT = Path(__file__).parent / "data" / "neuron" / "neuron-monitor-trn1.jsonl"
+REPORT = DATA / "neuron" / "neuron-monitor-trn1.jsonl"
 
 
 def fake_monitor(folder: Path) -> None:

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from state_canon import canon
@@ -29,7 +30,7 @@ from neurondesk.store.journal_tail import JournalTail
 from neurondesk.store.own_files import FileId
 from neurondesk.store.rundir import RunPaths
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 RECORDED = sorted(p.name for p in JOURNALS.iterdir())
 
 
@@ -453,6 +454,7 @@ def test_a_second_recorder_for_the_same_folder_is_refused_in_one_line_and_touche
     assert ck.best_checkpoint(run, run / "events.jsonl") is not None
 
 
+@pytest.mark.slow  # seconds of pure work: `make test` runs it, `make test-fast` does not
 def test_per_segment_checkpoints_are_thinned_to_a_bounded_number_and_replay_until_still_uses_one(tmp_path):
     from neurondesk.recorder.checkpointing import SEGMENT_KEEP
 

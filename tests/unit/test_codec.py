@@ -8,9 +8,9 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import DATA, REPO
 
 from neurondesk.core.events import attempt_events as att
 from neurondesk.core.events import checkpoint_events as ckpt
@@ -24,8 +24,7 @@ from neurondesk.core.events.registry import EVENT_CLASSES, EVENT_TYPES
 from neurondesk.core.reduce.state import RunState
 from neurondesk.store.journal import read_journal
 
-REPO = Path(__file__).resolve().parent.parent
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 
 SAMPLES: list[ev.Event] = [
     ev.RunStarted(t=1.0, run_id="r", command=["python", "t.py"], price_per_hour=1.34375, steps_requested=9),

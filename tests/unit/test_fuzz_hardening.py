@@ -10,6 +10,7 @@ import json
 import math
 import re
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,8 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.reports.safe_text import clean_lines, has_no_controls_but_sgr
 from neurondesk.views.headless import mark_impersonation
 
+# hypothesis over hundreds of inputs a test: `make test` runs them, `make test-fast` does not
+pytestmark = pytest.mark.slow
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STARTED, NOW = 1000.0, 1060.0
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import DATA, REPO
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -27,10 +28,11 @@ from neurondesk.core.events.codec import EventDecodeError, decode_event_line
 from neurondesk.store.journal import JournalProblem, iter_journal
 from neurondesk.store.price_files import load_price_table
 
-DATA = Path(__file__).parent / "data"
 NEURON = DATA / "neuron"
-PRICES_JSON = Path(__file__).resolve().parent.parent / "neurondesk" / "core" / "node" / "prices.json"
+PRICES_JSON = REPO / "neurondesk" / "core" / "node" / "prices.json"
 
+# hypothesis over hundreds of inputs a test: `make test` runs them, `make test-fast` does not
+pytestmark = pytest.mark.slow
 FUZZ = settings(max_examples=400, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from neurondesk.core.rules.checks import Thresholds
 from neurondesk.recorder.options import LaunchSpec, LaunchSpecError, RunOptions, decode_spec, encode_spec
 from neurondesk.store.own_files import FileId
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _every_option_set(tmp_path: Path) -> RunOptions:

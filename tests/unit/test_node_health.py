@@ -8,9 +8,9 @@ from __future__ import annotations
 import http.server
 import math
 import threading
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -34,7 +34,7 @@ from neurondesk.core.summary.build import run_summary
 from neurondesk.exporter.endpoint import RunCollector
 from neurondesk.exporter.snapshot import Snapshotter
 
-DATA = Path(__file__).parent / "data" / "neuron"
+DATA = FIXTURES
 SCRAPES = [DATA / f"neuron-observer-trn2-health-{k}.prom" for k in (1, 2)]  # 60 s apart
 MONITOR_ECC = DATA / "neuron-monitor-execution-errors-ecc-group-errors.jsonl"
 SOURCE = "neuron-observer http://127.0.0.1:7001/metrics"

@@ -149,6 +149,7 @@ def reduced(events: list[ev.Event]) -> RunState:
     return state
 
 
+@pytest.mark.slow  # seconds of pure work: `make test` runs it, `make test-fast` does not
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(stream=step_streams())
 def test_reducing_a_batch_equals_reducing_its_steps(stream):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
+from conftest import DATA
 from textual.widgets import DataTable
 
 from neurondesk.cli.main import main
@@ -21,7 +21,7 @@ from neurondesk.views.console.advice_panels import breakdown_bar, breakdown_lege
 from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.panel import Line
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 WIDE, SMALL = (160, 48), (80, 24)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from pathlib import Path
+
+from conftest import DATA
 
 from neurondesk.core.job.fleet import FleetRead, FleetRow, RankRow
 from neurondesk.sources.replay import ReplaySource
@@ -14,7 +15,7 @@ from neurondesk.views.console.app import ConsoleApp
 from neurondesk.views.console.job_line import JobLine
 from neurondesk.views.fleet import read_job_lines
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 
 
 def a_job() -> FleetRead:

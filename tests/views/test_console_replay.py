@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from pathlib import Path
 
 import pytest
+from conftest import DATA, REPO
 from textual.widgets import DataTable, Tabs
 
 from neurondesk.core.events import run_events as ev
@@ -21,7 +21,7 @@ from neurondesk.views.console.log import MAX_LINES, LogPanel, LogView
 from neurondesk.views.console.panel import Line
 from neurondesk.views.console.screens import HelpScreen, SummaryScreen
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 WIDE, SMALL = (160, 48), (80, 24)
 
 
@@ -454,7 +454,7 @@ def test_the_console_never_imports_torch():
     code = ("import sys, neurondesk.cli.main, neurondesk.recorder.recorder, neurondesk.sources.follow, "
             "neurondesk.views.console.app; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).parent.parent)
+                         cwd=REPO)
     assert out.stdout.strip() == "False"
 
 

@@ -8,15 +8,15 @@ Update after an intended change: pytest tests/test_console_snapshots.py --snapsh
 from __future__ import annotations
 
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from neurondesk.sources.replay import ReplaySource
 from neurondesk.store.journal import read_journal
 from neurondesk.views.console.app import ConsoleApp
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 TAKEN_WITH = "8.2.8"  # Textual draws a little differently from release to release
 
 pytestmark = pytest.mark.skipif(

@@ -214,6 +214,7 @@ def generated_run(speeds: list[float], steps: int, compile_s: float, recompile_a
     return out
 
 
+@pytest.mark.slow  # seconds of pure work: `make test` runs it, `make test-fast` does not
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # found by hypothesis: $/1M tokens 0.0595504 is $0.0596, its copy rounded to 6 places (0.05955) showed $0.0595
 @example(speeds=[0.1407104416787868, 0.17177326598472545, 0.1523980217220968, 0.11049555419586646,
@@ -260,6 +261,7 @@ def test_a_three_rank_job_with_a_slow_rank_is_priced_at_its_pace_everywhere() ->
 
 # ------------------------------------------------------------------ the sinks (TensorBoard, MLflow, W&B)
 
+@pytest.mark.slow  # seconds of pure work: `make test` runs it, `make test-fast` does not
 @pytest.mark.parametrize("name", sorted(p.name for p in JOURNALS.iterdir() if p.is_dir()))
 def test_the_sinks_show_summary_jsons_figures(name: str, tmp_path, monkeypatch) -> None:
     """Each recorded journal replayed into frames (as `export --format ...` does), written by the three

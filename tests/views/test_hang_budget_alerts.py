@@ -4,9 +4,9 @@ journals in tests/data/journals are real XLA CPU runs), with the clock given by 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.codec import decode_event_line
@@ -16,7 +16,7 @@ from neurondesk.core.node.hang import HANG_MIN_S, HangWatch, detect_hang, hang_t
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.rules.alert_rules import AlertRules, AlertSettings
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 
 
 def recorded(name: str, finished: bool = False, **started) -> RunState:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -74,6 +75,7 @@ ANY_TEXT = st.lists(st.one_of(st.characters(max_codepoint=0xff), st.characters()
                                                ";", "31", "8;;", "\x1b[31m", "\x1b[0m", "?"])), max_size=40).map("".join)
 
 
+@pytest.mark.slow  # seconds of pure work: `make test` runs it, `make test-fast` does not
 @settings(max_examples=500, deadline=None, derandomize=True)
 @given(s=ANY_TEXT)
 def test_the_sanitiser_output_has_no_escape_but_sgr_and_no_control_but_tab(s):

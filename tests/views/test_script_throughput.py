@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from neurondesk.collectors.logparse import OutputParser
 from neurondesk.core.events import run_events as ev
@@ -93,7 +93,7 @@ def test_no_figure_no_row_value():
 def test_console_throughput_panel_shows_the_scripts_figure_in_yellow_when_off(tmp_path):
     """A recorded XLA CPU run (tests/data/journals/plain) with two script figures added before
     its end: the Throughput panel shows the script's own figure beside the steady one."""
-    journal = Path(__file__).parent / "data" / "journals" / "plain" / "events.jsonl"
+    journal = DATA / "journals" / "plain" / "events.jsonl"
     lines = journal.read_text().splitlines(keepends=True)
     t = json.loads(lines[-1])["t"] - 0.001
     added = [encode_event(ev.ThroughputReported(t=t, value=v, unit="steps/s", line=f"{v} it/s")).decode()

@@ -11,17 +11,16 @@ import shutil
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import DATA, REPO
 
 from neurondesk.reports import trace_export
 from neurondesk.reports.trace_export import ExportRange, write_trace
 from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.journal import iter_journal
 
-JOURNALS = Path(__file__).parent / "data" / "journals"
+JOURNALS = DATA / "journals"
 PHASES = {"X", "B", "E", "i", "I", "C", "M", "b", "e", "n", "s", "t", "f"}
 
 
@@ -157,7 +156,7 @@ def test_neuron_core_utilisation_counter_from_a_neuron_monitor_fixture():
     state, _ = state_from_run_dir(JOURNALS / "plain")
     events = list(iter_journal(JOURNALS / "plain" / "events.jsonl", []))
     t0 = events[0].t
-    lines = (Path(__file__).parent / "data" / "neuron" / "neuron-monitor-trn1.jsonl").read_text().splitlines()
+    lines = (DATA / "neuron" / "neuron-monitor-trn1.jsonl").read_text().splitlines()
     samples = [parse_report(line, t0 + 5.0 + i) for i, line in enumerate(lines) if line.strip()]
     samples = [s for s in samples if isinstance(s, NeuronSample)]
     owned = [s for s in samples if any(c.utilization is not None and c.owner_pid is not None for c in s.cores)]
