@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from step_messages import expand_steps
 
 BOOTSTRAP = REPO / "neurondesk" / "probe" / "bootstrap"
