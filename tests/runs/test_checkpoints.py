@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +23,7 @@ from neurondesk.core.reduce.state import RunState
 from neurondesk.core.view.run_view import view_of
 from neurondesk.reports import fmt
 from neurondesk.views.headless import status_line
-from tests.conftest import REAL_RUN_TIMEOUT_S, base_env, neurondesk_run
-from conftest import REPO
+from tests.conftest import REAL_RUN_TIMEOUT_S, REPO, base_env, neurondesk_run
 
 SCRIPTS = REPO / "tests" / "checkpoint_scripts"
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAS_XLA, REAL_RUN_TIMEOUT_S, base_env, neurondesk_run
-from conftest import REPO
+from tests.conftest import HAS_XLA, REAL_RUN_TIMEOUT_S, REPO, base_env, neurondesk_run
 
 CORPUS = REPO / "tests" / "transparency" / "corpus.py"
 
