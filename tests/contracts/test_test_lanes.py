@@ -4,6 +4,7 @@ process, before the process starts, while the same test in tests/runs/ runs it."
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,9 @@ def test_the_guard_fails_a_fast_lane_test_that_starts_a_training_process_and_let
     (tmp_path / "workloads" / "train.py").write_text(f"open({str(ran)!r}, 'a').write('ran\\n')\n")
     (tmp_path / "tests" / "unit" / "test_planted_unit.py").write_text(PLANTED)
     (tmp_path / "tests" / "runs" / "test_planted_runs.py").write_text(PLANTED)
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly",
-                        "tests"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # pytest alone: the conftest needs no plugin
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
     out = p.stdout
     assert p.returncode == 1, out
     assert "FAILED tests/unit/test_planted_unit.py::test_starts_a_workload" in out, out
