@@ -86,3 +86,12 @@ def test_a_test_is_marked_with_its_lane(request):
 @pytest.mark.parametrize("lane", LANES)
 def test_each_lane_is_a_registered_marker(lane, pytestconfig):
     assert any(line.startswith(f"{lane}:") for line in pytestconfig.getini("markers")), lane
+
+
+def test_no_module_finds_its_data_from_its_own_folder():
+    """A module moves between lanes (scripts/sort_tests.py): it reaches tests/data, the helpers and the workloads
+    through conftest's REPO, DATA and FIXTURES, never `Path(__file__)`, whose folder changes with the move."""
+    modules = [p for p in sorted((REPO / "tests").rglob("test_*.py")) if p.name != "test_test_lanes.py"]  # it plants one
+    found = [f"{path.relative_to(REPO)}:{n}" for path in modules
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "Path(__file__)" in line]
+    assert not found, f"use conftest's REPO / DATA / FIXTURES instead: {found}"
