@@ -127,14 +127,20 @@ def test_commands_read_a_run_folder_written_by_version_1(tmp_path: Path) -> None
                for r in json.loads(history.stdout)), history.stdout
 
 
-def test_a_real_runs_summary_json_round_trips_through_the_struct_to_the_same_bytes(tmp_path: Path) -> None:
-    """A real run (XLA on the CPU where torch-xla is here, else eager): compiles, a value read and shape
-    changes (advice, diagnostics), evaluation, the disk. summary.json read back by the contract and
-    written again is the same text, key for key, in the same order."""
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    """One real run (XLA on the CPU where torch-xla is here, else eager) that both real-run tests read:
+    compiles, a value read and shape changes (advice, diagnostics), evaluation, the disk."""
     device = [] if HAS_XLA else ["--device", "cpu"]
-    run = neurondesk_run(tmp_path, ["--preset", "demo", *TINY_MODEL, *device, "--steps", "12", "--log-every", "4",
-                                    "--dynamic-shape", "--graph-break", "item", "--eval-every", "6",
-                                    "--eval-batches", "2"])
+    return neurondesk_run(tmp_path_factory.mktemp("real"), ["--preset", "demo", *TINY_MODEL, *device, "--steps", "12",
+                                                            "--log-every", "4", "--dynamic-shape", "--graph-break",
+                                                            "item", "--eval-every", "6", "--eval-batches", "2"])
+
+
+def test_a_real_runs_summary_json_round_trips_through_the_struct_to_the_same_bytes(real_run) -> None:
+    """summary.json of the real run read back by the contract and written again is the same text, key for key,
+    in the same order."""
+    run = real_run
     assert run.returncode == 0, run.stderr[-2000:]
     text = (run.run_dir / "summary.json").read_text()
     typed = read_summary(run.run_dir)
@@ -146,10 +152,11 @@ def test_a_real_runs_summary_json_round_trips_through_the_struct_to_the_same_byt
 
 
 @needs_xla
-def test_the_summary_the_recorder_wrote_is_the_one_the_journal_rebuilds(tmp_path: Path) -> None:
+def test_the_summary_the_recorder_wrote_is_the_one_the_journal_rebuilds(real_run) -> None:
     """Built once at the end from the run's state: `neurondesk summary` of the folder, reduced from the journal
-    again, gives the same figures (the notices journaled after it was written aside)."""
-    run = neurondesk_run(tmp_path, ["--preset", "demo", *TINY_MODEL, "--steps", "8", "--log-every", "4"])
+    again, gives the same figures (the notices journaled after it was written aside). The real run's compiles,
+    shape changes and evaluation are all in both."""
+    run = real_run
     assert run.returncode == 0, run.stderr[-2000:]
     written = read_summary(run.run_dir)
     state, _ = state_from_run_dir(run.run_dir)
