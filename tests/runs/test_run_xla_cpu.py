@@ -36,7 +36,8 @@ def dynamic(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def item_break(tmp_path_factory):
-    return neurondesk_run(tmp_path_factory.mktemp("item"), [*DEMO, "--steps", "12", "--graph-break", "item"])
+    # the smallest model: the value read, its line, its split and its advice are the case, not the model
+    return neurondesk_run(tmp_path_factory.mktemp("item"), [*DEMO, *TINY_MODEL, "--steps", "12", "--graph-break", "item"])
 
 
 def _line_of(location: str) -> str:
@@ -130,7 +131,8 @@ def test_torch_compile_dynamic_shape_reports_dynamo_recompile_with_reason(tmp_pa
 
 
 def test_crashed_workload_leaves_journal_and_summary_with_exit_code(tmp_path):
-    run = neurondesk_run(tmp_path, [*DEMO, "--steps", "20", "--crash-at-step", "7"])
+    # the smallest model: the crash, its step and its traceback are the case, not the model
+    run = neurondesk_run(tmp_path, [*DEMO, *TINY_MODEL, "--steps", "20", "--crash-at-step", "7"])
     assert run.returncode != 0
     s = run.summary
     assert s["exit_code"] == run.returncode
@@ -143,7 +145,7 @@ def test_crashed_workload_leaves_journal_and_summary_with_exit_code(tmp_path):
 def test_sigint_reaches_the_workload_and_the_summary_is_written(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "neurondesk.cli", "run", "--headless", "--instance-type", "trn1.2xlarge",
-           "--run-dir", str(run_dir), "--", sys.executable, str(TRAIN), *DEMO, "--steps", "100000"]
+           "--run-dir", str(run_dir), "--", sys.executable, str(TRAIN), *DEMO, *TINY_MODEL, "--steps", "100000"]
     p = subprocess.Popen(cmd, env=base_env(tmp_path), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     deadline = time.time() + 240
