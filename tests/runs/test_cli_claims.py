@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 
-from conftest import REAL_RUN_TIMEOUT_S, REPO, TRAIN, base_env, needs_xla, neurondesk_run
+from conftest import REAL_RUN_TIMEOUT_S, REPO, TINY_MODEL, TRAIN, base_env, needs_xla, neurondesk_run
 
 STUBBORN = """
 import signal, sys, time
@@ -71,7 +71,7 @@ def test_ctrl_c_escalates_sigint_sigterm_sigkill_and_exits_128_plus_n(tmp_path):
 @needs_xla
 def test_forked_dataloader_workers_send_nothing(tmp_path):
     """Two forked DataLoader workers share the probe's socket: only the main process speaks."""
-    run = neurondesk_run(tmp_path, ["--preset", "demo", "--steps", "8", "--num-workers", "2"])
+    run = neurondesk_run(tmp_path, ["--preset", "demo", *TINY_MODEL, "--steps", "8", "--num-workers", "2"])
     assert run.returncode == 0, run.stderr[-2000:]
     main_pid = next(e["pid"] for e in run.events if e["kind"] == "process_attached")
     workers = {p["pid"] for t in run.events if t["kind"] == "process_tree" for p in t["processes"]
