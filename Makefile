@@ -31,12 +31,15 @@ demo: $(STAMP)
 test: $(STAMP) $(TORCH213_STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo  # DESIGN.md's arrows: [tool.importlinter] in pyproject.toml
-	# two workers, one test file each (module fixtures are whole real runs): 17.9-19.1 min here (2026-12-06, fresh clones); the 30 slowest are listed
+	# two workers, one test file each (module fixtures are whole real runs), tests/runs and tests/system first (conftest's
+	# RUN_ORDER): 17.9-19.1 min here (2026-12-06, fresh clones); not re-measured whole since the lanes (2026-12-07: seven
+	# sessions on these 2 cores, load 6-17). Per file, real processes: docs/testing.md. The 30 slowest are listed.
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 # The lane to run while changing code (tests/conftest.py's FAST_LANES, scripts/sort_tests.py files the modules):
 # pure reducers, parsers, core figures, views on recorded journals, contracts; no real process of a workload
 # (the conftest guard fails a test there that starts one), no `slow` hypothesis sweep (`make test` runs those).
+# 897 tests: 81 s here with other sessions holding ~2 cores, 85 CPU-s in all (2026-12-07; docs/testing.md).
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo
