@@ -119,7 +119,8 @@ def neurondesk_run(tmp: Path, workload_args: list[str], nd_args: list[str] = (),
 
 def lane_of(path: Path) -> str | None:
     """The lane of a test module: its folder under tests/ (None for a module outside the lanes)."""
-    parts = path.resolve().relative_to(REPO / "tests").parts
+    path = path.resolve()
+    parts = path.relative_to(REPO / "tests").parts if path.is_relative_to(REPO / "tests") else ()
     return parts[0] if len(parts) > 1 and parts[0] in LANES else None
 
 
