@@ -39,7 +39,7 @@ $(LATEST_STAMP):
 	$(LATEST)/bin/pip install -q --no-deps -e .
 	touch $(LATEST_STAMP)
 
-.PHONY: venv venv-torch213 venv-latest demo test test-latest screenshots
+.PHONY: venv venv-torch213 venv-latest demo test test-fast test-latest screenshots
 venv: $(STAMP)
 venv-torch213: $(TORCH213_STAMP)
 venv-latest: $(LATEST_STAMP)
@@ -50,14 +50,23 @@ demo: $(STAMP)
 test: $(STAMP) $(TORCH213_STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo  # docs/design.md's arrows: [tool.importlinter] in pyproject.toml
-	# two workers, one test file each (module fixtures are whole real runs): 17.9-19.1 min here (2026-12-06, fresh clones); the 30 slowest are listed
-	# latest_only tests need a package only .venv-latest has (trl, peft): they run in `make test-latest`
+	# two workers, one test file each (module fixtures are whole real runs), tests/runs and tests/system first
+	# (conftest's RUN_ORDER); latest_only tests need a package only .venv-latest has (trl, peft): `make test-latest`.
+	# Timing: README's Quick start and docs/testing.md. The 30 slowest are listed.
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=30 -m "not latest_only"
 
 # the tests marked `latest` (and `latest_only`) under the newest releases; no torch-xla in this venv
 test-latest: $(LATEST_STAMP) $(TORCH213_STAMP)
 	$(LATEST)/bin/python -m pytest -q -n 2 --dist loadfile -m "latest or latest_only"
 
+# The lane to run while changing code (tests/conftest.py's FAST_LANES, scripts/sort_tests.py files the modules):
+# pure reducers, parsers, core figures, views on recorded journals, contracts; no real process of a workload
+# (the conftest guard fails a test there that starts one), no `slow` hypothesis sweep (`make test` runs those).
+# 897 tests: 81 s here with other sessions holding ~2 cores, 85 CPU-s in all (2026-12-07; docs/testing.md).
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/python -m pytest -q -n 2 -m "not slow" tests/unit tests/views tests/contracts
 
 screenshots: $(STAMP)
 	$(VENV)/bin/python scripts/make_screenshots.py

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,18 @@ REAL_RUN_TIMEOUT_S = 900
 TINY_MODEL = ["--num-layers", "1", "--d-model", "32", "--nhead", "2", "--dim-feedforward", "64", "--vocab", "100"]
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 needs_xla = pytest.mark.skipif(not HAS_XLA, reason="torch-xla is not installed in this interpreter; `make test` installs it")
+
+# The lanes (scripts/sort_tests.py files the modules; pyproject.toml registers a marker for each): a test
+# is marked with its folder's lane. `make test-fast` runs the FAST_LANES, where no training process may start.
+LANES = ("unit", "views", "contracts", "system", "runs")
+FAST_LANES = ("unit", "views", "contracts")
+# Test modules import helpers from here (tests/ is on sys.path as this conftest's folder) and, in a few
+# places, from each other across lanes (`from test_notify_webhook import Hook`): every lane is on the path.
+for _lane in LANES:
+    if str(REPO / "tests" / _lane) not in sys.path:
+        sys.path.append(str(REPO / "tests" / _lane))
+# The scripts a training process runs: the bundled workloads and the tests' own.
+TRAINING_SCRIPTS = (REPO / "workloads", DATA / "workloads", REPO / "tests" / "checkpoint_scripts")
 
 
 @dataclass
@@ -101,6 +115,66 @@ def neurondesk_run(tmp: Path, workload_args: list[str], nd_args: list[str] = (),
            "--run-dir", str(run_dir), *nd_args, "--", sys.executable, str(workload), *workload_args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or base_env(tmp), cwd=REPO)
     return Run(p.returncode, p.stdout, p.stderr, run_dir)
+
+
+def lane_of(path: Path) -> str | None:
+    """The lane of a test module: its folder under tests/ (None for a module outside the lanes)."""
+    path = path.resolve()
+    parts = path.relative_to(REPO / "tests").parts if path.is_relative_to(REPO / "tests") else ()
+    return parts[0] if len(parts) > 1 and parts[0] in LANES else None
+
+
+# The order `make test`'s two workers take whole files in: the lanes of real processes first, so the long
+# files start early and the short ones fill in at the end (a module not yet filed runs after those).
+RUN_ORDER = ("runs", "system", None, "contracts", "views", "unit")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if lane := lane_of(item.path):
+            item.add_marker(lane)
+    items.sort(key=lambda item: RUN_ORDER.index(lane_of(item.path)))  # stable: a file's tests stay in order
+
+
+def training_process(argv: str | bytes | os.PathLike | Sequence) -> str | None:
+    """What makes ``argv`` a training process (a `neurondesk run`, a torchrun launch, a python running a
+    workload script), or None. The fast lanes' guard asks this of every process a test starts."""
+    if isinstance(argv, str | bytes):  # a command line (shell=True)
+        argv = shlex.split(os.fsdecode(argv))
+    words = [os.fsdecode(a) for a in ([argv] if isinstance(argv, os.PathLike) else argv)]
+    names = [Path(w).name for w in words]
+    if "torchrun" in names or "torch.distributed.run" in words:
+        return "a torchrun launch"
+    cli = next((i for i, w in enumerate(words) if w == "neurondesk.cli" or names[i] == "neurondesk"), None)
+    if cli is not None and next((w for w in words[cli + 1:] if not w.startswith("-")), None) == "run":
+        return "`neurondesk run`"
+    for word in words:
+        if word.endswith(".py") and any(Path(word).resolve().is_relative_to(d) for d in TRAINING_SCRIPTS):
+            return f"the training script {word}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_guard(request, monkeypatch):
+    """A test in a fast lane (unit, views, contracts) that starts a training process fails, naming it: its
+    module belongs in tests/runs/ (scripts/sort_tests.py), or the test reads a recorded journal instead.
+    Every process the test's own interpreter starts goes through Popen._execute_child, threads included."""
+    if lane_of(request.node.path) not in FAST_LANES:
+        yield
+        return
+    started: list[str] = []
+    execute_child = subprocess.Popen._execute_child
+
+    def guarded(self, args, *rest, **kwargs):
+        if what := training_process(args):
+            started.append(what)
+            pytest.fail(f"{what} started in the fast lane ({lane_of(request.node.path)}): real runs belong in "
+                        f"tests/runs/ (scripts/sort_tests.py)", pytrace=False)
+        return execute_child(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", guarded)
+    yield
+    assert not started, f"training processes started in the fast lane: {started}"
 
 
 @pytest.fixture(autouse=True)
