@@ -16,7 +16,7 @@ Each process also times its loop: the probe's cost per forward is the difference
 folder as probe_step_microbench.py does) in the same invocation, for a ratio against it.
 
 Writes benchmarks/results/probe_forward_memory.json (the same command is in it). ``--child``
-is one measured process (tests/test_probe_ranges.py runs it with a few thousand forwards).
+is one measured process (tests/system/test_probe_ranges.py runs it with a few thousand forwards).
 """
 
 from __future__ import annotations

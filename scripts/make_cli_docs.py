@@ -3,7 +3,7 @@
     .venv/bin/python scripts/make_cli_docs.py          # rewrite docs/cli.md
     .venv/bin/python scripts/make_cli_docs.py --check  # exit 1 when docs/cli.md is stale
 
-tests/test_docs.py runs the check, so an option added without regenerating this page fails there.
+tests/contracts/test_docs.py runs the check, so an option added without regenerating this page fails there.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
     .venv/bin/python scripts/make_schemas.py          # rewrite both
     .venv/bin/python scripts/make_schemas.py --check  # exit 1, naming the stale file, when one is not the structs'
 
-tests/test_summary_contract.py and tests/test_job_summary.py run the check, so a field added to a struct without
+tests/runs/test_summary_contract.py and tests/runs/test_job_summary.py run the check, so a field added to a struct without
 regenerating its schema fails there.
 """
 

@@ -189,7 +189,7 @@ def _user_folders(tmp_path_factory, monkeypatch):
 
 # The figures the console snapshots (tests/__snapshots__) were taken with. A snapshot pins the layout; a
 # figure added to core's table (core/figures/run_figures.py FIGURES) is shown in the console's panel where
-# tests/test_figures_consistency.py checks it, and the snapshots stay as they are until they are retaken.
+# tests/views/test_figures_consistency.py checks it, and the snapshots stay as they are until they are retaken.
 SNAPSHOT_FIGURES = ("steps_per_hour", "ttfi_s", "ttfi_cache")
 
 

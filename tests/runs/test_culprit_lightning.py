@@ -6,7 +6,7 @@ gradient clipping or a synchronising log would be).
 
 One node with 2 ranks shows the rank culprit as the job of many nodes names it (core/job/culprit.py, through
 `job summary`, the same rule the live job view applies to Prometheus's series; the 2-node set-up is
-tests/test_fleet_slow_places.py): rank 1 the culprit, slow after its backward, rank 0 its victim, nothing blamed
+tests/runs/test_fleet_slow_places.py): rank 1 the culprit, slow after its backward, rank 0 its victim, nothing blamed
 on the network; and the victim's wait in Lightning's broadcast before its step is no pre-sync time of its own
 (the run named rank 0 a straggler before)."""
 

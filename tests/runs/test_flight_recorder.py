@@ -2,7 +2,7 @@
 collective and the rank that never reached it, per node (issue 33 item 8); a dump that is not
 plain data is refused without running anything; each rank's line; the blocked collective stands
 until a step ends; Flight Recorder off says how to turn it on; a probe gone is one problem, at once.
-(`stacks` and the hang notice on a real hung job: tests/test_hang_stacks.py.)"""
+(`stacks` and the hang notice on a real hung job: tests/runs/test_hang_stacks.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`neurondesk job summary|report|export` and `compare` of a job: real runs of two "nodes" (two short
 `neurondesk run --headless` runs with torchrun's launch variables, node 1 slower and failing), merged.
-The real multi-node torchrun job is tests/test_fleet_multinode.py's; the bad inputs are real runs too."""
+The real multi-node torchrun job is tests/runs/test_fleet_multinode.py's; the bad inputs are real runs too."""
 
 from __future__ import annotations
 

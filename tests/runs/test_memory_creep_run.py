@@ -2,7 +2,7 @@
 two ranks under torchrun, rank 1 keeping every step's held-out loss tensor in a list (its autograd
 graph with it: its host RSS really grows, about a MiB a step), rank 0 keeping floats: rank 1 is named,
 with its pace and the line lint finds, and rank 0 is not; one process keeping ``loss.item()`` names
-nothing. Lint's rule on small scripts: tests/test_lint.py."""
+nothing. Lint's rule on small scripts: tests/runs/test_lint.py."""
 
 from __future__ import annotations
 

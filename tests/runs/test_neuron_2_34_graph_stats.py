@@ -100,7 +100,7 @@ def test_rows_join_the_dynamo_compile_of_their_rank_nearest_in_time() -> None:
 
 
 def test_a_row_without_a_dynamo_compile_is_a_compile_of_its_own() -> None:
-    """(issue 34 item 2; what it is and when it counts: tests/test_graph_stats_own_compiles.py)"""
+    """(issue 34 item 2; what it is and when it counts: tests/runs/test_graph_stats_own_compiles.py)"""
     state = RunState()
     state.apply(_rows("r.csv", 0, [50.0])[0])
     assert [(c.source, c.name) for c in state.compiles] == [("graph_stats", "n0")]
@@ -187,7 +187,7 @@ def test_the_probe_never_calls_torch_neurons_device_synchronising_metrics_on_the
     """TorchNeuron's documentation: torch.neuron.get_dynamo_metrics() and torch.neuron.memory_stats()
     synchronise the device. The probe (which runs on every step) never calls memory_stats, and calls
     get_dynamo_metrics in one place only: torchneuron.py's read_graphs, reached from the end of a
-    dynamo compile and from the exit, never from a step (issue 44; tests/test_torchneuron_bad_input.py
+    dynamo compile and from the exit, never from a step (issue 44; tests/runs/test_torchneuron_bad_input.py
     counts the calls in a real run: compile ends and the exit, fewer than the steps)."""
     import ast
 

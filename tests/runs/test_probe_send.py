@@ -241,7 +241,7 @@ def test_step_line_has_the_schema_the_dict_form_gave(tmp_path):
         probe.clock.is_xla, probe.clock.step_execs = "xla" in c, c.get("xla", 0)
         probe.transport.dropped, probe.transport.dropped_reported = c.get("dropped", 0), c.get("dropped", 0)
         # a step that compiled goes alone, as a `step` line (an ordinary one joins a `steps` batch:
-        # tests/test_step_batches.py)
+        # tests/unit/test_step_batches.py)
         probe.clock.data_wait, probe.clock.step_compiles = c.get("wait", 0.0), c.get("compiles", 1)
         # what the dict form held, in its order (t and duration_s are taken from the line)
         msg = {"kind": "step", "t": None, "step": i, "duration_s": None, "data_wait_s": probe.clock.data_wait,

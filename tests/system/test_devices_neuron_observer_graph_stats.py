@@ -67,8 +67,8 @@ def test_observer_garbage_is_counted_never_raised() -> None:
 
 def test_graph_stats_per_rank_rows_become_graph_stat_events() -> None:
     """The documented columns (tests/data/neuron/sdk-2.34/README.md); the rows join dynamo's compiles
-    in the reducer (tests/test_neuron_2_34_graph_stats.py); a row none takes is a compile of its own
-    (tests/test_graph_stats_own_compiles.py)."""
+    in the reducer (tests/runs/test_neuron_2_34_graph_stats.py); a row none takes is a compile of its own
+    (tests/runs/test_graph_stats_own_compiles.py)."""
     folder = GraphStatsFolder(GRAPHS)
     events = folder.poll(t=5.0)
     assert [(e.graph_name, e.compile_s, e.node_count, e.rank) for e in events] == [

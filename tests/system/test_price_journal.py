@@ -1,7 +1,7 @@
 """One price for a run: the recorder resolves it and journals it (a ``price_resolved`` event), and every
 reader of the journal shows that price, whatever price table the reader has (issue 43, item 3a).
 A journal written before the event still reads, priced by the rule of its day (RunStarted's price,
-neuron-monitor's instance type from the bundled table): tests/test_neuron_real_outputs.py's
+neuron-monitor's instance type from the bundled table): tests/system/test_neuron_real_outputs.py's
 ``test_instance_info_*``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """collectors/cgroup_memory.py on cgroup trees laid out as the kernel does (this machine has no cgroup v2
-memory controller; the real v1 kill is in tests/test_crash_runs.py): v2 and v1, a limit held by a parent,
+memory controller; the real v1 kill is in tests/runs/test_crash_runs.py): v2 and v1, a limit held by a parent,
 a bind-mounted subtree, a move, an exiting process, no memory controller."""
 
 from __future__ import annotations

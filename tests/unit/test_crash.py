@@ -1,6 +1,6 @@
 """A death explained (core/findings/crash.py): each kind told by what a dying run leaves (its stderr through the real
 log parsers, torchrun's report, the cgroup's counts), with what to try. The real deaths (a cgroup's OOM
-killer, a segfault, a NaN stop) are in tests/test_crash_runs.py."""
+killer, a segfault, a NaN stop) are in tests/runs/test_crash_runs.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The frameworks' own records (issue 50 item 3): the probe reads transformers' Trainer.log and
 Lightning's logger path as numbers, whatever they print, and core counts the record, not its
 printed copy. Here on doubles of the two classes (the names and signatures the frameworks have),
-driven on a real Probe over a real socket; the real runs are in tests/test_frameworks.py and
+driven on a real Probe over a real socket; the real runs are in tests/runs/test_frameworks.py and
 tests/test_frameworks_latest.py."""
 
 from __future__ import annotations

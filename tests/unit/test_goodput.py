@@ -2,7 +2,7 @@
 restart counts or by a rank seen again after a failure, the resumed step, the steps lost, the badput kinds
 adding up to the wall time, checkpoint seconds as typed inputs, a job restarted 100 times (bounded), and
 the outputs that read it (Prometheus, the CI gate, compare, the job summary, torchrun's agent line).
-The processes here are events; tests/test_goodput_runs.py has the real torchrun jobs."""
+The processes here are events; tests/runs/test_goodput_runs.py has the real torchrun jobs."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ collectives: core/reduce/ranks.py, core/job/culprit.py), where its time goes, an
 collective slow for everyone said apart; pre-sync time where collectives cannot be timed (XLA). On rows as
 Prometheus gives them, and on real reduced events for the per-rank figures.
 
-The real 2-node runs of each place are tests/test_fleet_slow_places.py."""
+The real 2-node runs of each place are tests/runs/test_fleet_slow_places.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A run folder moved while its run is live: what the recorder writes from then on (checkpoints, the
 journal's segment rotations) goes where the folder is now, never to the old path (recorder/run_journal.py,
-store/journal.py). Real files and a real rename; the live recorder's side is tests/test_live_registry.py."""
+store/journal.py). Real files and a real rename; the live recorder's side is tests/system/test_live_registry.py."""
 
 from __future__ import annotations
 

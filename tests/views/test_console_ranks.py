@@ -3,7 +3,7 @@ at 80x24 in a tab, 64 at 160x48), the headless status line and end-of-run lines,
 rank sections. The run is a synthetic event stream built here (ProcessAttached + StepEnded with
 presync_s for N ranks, rank 2 about 40 ms slower before the sync), reduced by the real RunState.
 
-Update the snapshots after an intended change: pytest tests/test_console_ranks.py --snapshot-update
+Update the snapshots after an intended change: pytest tests/views/test_console_ranks.py --snapshot-update
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 recorded runs: the replay's clock is the recording's, so nothing on screen depends on when the
 test runs; the search box's cursor does not blink (frozen=True).
 
-Update after an intended change: pytest tests/test_console_snapshots.py --snapshot-update
+Update after an intended change: pytest tests/views/test_console_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ class StepReducer:
         self.steps_done = self._lead_next if drops is None else max(self._lead_next, drops[2])
 
     def on_steps(self, b: ev.StepBatch) -> None:
-        """A coalesced batch: the same as its steps one by one (tests/test_step_batches.py)."""
+        """A coalesced batch: the same as its steps one by one (tests/unit/test_step_batches.py)."""
         self.first_of_batch_steady = self.last_step_steady
         if b.pid != self._procs.lead_pid or not len(b):
             return

@@ -4,7 +4,7 @@
 (the writers, compare, the checks, the job summary, the index and history, the sinks); ``load_summary``
 reads any summary neurondesk ever wrote (version 1 had no ``figures``), at the store boundary.
 docs/summary.schema.json is generated from these structs by scripts/make_schemas.py
-(tests/test_summary_contract.py fails when the checked-in one is stale).
+(tests/runs/test_summary_contract.py fails when the checked-in one is stale).
 
 ``advice`` and ``config`` stay JSON objects: advice rows carry figures of their own kind (core/findings/
 advice.py) and lint adds a line to them in place; the config is what the script declared.

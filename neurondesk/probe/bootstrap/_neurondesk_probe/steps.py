@@ -108,7 +108,7 @@ class StepClock:
 
     def _step_line(self, duration: float, samples, tokens, shapes) -> bytes:
         # Formatted by hand rather than through json.dumps of a dict: the same keys in the same
-        # order with the same types (tests/test_probe_send.py checks it) at a fraction of the
+        # order with the same types (tests/runs/test_probe_send.py checks it) at a fraction of the
         # cost. Times are written fixed-point (t to the microsecond, durations to the nanosecond).
         line = (f'{{"kind":"step","t":{time.time():.6f},"step":{self.step},"duration_s":{duration:.9f},'
                 f'"data_wait_s":{self.data_wait:.9f},"compiles":{self.step_compiles}')
