@@ -32,6 +32,7 @@ PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "gr
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "eval_progress", "torch_log", "process_failed",
                          "neff_compiles", "neff_cache", "neff_log_mark", "neuron_graph_stat", "neuron_fault",
+                         "neuron_device_memory",
                          "step_resumed", "checkpoint", "long_collective", "loss", "throughput"})
 
 
@@ -50,7 +51,9 @@ MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
 WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
 _STEPS = ("step", "steps", "dropped_steps")
 _COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs", "count", "graphs",
-           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count", "bytes")
+           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count", "bytes",
+           "evictions", "alloc_retries", "ooms", "allocated", "allocated_peak", "reserved", "reserved_peak",
+           "active", "active_peak", "capacity")
 _DURATIONS = ("duration_s", "data_wait_s")
 _RANKS = ("rank", "local_rank", "world_size")
 

@@ -15,6 +15,11 @@ cache log) and docs/torchneuron.md.
   compile and ``torch_neuronx.get_dynamo_metrics()`` (it synchronizes) only when that count moved,
   and once more at exit: never per step. Each record goes out as a ``neuron_graph_stat`` message,
   the event graph_stats tables make, keyed by graph_id (the reducer joins both to the dynamo compile);
+- device memory (issue 52 item 3): ``torch_neuronx.memory.memory_stats()`` (torch_neuronx/memory.py, a
+  call into ``_C._get_memory_stats``), else ``torch.accelerator.memory_stats()`` (Neuron 2.34+), and the
+  device's capacity from ``torch.accelerator.get_memory_info()``: at a step end at most once a second
+  (``MEMORY_EVERY_NS``) and at exit (a failure's too), never synchronizing; a ``neuron_device_memory``
+  message. A read that raises turns the reading off, said once;
 - eager ops that ran on the CPU: ``torch_neuronx.get_fallback_ops()`` (torch-neuronx's op tracking,
   as published with its source; not in the docs pages read), once at exit, each op a ``neuron_fault``
   message of fault "cpu-fallback" (at most FALLBACK_OPS_SENT).
@@ -41,7 +46,10 @@ from collections import deque
 TOTAL = "CompilationCache.TotalCompilations"
 TIME = "CompilationCache.CompilationTime"  # a timed metric: its accumulator in nanoseconds
 CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "CompilationCache.InMemoryMisses"),
-         ("disk_hits", "CompilationCache.PersistentHits"), ("disk_misses", "CompilationCache.PersistentMisses"))
+         ("disk_hits", "CompilationCache.PersistentHits"), ("disk_misses", "CompilationCache.PersistentMisses"),
+         # CompilationCache.cpp : CheckAndEvictIfNeeded counts each NEFF the in-memory cache drops
+         # (bounded by NEURON_COMPILATION_CACHE_MAX_ENTRIES / _MAX_SIZE_MB): a shape that comes back reloads or recompiles
+         ("evictions", "CompilationCache.Evictions"))
 GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
                 ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
 FALLBACK_OPS_SENT = 20
@@ -51,6 +59,11 @@ STEP_ENDS_KEPT = 64  # step ends kept to place a compile the pipeline finished s
 CHAIN_GAP_NS = 50_000_000
 # what this adapter calls (torch_neuronx/metrics.py: each a call into torch_neuronx._C)
 METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")
+MEMORY_EVERY_NS = 1_000_000_000  # device memory read at most once a second, off the per-step path
+# torch_neuronx/memory.py memory_stats: {name: {current, peak, allocated, freed}} for these three,
+# num_alloc_retries, num_ooms (csrc NeuronCachingAllocator.cpp AllocateWithRetry counts both);
+# torch.accelerator.memory_stats has them as flat keys "allocated_bytes.all.current" ...
+MEMORY_BYTES = (("allocated", "allocated_bytes"), ("reserved", "reserved_bytes"), ("active", "active_bytes"))
 GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
                ("compile_s", "torch_neuronx_compile_us"))
 
@@ -70,6 +83,11 @@ def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def _count(value) -> int | None:
+    """A non-negative int, or None (never 0 for what the source did not give)."""
+    return value if type(value) is int and value >= 0 else None  # noqa: E721
 
 
 class CompilePlacer:
@@ -127,6 +145,8 @@ class TorchNeuronHooks:
         self.placer = CompilePlacer(probe)
         self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
         self.log_size = -1
+        self.memory_next_ns = 0  # when the device memory may next be read (monotonic)
+        self.memory_off = False  # a read raised: said once, not read again
 
     # ------------------------------------------------------------------ import
     def patch_torch_neuronx(self, module) -> None:
@@ -180,7 +200,10 @@ class TorchNeuronHooks:
         The step's end on the metrics' clock is kept (a few steps): the pipeline's compiles are placed
         at the step in progress when they began (``place``)."""
         clock = self.probe.clock
-        self.placer.ends.append((clock.step, time.monotonic_ns(), clock.train_dims))
+        now = time.monotonic_ns()
+        self.placer.ends.append((clock.step, now, clock.train_dims))
+        if now >= self.memory_next_ns:
+            self.read_memory("step", now)
         total = self.metrics.get_counter_value(TOTAL)
         if total is None:  # a counter not created yet: nothing compiled
             total = 0
@@ -196,6 +219,9 @@ class TorchNeuronHooks:
     def at_step_end_log(self) -> None:
         """Every step end while the metrics cannot count: one stat of TorchNeuron's log file; a mark
         of its size when it grew (its MISS lines up to there were written in this step or before)."""
+        now = time.monotonic_ns()
+        if now >= self.memory_next_ns:
+            self.read_memory("step", now)
         try:
             size = os.stat(self.log_path).st_size
         except OSError:  # not written yet (or removed): nothing to mark
@@ -268,6 +294,60 @@ class TorchNeuronHooks:
                          "compiles": self.metrics.get_counter_value(TOTAL) or 0,
                          "compile_s": None if acc is None else acc / 1e9, **self.cache_counts()})
 
+    # ------------------------------------------------------------------ device memory
+    def read_memory(self, at: str, now: int | None = None) -> None:
+        """One ``neuron_device_memory`` message: TorchNeuron's allocator statistics of the current
+        device, fail-open (an exception turns the reading off, said once; it never reaches the script)."""
+        self.memory_next_ns = (now or time.monotonic_ns()) + MEMORY_EVERY_NS
+        if self.memory_off or self.module is None:
+            return
+        try:
+            message = self.memory_message(at)
+        except Exception as exc:  # noqa: BLE001 - fail open: said once, the training goes on
+            self.memory_off = True
+            self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
+                f"TorchNeuron's device memory statistics cannot be read ({type(exc).__name__}: {str(exc)[:200]}): "
+                "device memory is not shown for this process")})
+            return
+        if message is not None:
+            self.probe.send(message)
+
+    def memory_message(self, at: str) -> dict | None:
+        stats, source = None, ""
+        memory = getattr(self.module, "memory", None)
+        if callable(getattr(memory, "memory_stats", None)):
+            stats, source = memory.memory_stats(), "torch_neuronx.memory"
+        accel = getattr(sys.modules.get("torch"), "accelerator", None)
+        try:
+            on_neuron = accel is not None and str(getattr(accel.current_accelerator(), "type", "")) == "neuron"
+        except Exception:  # noqa: BLE001 - a torch without the accelerator API's answer: torch_neuronx's alone
+            on_neuron = False
+        if stats is None and on_neuron:
+            flat = accel.memory_stats()
+            stats, source = {theirs: {k: flat.get(f"{theirs}.all.{k}") for k in ("current", "peak")}
+                             for _, theirs in MEMORY_BYTES}, "torch.accelerator"
+            stats.update(num_alloc_retries=flat.get("num_alloc_retries"), num_ooms=flat.get("num_ooms"))
+        if not isinstance(stats, dict):
+            return None
+        capacity = None
+        if on_neuron:
+            try:
+                capacity = _count(accel.get_memory_info()[1])
+            except Exception:  # noqa: BLE001 - not there before Neuron 2.34: the capacity is unknown
+                capacity = None
+        device = None
+        try:
+            device = int(self.module.current_device())
+        except Exception:  # noqa: BLE001
+            pass
+        out = {"kind": "neuron_device_memory", "step": self.probe.clock.step, "device": device, "at": at,
+               "source": source, "capacity": capacity,
+               "alloc_retries": _count(stats.get("num_alloc_retries")), "ooms": _count(stats.get("num_ooms"))}
+        for ours, theirs in MEMORY_BYTES:
+            row = stats.get(theirs) if isinstance(stats.get(theirs), dict) else {}
+            out[ours], out[f"{ours}_peak"] = _count(row.get("current")), _count(row.get("peak"))
+        return out
+
     # ------------------------------------------------------------------ torch.compile graphs
     def after_dynamo_compile(self, point: str | None = None) -> None:
         """The end of a dynamo compile (dynamo.py; ``point``: its point, as its compile message says
@@ -326,6 +406,7 @@ class TorchNeuronHooks:
         the cache's totals."""
         if self.module is None:
             return
+        self.probe.guarded(self.read_memory, "exit", hook="torchneuron-memory")  # a failure's memory too
         if self.metrics is None and self.log_path:  # the log's lines after the last step end
             self.probe.guarded(self.at_step_end_log, hook="torchneuron-log")
         if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
