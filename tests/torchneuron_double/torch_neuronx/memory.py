@@ -47,6 +47,10 @@ def _reserved_for(allocated: int) -> int:
 def track(elem: torch.Tensor) -> None:
     """A ``neuron`` tensor now holds ``elem``'s storage: counted once per storage while any holds it (the
     wrapper itself takes no weak reference: ``module.to`` swaps wrappers, which a weak reference forbids)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    if is_fake(elem) or elem.device.type != "cpu":  # torch.compile tracing: no device memory
+        return
     try:
         storage = elem.untyped_storage()
         address, size = storage.data_ptr(), storage.nbytes()
