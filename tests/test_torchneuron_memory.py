@@ -131,9 +131,9 @@ def test_a_memory_read_that_raises_is_said_once_and_never_reaches_the_script():
         raise RuntimeError("nrt not ready")
 
     hooks, sent = _hooks(_module(stats))
-    hooks.read_memory("step", 0)
-    hooks.read_memory("step", 5_000_000_000)
-    hooks.read_memory("exit")
+    hooks.memory.read("step", 0)
+    hooks.memory.read("step", 5_000_000_000)
+    hooks.memory.read("exit")
     notices = [m for m in sent if m["kind"] == "notice"]
     assert len(notices) == 1 and "nrt not ready" in notices[0]["message"]
     assert not [m for m in sent if m["kind"] == "neuron_device_memory"]
@@ -141,7 +141,7 @@ def test_a_memory_read_that_raises_is_said_once_and_never_reaches_the_script():
 
 def test_a_figure_the_source_lacks_is_none_never_zero():
     hooks, sent = _hooks(_module(lambda: {"allocated_bytes": {"current": 5}, "num_ooms": "?"}))
-    hooks.read_memory("exit")
+    hooks.memory.read("exit")
     (msg,) = sent
     assert msg["allocated"] == 5 and msg["allocated_peak"] is None and msg["reserved"] is None
     assert msg["ooms"] is None and msg["alloc_retries"] is None

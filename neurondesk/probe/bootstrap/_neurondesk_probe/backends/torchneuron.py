@@ -128,6 +128,69 @@ class CompilePlacer:
         return placed
 
 
+class DeviceMemoryReader:
+    """TorchNeuron's device memory statistics (issue 52 item 3), read at a step end at most once a
+    second (``next_ns``) and at exit; fail-open."""
+
+    def __init__(self, probe, hooks) -> None:
+        self.probe, self.hooks = probe, hooks
+        self.next_ns = 0  # when the device memory may next be read (monotonic)
+        self.off = False  # a read raised: said once, not read again
+
+    def read(self, at: str, now: int | None = None) -> None:
+        """One ``neuron_device_memory`` message: TorchNeuron's allocator statistics of the current
+        device, fail-open (an exception turns the reading off, said once; it never reaches the script)."""
+        self.next_ns = (now or time.monotonic_ns()) + MEMORY_EVERY_NS
+        if self.off or self.hooks.module is None:
+            return
+        try:
+            message = self.memory_message(at)
+        except Exception as exc:  # noqa: BLE001 - fail open: said once, the training goes on
+            self.off = True
+            self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
+                f"TorchNeuron's device memory statistics cannot be read ({type(exc).__name__}: {str(exc)[:200]}): "
+                "device memory is not shown for this process")})
+            return
+        if message is not None:
+            self.probe.send(message)
+
+    def memory_message(self, at: str) -> dict | None:
+        stats, source = None, ""
+        memory = getattr(self.hooks.module, "memory", None)
+        if callable(getattr(memory, "memory_stats", None)):
+            stats, source = memory.memory_stats(), "torch_neuronx.memory"
+        accel = getattr(sys.modules.get("torch"), "accelerator", None)
+        try:
+            on_neuron = accel is not None and str(getattr(accel.current_accelerator(), "type", "")) == "neuron"
+        except Exception:  # noqa: BLE001 - a torch without the accelerator API's answer: torch_neuronx's alone
+            on_neuron = False
+        if stats is None and on_neuron:
+            flat = accel.memory_stats()
+            stats, source = {theirs: {k: flat.get(f"{theirs}.all.{k}") for k in ("current", "peak")}
+                             for _, theirs in MEMORY_BYTES}, "torch.accelerator"
+            stats.update(num_alloc_retries=flat.get("num_alloc_retries"), num_ooms=flat.get("num_ooms"))
+        if not isinstance(stats, dict):
+            return None
+        capacity = None
+        if on_neuron:
+            try:
+                capacity = _count(accel.get_memory_info()[1])
+            except Exception:  # noqa: BLE001 - not there before Neuron 2.34: the capacity is unknown
+                capacity = None
+        device = None
+        try:
+            device = int(self.hooks.module.current_device())
+        except Exception:  # noqa: BLE001
+            pass
+        out = {"kind": "neuron_device_memory", "step": self.probe.clock.step, "device": device, "at": at,
+               "source": source, "capacity": capacity,
+               "alloc_retries": _count(stats.get("num_alloc_retries")), "ooms": _count(stats.get("num_ooms"))}
+        for ours, theirs in MEMORY_BYTES:
+            row = stats.get(theirs) if isinstance(stats.get(theirs), dict) else {}
+            out[ours], out[f"{ours}_peak"] = _count(row.get("current")), _count(row.get("peak"))
+        return out
+
+
 class TorchNeuronHooks:
     def __init__(self, probe) -> None:
         self.probe = probe
@@ -145,8 +208,7 @@ class TorchNeuronHooks:
         self.placer = CompilePlacer(probe)
         self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
         self.log_size = -1
-        self.memory_next_ns = 0  # when the device memory may next be read (monotonic)
-        self.memory_off = False  # a read raised: said once, not read again
+        self.memory = DeviceMemoryReader(probe, self)
 
     # ------------------------------------------------------------------ import
     def patch_torch_neuronx(self, module) -> None:
@@ -202,8 +264,8 @@ class TorchNeuronHooks:
         clock = self.probe.clock
         now = time.monotonic_ns()
         self.placer.ends.append((clock.step, now, clock.train_dims))
-        if now >= self.memory_next_ns:
-            self.read_memory("step", now)
+        if now >= self.memory.next_ns:
+            self.memory.read("step", now)
         total = self.metrics.get_counter_value(TOTAL)
         if total is None:  # a counter not created yet: nothing compiled
             total = 0
@@ -220,8 +282,8 @@ class TorchNeuronHooks:
         """Every step end while the metrics cannot count: one stat of TorchNeuron's log file; a mark
         of its size when it grew (its MISS lines up to there were written in this step or before)."""
         now = time.monotonic_ns()
-        if now >= self.memory_next_ns:
-            self.read_memory("step", now)
+        if now >= self.memory.next_ns:
+            self.memory.read("step", now)
         try:
             size = os.stat(self.log_path).st_size
         except OSError:  # not written yet (or removed): nothing to mark
@@ -294,60 +356,6 @@ class TorchNeuronHooks:
                          "compiles": self.metrics.get_counter_value(TOTAL) or 0,
                          "compile_s": None if acc is None else acc / 1e9, **self.cache_counts()})
 
-    # ------------------------------------------------------------------ device memory
-    def read_memory(self, at: str, now: int | None = None) -> None:
-        """One ``neuron_device_memory`` message: TorchNeuron's allocator statistics of the current
-        device, fail-open (an exception turns the reading off, said once; it never reaches the script)."""
-        self.memory_next_ns = (now or time.monotonic_ns()) + MEMORY_EVERY_NS
-        if self.memory_off or self.module is None:
-            return
-        try:
-            message = self.memory_message(at)
-        except Exception as exc:  # noqa: BLE001 - fail open: said once, the training goes on
-            self.memory_off = True
-            self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
-                f"TorchNeuron's device memory statistics cannot be read ({type(exc).__name__}: {str(exc)[:200]}): "
-                "device memory is not shown for this process")})
-            return
-        if message is not None:
-            self.probe.send(message)
-
-    def memory_message(self, at: str) -> dict | None:
-        stats, source = None, ""
-        memory = getattr(self.module, "memory", None)
-        if callable(getattr(memory, "memory_stats", None)):
-            stats, source = memory.memory_stats(), "torch_neuronx.memory"
-        accel = getattr(sys.modules.get("torch"), "accelerator", None)
-        try:
-            on_neuron = accel is not None and str(getattr(accel.current_accelerator(), "type", "")) == "neuron"
-        except Exception:  # noqa: BLE001 - a torch without the accelerator API's answer: torch_neuronx's alone
-            on_neuron = False
-        if stats is None and on_neuron:
-            flat = accel.memory_stats()
-            stats, source = {theirs: {k: flat.get(f"{theirs}.all.{k}") for k in ("current", "peak")}
-                             for _, theirs in MEMORY_BYTES}, "torch.accelerator"
-            stats.update(num_alloc_retries=flat.get("num_alloc_retries"), num_ooms=flat.get("num_ooms"))
-        if not isinstance(stats, dict):
-            return None
-        capacity = None
-        if on_neuron:
-            try:
-                capacity = _count(accel.get_memory_info()[1])
-            except Exception:  # noqa: BLE001 - not there before Neuron 2.34: the capacity is unknown
-                capacity = None
-        device = None
-        try:
-            device = int(self.module.current_device())
-        except Exception:  # noqa: BLE001
-            pass
-        out = {"kind": "neuron_device_memory", "step": self.probe.clock.step, "device": device, "at": at,
-               "source": source, "capacity": capacity,
-               "alloc_retries": _count(stats.get("num_alloc_retries")), "ooms": _count(stats.get("num_ooms"))}
-        for ours, theirs in MEMORY_BYTES:
-            row = stats.get(theirs) if isinstance(stats.get(theirs), dict) else {}
-            out[ours], out[f"{ours}_peak"] = _count(row.get("current")), _count(row.get("peak"))
-        return out
-
     # ------------------------------------------------------------------ torch.compile graphs
     def after_dynamo_compile(self, point: str | None = None) -> None:
         """The end of a dynamo compile (dynamo.py; ``point``: its point, as its compile message says
@@ -406,7 +414,7 @@ class TorchNeuronHooks:
         the cache's totals."""
         if self.module is None:
             return
-        self.probe.guarded(self.read_memory, "exit", hook="torchneuron-memory")  # a failure's memory too
+        self.probe.guarded(self.memory.read, "exit", hook="torchneuron-memory")  # a failure's memory too
         if self.metrics is None and self.log_path:  # the log's lines after the last step end
             self.probe.guarded(self.at_step_end_log, hook="torchneuron-log")
         if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
