@@ -191,3 +191,50 @@ def test_without_a_capacity_the_words_say_it_was_not_read():
     assert s.parts.memory.torchneuron.oom_words(100, 4) == (
         "device OOM at step 4: peak allocated 5.0 MiB (the device's capacity not read: "
         "torch.accelerator.get_memory_info gave none) on rank 0")
+
+
+def test_a_rank_whose_allocated_memory_grows_is_a_creep_against_the_devices_capacity():
+    from neurondesk.core.figures.run_figures import run_figures
+
+    s = RunState()
+    s.apply(ev.RunStarted(t=0.0, run_id="r", command=["python", "t.py"], warmup_steps=1))
+    s.apply(ev.ProcessAttached(t=0.1, pid=7, rank=3))
+    for i in range(60):
+        s.apply(ev.StepEnded(t=1.0 + i, pid=7, step=i, duration_s=1.0, data_wait_s=0.0))
+        allocated = 4 * GIB + 16 * MIB * i
+        s.apply(nf.NeuronDeviceMemory(t=1.5 + i, pid=7, step=i + 1, device=0, allocated=allocated,
+                                      allocated_peak=allocated, reserved=allocated + 512 * MIB,
+                                      capacity=24 * GIB, source="torch_neuronx.memory"))
+    (leak,) = run_figures(s).memory_creep.leaks
+    assert (leak.memory, leak.device, leak.rank, leak.limit, leak.limit_bytes) == (
+        "torchneuron", "neuron device 0", 3, "device memory", 24 * GIB)
+    # what is left is the capacity less what the allocator holds (reserved, the larger)
+    assert leak.left_bytes == 24 * GIB - (4 * GIB + 16 * MIB * 59 + 512 * MIB)
+    assert leak.words.startswith("rank 3 neuron device 0 allocated memory +56 GiB an hour since step 2, 16 MiB a step: "
+                                 "at this pace neuron device 0's memory (")
+
+
+def test_without_torch_neuronx_memory_the_statistics_come_from_torch_accelerator(monkeypatch):
+    import sys
+
+    flat = {"allocated_bytes.all.current": 10, "allocated_bytes.all.peak": 12, "reserved_bytes.all.current": 20,
+            "reserved_bytes.all.peak": 22, "active_bytes.all.current": 10, "active_bytes.all.peak": 12,
+            "num_alloc_retries": 1, "num_ooms": 0}
+    accel = SimpleNamespace(current_accelerator=lambda: SimpleNamespace(type="neuron"), memory_stats=lambda: flat,
+                            get_memory_info=lambda: (100, 1000))
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(accelerator=accel))
+    hooks, sent = _hooks(SimpleNamespace(current_device=lambda: 0))  # a torch_neuronx without .memory
+    hooks.memory.read("exit")
+    (msg,) = sent
+    assert msg["source"] == "torch.accelerator" and msg["capacity"] == 1000
+    assert (msg["allocated"], msg["allocated_peak"], msg["reserved_peak"], msg["alloc_retries"]) == (10, 12, 22, 1)
+
+
+def test_at_64_ranks_the_panel_names_the_fullest_and_counts_the_rest():
+    s = _state(64)
+    for rank in range(64):
+        peak = (20 if rank == 41 else 10) * GIB
+        s.apply(nf.NeuronDeviceMemory(t=T0 + 10, pid=100 + rank, step=5, device=rank % 4, allocated=peak,
+                                      allocated_peak=peak, capacity=24 * GIB, source="torch_neuronx.memory"))
+    lines = torchneuron_lines(s)
+    assert len(lines) == 9 and lines[0].startswith("rank 41 neuron:1") and lines[-1] == "… 56 more ranks"
