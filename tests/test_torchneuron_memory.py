@@ -238,3 +238,14 @@ def test_at_64_ranks_the_panel_names_the_fullest_and_counts_the_rest():
                                       allocated_peak=peak, capacity=24 * GIB, source="torch_neuronx.memory"))
     lines = torchneuron_lines(s)
     assert len(lines) == 9 and lines[0].startswith("rank 41 neuron:1") and lines[-1] == "… 56 more ranks"
+
+
+def test_the_device_memory_survives_a_checkpoint_of_the_reducer_state():
+    from neurondesk.store.state_codec import decode_state, encode_state
+
+    s = _state(1)
+    s.apply(nf.NeuronDeviceMemory(t=T0 + 10, pid=100, step=3, allocated=5 * MIB, reserved_peak=9 * MIB,
+                                  capacity=64 * MIB, ooms=1, source="torch_neuronx.memory"))
+    again = decode_state(encode_state(s))
+    assert again.parts.memory.torchneuron.oom_words(100, 3) == s.parts.memory.torchneuron.oom_words(100, 3) == (
+        "device OOM at step 3: peak reserved 9.0 MiB of 64.0 MiB on rank 0 (1 allocation failed)")
