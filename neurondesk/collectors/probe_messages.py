@@ -47,6 +47,7 @@ MAX_COUNT = 10**15  # samples, tokens, executions, compiles, batches, drops in o
 MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT on 64-bit Linux
 MAX_RANK = 10**6
 MAX_DIM = 2**40  # one dimension of a tensor shape
+MAX_PATH = 4096  # Linux's PATH_MAX
 MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
 WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
 _STEPS = ("step", "steps", "dropped_steps")
@@ -98,6 +99,9 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
     for shape in value("input_shapes") or []:
         if any(not 0 <= d <= MAX_DIM for d in shape):
             return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    folder = value("cache_dir")
+    if folder is not None and len(folder) > MAX_PATH:
+        return f"cache_dir of {len(folder):,} characters is longer than a path ({MAX_PATH:,})"
     phases = value("phases_s")
     if phases is not None and (len(phases) != ev.PHASES_PER_STEP or not _phases_ok(phases, wall)):
         return f"phases_s {phases[:8]!r} is not {ev.PHASES_PER_STEP} durations in 0..{wall:,.1f} s"

@@ -44,6 +44,7 @@ class NeffCacheTotals(Event):
     disk_hits: int | None = None  # CompilationCache.PersistentHits: NEFFs the persistent cache served
     disk_misses: int | None = None
     evictions: int | None = None  # CompilationCache.Evictions: NEFFs the in-memory cache dropped (its bound reached)
+    cache_dir: str | None = None  # the persistent NEFF cache folder it compiles into (None: off, or not said)
     at_exit: bool = False
 
 

@@ -294,6 +294,25 @@ class NeffReducer:
                 "disk or compiled again. Raise NEURON_COMPILATION_CACHE_MAX_ENTRIES or "
                 "NEURON_COMPILATION_CACHE_MAX_SIZE_MB (the in-memory cache's bounds) so that the run's NEFFs fit")
 
+    def unshared(self) -> str | None:
+        """Processes of the run that compile into different persistent NEFF cache folders, more than one
+        of them compiling: each compiles NEFFs another already has (ranks of one job run the same
+        program). Said with what it cost, the compiles and seconds past the busiest one's, and the fix."""
+        own = {pid: t for pid, t in self.totals.items() if t.cache_dir}
+        folders = {t.cache_dir for t in own.values()}
+        compiling = [t for t in own.values() if t.compiles]
+        if len(folders) < 2 or len(compiling) < 2:
+            return None
+        busiest = max(compiling, key=lambda t: t.compiles)
+        extra = sum(t.compiles for t in compiling) - busiest.compiles
+        timed = [t.compile_s for t in compiling if t.compile_s is not None]
+        seconds = (f" and {sum(timed) - (busiest.compile_s or 0.0):,.1f} s of compiling"
+                   if len(timed) == len(compiling) else "")
+        return (f"{len(own)} processes compile into {len(folders)} different NEFF cache folders "
+                f"({', '.join(sorted(folders)[:3])}{' ...' if len(folders) > 3 else ''}): the same NEFFs compiled "
+                f"in {len(compiling)} places, {extra:,} compiles{seconds} past the busiest process's. Set one "
+                "TORCH_NEURONX_NEFF_CACHE_DIR shared by every rank (a shared file system across nodes)")
+
     def first_step_cache(self, lead: int | None) -> str | None:
         """"cold" (something compiled before the first step ended), "warm" (the persistent cache
         served it all) or None (nothing known) for the first training step."""

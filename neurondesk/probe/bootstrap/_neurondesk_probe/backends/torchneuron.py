@@ -85,6 +85,17 @@ def _number(value) -> float | None:
     return float(value)
 
 
+def _cache_dir() -> str | None:
+    """The persistent NEFF cache folder this process compiles into (as collectors/torchneuron.py
+    neff_cache_dir: either spelling of the off switch, else TORCH_NEURONX_NEFF_CACHE_DIR or its default),
+    its real path; None when the cache is off."""
+    env = os.environ
+    if any(env.get(n, "").strip().lower() in ("1", "true", "yes")
+           for n in ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")):
+        return None
+    return os.path.realpath(env.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache")
+
+
 def _count(value) -> int | None:
     """A non-negative int, or None (never 0 for what the source did not give)."""
     return value if type(value) is int and value >= 0 else None  # noqa: E721
@@ -354,7 +365,8 @@ class TorchNeuronHooks:
         acc = _number(data.get("accumulator")) if isinstance(data, dict) else None
         self.probe.send({"kind": "neff_cache", "step": self.probe.clock.step, "at_exit": at_exit,
                          "compiles": self.metrics.get_counter_value(TOTAL) or 0,
-                         "compile_s": None if acc is None else acc / 1e9, **self.cache_counts()})
+                         "compile_s": None if acc is None else acc / 1e9, "cache_dir": _cache_dir(),
+                         **self.cache_counts()})
 
     # ------------------------------------------------------------------ torch.compile graphs
     def after_dynamo_compile(self, point: str | None = None) -> None:
