@@ -19,7 +19,7 @@ cache log) and docs/torchneuron.md.
   call into ``_C._get_memory_stats``), else ``torch.accelerator.memory_stats()`` (Neuron 2.34+), and the
   device's capacity from ``torch.accelerator.get_memory_info()``: at a step end at most once a second
   (``MEMORY_EVERY_NS``) and at exit (a failure's too), never synchronizing; a ``neuron_device_memory``
-  message. A read that raises turns the reading off, said once;
+  message. A read that raises turns the reading off, said once (backends/torchneuron_memory.py);
 - eager ops that ran on the CPU: ``torch_neuronx.get_fallback_ops()`` (torch-neuronx's op tracking,
   as published with its source; not in the docs pages read), once at exit, each op a ``neuron_fault``
   message of fault "cpu-fallback" (at most FALLBACK_OPS_SENT).
