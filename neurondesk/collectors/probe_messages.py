@@ -32,6 +32,7 @@ PROBE_KINDS = frozenset({"process_attached", "device_seen", "step", "steps", "gr
                          "compile", "dynamo_recompile", "graph_break", "notice", "probe_dropped",
                          "eval_phase", "eval_progress", "torch_log", "process_failed",
                          "neff_compiles", "neff_cache", "neff_log_mark", "neuron_graph_stat", "neuron_fault",
+                         "neuron_device_memory",
                          "step_resumed", "checkpoint", "long_collective", "loss", "throughput"})
 
 
@@ -46,11 +47,14 @@ MAX_COUNT = 10**15  # samples, tokens, executions, compiles, batches, drops in o
 MAX_PID = 2**22  # the kernel's PID_MAX_LIMIT on 64-bit Linux
 MAX_RANK = 10**6
 MAX_DIM = 2**40  # one dimension of a tensor shape
+MAX_PATH = 4096  # Linux's PATH_MAX
 MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
 WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
 _STEPS = ("step", "steps", "dropped_steps")
 _COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs", "count", "graphs",
-           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count", "bytes")
+           "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count", "bytes",
+           "evictions", "alloc_retries", "ooms", "allocated", "allocated_peak", "reserved", "reserved_peak",
+           "active", "active_peak", "capacity")
 _DURATIONS = ("duration_s", "data_wait_s")
 _RANKS = ("rank", "local_rank", "world_size")
 
@@ -95,6 +99,9 @@ def out_of_range(e: ev.Event, t_received: float, started_t: float | None = None)
     for shape in value("input_shapes") or []:
         if any(not 0 <= d <= MAX_DIM for d in shape):
             return f"input shape {shape[:8]} has a dimension outside 0..{MAX_DIM:,}"
+    folder = value("cache_dir")
+    if folder is not None and len(folder) > MAX_PATH:
+        return f"cache_dir of {len(folder):,} characters is longer than a path ({MAX_PATH:,})"
     phases = value("phases_s")
     if phases is not None and (len(phases) != ev.PHASES_PER_STEP or not _phases_ok(phases, wall)):
         return f"phases_s {phases[:8]!r} is not {ev.PHASES_PER_STEP} durations in 0..{wall:,.1f} s"

@@ -12,7 +12,7 @@ stored here, its ``latest`` pages; the Neuron release each was current for):
 | ``[NEFF_CACHE] Cache MISS for key: K``, ``Cache HIT for key: K``, ``Storing NEFF for key: K`` | the NEFF cache's lines, at level 2 | TorchNeuron logging, as issue 44 quotes it (Neuron 2.33-2.34); the lines' ``[Neuron] [INFO] [file:line]`` prefix is not in what we read: the parser needs none |
 | ``TORCH_NEURONX_METRICS_ENABLED``, ``CompilationCache.TotalCompilations``, ``.InMemoryHits``, ``.InMemoryMisses``, ``.PersistentHits``, ``.PersistentMisses``, ``CompilationCache.CompilationTime`` | TorchNeuron's metrics (off by default) | "TorchNeuron environment variables" (metrics section), issue 44's quotes of the metrics page (Neuron 2.33-2.34) |
 | ``torch_neuronx.metrics.is_enabled()``, ``get_counter_value(name)``, ``get_metric_data(name)`` (``accumulator``, in nanoseconds as torch_xla's) | how a process reads them (the probe checks all three exist; without them, or with collection off, the log's MISS lines count the compiles) | torch-neuronx's source: ``torch_neuronx/metrics.py``; the unit (nanoseconds) and ``samples`` ``{timestamp_ns, value}``: ``csrc/core/NeuronBindings.cpp`` ``_neuron_metric_data``, ``csrc/core/metrics/NeuronMetrics.h`` ``TORCH_NEURONX_TIME_METRIC`` (docs/torchneuron.md) |
-| ``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` | the persistent NEFF cache | "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16: Neuron 2.34) names the variable; the default is torch-neuronx's own, not in the pages we read |
+| ``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` or ``TORCH_NEURONX_DISABLE_NEFF_CACHE`` (either turns it off), ``TORCH_NEURONX_HLO_CACHE_DIR`` | the persistent NEFF cache, its off switch in both spellings (torch_neuronx/utils.py : is_neff_cache_disabled reads the second), the HLO cache | "What are Neuron Compiler artifacts?" (compiler/about-compiler-artifacts, 2026-11-16: Neuron 2.34) names the variable; the default is torch-neuronx's own, not in the pages we read |
 | ``torch.compile(backend="neuron")``, ``torch_neuronx.get_dynamo_metrics()`` (graph_id, graph_name, model_name, has_collectives, graph_node_count, timestamp, torch_neuronx_fx_passes_us / _lower_us / _compile_us), ``torch._dynamo.utils.counters["neuron"]["compiled_graphs"]`` | its torch.compile graphs; get_dynamo_metrics synchronizes, so it is read at the end of a dynamo compile and at exit, never per step | "torch.compile backend reference" (2026-10-14: Neuron 2.33); the fields: the metrics documentation of Neuron 2.33-2.34 as issue 27 quotes it (collectors/devices/graph_stats.py) |
 | ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | a torch.compile graph that fails to compile raises (1, the default) or runs eagerly (0) | "TorchNeuron environment variables" (2026-10-14); named in the graph-fallback finding (collectors/logparse/neuron_faults.py reads the failures) |
 
@@ -61,16 +61,33 @@ COUNTED = {"Cache MISS": "misses", "Cache HIT": "hits", "Storing NEFF": "stores"
 DEFAULT_NEFF_CACHE = "/tmp/neff_cache"  # TORCH_NEURONX_NEFF_CACHE_DIR's default (torch-neuronx's own)
 
 
+# both spellings turn the persistent cache off: torch_neuronx/utils.py : is_neff_cache_disabled reads
+# TORCH_NEURONX_DISABLE_NEFF_CACHE ("1", "true", "yes", any case); the env-vars page and earlier
+# releases say TORCH_NEURONX_NEFF_DISABLE_CACHE (docs/torchneuron.md, issue 52 item 4)
+CACHE_SWITCHES = ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")
+HLO_CACHE = "TORCH_NEURONX_HLO_CACHE_DIR"  # the HLO cache folder (torch-neuronx's source; no default read)
+
+
+def neff_cache_off(env: Mapping[str, str]) -> bool:
+    """Either spelling of the switch set to 1 / true / yes."""
+    return any(env.get(name, "").strip().lower() in ("1", "true", "yes") for name in CACHE_SWITCHES)
+
+
 def neff_cache_dir(env: Mapping[str, str]) -> str | None:
     """The persistent NEFF cache folder a workload with this environment writes to, for the disk
     forecast: TORCH_NEURONX_NEFF_CACHE_DIR when set; else its default when it exists (a machine that
-    ran TorchNeuron before); None when TORCH_NEURONX_NEFF_DISABLE_CACHE=1 (memory only) or neither."""
-    if env.get("TORCH_NEURONX_NEFF_DISABLE_CACHE") == "1":
+    ran TorchNeuron before); None when either spelling of the switch is on (memory only) or neither."""
+    if neff_cache_off(env):
         return None
     given = env.get("TORCH_NEURONX_NEFF_CACHE_DIR")
     if given:
         return given
     return DEFAULT_NEFF_CACHE if os.path.isdir(DEFAULT_NEFF_CACHE) else None
+
+
+def hlo_cache_dir(env: Mapping[str, str]) -> str | None:
+    """TORCH_NEURONX_HLO_CACHE_DIR when set (the disk forecast watches it beside the NEFF cache)."""
+    return env.get(HLO_CACHE) or None
 
 
 def _int(text: str | None, default: int) -> int:

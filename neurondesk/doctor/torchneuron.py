@@ -10,13 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from neurondesk.collectors.devices import human_bytes
-from neurondesk.collectors.torchneuron import DEFAULT_NEFF_CACHE
+from neurondesk.collectors.torchneuron import CACHE_SWITCHES, DEFAULT_NEFF_CACHE  # both spellings are seen
 from neurondesk.doctor import facts as F
 from neurondesk.doctor import tables as T
 from neurondesk.doctor.check import Check
 
 CACHE_DIR = "TORCH_NEURONX_NEFF_CACHE_DIR"
-CACHE_SWITCHES = ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")  # both spellings are seen
 METRICS = "TORCH_NEURONX_METRICS_ENABLED"
 XLA_ONLY = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "PJRT_DEVICE", "NEURON_PARALLEL_COMPILE")  # the XLA path's
 PREFIXES = ("TORCH_NEURONX_", "NEURON_RT_")

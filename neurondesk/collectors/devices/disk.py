@@ -1,7 +1,7 @@
 """Free space of the filesystems a run writes to: the run folder's and the Neuron compile cache's
 (where compile_cache.locate_cache finds it: --cache_dir in NEURON_CC_FLAGS, a file://
 NEURON_COMPILE_CACHE_URL, else the default folder) and TorchNeuron's persistent NEFF cache's
-(collectors/torchneuron.neff_cache_dir). One statvfs per path; two paths on one
+(collectors/torchneuron.neff_cache_dir) and HLO cache's (TORCH_NEURONX_HLO_CACHE_DIR). One statvfs per path; two paths on one
 filesystem give one reading that holds both, with the bytes of the run's own folders on it (a bounded walk:
 what the run wrote, apart from other writers of a shared disk). The figures (growth, forecast) are
 core/node/disk.py's."""
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from neurondesk.collectors.devices.compile_cache import locate_cache
-from neurondesk.collectors.torchneuron import neff_cache_dir
+from neurondesk.collectors.torchneuron import hlo_cache_dir, neff_cache_dir
 from neurondesk.core.node.disk import DiskSample, FsReading
 
 WALK_MAX = 5_000  # files stat'ed per sample and disk (every 5 s); past it the folders are not measured
@@ -22,15 +22,19 @@ WALK_MAX = 5_000  # files stat'ed per sample and disk (every 5 s); past it the f
 
 
 def disk_locations(run_dir: Path | str, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What of the run lives where: {"run folder": ..., "compile cache": ..., "NEFF cache": ...} (a
+    """What of the run lives where: {"run folder": ..., "compile cache": ..., "NEFF cache": ..., "HLO cache": ...} (a
     remote cache, s3:// and the like, has no local disk to watch)."""
     out = {"run folder": str(run_dir)}
     cache = locate_cache(env)
     if not cache.remote:
         out["compile cache"] = cache.path
-    neff = neff_cache_dir(os.environ if env is None else env)
+    env = os.environ if env is None else env
+    neff = neff_cache_dir(env)
     if neff:
         out["NEFF cache"] = neff
+    hlo = hlo_cache_dir(env)
+    if hlo:
+        out["HLO cache"] = hlo
     return out
 
 

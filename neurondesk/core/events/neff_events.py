@@ -43,6 +43,8 @@ class NeffCacheTotals(Event):
     memory_misses: int | None = None
     disk_hits: int | None = None  # CompilationCache.PersistentHits: NEFFs the persistent cache served
     disk_misses: int | None = None
+    evictions: int | None = None  # CompilationCache.Evictions: NEFFs the in-memory cache dropped (its bound reached)
+    cache_dir: str | None = None  # the persistent NEFF cache folder it compiles into (None: off, or not said)
     at_exit: bool = False
 
 
@@ -75,3 +77,28 @@ class NeffLogMark(Event):
     size: int  # the log file's size then (bytes)
     phase: str | None = None
     input_shapes: list[list[int]] | None = None  # the step's batch shape, as the probe saw it
+
+
+@dataclass(frozen=True)
+class NeuronDeviceMemory(Event):
+    """TorchNeuron's device memory statistics of one process (issue 52 item 3), read by the probe at
+    most once a second at a step end, and at its exit (a failure included): torch_neuronx/memory.py
+    ``memory_stats(device)`` (``_C._get_memory_stats``), else ``torch.accelerator.memory_stats`` (Neuron
+    2.34+); the device's capacity from ``torch.accelerator.get_memory_info`` where it answers. Bytes;
+    None where the source did not give the figure (never 0 for unknown)."""
+
+    kind: ClassVar[str] = "neuron_device_memory"
+    pid: int
+    step: int
+    device: int | None = None  # the device index the statistics are of
+    allocated: int | None = None  # allocated_bytes current / peak (peak since the process began or the last reset)
+    allocated_peak: int | None = None
+    reserved: int | None = None  # reserved_bytes: what the caching allocator holds from the runtime
+    reserved_peak: int | None = None
+    active: int | None = None  # active_bytes: in use by live tensors
+    active_peak: int | None = None
+    alloc_retries: int | None = None  # num_alloc_retries: allocations that succeeded only after the pool was pruned
+    ooms: int | None = None  # num_ooms: allocations that failed for good (a device OOM)
+    capacity: int | None = None  # the device's memory (torch.accelerator.get_memory_info's total)
+    source: str = ""  # "torch_neuronx.memory" | "torch.accelerator"
+    at: str = "step"  # "step" | "exit" (the process's end, a failure's too)

@@ -48,6 +48,7 @@ EVENT_CLASSES: tuple[type[ev.Event], ...] = (
     neff.NeffCompiles,
     neff.NeffCacheTotals,
     neff.NeffCacheLog,
+    neff.NeuronDeviceMemory,  # TorchNeuron's device memory statistics (probe)
     neff.NeffLogMark,
     # the workload's output and neurondesk's own messages
     ev.OutputLine,

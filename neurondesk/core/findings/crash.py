@@ -24,7 +24,7 @@ import re
 
 import msgspec
 
-from neurondesk.core.findings.crash_memory import CrashMemory, device_memory, host_memory
+from neurondesk.core.findings.crash_memory import NRT_OOM, CrashMemory, device_memory, host_memory
 from neurondesk.core.findings.neuron_errors import (
     COMPILER_OOM_FIX,
     DEVICE_OOM_FIX,
@@ -189,7 +189,7 @@ def _try(kind: str, texts: list[str]) -> str:
 def _classify(state: RunState, texts: list[str], sig: str | None, sig_said: str) -> tuple[str, str, str]:
     """(kind, what happened in words, the evidence)."""
     neuron = dict(neuron_fault_findings(state))
-    cuda = _find(texts, _CUDA_OOM)
+    cuda = _find(texts, _CUDA_OOM) or _find(texts, NRT_OOM)  # CUDA's, or TorchNeuron's allocator's
     if "device-oom" in neuron or cuda:
         faults = state.parts.telemetry.faults.by_kind.get("device-oom", [])
         return "device-oom", "ran out of device memory", cuda or (faults[0].line if faults else "")

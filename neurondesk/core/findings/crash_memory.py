@@ -17,6 +17,9 @@ _CUDA_TOTAL = re.compile(rf"total capacity of {_SIZE}|{_SIZE} total capacity")
 _CUDA_FREE = re.compile(rf"of which {_SIZE} is free|{_SIZE} free")
 _CUDA_TRIED = re.compile(rf"Tried to allocate {_SIZE}")
 _CUDA_GPU = re.compile(r"GPU (\d+)")
+# TorchNeuron's device OOM: csrc/core/allocator/NeuronCachingAllocator.cpp NrtTensorPool::AllocateWithRetry
+# raises std::runtime_error("NRT allocation failed for size N (OOM)") once the retry after pruning failed too
+NRT_OOM = re.compile(r"NRT allocation failed for size (\d+) \(OOM\)")
 
 
 class CrashMemory(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,7 +100,11 @@ def host_memory(state: RunState, pid: int | None) -> CrashMemory | None:
 
 
 def device_memory(state: RunState, texts: list[str]) -> CrashMemory | None:
-    """The device memory at the end: the Neuron HBM peak, CUDA's message, or NVML's last reading."""
+    """The device memory at the end: TorchNeuron's allocator statistics, the Neuron HBM peak, CUDA's
+    message, or NVML's last reading."""
+    tn = torchneuron_memory(state, texts)
+    if tn is not None:
+        return tn
     room = state.parts.telemetry.hbm_headroom()
     if room is not None:
         return CrashMemory(what=f"NeuronCore {room.core} HBM", used_bytes=room.peak_bytes, limit_bytes=room.capacity_bytes,
@@ -122,3 +129,28 @@ def device_memory(state: RunState, texts: list[str]) -> CrashMemory | None:
                            words=(f"device memory: GPU {g.index} {size_text(g.memory_used)} of "
                                   f"{size_text(g.memory_total)} at the last sample (NVML)"))
     return None
+
+
+def torchneuron_memory(state: RunState, texts: list[str]) -> CrashMemory | None:
+    """TorchNeuron's statistics of the failing rank (core/reduce/torchneuron_memory.py): with its OOM
+    line, "device OOM at step 812: peak reserved 23.1 of 24.0 GiB on rank 5"; else its peak."""
+    mem = state.parts.memory.torchneuron
+    if mem is None or not mem.by_pid:
+        return None
+    first = state.parts.ranks.failed_first
+    pid = first.pid if first is not None else None
+    oom = next((m for t in texts if (m := NRT_OOM.search(t)) is not None), None)
+    r = mem.by_pid.get(pid) if pid is not None else None
+    r = r or next((x for x in mem.ranks() if x.ooms), None) or mem.tightest()
+    if r is None or r.peak() is None:
+        return None
+    name, peak = r.peak()
+    if oom is not None:
+        words = mem.oom_words(r.pid, first.step if first is not None else None)
+        words = f"device memory: {words}; it tried to allocate {size_text(int(oom.group(1)))} more"
+    else:
+        who = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+        of = f" of {size_text(r.capacity)}" if r.capacity else ""
+        words = f"device memory: {who}'s {name} memory peaked at {size_text(peak)}{of} (TorchNeuron's allocator)"
+    return CrashMemory(what=f"neuron device {r.device if r.device is not None else 0}", used_bytes=peak,
+                       limit_bytes=r.capacity, words=words)

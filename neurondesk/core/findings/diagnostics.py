@@ -72,7 +72,8 @@ class Diagnostic:
 def diagnostics(state: RunState) -> list[Diagnostic]:
     neuron = [Diagnostic(kind=kind, message=text) for kind, text in neuron_fault_findings(state)]
     return [d for d in (*neuron, node_health(state), graph_grows(state), *many_graphs(state), no_steady_state(state),
-                        checkpoint_interval(state), neff_sources(state))
+                        checkpoint_interval(state), neff_sources(state), neff_evictions(state),
+                        neff_unshared(state))
             if d is not None]
 
 
@@ -81,6 +82,18 @@ def neff_sources(state: RunState) -> Diagnostic | None:
     (core/reduce/compile/neff.py): both numbers said."""
     words = state.parts.neff.disagreement()
     return None if words is None else Diagnostic(kind="neff-sources-disagree", message=words)
+
+
+def neff_evictions(state: RunState) -> Diagnostic | None:
+    """TorchNeuron's in-memory NEFF cache evicted NEFFs (core/reduce/compile/neff.py): the numbers and the fix."""
+    words = state.parts.neff.evictions()
+    return None if words is None else Diagnostic(kind="neff-cache-evictions", message=words)
+
+
+def neff_unshared(state: RunState) -> Diagnostic | None:
+    """Ranks compiling into NEFF cache folders of their own (core/reduce/compile/neff.py): what it cost, the fix."""
+    words = state.parts.neff.unshared()
+    return None if words is None else Diagnostic(kind="neff-cache-unshared", message=words)
 
 
 def checkpoint_interval(state: RunState) -> Diagnostic | None:

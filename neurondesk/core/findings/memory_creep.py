@@ -19,7 +19,8 @@ from neurondesk.core.reduce.state import RunState
 KIND_PER_STEP = "kept-per-step"  # grows with the steps: something keeps a little of every step
 KIND_TIME = "grows-with-time"  # grows while no step ends (a thread, a cache filled in the background)
 PER_STEP_MIN_STEPS = 5
-MEMORY_NAMES = {"host_rss": "host RSS", "neuron": "memory", "cuda": "memory"}  # after "NeuronCore 3", "GPU 0"
+# after "NeuronCore 3", "GPU 0", "neuron device 0" (TorchNeuron's allocator, per process)
+MEMORY_NAMES = {"host_rss": "host RSS", "neuron": "memory", "cuda": "memory", "torchneuron": "allocated memory"}
 LIKELY = {
     "host_rss": ("tensors kept across steps: the classic is the loss appended to a list without .item() or "
                  ".detach(), which keeps each step's autograd graph alive; or a history, cache or metrics list "
@@ -28,13 +29,15 @@ LIKELY = {
                "the device that only grows"),
     "cuda": ("device tensors kept across steps: a list of losses or outputs not detached (the classic: the "
              "loss without .item()), or a cache on the device that only grows"),
+    "torchneuron": ("device tensors kept across steps: a list of losses or outputs not detached (the loss "
+                    "without .item()), or a cache on the device that only grows"),
 }
 
 
 class MemoryLeak(msgspec.Struct, frozen=True, kw_only=True):
     """One memory series that creeps over the steady steps."""
 
-    memory: str  # "host_rss" | "neuron" (a NeuronCore's memory) | "cuda" (a process's memory on a GPU)
+    memory: str  # "host_rss" | "neuron" (a NeuronCore's memory) | "cuda" (a process's memory on a GPU) | "torchneuron"
     rank: int | None = None
     pid: int | None = None
     device: str | None = None  # "NeuronCore 3", "GPU 0"; None for host RSS
@@ -84,6 +87,8 @@ def hours_text(h: float) -> str:
 def _label(s: MemorySeries) -> str | None:
     if s.device is None:
         return None
+    if s.what == "torchneuron":
+        return f"neuron device {s.device}"
     return f"NeuronCore {s.device}" if s.what == "neuron" else f"GPU {s.device}"
 
 
@@ -120,6 +125,11 @@ def _room(state: RunState, s: MemorySeries) -> tuple[str | None, int | None, int
     if s.what == "neuron":
         cap = state.parts.telemetry.core_capacity(s.device)
         return ("HBM share", cap, max(0, cap - int(s.ys[-1]))) if cap else (None, None, None)
+    if s.what == "torchneuron":  # the capacity torch.accelerator.get_memory_info gave, where it did
+        r = mem.torchneuron.by_pid.get(s.pid) if mem.torchneuron is not None and s.pid is not None else None
+        cap = r.capacity if r is not None else None
+        held = max(int(s.ys[-1]), r.reserved or 0) if r is not None else int(s.ys[-1])
+        return ("device memory", cap, max(0, cap - held)) if cap else (None, None, None)
     room = mem.gpu_room.get(s.device) if isinstance(s.device, int) else None
     return ("GPU memory", room[0], max(0, room[0] - room[1])) if room else (None, None, None)
 
@@ -158,7 +168,8 @@ def _with_words(x: MemoryLeak, host_rate: float) -> MemoryLeak:
         room = (f"the cgroup's memory limit ({size_text(x.limit_bytes or 0)}, {size_text(x.left_bytes or 0)} left)"
                 if x.limit == "cgroup memory limit" else
                 f"the host's available memory ({size_text(x.left_bytes or 0)})" if host
-                else f"{x.device}'s {'memory' if x.memory == 'cuda' else x.limit} ({size_text(x.left_bytes or 0)} left)")
+                else f"{x.device}'s {'memory' if x.memory in ('cuda', 'torchneuron') else x.limit} "
+                     f"({size_text(x.left_bytes or 0)} left)")
         words += f": at this pace {room} is {'used up' if host else 'reached'} in about {hours_text(hours)}"
         reached = ("host memory used up" if host else "the cgroup's limit reached" if x.limit == "cgroup memory limit"
                    else "its limit reached")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.events import neff_events as nf
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.registry import EVENT_TYPES
 from neurondesk.core.node.memory_trend import Creep, creep
@@ -24,6 +25,7 @@ from neurondesk.core.reduce.compile.compiles import CompileReducer
 from neurondesk.core.reduce.ranks import RankReducer
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import StepReducer
+from neurondesk.core.reduce.torchneuron_memory import DeviceMemory
 
 MAX_POINTS = 200
 RECHECK = 5  # samples between two trend tests of a series (5 s at 1 Hz)
@@ -35,7 +37,7 @@ MAX_SERIES = 1024  # a garbage report must not grow the table without end
 class MemorySeries:
     """One memory figure over the steady samples: when (``ts``), bytes (``ys``), the rank's step then."""
 
-    what: str  # "host_rss" | "neuron" | "cuda"
+    what: str  # "host_rss" | "neuron" | "cuda" | "torchneuron" (TorchNeuron's allocated bytes, per process)
     pid: int | None = None  # the process (a NeuronCore's owner)
     device: int | str | None = None  # the NeuronCore (neuron) or GPU index (cuda); None for host RSS
     ts: list[float] = field(default_factory=list)
@@ -86,6 +88,7 @@ class MemoryLimit:
 
 class MemoryReducer:
     _pending_rss: int | None = None  # a class default: a checkpoint written before it existed still loads
+    torchneuron: DeviceMemory | None = None  # TorchNeuron's allocator statistics per process (made at the first)
 
     def __init__(self, run: RunReducer, steps: StepReducer, compiles: CompileReducer, ranks: RankReducer) -> None:
         self._run, self._steps, self._compiles, self._ranks = run, steps, compiles, ranks
@@ -102,7 +105,7 @@ class MemoryReducer:
         out = {"run_started": self.on_run_started, "process_attached": self.on_process_attached,
                "process_tree": self.on_process_tree, "neuron_sample": self.on_neuron_sample,
                "gpu_sample": self.on_gpu_sample, "host_sample": self.on_host_sample, "step": self.on_step,
-               "steps": self.on_step}
+               "steps": self.on_step, "neuron_device_memory": self.on_device_memory}
         if CGROUP_KIND in EVENT_TYPES:  # the workload's cgroup (collectors/cgroup_memory.py), where it is recorded
             out[CGROUP_KIND] = self.on_cgroup_memory
         return out
@@ -168,6 +171,16 @@ class MemoryReducer:
             s = self._series("neuron", c.owner_pid, c.core)
             if s is not None:
                 s.add(e.t, total, self._step(c.owner_pid), c.memory)
+
+    def on_device_memory(self, e: nf.NeuronDeviceMemory) -> None:
+        """TorchNeuron's statistics: kept per rank always; its allocated bytes a creep series in steady state."""
+        if self.torchneuron is None:
+            self.torchneuron = DeviceMemory()
+        self.torchneuron.add(e, self.rank_of(e.pid))
+        if e.at == "step" and e.allocated is not None and self._steady():
+            s = self._series("torchneuron", e.pid, e.device if e.device is not None else 0)
+            if s is not None:
+                s.add(e.t, e.allocated, self._step(e.pid))
 
     def on_gpu_sample(self, e: dev.GpuSample) -> None:
         self.gpu_room = {g.index: (g.memory_total, g.memory_used) for g in e.gpus

@@ -72,11 +72,32 @@ class NeffCacheSection(_S):
     memory_misses: int | None = None
     disk_hits: int | None = None  # CompilationCache.PersistentHits: NEFFs the persistent cache served
     disk_misses: int | None = None
+    evictions: int | None = None  # CompilationCache.Evictions: NEFFs the in-memory cache dropped, summed
     log_file: str | None = None  # the TORCH_NEURONX_LOG_FILE read
     log_misses: int = 0  # its "[NEFF_CACHE] Cache MISS" lines
     log_hits: int = 0
     log_stores: int = 0
     log_relayed: int = 0  # its warnings and errors passed on to the workload's stderr
+
+
+class DeviceMemorySection(_S):
+    """TorchNeuron's allocator statistics of one rank (core/reduce/torchneuron_memory.py): the latest
+    reading and the run's peaks, bytes; None where its source gave none (never 0 for unknown)."""
+
+    rank: int | None = None
+    pid: int = 0
+    device: int | None = None
+    step: int = 0  # the step of the latest reading
+    allocated_bytes: int | None = None
+    allocated_peak_bytes: int | None = None
+    reserved_bytes: int | None = None
+    reserved_peak_bytes: int | None = None
+    active_bytes: int | None = None
+    active_peak_bytes: int | None = None
+    alloc_retries: int | None = None  # num_alloc_retries
+    ooms: int | None = None  # num_ooms
+    capacity_bytes: int | None = None  # torch.accelerator.get_memory_info's total, where it answered
+    source: str = ""  # "torch_neuronx.memory" | "torch.accelerator"
 
 
 class NeuronSection(_S):
@@ -89,6 +110,7 @@ class NeuronSection(_S):
     graph_stats_unjoined: int = 0  # graph_stats rows no dynamo compile took (each a compile of its own in "compiles")
     node_health: NodeHealthSection | None = None
     neff_cache: NeffCacheSection | None = None  # TorchNeuron (issue 44)
+    device_memory: list[DeviceMemorySection] = []  # TorchNeuron's allocator, one row a rank (issue 52)
 
 
 def split_section(index: int, s: CompileSplit) -> CompileSplitSection:
@@ -117,8 +139,20 @@ def neuron_section(state: RunState) -> NeuronSection | None:
         graph_stats_unjoined=tel.graph_stats.unjoined_rows,
         node_health=_health(state),
         neff_cache=_neff(state),
+        device_memory=_device_memory(state),
     )
     return None if section == NeuronSection() else section
+
+
+def _device_memory(state: RunState) -> list[DeviceMemorySection]:
+    mem = state.parts.memory.torchneuron
+    if mem is None:
+        return []
+    return [DeviceMemorySection(
+        rank=r.rank, pid=r.pid, device=r.device, step=r.step, allocated_bytes=r.allocated,
+        allocated_peak_bytes=r.allocated_peak, reserved_bytes=r.reserved, reserved_peak_bytes=r.reserved_peak,
+        active_bytes=r.active, active_peak_bytes=r.active_peak, alloc_retries=r.alloc_retries, ooms=r.ooms,
+        capacity_bytes=r.capacity, source=r.source) for r in mem.ranks()]
 
 
 def _neff(state: RunState) -> NeffCacheSection | None:
@@ -128,7 +162,7 @@ def _neff(state: RunState) -> NeffCacheSection | None:
     return NeffCacheSection(compiles=c.compiles, compile_s=c.compile_s, counted_from=c.counted_from,
                             disagreement=c.disagreement, groups=c.groups, graph_neffs=c.graph_neffs,
                             memory_hits=c.memory_hits, memory_misses=c.memory_misses, disk_hits=c.disk_hits,
-                            disk_misses=c.disk_misses, log_file=c.log.path, log_misses=c.log.misses,
+                            disk_misses=c.disk_misses, evictions=c.evictions, log_file=c.log.path, log_misses=c.log.misses,
                             log_hits=c.log.hits, log_stores=c.log.stores, log_relayed=c.log.relayed)
 
 

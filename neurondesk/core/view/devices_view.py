@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from neurondesk.core.events import device_events as dev
 from neurondesk.core.reduce.neuron_memory import DEVICE_CATEGORIES, HbmHeadroom
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.reduce.torchneuron_memory import peak_of
+from neurondesk.core.reduce.torchneuron_memory import size_text as fmt_bytes
 
 NOTICES_SHOWN = 2  # the latest collector warnings under the bars
 
@@ -87,6 +89,7 @@ class DevicesView:
     output_not_stored: str | None
     collector_notices: tuple[str, ...]  # "neuron-monitor: restarting ..."
     reduce_errors: str | None
+    torchneuron_memory: tuple[str, ...] = ()  # TorchNeuron's allocator per rank, the fullest first (words)
 
 
 def device_units(state: RunState) -> tuple[str, list[Unit], str]:
@@ -192,7 +195,43 @@ def _key(state: RunState, creep: str | None) -> tuple:
     tel, notices = state.parts.telemetry, state.notices
     return (state.neuron, state.gpu, state.host, state.process_tree, state.cache, state.inventory,
             tel.neuron_profile, tel.neuron_hardware, len(notices), notices[-1] if notices else None,
-            state.reduce_errors, state.parts.disk.events, creep)
+            state.reduce_errors, state.parts.disk.events, creep, _tn_readings(state))
+
+
+def _tn_readings(state: RunState) -> int:
+    mem = state.parts.memory.torchneuron
+    return 0 if mem is None else sum(r.readings for r in mem.by_pid.values())
+
+
+TN_RANKS_SHOWN = 8
+
+
+def torchneuron_lines(state: RunState) -> tuple[str, ...]:
+    """One line a rank, the nearest its capacity (else the highest peak) first, at most TN_RANKS_SHOWN:
+    "rank 5 neuron:0 allocated 21.0 GiB (peak 22.9 GiB), reserved 23.1 GiB (peak 23.1 of 24.0 GiB); 1 OOM"."""
+    mem = state.parts.memory.torchneuron
+    if mem is None or not mem.by_pid:
+        return ()
+    rows = sorted(mem.by_pid.values(), key=lambda r: -(r.peak()[1] / r.capacity if r.capacity and r.peak()
+                                                       else (r.peak() or ("", 0))[1]))
+    out = []
+    for r in rows[:TN_RANKS_SHOWN]:
+        who = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+        parts = []
+        for name, now, peak in (("allocated", r.allocated, r.allocated_peak), ("reserved", r.reserved, r.reserved_peak)):
+            if now is None and peak is None:
+                continue
+            cap = r.capacity if name == (r.peak() or ("",))[0] else None
+            shown = "?" if now is None else fmt_bytes(now)
+            parts.append(f"{name} {shown} (peak {'?' if peak is None else peak_of(peak, cap) if cap else fmt_bytes(peak)})")
+        counts = [f"{r.ooms:,} OOM{'s' if r.ooms != 1 else ''}" if r.ooms else "",
+                  f"{r.alloc_retries:,} retried" if r.alloc_retries else ""]
+        tail = "; ".join(c for c in counts if c)
+        out.append(f"{who} neuron:{r.device if r.device is not None else '?'} " + ", ".join(parts)
+                   + (f"; {tail}" if tail else ""))
+    if len(rows) > TN_RANKS_SHOWN:
+        out.append(f"… {len(rows) - TN_RANKS_SHOWN} more ranks")
+    return tuple(out)
 
 
 def devices_view(state: RunState, creep: str | None, previous: DevicesView | None = None) -> DevicesView:
@@ -212,5 +251,5 @@ def devices_view(state: RunState, creep: str | None, previous: DevicesView | Non
         profile=state.parts.telemetry.neuron_profile, execution_errors=execution_text(state), host=_host(state.host),
         memory_creep=creep, compilers=len(tree.compilers) if tree is not None else 0, cache=_cache(state.cache),
         disks=tuple(DiskLine(f.words(), bool(f.warning())) for f in disk.filesystems()),
-        output_not_stored=disk.output_not_stored_words(),
+        output_not_stored=disk.output_not_stored_words(), torchneuron_memory=torchneuron_lines(state),
         collector_notices=tuple(f"{n.source}: {n.message}" for n in trouble), reduce_errors=state.reduce_error_text)

@@ -107,6 +107,10 @@ class DevicesPanel(Panel):
             self._bars(t, d, width)
         if d.neuron_memory is not None:
             memory_by_category(t, d.neuron_memory, width)
+        if d.torchneuron_memory:  # TorchNeuron's allocator, per rank (core/view/devices_view.torchneuron_lines)
+            t.append("\n  device memory (TorchNeuron's allocator)", style="bold")
+            for line in d.torchneuron_memory:
+                t.append("\n  " + fmt.ellipsize(clean(line), width - 2), style="yellow" if "OOM" in line else "dim")
         profile_line(t, d.profile, width)
         if d.execution_errors:
             t.append("\n  " + fmt.ellipsize(d.execution_errors, width - 2), style="yellow")

@@ -49,13 +49,14 @@ import torch  # noqa: F401 - torch first, as torch-neuronx does
 
 __version__ = "2.13.3.0+double"
 
-from . import _log, _tensor, metrics, neuron  # noqa: E402
+from . import _log, _tensor, memory, metrics, neuron  # noqa: E402
 from ._dynamo_backend import get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
 
-__all__ = ["device_count", "get_dynamo_metrics", "get_fallback_ops", "metrics", "reset_dynamo_metrics",
+__all__ = ["device_count", "get_dynamo_metrics", "get_fallback_ops", "memory", "metrics", "reset_dynamo_metrics",
            "synchronize"]
 
 _tensor.install(neuron)
+memory.install_accelerator()
 _log.startup_warning()
 
 

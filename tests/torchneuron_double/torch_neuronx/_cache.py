@@ -1,6 +1,10 @@
 """The NEFF cache: in memory, then on disk (``TORCH_NEURONX_NEFF_CACHE_DIR``, default
-/tmp/neff_cache; ``TORCH_NEURONX_NEFF_DISABLE_CACHE=1``: memory only). A NEFF the cache lacks is
-compiled (here: a sleep), counted and timed in the metrics, stored, and logged at level 2."""
+/tmp/neff_cache; ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` or ``TORCH_NEURONX_DISABLE_NEFF_CACHE`` 1 / true /
+yes: memory only, as torch_neuronx/utils.py ``is_neff_cache_disabled``). A NEFF the cache lacks is
+compiled (here: a sleep), counted and timed in the metrics, stored, and logged at level 2. The
+in-memory cache holds at most ``NEURON_COMPILATION_CACHE_MAX_ENTRIES`` NEFFs (unset: no bound here),
+dropping the least recently used and counting ``CompilationCache.Evictions`` for each, as
+csrc/core/compilation/CompilationCache.cpp ``CheckAndEvictIfNeeded`` does."""
 
 from __future__ import annotations
 
@@ -10,16 +14,19 @@ import os
 import queue
 import threading
 import time
+from collections import OrderedDict
 
 from . import _log, metrics
 
 COMPILE_S = float(os.environ.get("TORCHNEURON_DOUBLE_COMPILE_S", "0.01"))
-_memory: set[str] = set()
+_memory: OrderedDict[str, None] = OrderedDict()  # least recently used first
+MAX_ENTRIES = int(os.environ.get("NEURON_COMPILATION_CACHE_MAX_ENTRIES") or 0)  # 0: no bound
 COMPILED: list[float] = []  # the double's own truth: each NEFF compiled (its seconds), metrics on or off
 
 
 def _cache_dir() -> str | None:
-    if os.environ.get("TORCH_NEURONX_NEFF_DISABLE_CACHE") == "1":
+    if any(os.environ.get(name, "").lower() in ("1", "true", "yes")
+           for name in ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")):
         return None
     folder = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"
     try:
@@ -82,6 +89,7 @@ def neff_for(what: str) -> None:
 def _neff_now(what: str) -> None:
     key = key_of(what)
     if key in _memory:
+        _memory.move_to_end(key)
         metrics.counter("CompilationCache.InMemoryHits")
         return
     metrics.counter("CompilationCache.InMemoryMisses")
@@ -89,11 +97,19 @@ def _neff_now(what: str) -> None:
         if os.path.exists(_path(key)):
             metrics.counter("CompilationCache.PersistentHits")
             _log.log(2, f"[NEFF_CACHE] Cache HIT for key: {key}")
-            _memory.add(key)
+            _keep(key)
             return
         metrics.counter("CompilationCache.PersistentMisses")
         _log.log(2, f"[NEFF_CACHE] Cache MISS for key: {key}")
     compile_neff(key)
+
+
+def _keep(key: str) -> None:
+    """Into the in-memory cache; past MAX_ENTRIES the least recently used NEFF is evicted."""
+    _memory[key] = None
+    while MAX_ENTRIES and len(_memory) > MAX_ENTRIES:
+        _memory.popitem(last=False)
+        metrics.counter("CompilationCache.Evictions")
 
 
 def compile_neff(key: str) -> float:
@@ -103,7 +119,7 @@ def compile_neff(key: str) -> float:
     COMPILED.append(took)
     metrics.counter("CompilationCache.TotalCompilations")
     metrics.timed("CompilationCache.CompilationTime", took * 1e9)
-    _memory.add(key)
+    _keep(key)
     if CACHE_DIR is not None:
         path = _path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -11,7 +11,7 @@ import torch
 from torch.utils._pytree import tree_map
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import _cache
+from . import _cache, memory
 
 DEVICE: torch.device | None = None
 # ops that only look at or reshape a tensor's metadata: no NEFF of their own
@@ -49,6 +49,7 @@ class NeuronTensor(torch.Tensor):
 
     def __init__(self, elem: torch.Tensor) -> None:
         self.elem = elem
+        memory.track(elem)  # device memory while it lives (a device OOM past the double's HBM)
 
     def __repr__(self) -> str:
         return f"tensor({self.elem.tolist()}, device='neuron:0')"

@@ -65,6 +65,7 @@ class NeffCache:
     memory_misses: int | None = None
     disk_hits: int | None = None
     disk_misses: int | None = None
+    evictions: int | None = None  # CompilationCache.Evictions, summed over the processes
     log: NeffLogCounts = field(default_factory=NeffLogCounts)
 
 
@@ -265,7 +266,8 @@ class NeffReducer:
                          counted_from=_sources(self.from_metrics, self.from_log), disagreement=self.disagreement(),
                          graph_neffs=self.graph_neffs, groups=len(self.groups),
                          memory_hits=summed("memory_hits"), memory_misses=summed("memory_misses"),
-                         disk_hits=summed("disk_hits"), disk_misses=summed("disk_misses"), log=self.log)
+                         disk_hits=summed("disk_hits"), disk_misses=summed("disk_misses"),
+                         evictions=summed("evictions"), log=self.log)
 
     def disagreement(self) -> str | None:
         """The metrics' count against the log's MISS lines, when both counted and neither total
@@ -275,6 +277,41 @@ class NeffReducer:
             return None
         return (f"TorchNeuron's metrics counted {self.from_metrics:,} eager NEFF compiles, its NEFF cache log "
                 f"{self.log.misses:,} cache misses ({self.log.path}): the figures here are the metrics'")
+
+    def evictions(self) -> str | None:
+        """The in-memory NEFF cache dropped NEFFs (CompilationCache.Evictions): a shape that comes back
+        after its NEFF was dropped loads it from disk or compiles it again. Said with the numbers and
+        the settings that bound the cache; None when nothing was evicted (or not counted)."""
+        counted = [(pid, t.evictions) for pid, t in self.totals.items() if t.evictions]
+        if not counted:
+            return None
+        evicted = sum(n for _, n in counted)
+        misses = sum(t.memory_misses or 0 for t in self.totals.values())
+        compiled = sum(t.compiles for t in self.totals.values())
+        where = f" in {len(counted)} processes" if len(counted) > 1 else ""
+        return (f"TorchNeuron's in-memory NEFF cache evicted {evicted:,} NEFFs{where} ({misses:,} in-memory misses, "
+                f"{compiled:,} NEFFs compiled): shapes that come back after their NEFF was dropped are loaded from "
+                "disk or compiled again. Raise NEURON_COMPILATION_CACHE_MAX_ENTRIES or "
+                "NEURON_COMPILATION_CACHE_MAX_SIZE_MB (the in-memory cache's bounds) so that the run's NEFFs fit")
+
+    def unshared(self) -> str | None:
+        """Processes of the run that compile into different persistent NEFF cache folders, more than one
+        of them compiling: each compiles NEFFs another already has (ranks of one job run the same
+        program). Said with what it cost, the compiles and seconds past the busiest one's, and the fix."""
+        own = {pid: t for pid, t in self.totals.items() if t.cache_dir}
+        folders = {t.cache_dir for t in own.values()}
+        compiling = [t for t in own.values() if t.compiles]
+        if len(folders) < 2 or len(compiling) < 2:
+            return None
+        busiest = max(compiling, key=lambda t: t.compiles)
+        extra = sum(t.compiles for t in compiling) - busiest.compiles
+        timed = [t.compile_s for t in compiling if t.compile_s is not None]
+        seconds = (f" and {sum(timed) - (busiest.compile_s or 0.0):,.1f} s of compiling"
+                   if len(timed) == len(compiling) else "")
+        return (f"{len(own)} processes compile into {len(folders)} different NEFF cache folders "
+                f"({', '.join(sorted(folders)[:3])}{' ...' if len(folders) > 3 else ''}): the same NEFFs compiled "
+                f"in {len(compiling)} places, {extra:,} compiles{seconds} past the busiest process's. Set one "
+                "TORCH_NEURONX_NEFF_CACHE_DIR shared by every rank (a shared file system across nodes)")
 
     def first_step_cache(self, lead: int | None) -> str | None:
         """"cold" (something compiled before the first step ended), "warm" (the persistent cache

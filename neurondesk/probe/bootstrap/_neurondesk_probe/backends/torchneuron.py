@@ -15,6 +15,11 @@ cache log) and docs/torchneuron.md.
   compile and ``torch_neuronx.get_dynamo_metrics()`` (it synchronizes) only when that count moved,
   and once more at exit: never per step. Each record goes out as a ``neuron_graph_stat`` message,
   the event graph_stats tables make, keyed by graph_id (the reducer joins both to the dynamo compile);
+- device memory (issue 52 item 3): ``torch_neuronx.memory.memory_stats()`` (torch_neuronx/memory.py, a
+  call into ``_C._get_memory_stats``), else ``torch.accelerator.memory_stats()`` (Neuron 2.34+), and the
+  device's capacity from ``torch.accelerator.get_memory_info()``: at a step end at most once a second
+  (``MEMORY_EVERY_NS``) and at exit (a failure's too), never synchronizing; a ``neuron_device_memory``
+  message. A read that raises turns the reading off, said once (backends/torchneuron_memory.py);
 - eager ops that ran on the CPU: ``torch_neuronx.get_fallback_ops()`` (torch-neuronx's op tracking,
   as published with its source; not in the docs pages read), once at exit, each op a ``neuron_fault``
   message of fault "cpu-fallback" (at most FALLBACK_OPS_SENT).
@@ -34,6 +39,7 @@ import time
 from collections import deque
 
 from .. import _state
+from .torchneuron_memory import DeviceMemoryReader
 
 # torch-neuronx's source (docs/torchneuron.md, "What torch-neuronx's own source says"):
 # csrc/core/compilation/CompilationCache.cpp : CompileAndCache counts TOTAL after each compile and
@@ -43,7 +49,10 @@ from .. import _state
 TOTAL = "CompilationCache.TotalCompilations"
 TIME = "CompilationCache.CompilationTime"  # a timed metric: its accumulator in nanoseconds
 CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "CompilationCache.InMemoryMisses"),
-         ("disk_hits", "CompilationCache.PersistentHits"), ("disk_misses", "CompilationCache.PersistentMisses"))
+         ("disk_hits", "CompilationCache.PersistentHits"), ("disk_misses", "CompilationCache.PersistentMisses"),
+         # CompilationCache.cpp : CheckAndEvictIfNeeded counts each NEFF the in-memory cache drops
+         # (bounded by NEURON_COMPILATION_CACHE_MAX_ENTRIES / _MAX_SIZE_MB): a shape that comes back reloads or recompiles
+         ("evictions", "CompilationCache.Evictions"))
 GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
                 ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
 FALLBACK_OPS_SENT = 20
@@ -72,6 +81,17 @@ def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def _cache_dir() -> str | None:
+    """The persistent NEFF cache folder this process compiles into (as collectors/torchneuron.py
+    neff_cache_dir: either spelling of the off switch, else TORCH_NEURONX_NEFF_CACHE_DIR or its default),
+    its real path; None when the cache is off."""
+    env = os.environ
+    if any(env.get(n, "").strip().lower() in ("1", "true", "yes")
+           for n in ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")):
+        return None
+    return os.path.realpath(env.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache")
 
 
 class CompilePlacer:
@@ -129,6 +149,7 @@ class TorchNeuronHooks:
         self.placer = CompilePlacer(probe)
         self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
         self.log_size = -1
+        self.memory = DeviceMemoryReader(probe, self)
 
     # ------------------------------------------------------------------ import
     def patch_torch_neuronx(self, module) -> None:
@@ -182,7 +203,10 @@ class TorchNeuronHooks:
         The step's end on the metrics' clock is kept (a few steps): the pipeline's compiles are placed
         at the step in progress when they began (``place``)."""
         clock = self.probe.clock
-        self.placer.ends.append((clock.step, time.monotonic_ns(), clock.train_dims))
+        now = time.monotonic_ns()
+        self.placer.ends.append((clock.step, now, clock.train_dims))
+        if now >= self.memory.next_ns:
+            self.memory.read("step", now)
         total = self.metrics.get_counter_value(TOTAL)
         if total is None:  # a counter not created yet: nothing compiled
             total = 0
@@ -198,6 +222,9 @@ class TorchNeuronHooks:
     def at_step_end_log(self) -> None:
         """Every step end while the metrics cannot count: one stat of TorchNeuron's log file; a mark
         of its size when it grew (its MISS lines up to there were written in this step or before)."""
+        now = time.monotonic_ns()
+        if now >= self.memory.next_ns:
+            self.memory.read("step", now)
         try:
             size = os.stat(self.log_path).st_size
         except OSError:  # not written yet (or removed): nothing to mark
@@ -268,7 +295,8 @@ class TorchNeuronHooks:
         acc = _number(data.get("accumulator")) if isinstance(data, dict) else None
         self.probe.send({"kind": "neff_cache", "step": self.probe.clock.step, "at_exit": at_exit,
                          "compiles": self.metrics.get_counter_value(TOTAL) or 0,
-                         "compile_s": None if acc is None else acc / 1e9, **self.cache_counts()})
+                         "compile_s": None if acc is None else acc / 1e9, "cache_dir": _cache_dir(),
+                         **self.cache_counts()})
 
     # ------------------------------------------------------------------ torch.compile graphs
     def after_dynamo_compile(self, point: str | None = None) -> None:
@@ -328,6 +356,7 @@ class TorchNeuronHooks:
         the cache's totals."""
         if self.module is None:
             return
+        self.probe.guarded(self.memory.read, "exit", hook="torchneuron-memory")  # a failure's memory too
         if self.metrics is None and self.log_path:  # the log's lines after the last step end
             self.probe.guarded(self.at_step_end_log, hook="torchneuron-log")
         if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
