@@ -20,6 +20,7 @@ from neurondesk.core.node.flight_recorder import (
     flight_env,
     hang_words,
 )
+from neurondesk.core.view.read_views import job_identity, rank_of_pid
 
 Reading = Callable[[], tuple[str | None, ev.CollectiveBlocked | None]]
 
@@ -30,8 +31,8 @@ def flight_reading(state, private_dir: str | None, env: dict[str, str]) -> Readi
     env = dict(env) | flight_env(state)
     if not (enabled(env) or (private_dir and answers(private_dir))):
         return None
-    targets = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
-    node, since = state.parts.job.identity().node or "this node", state.started_t
+    targets = rank_of_pid(state)
+    node, since = job_identity(state).node or "this node", state.started_t
 
     def read() -> tuple[str | None, ev.CollectiveBlocked | None]:
         records = node_dumps(targets, private_dir, env, since=since).records

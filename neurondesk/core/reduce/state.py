@@ -168,6 +168,7 @@ class RunState:
     finished = _via("run", "finished")
     stderr_tail = _via("run", "stderr_tail")
     left_running = _via("run", "left_running")
+    budget_usd = _via("run", "budget_usd")
 
     def elapsed_s(self, now: float | None = None) -> float:
         return self.parts.run.elapsed_s(now)
