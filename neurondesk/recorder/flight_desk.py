@@ -28,7 +28,7 @@ Reading = Callable[[], tuple[str | None, ev.CollectiveBlocked | None]]
 def flight_reading(state, private_dir: str | None, env: dict[str, str]) -> Reading | None:
     """Read in the state's thread: what to ask for and where. None where no rank has the recorder on
     (not in the workload's environment, not in any hello, no probe serving its dump)."""
-    env = dict(env) | flight_env(state)
+    env = dict(env) | flight_env(state.flight())
     if not (enabled(env) or (private_dir and answers(private_dir))):
         return None
     targets = rank_of_pid(state)

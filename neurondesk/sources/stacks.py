@@ -95,7 +95,7 @@ def gather_flight(run_dir: Path, live=None) -> FlightRead:
     """Every live rank's Flight Recorder dump (``live``: live_run's answer, when already read)."""
     state, private = live or live_run(Path(run_dir))
     targets = {pid: rank for pid, rank in rank_of_pid(state).items() if pid_running(pid)}
-    env = flight_env(state)
+    env = flight_env(state.flight())
     dumps = node_dumps(targets, private, env, since=state.started_t) if targets else NodeDumps()
     on = enabled(env) or bool(private and answers(private)) or bool(dumps.records)
     return FlightRead(on, dumps, job_identity(state).node or "this node")
