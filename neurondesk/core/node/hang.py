@@ -64,7 +64,7 @@ def last_progress_t(p: Progress) -> float | None:
     went on, the workload printed progress."""
     if p.last_step_end is None:  # no step yet: nothing to measure a hang from
         return None
-    return max(p.last_step_end, *p.other_marks)
+    return max((p.last_step_end, *p.other_marks))
 
 
 def detect_hang(p: Progress, now: float | None) -> Hang | None:
