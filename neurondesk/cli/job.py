@@ -46,15 +46,15 @@ def cmd_job_summary(args) -> int:
 
 
 def cmd_job_report(args) -> int:
-    from neurondesk.core.figures.series import chart_line
     from neurondesk.core.job.job_summary import job_summary
+    from neurondesk.core.view.read_views import step_chart
     from neurondesk.reports.html_report import ReportRun
     from neurondesk.reports.job_html import render_job
 
     runs = _gather(args, keep_states=True)
     job = job_summary(runs.runs)
     by_dir = {n.run_dir: (n, st) for n, st in zip(runs.runs, runs.states, strict=True)}
-    reports = [ReportRun(by_dir[node.run_dir][0].summary, chart_line(by_dir[node.run_dir][1].parts.steps, points=600)[0],
+    reports = [ReportRun(by_dir[node.run_dir][0].summary, step_chart(by_dir[node.run_dir][1], points=600),
                          list(by_dir[node.run_dir][1].loss_history), node.run_dir) for node in job.nodes]
     _write(args.output, render_job(job, reports))
     sys.stderr.write(f"neurondesk: report of job {job.job_id or '(no job id)'} ({len(job.nodes)} node(s)) "

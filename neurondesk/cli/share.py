@@ -145,9 +145,9 @@ def export_run(run_dir: Path, out, rng):
 
 
 def cmd_report(args) -> int:
-    from neurondesk.core.figures.series import chart_line
     from neurondesk.core.rules.compare import compare
     from neurondesk.core.summary.build import run_summary
+    from neurondesk.core.view.read_views import step_chart
     from neurondesk.lint.locate import annotate, located_memory
     from neurondesk.reports.html_report import ReportRun, render
     from neurondesk.sources.rebuild import state_from_run_dir
@@ -166,7 +166,7 @@ def cmd_report(args) -> int:
         annotate(summary.advice)  # as `neurondesk summary` says it: does lint find each line
         if summary.memory_creep is not None:
             summary.memory_creep = located_memory(summary.memory_creep)
-        runs.append(ReportRun(summary, chart_line(state.parts.steps, points=600)[0], list(state.loss_history),
+        runs.append(ReportRun(summary, step_chart(state, points=600), list(state.loss_history),
                               str(folder)))
     comparison = compare([r.summary for r in runs]) if len(runs) > 1 else None
     try:

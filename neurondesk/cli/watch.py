@@ -18,6 +18,7 @@ def job_lines(args, source):
     if not url:
         return None
     from neurondesk.clients.prometheus_api import FleetReader, PrometheusAPI, PrometheusError
+    from neurondesk.core.view.read_views import job_identity
     from neurondesk.views.fleet import read_job_lines
 
     try:
@@ -26,7 +27,7 @@ def job_lines(args, source):
         die(str(exc))
 
     def read() -> list[str]:
-        job = getattr(args, "job", None) or source.state.parts.job.identity().job_id or None
+        job = getattr(args, "job", None) or job_identity(source.state).job_id or None
         return read_job_lines(reader.read(), job)
 
     return read, reader.api.shown

@@ -35,7 +35,7 @@ def job_series(state: RunState, offset: float, compiling: bool) -> JobSeries:
             counts[c.cache] = counts.get(c.cache, 0) + 1
     return JobSeries(compile_graph=len(state.compiles) + 1 if compiling else None,
                      cache=tuple(sorted(counts.items())), failure=first_failure(state, offset),
-                     finished=state.finished, exit_code=state.exit_code, blocked=blocked_now(state))
+                     finished=state.finished, exit_code=state.exit_code, blocked=blocked_now(state.flight()))
 
 
 def job_families(s, ids: list[str]) -> Iterator[Metric]:

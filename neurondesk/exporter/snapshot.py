@@ -23,6 +23,15 @@ from neurondesk.core.events.job_identity import JobIdentity
 from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.node.node_health import NodeHealth
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.read_views import (
+    DiskView,
+    disk_view,
+    job_identity,
+    node_health,
+    rank_rows,
+    step_totals,
+    straggler_count,
+)
 from neurondesk.exporter.job import JobSeries, job_series
 
 # Bucket bounds (seconds) of the steady step-time histogram: 1 ms .. 2 min.
@@ -122,10 +131,10 @@ class Snapshotter:
         self._stragglers_at = float("-inf")
 
     def _count_new_steps(self, state: RunState) -> None:
-        steps, world = state.parts.steps, max(1, state.world)
-        self._samples += (steps.total_samples - self._samples_seen) * world
-        self._tokens += (steps.total_tokens - self._tokens_seen) * world
-        self._samples_seen, self._tokens_seen = steps.total_samples, steps.total_tokens
+        totals, world = step_totals(state), max(1, state.world)
+        self._samples += (totals.samples - self._samples_seen) * world
+        self._tokens += (totals.tokens - self._tokens_seen) * world
+        self._samples_seen, self._tokens_seen = totals.samples, totals.tokens
         times = state.steady_times  # a bounded sketch (core/node/sketch.py): counts by bound, to 0.5%
         if len(times) != self._steady_seen:
             below = [times.count_at_most(bound) for bound in STEP_BUCKETS]
@@ -138,11 +147,11 @@ class Snapshotter:
         live = now + self.time_offset
         if now - self._stragglers_at >= STRAGGLER_EVERY_S or state.finished:
             self._stragglers_at = now
-            self._stragglers = len(state.parts.ranks.stragglers())
+            self._stragglers = straggler_count(state)
         cumulative = self._cumulative
         since = state.open_compile_since()
-        run_id = state.run_id or ""
-        job = state.parts.job.identity()
+        run_id, disk = state.run_id or "", disk_view(state)
+        job = job_identity(state)
         job = msgspec.structs.replace(job, job_id=job.job_id if self.job_id is None else self.job_id,
                                       node=job.node or default_node() if self.node is None else self.node)
         return Snapshot(
@@ -158,9 +167,8 @@ class Snapshotter:
                   "device_kind": state.device_kind or "",
                   "precision": str(state.precision or state.config.get("precision") or "")},
             started_t=None if state.started_t is None else state.started_t + self.time_offset,
-            finished=state.finished, disks=_disks(state),
-            output_not_stored_bytes=state.parts.disk.output_lost_bytes,
-            health=state.parts.telemetry.health.health(job.node))
+            finished=state.finished, disks=_disks(disk),
+            output_not_stored_bytes=disk.output_lost_bytes, health=node_health(state, job.node))
 
 
 def _compile_counts(state: RunState) -> tuple[tuple[str, str, str, int], ...]:
@@ -173,7 +181,7 @@ def _ranks(state: RunState, offset: float) -> tuple[RankFigures, ...]:
     return tuple(RankFigures(r.rank, r.presync_s, r.step_time_s, r.steps,
                              None if r.last_step_t is None else r.last_step_t + offset,
                              r.own_s, r.collective_s, r.split_wait_s)
-                 for r in state.parts.ranks.by_rank())
+                 for r in rank_rows(state))
 
 
 def _cores(state: RunState) -> tuple[CoreFigures, ...]:
@@ -184,6 +192,5 @@ def _cores(state: RunState) -> tuple[CoreFigures, ...]:
                              c.memory_total) for c in sample.cores)
 
 
-def _disks(state: RunState) -> tuple[DiskFigures, ...]:
-    return tuple(DiskFigures("+".join(f.holds), f.free_bytes, f.total_bytes, f.full_in_s)
-                 for f in state.parts.disk.filesystems())
+def _disks(disk: DiskView) -> tuple[DiskFigures, ...]:
+    return tuple(DiskFigures("+".join(f.holds), f.free_bytes, f.total_bytes, f.full_in_s) for f in disk.filesystems)

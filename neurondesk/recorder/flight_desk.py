@@ -20,6 +20,7 @@ from neurondesk.core.node.flight_recorder import (
     flight_env,
     hang_words,
 )
+from neurondesk.core.view.read_views import job_identity, rank_of_pid
 
 Reading = Callable[[], tuple[str | None, ev.CollectiveBlocked | None]]
 
@@ -27,11 +28,11 @@ Reading = Callable[[], tuple[str | None, ev.CollectiveBlocked | None]]
 def flight_reading(state, private_dir: str | None, env: dict[str, str]) -> Reading | None:
     """Read in the state's thread: what to ask for and where. None where no rank has the recorder on
     (not in the workload's environment, not in any hello, no probe serving its dump)."""
-    env = dict(env) | flight_env(state)
+    env = dict(env) | flight_env(state.flight())
     if not (enabled(env) or (private_dir and answers(private_dir))):
         return None
-    targets = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
-    node, since = state.parts.job.identity().node or "this node", state.started_t
+    targets = rank_of_pid(state)
+    node, since = job_identity(state).node or "this node", state.started_t
 
     def read() -> tuple[str | None, ev.CollectiveBlocked | None]:
         records = node_dumps(targets, private_dir, env, since=since).records

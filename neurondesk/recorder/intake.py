@@ -13,6 +13,7 @@ from neurondesk.collectors.workload import RawOutput, RawProbe, RawRelayStatus, 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.disk import DiskSample, DiskWarnings, output_notice
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.read_views import disk_view
 from neurondesk.store.rundir import RunPaths
 
 STDERR_TAIL = 30
@@ -51,7 +52,7 @@ class Intake:
     def telemetry(self, item: ev.Event) -> None:
         self.record(item)
         if isinstance(item, DiskSample):
-            for text in self.disk_warnings.check(self.state.parts.disk.filesystems()):
+            for text in self.disk_warnings.check(list(disk_view(self.state).filesystems)):
                 self.record(ev.Notice(t=item.t, level="warn", source="disk", message=text))
 
     def relay_status(self, item: RawRelayStatus) -> None:
@@ -62,7 +63,7 @@ class Intake:
             if e is not None:
                 self.record(e)
             return
-        before = self.state.parts.disk.output.get(e.stream)
+        before = disk_view(self.state).output_of(e.stream)
         self.record(e)
         paths = self.paths()
         path = paths.stdout_log if e.stream == "stdout" else paths.stderr_log

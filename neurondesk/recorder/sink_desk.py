@@ -28,11 +28,11 @@ FINISHING = "finishing"  # the source of the notice that names the sinks being f
 def report_html(state: RunState, run_dir: Path, summary: Summary | None = None) -> str:
     """report.html of the run: ``summary`` is the one the recorder built at the end (None: built here, as
     cli_sinks.py's export still asks it)."""
-    from neurondesk.core.figures.series import chart_line
     from neurondesk.core.summary.build import run_summary
+    from neurondesk.core.view.read_views import step_chart
     from neurondesk.reports.html_report import ReportRun, render
 
-    run = ReportRun(summary if summary is not None else run_summary(state), chart_line(state.parts.steps, points=600)[0],
+    run = ReportRun(summary if summary is not None else run_summary(state), step_chart(state, points=600),
                     list(state.loss_history), str(run_dir))
     return render([run], None)
 

@@ -34,6 +34,7 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.device_events import HostSample, NeuronSample
 from neurondesk.core.figures.cost import cost_so_far
 from neurondesk.core.figures.phases import LABELS, step_parts
+from neurondesk.core.view.read_views import attempts_view, evaluation_spans, rank_rows
 from neurondesk.reports.trace_parts import CLAMP_S, ExportRange, ExportStats, Lanes, StepBucket, finite
 
 __all__ = ["CLAMP_S", "MAX_COUNTER_POINTS", "MAX_STEP_EVENTS", "ExportRange", "ExportStats", "TraceWriter", "write_trace"]
@@ -52,13 +53,14 @@ class TraceWriter:
         self.stats = ExportStats()
         self._first = True
         self._lanes: dict[int, Lanes] = {}
-        attempts = state.parts.attempts.attempts
+        self.attempts = attempts_view(state)
+        attempts, ranks = self.attempts.attempts, rank_rows(state)
         # every attempt's ranks (a restart's ranks came back with new pids), the current one's last
-        self.ranks = {pid: rank for a in attempts for rank, pid in a.ranks.items()}
-        self.ranks.update({pid: r.rank for pid, r in state.parts.ranks.ranks.items()})
-        self.attempt = {pid: a.number for a in attempts for pid in a.ranks.values()} if len(attempts) > 1 else {}
+        self.ranks = {pid: rank for a in attempts for rank, pid in a.ranks}
+        self.ranks.update({r.pid: r.rank for r in ranks})
+        self.attempt = {pid: a.number for a in attempts for _, pid in a.ranks} if len(attempts) > 1 else {}
         self.lead = state.lead_pid
-        steps = {pid: r.steps for pid, r in state.parts.ranks.ranks.items()} or {self.lead: state.current_step}
+        steps = {r.pid: r.steps for r in ranks} or {self.lead: state.current_step}
         most = max((self._in_range(n) for n in steps.values()), default=0)
         self.stats.bucket = max(1, math.ceil(most / MAX_STEP_EVENTS))
         span = max((state.last_t or self.t0) - self.t0, 1e-6)
@@ -250,31 +252,30 @@ class TraceWriter:
 
     def _evaluations(self) -> None:
         pid = self.lead if self.lead is not None else JOB_PID
-        for i, (a, b) in enumerate(self.state.parts.evaluation.spans, start=1):
+        for i, (a, b) in enumerate(evaluation_spans(self.state), start=1):
             if self._in_window(b):
                 self._span(pid, TID_EVAL, f"evaluation {i}", a, b, "evaluation", {})
 
 
     def _attempts(self) -> None:
         """A restarted job's attempts as spans, and each restart's recovery (core/reduce/attempts.py)."""
-        attempts = self.state.parts.attempts
+        attempts = self.attempts
         if not attempts.restarts:
             return
-        for a, b, lost in attempts.restarts_lost():
+        for r in attempts.recoveries:
+            a, b = r.before, r.after
             end = a.ended_t or a.started_t
-            f = a.failure
             self._span(JOB_PID, TID_ATTEMPTS, f"attempt {a.number}", a.started_t, end, "attempt", {
-                "reached_step": a.reached, "resumed_at": a.resumed, "failure": f.error if f else None,
-                "rank": f.rank if f else None})
+                "reached_step": a.reached, "resumed_at": a.resumed, "failure": a.failure_error,
+                "rank": a.failure_rank})
             if b.first_step_start is not None and end < b.first_step_start:
                 self._span(JOB_PID, TID_ATTEMPTS, f"recovery to attempt {b.number}", end, b.first_step_start,
-                           "recovery", {"steps_lost": lost.steps, "wasted_s": round(lost.seconds, 3)})
+                           "recovery", {"steps_lost": r.steps_lost, "wasted_s": round(r.wasted_s, 3)})
         last = attempts.attempts[-1]
-        f = last.failure
         self._span(JOB_PID, TID_ATTEMPTS, f"attempt {last.number}", last.started_t,
                    max(last.ended_t or last.started_t, self.state.last_t or last.started_t), "attempt", {
                        "reached_step": last.reached, "resumed_at": last.resumed,
-                       "failure": f.error if f else None, "rank": f.rank if f else None})
+                       "failure": last.failure_error, "rank": last.failure_rank})
 
 
 def write_trace(state, events: Iterable[ev.Event], out: TextIO, rng: ExportRange | None = None) -> ExportStats:

@@ -19,6 +19,8 @@ import msgspec
 from neurondesk.core.figures.metric_names import SINK_PREFIX, SINK_SCALARS
 from neurondesk.core.figures.run_figures import RunFigures, run_figures
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.view.read_views import job_identity
+from neurondesk.core.view.read_views import versions as software_versions
 from neurondesk.sinks.redact import argv_secrets, redact_argv
 
 PREFIX = SINK_PREFIX
@@ -132,13 +134,12 @@ class FrameTaker:
 
 def run_info(state: RunState) -> RunInfo:
     """Params from what the run was started with; tags from what it is (as far as seen yet)."""
-    run = state.parts.run
     params = {"command": " ".join(redact_argv(state.command)), "instance_type": state.instance_type,
               "price_per_hour": state.price_per_hour, "price_source": state.price_source,
               "warmup_steps": state.warmup_steps, "steps_requested": state.steps_requested,
-              "target_loss": state.target_loss, "budget_usd": run.budget_usd,
+              "target_loss": state.target_loss, "budget_usd": state.budget_usd,
               **{f"config.{k}": v for k, v in sorted(state.config.items())}}
-    job = state.parts.job.identity()
+    job = job_identity(state)
     tags = {"neurondesk.run_id": state.run_id, "job": job.job_id, "node": job.node, "node_rank": job.node_rank,
             "nodes": job.nodes, "world_size": job.world_size, "launcher": job.launcher,
             "instance_type": state.instance_type, "device": state.device_kind, "device_name": state.device_name,
@@ -149,18 +150,9 @@ def run_info(state: RunState) -> RunInfo:
 
 def versions(state: RunState) -> dict[str, str]:
     """torch / torch-xla as the lead process reported them; the Neuron runtime's as neuron-ls lists it."""
-    out: dict[str, str] = {}
-    procs = state.parts.procs
-    lead = procs.processes.get(procs.lead_pid) if procs.lead_pid is not None else None
-    lead = lead or next(iter(procs.processes.values()), None)
-    if lead is not None:
-        out.update({"torch_version": lead.torch_version, "torch_xla_version": lead.torch_xla_version})
-    inventory = state.parts.telemetry.inventory
-    if inventory is not None and inventory.neuron is not None:
-        runtimes = sorted({p.runtime_version for d in inventory.neuron.devices for p in d.processes
-                           if p.runtime_version})
-        out["neuron_runtime_version"] = ",".join(runtimes)
-    return {k: v for k, v in out.items() if v}
+    v = software_versions(state)
+    out = {"torch_version": v.torch, "torch_xla_version": v.torch_xla, "neuron_runtime_version": ",".join(v.neuron_runtimes)}
+    return {k: text for k, text in out.items() if text}
 
 
 def _texts(d: dict) -> dict[str, str]:

@@ -179,6 +179,19 @@ class FollowSource:
             self.recorder_lost = self.recorder_lost and self.final_summary is None
         return self.summary_path.exists() and not self._recorder_running()
 
+    def summary(self) -> Summary:
+        """The run's summary, for the headless end: the one the recorder wrote at the end (summary.json, in the
+        run folder or the fallback's), else, where no recorder finished it (a lost recorder's run), rebuilt
+        from the journal by core (core/summary/build.py)."""
+        if self.final_summary is not None:
+            return self.final_summary
+        written = finished_summary(self.run_dir, self.fallback) if self.state.finished else None
+        if written is not None and written.run_id == self.state.run_id:
+            return written
+        from neurondesk.core.summary.build import run_summary
+
+        return run_summary(self.state)
+
     @property
     def summary_path(self) -> Path:
         """summary.json as the recorder wrote it: in the run folder, or beside the journal's

@@ -27,6 +27,7 @@ from neurondesk.collectors.flight_recorder import NodeDumps, answers, node_dumps
 from neurondesk.collectors.stacks import request_stacks
 from neurondesk.core.node.flight_recorder import ENABLE_HINT, enabled, flight_env, rank_lines
 from neurondesk.core.node.stacks import RankStacks, parse_faulthandler, parse_py_spy
+from neurondesk.core.view.read_views import job_identity, rank_of_pid
 from neurondesk.sources.rebuild import state_from_run_dir
 from neurondesk.store.liveness import pid_running, read_recorder_info, recorder_alive
 from neurondesk.store.rundir import RunPaths
@@ -93,11 +94,11 @@ def live_run(run_dir: Path):
 def gather_flight(run_dir: Path, live=None) -> FlightRead:
     """Every live rank's Flight Recorder dump (``live``: live_run's answer, when already read)."""
     state, private = live or live_run(Path(run_dir))
-    targets = {pid: r.rank for pid, r in state.parts.ranks.ranks.items() if pid_running(pid)}
-    env = flight_env(state)
+    targets = {pid: rank for pid, rank in rank_of_pid(state).items() if pid_running(pid)}
+    env = flight_env(state.flight())
     dumps = node_dumps(targets, private, env, since=state.started_t) if targets else NodeDumps()
     on = enabled(env) or bool(private and answers(private)) or bool(dumps.records)
-    return FlightRead(on, dumps, state.parts.job.identity().node or "this node")
+    return FlightRead(on, dumps, job_identity(state).node or "this node")
 
 
 def flight_text(fr: FlightRead) -> str:
@@ -122,7 +123,7 @@ def gather_stacks(run_dir: Path, use_py_spy: bool = True, live=None) -> list[Ran
     """Every live rank's stacks (a process that reports no step, when there is no rank)."""
     state, private = live or live_run(Path(run_dir))
     info = read_recorder_info(Path(run_dir))
-    ranks = {pid: r.rank for pid, r in state.parts.ranks.ranks.items()}
+    ranks: dict[int, int | None] = dict(rank_of_pid(state))
     if not ranks:
         ranks = {pid: None for pid in state.processes} or ({info.workload_pid: None} if info and info.workload_pid else {})
     alive = sorted((p for p in ranks if pid_running(p)), key=lambda p: (ranks[p] is None, ranks[p] or 0, p))

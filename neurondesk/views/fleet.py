@@ -16,8 +16,8 @@ from textual.app import App, ComposeResult
 from textual.containers import ScrollableContainer
 from textual.widgets import Footer, Static
 
-from neurondesk.core.job.fleet import FleetRead, FleetRow, FleetTotals, fleet_totals
-from neurondesk.core.job.job_view import job_view, pick_job
+from neurondesk.core.job.fleet import FleetRead, FleetRow, FleetTotals
+from neurondesk.core.view.fleet_view import FleetLine, FleetScreen, fleet_screen
 from neurondesk.reports.fmt import NONE, num, pct, rate, secs, usd
 from neurondesk.reports.job_text import job_json, job_lines
 
@@ -30,8 +30,8 @@ def _int(x: int | None) -> str:
     return NONE if x is None else f"{x:,}"
 
 
-def fleet_cells(row: FleetRow, now: float) -> list[str]:
-    stale = row.stale_for_s(now)
+def fleet_cells(line: FleetLine) -> list[str]:
+    row, stale = line.row, line.stale_for_s
     phase = row.phase or NONE
     if row.stale:
         phase = f"STALE {secs(stale, 0)} ({phase})" if stale is not None else f"STALE ({phase})"
@@ -47,9 +47,9 @@ def totals_line(t: FleetTotals) -> str:
             f"slowest: {slowest} · in a compile wall: {t.compiling_nodes} · stale: {t.stale_nodes}")
 
 
-def table_lines(rows: list[FleetRow], now: float) -> list[str]:
+def table_lines(rows: tuple[FleetLine, ...]) -> list[str]:
     """The header, then one line per row (aligned columns); empty rows: a line that says so."""
-    cells = [fleet_cells(r, now) for r in rows]
+    cells = [fleet_cells(r) for r in rows]
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(HEADERS)]
 
     def line(values: list[str] | tuple[str, ...]) -> str:
@@ -60,24 +60,27 @@ def table_lines(rows: list[FleetRow], now: float) -> list[str]:
 
 def read_job_lines(read: FleetRead, job: str | None) -> list[str]:
     """The job's lines (core/job/job_view.py), for the job asked for or the one with most nodes."""
-    chosen = pick_job(read, job)
-    return [] if chosen is None else job_lines(job_view(read, chosen))
+    return screen_job_lines(fleet_screen(read, job))
+
+
+def screen_job_lines(screen: FleetScreen) -> list[str]:
+    return [] if screen.job is None else job_lines(screen.job)
 
 
 def format_table(read: FleetRead, job: str | None = None) -> str:
-    rows = read.rows
-    return "\n".join([*table_lines(rows, read.now), "", "totals: " + totals_line(fleet_totals(rows)),
-                      *read_job_lines(read, job)]) + "\n"
+    screen = fleet_screen(read, job)
+    return "\n".join([*table_lines(screen.lines), "", "totals: " + totals_line(screen.totals),
+                      *screen_job_lines(screen)]) + "\n"
 
 
-def table_text(rows: list[FleetRow], now: float) -> Text:
+def table_text(rows: tuple[FleetLine, ...]) -> Text:
     """The table for the screen: one Text (a DataTable re-renders every cell of every row each
     refresh, ten times the CPU at 64 nodes), stale rows in yellow, compiling rows in magenta."""
-    lines = table_lines(rows, now)
+    lines = table_lines(rows)
     text = Text("\n".join(lines), no_wrap=True, overflow="crop")
     text.stylize("bold", 0, len(lines[0]))
     offset = len(lines[0]) + 1
-    for row, line in zip(rows, lines[1:], strict=False):
+    for row, line in zip((r.row for r in rows), lines[1:], strict=False):
         style = "yellow" if row.stale else "magenta" if row.compiling_for_s is not None else None
         if style:
             text.stylize(style, offset, offset + len(line))
@@ -86,12 +89,11 @@ def table_text(rows: list[FleetRow], now: float) -> Text:
 
 
 def to_json(read: FleetRead, job: str | None = None) -> str:
-    rows, now = read.rows, read.now
-    chosen = pick_job(read, job)
-    out = {"time": now, "rows": [dataclasses.asdict(r) | {"stale_for_s": r.stale_for_s(now)} for r in rows],
+    screen = fleet_screen(read, job)
+    out = {"time": screen.now, "rows": [dataclasses.asdict(r.row) | {"stale_for_s": r.stale_for_s} for r in screen.lines],
            "ranks": [dataclasses.asdict(k) | {"wait_s": k.wait_s} for k in read.ranks],
-           "totals": dataclasses.asdict(fleet_totals(rows)),
-           "job": None if chosen is None else job_json(job_view(read, chosen))}
+           "totals": dataclasses.asdict(screen.totals),
+           "job": None if screen.job is None else job_json(screen.job)}
     return json.dumps(out, indent=2) + "\n"
 
 
@@ -136,9 +138,10 @@ class FleetApp(App):
         self.query_one("#error", Static).update(Text(text))
 
     def _show(self, read: FleetRead) -> None:
-        rows = self.rows = read.rows
-        self.query_one("#fleet", Static).update(table_text(rows, read.now))
-        self.query_one("#totals", Static).update(Text("totals: " + totals_line(fleet_totals(rows))))
-        self.query_one("#job", Static).update(Text("\n".join(read_job_lines(read, self.job))))
+        screen = fleet_screen(read, self.job)  # every figure of the refresh, computed in core once
+        self.rows = read.rows
+        self.query_one("#fleet", Static).update(table_text(screen.lines))
+        self.query_one("#totals", Static).update(Text("totals: " + totals_line(screen.totals)))
+        self.query_one("#job", Static).update(Text("\n".join(screen_job_lines(screen))))
         self.query_one("#error", Static).update("")
         self.refreshes += 1

@@ -15,7 +15,6 @@ from neurondesk.core.figures.phases import short_verdict
 from neurondesk.core.figures.run_figures import FIGURES
 from neurondesk.core.findings.memory_creep import MemoryCreep
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.summary.build import run_summary
 from neurondesk.core.summary.types import Summary
 from neurondesk.core.view.pulse import alerts_of
 from neurondesk.core.view.run_view import RunView, view_of
@@ -224,7 +223,7 @@ class HeadlessPrinter:
         if not self.tty:
             self._show_status(self._now())  # a log keeps the final status line too
         final = getattr(self.source, "final_summary", None)  # the journal lacks the end: the recorder's own
-        summary = final if final is not None else run_summary(state)
+        summary = self.source.summary()  # the recorder's (summary.json); the view computes none
         # what neurondesk prints is made safe (colours kept): commands, notices and tails hold outside text
         self.out.write(clean_lines(f"\nneurondesk summary ({self.source.run_dir})\n" + to_text_table(summary)))
         said = [d.message + (f" (at {d.location})" if d.location else "") for d in summary.diagnostics]

@@ -229,7 +229,11 @@ class EndedSource(FixedSource):
     done = True
     recorder_lost = False
     fallback = None
+    final_summary = None
     run_dir = Path("/tmp/one-view-run")
+
+    def summary(self):  # FollowSource.summary: the recorder's, else rebuilt by core
+        return self.final_summary if self.final_summary is not None else run_summary(self.state)
 
 
 def test_the_headless_end_says_where_lint_finds_a_creep_only_through_what_its_caller_passes():

@@ -21,7 +21,6 @@ from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.device_events import DiskSample, FsReading
 from neurondesk.core.events.neff_events import NeffCacheLog, NeffCompiles
 from neurondesk.core.node.disk import (
-    DiskReducer,
     DiskWarnings,
     duration_words,
     full_in_s,
@@ -29,6 +28,7 @@ from neurondesk.core.node.disk import (
     output_notice,
     size_words,
 )
+from neurondesk.core.reduce.disk import DiskReducer
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.summary.build import run_summary
 from neurondesk.core.view.run_view import view_of

@@ -78,9 +78,9 @@ def test_a_blocked_collective_stands_until_a_step_ends_after_it() -> None:
               blocked_event(10.0, [BlockedCollective("gloo:all_reduce", 4, "default_pg", "scheduled", "", (0,), (1,),
                                                      (3,))], "n: ...")):
         state.apply(e)
-    assert blocked_now(state).never_entered == (1,)
+    assert blocked_now(state.flight()).never_entered == (1,)
     state.apply(ev.StepEnded(t=11.0, pid=7, step=1, duration_s=0.5))
-    assert blocked_now(state) is None  # stepping again: no longer blocked
+    assert blocked_now(state.flight()) is None  # stepping again: no longer blocked
 
 
 def test_flight_recorder_off_says_how_to_turn_it_on_and_a_probe_gone_is_one_problem(tmp_path) -> None:

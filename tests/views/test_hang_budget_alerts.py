@@ -37,8 +37,8 @@ def test_a_run_is_hung_after_five_minutes_without_a_step_not_before():
     state = recorded("plain")
     last = state.parts.steps.last_step_end
     assert state.steady_step_time_s * 10 < HANG_MIN_S  # fast steps: the 5-minute floor applies
-    assert detect_hang(state, last + HANG_MIN_S - 1) is None
-    hang = detect_hang(state, last + 12 * 60)
+    assert detect_hang(state.progress(), last + HANG_MIN_S - 1) is None
+    hang = detect_hang(state.progress(), last + 12 * 60)
     assert hang is not None and hang.step == state.steps_done == 120
     assert state.phase(last + 12 * 60) == ("hung", "hung at step 120 for 12 min")
     assert state.phase(last + 10)[0] == "running"
@@ -50,37 +50,37 @@ def test_the_threshold_is_ten_steady_medians_when_longer_and_hang_after_override
     assert hang_threshold_s(60.0, 5.0) == 5.0
     state = recorded("plain", hang_after_s=30.0)
     last = state.parts.steps.last_step_end
-    assert detect_hang(state, last + 29) is None
-    assert detect_hang(state, last + 31).words() == "hung at step 120 for 31 s"
+    assert detect_hang(state.progress(), last + 29) is None
+    assert detect_hang(state.progress(), last + 31).words() == "hung at step 120 for 31 s"
 
 
 def test_a_compile_in_progress_is_not_a_hang_and_a_finished_run_never_is():
     state = recorded("plain", hang_after_s=30.0)
     last = state.parts.steps.last_step_end
     state.apply(ev.CompileStarted(t=last + 1, source="probe", pid=state.lead_pid, step=120))
-    assert detect_hang(state, last + 3600) is None
+    assert detect_hang(state.progress(), last + 3600) is None
     assert state.phase(last + 3600)[0] == "compiling"
     done = recorded("plain", finished=True, hang_after_s=30.0)
-    assert detect_hang(done, done.last_t + 3600) is None
+    assert detect_hang(done.progress(), done.last_t + 3600) is None
 
 
 def test_no_step_yet_is_not_called_a_hang():
     state = RunState()
     state.apply(ev.RunStarted(t=100.0, run_id="r", command=["x"], hang_after_s=5.0))
-    assert detect_hang(state, 10_000.0) is None
+    assert detect_hang(state.progress(), 10_000.0) is None
 
 
 def test_the_hang_watch_says_a_hang_once_and_its_end_once():
     state = recorded("plain", hang_after_s=30.0)
     last = state.parts.steps.last_step_end
     watch = HangWatch()
-    assert watch.check(state, last + 10) is None
-    what, hang = watch.check(state, last + 40)
+    assert watch.check(state.progress(), last + 10) is None
+    what, hang = watch.check(state.progress(), last + 40)
     assert what == "hung" and hang.step == 120
-    assert watch.check(state, last + 80) is None  # the same episode
+    assert watch.check(state.progress(), last + 80) is None  # the same episode
     state.apply(ev.StepEnded(t=last + 90, pid=state.lead_pid, step=120, duration_s=0.01))
-    assert watch.check(state, last + 91) == ("resumed", pytest.approx(90.0))
-    assert watch.check(state, last + 92) is None
+    assert watch.check(state.progress(), last + 91) == ("resumed", pytest.approx(90.0))
+    assert watch.check(state.progress(), last + 92) is None
 
 
 def test_budget_figures_spent_share_and_when_it_is_reached():
@@ -166,10 +166,10 @@ def test_progress_of_any_phase_is_progress_an_open_evaluation_or_the_scripts_own
     move the hang rule's clock as a step does; when they stop, the hang is measured from the last."""
     state = recorded("plain", hang_after_s=30.0)
     last = state.parts.steps.last_step_end
-    assert detect_hang(state, last + 40) is not None  # nothing since the last step
+    assert detect_hang(state.progress(), last + 40) is not None  # nothing since the last step
     state.apply(ev.EvalProgress(t=last + 20, pid=state.parts.procs.lead_pid or 1, step=120, batches=400, duration_s=20))
-    assert detect_hang(state, last + 40) is None
+    assert detect_hang(state.progress(), last + 40) is None
     state.apply(ev.ThroughputReported(t=last + 45, value=9.5, unit="steps/s", line="Evaluating: 40%| 400/1000 [9.5it/s]"))
-    assert detect_hang(state, last + 70) is None
-    hang = detect_hang(state, last + 80)
+    assert detect_hang(state.progress(), last + 70) is None
+    hang = detect_hang(state.progress(), last + 80)
     assert hang is not None and hang.since_t == last + 45

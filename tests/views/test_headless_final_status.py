@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.state import RunState
+from neurondesk.core.summary.build import run_summary
 from neurondesk.recorder import sink_desk
 from neurondesk.recorder.options import RunOptions
 from neurondesk.views import headless
@@ -57,6 +58,9 @@ class StandInSource:
 
     def send_signal(self, sig: str) -> str:
         return ""
+
+    def summary(self):  # FollowSource.summary: the recorder's, else rebuilt by core
+        return self.final_summary if self.final_summary is not None else run_summary(self.state)
 
 
 def started(t: float = T0) -> list[ev.Event]:
@@ -116,7 +120,6 @@ def test_the_recorder_journals_and_flushes_what_it_finishes_before_the_sinks_wai
     state = RunState()
     for e in started():
         state.apply(e)
-    from neurondesk.core.summary.build import run_summary
 
     said: list[ev.Event] = []
     desk.close(state, run_summary(state), tmp_path, lambda e: (said.append(e), order.append(f"say {e.source}")),

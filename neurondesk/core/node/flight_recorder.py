@@ -196,20 +196,30 @@ def blocked_event(t: float, found: list[BlockedCollective], words: str) -> Colle
                              ranks=list(b.ranks), never_entered=list(b.never_entered), last=list(b.last), words=words)
 
 
-def blocked_now(state) -> BlockedCollective | None:
+@dataclass(frozen=True)
+class FlightView:
+    """What these rules read of a run (core/reduce/state.py's ``RunState.flight()``), never the reducers."""
+
+    blocked: CollectiveBlocked | None  # the latest read of the ranks' dumps
+    finished: bool
+    last_step_end: float | None
+    env: tuple[tuple[str, str], ...]  # the ranks' Flight Recorder variables, as the first probe said them
+
+
+def blocked_now(view: FlightView) -> BlockedCollective | None:
     """The collective the run's ranks are blocked in, as last read from their dumps; None once a step
     ended after that read, or the run finished."""
-    e = state.parts.procs.blocked
-    if e is None or state.finished:
+    e = view.blocked
+    if e is None or view.finished:
         return None
-    last = state.parts.steps.last_step_end
+    last = view.last_step_end
     if last is not None and last > e.t:
         return None
     return BlockedCollective(op=e.op, seq=e.seq, group=e.group, state=e.state, shapes=e.shapes, ranks=tuple(e.ranks),
                              never_entered=tuple(e.never_entered), last=tuple(e.last))
 
 
-def flight_env(state) -> dict[str, str]:
+def flight_env(view: FlightView) -> dict[str, str]:
     """The Flight Recorder variables of the run's ranks, as their probes said them in their hellos
     (the first process that had any)."""
-    return next((dict(p.flight_recorder) for p in state.parts.procs.processes.values() if p.flight_recorder), {})
+    return dict(view.env)

@@ -9,6 +9,8 @@ nothing is called a hang (start-up and the first compile have no step to measure
 
 Threshold: ``--hang-after S`` when given, else max(10 x the steady median step time, 5 min).
 A finished run is never hung. The phase text, the notice and the alert all read ``detect_hang``.
+It reads a typed ``Progress`` (built by core/reduce/state.py's ``RunState.progress()``), never the reducers:
+node is below reduce in core's wings.
 """
 
 from __future__ import annotations
@@ -44,33 +46,39 @@ def hang_threshold_s(steady_median_s: float | None, hang_after_s: float | None) 
     return max(HANG_STEPS * (steady_median_s or 0.0), HANG_MIN_S)
 
 
-def last_progress_t(state) -> float | None:
+@dataclass(frozen=True)
+class Progress:
+    """What the hang rule reads of a run, copied out of the reducers."""
+
+    finished: bool
+    compiling: bool  # a compile is open
+    last_step_end: float | None  # the lead's latest step's end (None: no step yet)
+    other_marks: tuple[float, ...]  # the latest compile's end, evaluation's end, evaluation or printed progress
+    steady_step_time_s: float | None
+    hang_after_s: float | None  # --hang-after
+    steps_done: int
+
+
+def last_progress_t(p: Progress) -> float | None:
     """The latest sign that the job moves: a step ended, a compile ended, an evaluation ended or
     went on, the workload printed progress."""
-    marks = [state.parts.steps.last_step_end, state.parts.evaluation.progress_t]
-    compiles = state.parts.compiles.compiles
-    if compiles:
-        marks.append(compiles[-1].t)
-    spans = state.parts.evaluation.spans
-    if spans:
-        marks.append(spans[-1][1])
-    if marks[0] is None:  # no step yet: nothing to measure a hang from
+    if p.last_step_end is None:  # no step yet: nothing to measure a hang from
         return None
-    return max(m for m in marks if m is not None)
+    return max((p.last_step_end, *p.other_marks))
 
 
-def detect_hang(state, now: float | None) -> Hang | None:
+def detect_hang(p: Progress, now: float | None) -> Hang | None:
     """The hang at ``now``, or None (finished, compiling, no step yet, or progress recent enough)."""
-    if now is None or state.finished or state.open_compile_since() is not None:
+    if now is None or p.finished or p.compiling:
         return None
-    since = last_progress_t(state)
+    since = last_progress_t(p)
     if since is None:
         return None
-    threshold = hang_threshold_s(state.steady_step_time_s, state.parts.run.hang_after_s)
+    threshold = hang_threshold_s(p.steady_step_time_s, p.hang_after_s)
     idle = now - since
     if idle < threshold:
         return None
-    return Hang(step=state.steps_done, since_t=since, idle_s=idle, threshold_s=threshold)
+    return Hang(step=p.steps_done, since_t=since, idle_s=idle, threshold_s=threshold)
 
 
 @dataclass
@@ -80,14 +88,14 @@ class HangWatch:
 
     hung: Hang | None = None
 
-    def check(self, state, now: float) -> tuple[str, Hang | float] | None:
-        hang = detect_hang(state, now)
+    def check(self, p: Progress, now: float) -> tuple[str, Hang | float] | None:
+        hang = detect_hang(p, now)
         if hang is not None and self.hung is None:
             self.hung = hang
             return "hung", hang
         if hang is None and self.hung is not None:
             was, self.hung = self.hung, None
-            since = last_progress_t(state)
-            if not state.finished and since is not None and since > was.since_t:
+            since = last_progress_t(p)
+            if not p.finished and since is not None and since > was.since_t:
                 return "resumed", since - was.since_t
         return None

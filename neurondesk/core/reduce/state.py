@@ -8,7 +8,8 @@ RunState is a thin composition of focused reducers (core/reduce/: run, processes
 compiles, telemetry, log); `apply` dispatches each event by kind to the reducers that handle it.
 The attributes core's readers use (the figures, the summary, the checks, the RunView the views read:
 ``steps_done``, ``compiles``, ``steady_quantile()`` ...) are read-only delegates to those reducers;
-``state.parts`` holds them (views never reach it: they read core/view/run_view.py's RunView).
+``state.parts`` holds them, for core only: the views read core/view/run_view.py's RunView, every other
+part outside core core/view/read_views.py's frozen readings (tests/test_one_way_to_read.py).
 
 `apply` never raises: an event a handler chokes on (a malformed but decodable event, a bug) is
 counted in ``reduce_errors`` and the first few are kept as text in ``reduce_error_samples``; the
@@ -22,12 +23,13 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from neurondesk.core.events import run_events as ev
-from neurondesk.core.node.disk import DiskReducer
-from neurondesk.core.node.hang import detect_hang
+from neurondesk.core.node.flight_recorder import FlightView
+from neurondesk.core.node.hang import Progress, detect_hang
 from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.checkpoints import CheckpointReducer
 from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.compile.neff import NeffReducer
+from neurondesk.core.reduce.disk import DiskReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.job import JobReducer
 from neurondesk.core.reduce.log import OUTPUT_KEEP, LogReducer
@@ -66,7 +68,7 @@ class Parts(NamedTuple):
     log: LogReducer
     evaluation: EvalReducer
     ranks: RankReducer
-    disk: DiskReducer  # free space, growth, output not stored (core/node/disk.py)
+    disk: DiskReducer  # free space, growth, output not stored (core/reduce/disk.py)
     job: JobReducer  # which job, node and ranks (core/events/job_identity.py)
     phases: PhaseReducer  # steady sums of the step phases per process (core/figures/phases.py reads them)
     memory: MemoryReducer  # memory series over the steady steps, limits (core/findings/memory_creep.py reads them)
@@ -168,6 +170,7 @@ class RunState:
     finished = _via("run", "finished")
     stderr_tail = _via("run", "stderr_tail")
     left_running = _via("run", "left_running")
+    budget_usd = _via("run", "budget_usd")
 
     def elapsed_s(self, now: float | None = None) -> float:
         return self.parts.run.elapsed_s(now)
@@ -284,6 +287,24 @@ class RunState:
     errors = _via("log", "errors")
     parse_problems = _via("log", "parse_problems")
 
+    # ------------------------------------------------------------------ what core/node's rules read
+    def progress(self) -> Progress:
+        """The hang rule's reading (core/node/hang.py)."""
+        evaluation, compiles = self.parts.evaluation, self.parts.compiles.compiles
+        marks = (evaluation.progress_t, compiles[-1].t if compiles else None,
+                 evaluation.spans[-1][1] if evaluation.spans else None)
+        return Progress(finished=self.finished, compiling=self.open_compile_since() is not None,
+                        last_step_end=self.parts.steps.last_step_end,
+                        other_marks=tuple(m for m in marks if m is not None),
+                        steady_step_time_s=self.steady_step_time_s, hang_after_s=self.parts.run.hang_after_s,
+                        steps_done=self.steps_done)
+
+    def flight(self) -> FlightView:
+        """The Flight Recorder rules' reading (core/node/flight_recorder.py)."""
+        env = next((p.flight_recorder for p in self.processes.values() if p.flight_recorder), {})
+        return FlightView(blocked=self.parts.procs.blocked, finished=self.finished,
+                          last_step_end=self.parts.steps.last_step_end, env=tuple(dict(env).items()))
+
     # ------------------------------------------------------------------ words
     def phase(self, now: float | None = None) -> tuple[str, str]:
         """(phase, words) for the header and status line."""
@@ -296,7 +317,7 @@ class RunState:
             if neff is not None:
                 return "compiling", neff
             return "compiling", f"compiling #{len(self.compiles) + 1} for {clock - since:.0f} s"
-        hang = detect_hang(self, now)
+        hang = detect_hang(self.progress(), now)
         if hang is not None:
             return "hung", hang.words()
         if self.parts.compiles.graph_grows:

@@ -108,7 +108,7 @@ class AlertRules:
             figures={"data_wait_fraction": wait, "step": state.steps_done})]
 
     def _hung(self, state, now: float) -> list[Alert]:
-        said = self._hang.check(state, now)
+        said = self._hang.check(state.progress(), now)
         if said is None:
             return []
         what, value = said
