@@ -31,11 +31,13 @@ LANES = ("unit", "views", "contracts", "system", "runs")
 TABLE: dict[str, str] = {}
 for lane, names in {
     "contracts": """code_shape docs import_contracts metric_names test_lanes views_read_one_view
-        dependency_bounds""",
+        dependency_bounds
+        one_way_to_read""",
     "views": """advice_views chart_axes console_compile_failures console_crash console_job_line console_line
         console_memory console_phases console_ranks console_replay console_snapshots figures_consistency
         hang_budget_alerts safe_text script_throughput trace_export
-        compare_steady_basis disk_forecast_shared headless_final_status price_unpriced rate_precision""",
+        compare_steady_basis disk_forecast_shared headless_final_status price_unpriced rate_precision
+        fleet_screen_view headless_reads_recorder_summary""",
     "unit": """advice_core cgroup_memory checkpoint codec compare_core cost crash devices_compile_cache devices_events
         devices_neuron_monitor dynamo_pairing first_compile fleet_slow_link fuzz_hardening fuzz_readers goodput
         index job_culprit job_figures job_identity job_view journal journal_tail launch_spec logparse_neuron_cc
@@ -44,7 +46,8 @@ for lane, names in {
         probe_backlog probe_messages run_folder_moved rundir sketch socket_dirs state_reducer step_batches
         storm_order summary_details telemetry_sources telemetry_threads torchneuron_faults_parse
         torchneuron_reduce neuron_2_34_memory
-        doctor_torchneuron framework_records lint_backends logparse_corpus torchneuron_log_marks torchneuron_user_log""",
+        doctor_torchneuron framework_records lint_backends logparse_corpus torchneuron_log_marks torchneuron_user_log
+        hang_progress_view""",
     "system": """cli_bounds cli_errors compare_board devices_host devices_inventory devices_monitor_process
         devices_neuron_ls devices_neuron_observer_graph_stats devices_nvml doctor ended_runs
         headless_open_line headless_passthrough html_report imds input_files live_registry
@@ -63,7 +66,8 @@ for lane, names in {
         run_process_tree run_telemetry run_torch_compile run_xla_cpu sinks_real_run
         step_phases summary_contract torchneuron_bad_input torchneuron_compiled torchneuron_eager
         torchneuron_failures torchneuron_workload transparency_corpus workloads
-        checkpoint_children checkpoint_tracebacks frameworks_trl job_concurrent_runs restart_counts sinks_secrets state_file torchneuron_log_fifo torchneuron_log_only torchneuron_pipeline""",
+        checkpoint_children checkpoint_tracebacks frameworks_trl job_concurrent_runs restart_counts sinks_secrets state_file torchneuron_log_fifo torchneuron_log_only torchneuron_pipeline
+        torchneuron_cache torchneuron_memory""",
 }.items():
     TABLE.update({f"test_{name}.py": lane for name in names.split()})
 

@@ -9,7 +9,7 @@ compiles, telemetry, log); `apply` dispatches each event by kind to the reducers
 The attributes core's readers use (the figures, the summary, the checks, the RunView the views read:
 ``steps_done``, ``compiles``, ``steady_quantile()`` ...) are read-only delegates to those reducers;
 ``state.parts`` holds them, for core only: the views read core/view/run_view.py's RunView, every other
-part outside core core/view/read_views.py's frozen readings (tests/test_one_way_to_read.py).
+part outside core core/view/read_views.py's frozen readings (tests/contracts/test_one_way_to_read.py).
 
 `apply` never raises: an event a handler chokes on (a malformed but decodable event, a bug) is
 counted in ``reduce_errors`` and the first few are kept as text in ``reduce_error_samples``; the

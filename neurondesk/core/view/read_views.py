@@ -2,7 +2,7 @@
 the recorder's desks, the sources, the cli), as the console reads RunView (run_view.py). Outside core
 nothing reads ``state.parts``: each reader calls one function here and gets frozen rows with exactly
 the fields it needs, copied out of the reducers (no mutable reducer record crosses).
-tests/test_one_way_to_read.py holds that line."""
+tests/contracts/test_one_way_to_read.py holds that line."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ frozen readings. Inside core, the lower wings (node, events) neither import nor 
 typed values (hang's Progress, the Flight Recorder's FlightView).
 
 import-linter cannot see an attribute read, so this is an AST walk over the package. Each rule is shown
-failing on a planted read in a copy of the package in tmp_path, as tests/test_import_contracts.py does
+failing on a planted read in a copy of the package in tmp_path, as tests/contracts/test_import_contracts.py does
 for the import contracts."""
 
 from __future__ import annotations
