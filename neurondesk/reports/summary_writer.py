@@ -90,7 +90,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("recompiles after warm-up", _fmt(s.recompiles_after_warmup)),
         ("graph executions per step", _fmt(s.executions_per_step)),
         ("steady from step (steps)", f"{_fmt(steady.from_step)} ({steady.steps})"),
-        ("steady step time median / p90",
+        ("steady step time mean / p90",
          f"{_fmt(step_time and step_time * 1000, ' ms', 1)} / {_fmt(p90 and p90 * 1000, ' ms', 1)}"),
         ("samples/s (steady)", fmt.rate(steady.samples_per_s)),
         ("tokens/s (steady)", fmt.rate(steady.tokens_per_s)),

@@ -41,10 +41,10 @@ def test_iterations_per_second_agree_with_steady_steps_per_second():
     r = run_summary(state, now=10.0).as_dict()["script_throughput"]
     assert r["unit"] == "steps/s" and r["value"] == 9.8 and r["steady_value"] == pytest.approx(10.0)
     assert r["vs_steady"] == pytest.approx(-0.02) and r["off"] is False
-    assert "1 / median step time" in r["compared_with"]
+    assert "1 / mean step time" in r["compared_with"]
 
 
-def test_ms_per_step_compared_with_the_median_step_time_and_warned_when_off():
+def test_ms_per_step_compared_with_the_mean_step_time_and_warned_when_off():
     state = _run(["iter 10: loss 3.7366, time 135.00ms"])
     s = run_summary(state, now=10.0)
     r = s.as_dict()["script_throughput"]
@@ -53,7 +53,7 @@ def test_ms_per_step_compared_with_the_median_step_time_and_warned_when_off():
     (warn,) = [n for n in s.notices if "script's own throughput" in n]
     assert "+35%" in warn and "time 135.00ms" in warn
     md = to_markdown(s)
-    assert ("| script's own throughput | 135 ms/step vs 100 ms/step (steady median step time): +35.0% "
+    assert ("| script's own throughput | 135 ms/step vs 100 ms/step (steady mean step time): +35.0% "
             "— off by more than 10% |") in md
     assert "script's own throughput" in to_text_table(s)
 

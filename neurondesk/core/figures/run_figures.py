@@ -41,7 +41,7 @@ class RunFigures(msgspec.Struct, frozen=True, kw_only=True):
     steps: int  # steps the whole job has done
     steps_requested: int | None
     steady_steps: int
-    step_time_s: float | None  # the job's steady step time (the slowest rank's median)
+    step_time_s: float | None  # the job's steady step time (the mean steady step; the slowest rank's with many)
     step_time_p90_s: float | None  # the lead process's steady p90
     samples_per_s: float | None  # steady, summed over the ranks
     tokens_per_s: float | None
@@ -153,12 +153,9 @@ def rate_text(x: float) -> str:
 
 
 def job_step_time_s(state: RunState) -> float | None:
-    """The job's steady step time: the slowest rank's median with many ranks, else the lead's."""
-    if state.world > 1:
-        job = state.parts.ranks.job_step_time_s
-        if job is not None:
-            return job
-    return state.steady_quantile(0.5, exact=True)
+    """The job's steady step time on the one basis (core/reduce/steps.py): the mean steady step, the
+    slowest rank's with many ranks, else the lead's."""
+    return state.steady_step_time_s
 
 
 def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> RunFigures:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.reduce.run import RunReducer
-from neurondesk.core.reduce.steps import HISTORY, StepReducer, steady_rate
+from neurondesk.core.reduce.steps import HISTORY, StepReducer, mean_step_s, samples_per_s, steady_rate
 
 
 class LossReducer:
@@ -222,12 +222,12 @@ class ScriptRateReducer:
         steps = self._steps
         if unit == "samples/s":
             return _nearest(value, _samples_per_s(steps))
-        step_s = steps.steady_quantile(0.5)
+        step_s = mean_step_s(steps)
         if step_s is None or step_s <= 0:
             return None, "steady step time"
         if unit == "steps/s":
-            return 1.0 / step_s, "steady steps/s (1 / median step time)"
-        return step_s * _PER_S[unit], "steady median step time"
+            return 1.0 / step_s, "steady steps/s (1 / mean step time)"
+        return step_s * _PER_S[unit], "steady mean step time"
 
 ALL_IN = "all-in {} over training (first step to last, compiles and evaluations in it: a run average too)"
 
@@ -253,11 +253,11 @@ def _all_in(steps: StepReducer, unit: str, eval_end: float) -> tuple[float | Non
 
 def _samples_per_s(steps: StepReducer) -> list[tuple[float, str]]:
     """neurondesk's steady samples/s: all processes, and the lead's own when there are several."""
-    job = steps.steady_samples_per_s
+    job = samples_per_s(steps)
     if job is None:
         return []
     out = [(job, "steady samples/s")]
-    lead = steady_rate(steps.steady_samples, len(steps.steady_times), steps.steady_quantile(0.5))  # the same basis
+    lead = steady_rate(steps.steady_samples, len(steps.steady_times), mean_step_s(steps))  # the same basis
     if lead is not None:
         if not math.isclose(lead, job):
             out = [(job, "steady samples/s (all processes)"), (lead, "steady samples/s (one process)")]

@@ -117,13 +117,23 @@ class RankStats:
         return self.wait_s / self.total_s if self.total_s > 0 else None
 
     @property
+    def mean_step_s(self) -> float | None:
+        """The rank's steady step on the one basis (core/reduce/steps.py): its steady time over its steady steps.
+        ``step_time_s``, the median, stays the robust figure the straggler and culprit rules compare."""
+        return self.steady_total_s / self.steady_steps if self.steady_steps and self.steady_total_s > 0 else None
+
+    @property
     def samples_per_s(self) -> float | None:
         """The rank's own steady rate, on the one basis (core/reduce/steps.py ``steady_rate``)."""
-        return steady_rate(self.steady_samples, self.steady_steps, self.step_time_s) if self.samples_known else None
+        return steady_rate(self.steady_samples, self.steady_steps, self.mean_step_s) if self.samples_known else None
 
     @property
     def tokens_per_s(self) -> float | None:
-        return steady_rate(self.steady_tokens, self.steady_steps, self.step_time_s) if self.steady_tokens else None
+        return steady_rate(self.steady_tokens, self.steady_steps, self.mean_step_s) if self.steady_tokens else None
+
+
+def _slowest(times) -> float | None:
+    return max((t for t in times if t is not None), default=None)
 
 
 @dataclass(frozen=True)
@@ -312,18 +322,13 @@ class RankReducer:
 
     @property
     def job_step_time_s(self) -> float | None:
-        """The slowest rank's steady step time: the job goes at its pace."""
-        times = [t for t in (r.step_time_s for r in self.ranks.values()) if t is not None]
-        return max(times) if times else None
+        """The slowest rank's median steady step (the robust figure the culprit rules compare)."""
+        return _slowest(r.step_time_s for r in self.ranks.values())
 
-    def job_rate(self, tokens: bool = False) -> float | None:
-        """The job's steady samples/s (or tokens/s): every rank's amount a steady step, summed, at the job's
-        step time (the slowest rank's pace); rate x step time is the job's step. None unless every rank knows."""
-        ranks = list(self.ranks.values())
-        if not ranks or any((r.tokens_per_s if tokens else r.samples_per_s) is None for r in ranks):
-            return None
-        per_step = sum((r.steady_tokens if tokens else r.steady_samples) / r.steady_steps for r in ranks)
-        return steady_rate(per_step, 1, self.job_step_time_s)
+    @property
+    def job_mean_step_s(self) -> float | None:
+        """The job's steady step on the one basis: the slowest rank's mean step (the job goes at its pace)."""
+        return _slowest(r.mean_step_s for r in self.ranks.values())
 
     def stragglers(self) -> list[Straggler]:
         ranks = list(self.ranks.values())
@@ -406,3 +411,14 @@ class RankLevel:
     presync_s: float | None
     vs_median_s: float | None  # against the median over all ranks
     level: str  # "normal" | "slower" | "straggler" | "unknown"
+
+
+def job_rate(reducer: RankReducer, tokens: bool = False) -> float | None:
+    """The job's steady samples/s (or tokens/s): every rank's amount a steady step, summed, at the job's
+    step time (the slowest rank's mean step: its pace); rate x step time is the job's step. None unless
+    every rank knows its own."""
+    ranks = list(reducer.ranks.values())
+    if not ranks or any((r.tokens_per_s if tokens else r.samples_per_s) is None for r in ranks):
+        return None
+    per_step = sum((r.steady_tokens if tokens else r.steady_samples) / r.steady_steps for r in ranks)
+    return steady_rate(per_step, 1, reducer.job_mean_step_s)

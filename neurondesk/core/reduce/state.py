@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.node.flight_recorder import FlightView
 from neurondesk.core.node.hang import Progress, detect_hang
+from neurondesk.core.reduce import steps as steps_rates
 from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.checkpoints import CheckpointReducer
 from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
@@ -37,7 +38,7 @@ from neurondesk.core.reduce.loss import LossReducer, ScriptRate
 from neurondesk.core.reduce.memory import MemoryReducer
 from neurondesk.core.reduce.phases import PhaseReducer
 from neurondesk.core.reduce.processes import ProcessReducer
-from neurondesk.core.reduce.ranks import RankReducer
+from neurondesk.core.reduce.ranks import RankReducer, job_rate
 from neurondesk.core.reduce.run import RunReducer
 from neurondesk.core.reduce.steps import (
     HISTORY,
@@ -214,12 +215,12 @@ class RunState:
     def steady_samples_per_s(self) -> float | None:
         """Summed over the ranks, each at its own steady rate."""
         ranks = self.parts.ranks
-        return ranks.job_rate() if ranks.world > 1 else self.parts.steps.steady_samples_per_s
+        return job_rate(ranks) if ranks.world > 1 else steps_rates.samples_per_s(self.parts.steps)
 
     @property
     def steady_tokens_per_s(self) -> float | None:
         ranks = self.parts.ranks
-        return ranks.job_rate(tokens=True) if ranks.world > 1 else self.parts.steps.steady_tokens_per_s
+        return job_rate(ranks, tokens=True) if ranks.world > 1 else steps_rates.tokens_per_s(self.parts.steps)
     data_wait_fraction = _via("steps", "data_wait_fraction")
     executions_per_step = _via("steps", "executions_per_step")
     probe_drops = _via("steps", "probe_drops")
@@ -231,10 +232,10 @@ class RunState:
 
     @property
     def steady_step_time_s(self) -> float | None:
-        """The job's: the slowest rank's median when there are many."""
+        """The job's, on the one basis (core/reduce/steps.py): the slowest rank's mean step when there are many."""
         ranks = self.parts.ranks
-        job = ranks.job_step_time_s if ranks.world > 1 else None
-        return job if job is not None else self.parts.steps.steady_quantile(0.5)
+        job = ranks.job_mean_step_s if ranks.world > 1 else None
+        return job if job is not None else steps_rates.mean_step_s(self.parts.steps)
 
     def recent_data_wait_fraction(self, n: int = 20) -> float | None:
         return self.parts.steps.recent_data_wait_fraction(n)

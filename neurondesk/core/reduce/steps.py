@@ -7,11 +7,12 @@ Steady state (the README quotes this): a step is *steady* when its index is at l
 step, and no compile event (probe, dynamo or Neuron log) attributed to it. Steady figures are
 taken over the steady steps of the lead process (the first process that reported a step).
 
-One basis for every steady figure (docs/steady-state.md): the steady step time is the median steady
-step, and every rate is a per-step amount over it (``steady_rate``): samples/s = the mean samples a
-steady step / the median steady step time, the same for tokens/s; steps/hour and the cost of 1k steps
-read the same median. So samples/s x step time is always the samples of a step: a few slow steps
-move none of them (the p90 and the goodput show those).
+One basis for every steady figure (docs/steady-state.md): the steady step time is the MEAN steady step
+(the steady steps' time over their count), and every rate is a per-step amount over it
+(``steady_rate``): samples/s = the mean samples a steady step / the mean steady step time, which is the
+steady samples over the steady time, as the script's own timer counts it; steps/hour and the cost of 1k
+steps read the same mean, so a few slow steps cost what they cost. samples/s x step time is always the
+samples of a step. The median and the p90 are the steps' spread beside it (robust figures for stragglers).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ INPUT_WARN, INPUT_BOUND = 0.05, 0.20  # data-wait fraction thresholds
 
 def steady_rate(amount: float, steps: int, step_time_s: float | None) -> float | None:
     """The one steady rate: ``amount`` over ``steps`` steady steps is ``amount / steps`` a step, at
-    one step every ``step_time_s`` (the median steady step); None when a part is unknown."""
+    one step every ``step_time_s`` (the mean steady step); None when a part is unknown."""
     if steps <= 0 or step_time_s is None or step_time_s <= 0:
         return None
     return amount / steps / step_time_s
@@ -289,18 +290,6 @@ class StepReducer:
         return self._procs.world
 
     @property
-    def steady_samples_per_s(self) -> float | None:
-        if not self.steady_samples_known:
-            return None
-        return steady_rate(self.steady_samples * self._procs.world, len(self.steady_times), self.steady_quantile(0.5))
-
-    @property
-    def steady_tokens_per_s(self) -> float | None:
-        if not self.steady_tokens_known or not self.steady_tokens:
-            return None
-        return steady_rate(self.steady_tokens * self._procs.world, len(self.steady_times), self.steady_quantile(0.5))
-
-    @property
     def data_wait_fraction(self) -> float | None:
         if self.steady_times:
             return self.steady_wait_s / self.steady_total_s if self.steady_total_s > 0 else None
@@ -329,3 +318,23 @@ class StepReducer:
     @property
     def last_step_steady(self) -> bool:
         return bool(self.history) and self.history[-1].steady
+
+
+# The one steady basis (module docstring), apart from the reducer: what the steps' totals mean.
+def mean_step_s(steps: StepReducer) -> float | None:
+    """The steady step time: the steady steps' time over their count."""
+    n = len(steps.steady_times)
+    return steps.steady_total_s / n if n and steps.steady_total_s > 0 else None
+
+
+def samples_per_s(steps: StepReducer) -> float | None:
+    """Every process's steady samples a step (the lead's times the world) over the mean steady step."""
+    if not steps.steady_samples_known:
+        return None
+    return steady_rate(steps.steady_samples * steps.world, len(steps.steady_times), mean_step_s(steps))
+
+
+def tokens_per_s(steps: StepReducer) -> float | None:
+    if not steps.steady_tokens_known or not steps.steady_tokens:
+        return None
+    return steady_rate(steps.steady_tokens * steps.world, len(steps.steady_times), mean_step_s(steps))

@@ -76,7 +76,7 @@ class ThroughputPanel(Panel):
         if tp.steady_from is None:
             rule = f"steady: not yet (needs a step ≥ {tp.warmup_steps} with no compile in it)"
         else:
-            rule = (f"steady: median of {f.steady_steps:,} steps from step {tp.steady_from} "
+            rule = (f"steady: mean of {f.steady_steps:,} steps from step {tp.steady_from} "
                     f"(step ≥ {tp.warmup_steps}, no compile)")
         t.append(rule, style="dim")
         rate = tp.script_rate  # the script's own figure beside the steady one; yellow when off by more than 10%
