@@ -28,7 +28,7 @@ FIRST_ERRORS = 5  # errors listed in full (with their detail lines) from the sta
 
 
 def _round(x: float | None, nd: int = 6) -> float | None:
-    return None if x is None else round(x, nd)
+    return None if x is None else round(float(x), nd)  # a float always: 0 and 0.0 print alike after a JSON trip
 
 
 def _sig(x: float | None, digits: int = 6) -> float | None:

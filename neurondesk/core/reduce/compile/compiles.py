@@ -245,7 +245,7 @@ class CompileReducer:
     # ------------------------------------------------------------------ derived
     @property
     def compile_total_s(self) -> float:
-        return sum(c.duration_s or 0.0 for c in self.compiles if c.counted)
+        return sum((c.duration_s or 0.0 for c in self.compiles if c.counted), 0.0)
 
     @property
     def compile_count(self) -> int:
