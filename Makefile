@@ -66,7 +66,7 @@ test-latest: $(LATEST_STAMP) $(TORCH213_STAMP)
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check neurondesk workloads tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo
-	$(VENV)/bin/python -m pytest -q -n 2 -m "not slow" tests/unit tests/views tests/contracts
+	$(VENV)/bin/python -m pytest -q -n 2 --dist worksteal -m "not slow" tests/unit tests/views tests/contracts
 
 screenshots: $(STAMP)
 	$(VENV)/bin/python scripts/make_screenshots.py

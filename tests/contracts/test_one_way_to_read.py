@@ -13,6 +13,7 @@ import ast
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 from neurondesk.core.reduce.state import Parts
@@ -92,6 +93,7 @@ def test_nothing_outside_core_reads_reducer_parts_and_no_lower_wing_touches_a_re
     assert violations(PACKAGE) == []
 
 
+@pytest.mark.slow  # a planted copy of the tree: make test runs it, make test-fast does not
 def test_a_planted_parts_read_outside_core_is_found(tmp_path):
     package = _copy(tmp_path)
     assert violations(package) == []
@@ -115,6 +117,7 @@ def test_a_step_bar_or_path_parts_is_not_a_reducer_read(tmp_path):
     assert violations(package) == []
 
 
+@pytest.mark.slow  # a planted copy of the tree: make test runs it, make test-fast does not
 def test_a_planted_reducer_read_in_core_node_or_events_is_found(tmp_path):
     package = _copy(tmp_path)
     (package / "core" / "node" / "planted.py").write_text(

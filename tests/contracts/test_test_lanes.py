@@ -37,6 +37,7 @@ def test_training_processes_are_told_from_other_processes():
         assert training_process(other) is None, other
 
 
+@pytest.mark.slow  # a planted tree's own pytest: make test runs it, make test-fast does not
 def test_the_guard_fails_a_fast_lane_test_that_starts_a_training_process_and_lets_a_runs_test_run_it(tmp_path):
     """A copy of tests/conftest.py over a planted tree: the same test in unit/ fails and its script never runs
     (it would leave a file), in runs/ it runs."""

@@ -425,6 +425,7 @@ def test_a_viewer_attaching_late_starts_from_the_checkpoint_and_follows_on(tmp_p
     assert canon(state) == canon(expect)
 
 
+@pytest.mark.slow  # seconds of waiting: make test runs it, make test-fast does not
 def test_replay_until_starts_from_a_checkpoint_before_that_time_and_equals_the_full_replay(tmp_path):
     events = _events([(1, 0.05, 0, 1e-3)] * 3000, [0, 3])
     writer = JournalWriter(tmp_path / "events.jsonl", segment_bytes=25_000)

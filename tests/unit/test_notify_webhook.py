@@ -97,6 +97,7 @@ def test_a_4xx_is_not_retried(said):
     assert len(hook.bodies) == 1 and "HTTP 404" in said[0]
 
 
+@pytest.mark.slow  # seconds of waiting: make test runs it, make test-fast does not
 def test_a_server_that_never_answers_times_out_and_send_never_waits(said):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

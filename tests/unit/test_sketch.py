@@ -8,6 +8,7 @@ import math
 import pickle
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ def test_quantiles_past_the_exact_part_are_within_half_a_percent(values, q):
     assert abs(sk.quantile(q) - exact) <= 0.005 * exact + 1e-12
 
 
+@pytest.mark.slow  # seconds of pure work: make test runs it, make test-fast does not
 def test_quantiles_of_a_million_step_times_spread_over_six_decades_stay_within_half_a_percent():
     rnd = random.Random(3)
     values = [math.exp(rnd.uniform(math.log(1e-5), math.log(10))) for _ in range(200_000)]

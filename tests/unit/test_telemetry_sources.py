@@ -8,6 +8,8 @@ import os
 import queue
 import time
 
+import pytest
+
 from neurondesk.collectors import telemetry as tm
 from neurondesk.collectors.telemetry_source import Poller, SourceContext, SourceSpec
 from neurondesk.core.events.run_events import Notice
@@ -52,6 +54,7 @@ def test_a_source_absent_on_this_run_starts_no_thread_and_says_nothing() -> None
     assert got == []
 
 
+@pytest.mark.slow  # seconds of waiting: make test runs it, make test-fast does not
 def test_a_source_that_fails_says_so_once_and_the_others_go_on() -> None:
     calls = []
 

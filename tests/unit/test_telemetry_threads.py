@@ -8,9 +8,12 @@ import queue
 import threading
 import time
 
+import pytest
+
 from neurondesk.collectors import telemetry as tm
 
 
+@pytest.mark.slow  # seconds of waiting: make test runs it, make test-fast does not
 def test_a_stuck_compile_cache_walk_does_not_delay_host_samples(tmp_path, monkeypatch):
     cache = tmp_path / "neuron-compile-cache"
     cache.mkdir()

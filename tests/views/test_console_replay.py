@@ -243,6 +243,7 @@ def test_80x24_folds_panels_into_tabs_and_keys_switch_them():
     assert active == "tab-log" and log_after
 
 
+@pytest.mark.slow  # seconds of waiting: make test runs it, make test-fast does not
 def test_help_and_summary_keys():
     async def script(app, pilot):
         await pilot.press("escape", "question_mark")
@@ -254,6 +255,7 @@ def test_help_and_summary_keys():
 
 
 # ---------------------------------------------------------------------------- log
+@pytest.mark.slow  # seconds of waiting: make test runs it, make test-fast does not
 def test_log_is_searchable_and_tinted():
     async def script(app, pilot):
         await pilot.press("escape", "slash")
