@@ -186,10 +186,10 @@ class FollowSource:
         if self.final_summary is not None:
             return self.final_summary
         written = finished_summary(self.run_dir, self.fallback) if self.state.finished else None
-        if written is not None and written.run_id == self.state.run_id:
-            return written
-        from neurondesk.core.summary.build import run_summary
+        from neurondesk.core.summary.build import run_summary, with_late_notices
 
+        if written is not None and written.run_id == self.state.run_id:
+            return with_late_notices(written, self.state)
         return run_summary(self.state)
 
     @property

@@ -1,7 +1,7 @@
 """TorchNeuron's device memory (issue 52 item 3): the allocator statistics torch-neuronx's source has
 (torch_neuronx/memory.py ``memory_stats``: ``_C._get_memory_stats``; a device OOM is
 NeuronCachingAllocator.cpp's ``NRT allocation failed for size N (OOM)``), as the double plays them, read
-by the probe at most once a second and at exit, per rank in summary.json, the Devices panel's words, the
+by the probe at most once in 10 s and at exit, per rank in summary.json, the Devices panel's words, the
 creep series and the crash explanation. Real `neurondesk run`s under torch 2.13 with the double, and
 the probe's reader and the reduction on their own."""
 

@@ -54,7 +54,7 @@ class StepPhases(msgspec.Struct, frozen=True, kw_only=True):
     pid: int | None = None
     backend: str  # "eager-cpu" | "eager-device" | "xla"
     steps: int  # steady steps the means are over
-    step_s: float  # the steady step time (the rank's median): the phases add up to it
+    step_s: float  # the steady step time (the one basis: the mean steady step): the phases add up to it
     mean_step_s: float | None = None  # the mean of the steady steps the shares are of
     input_wait: float | None = None
     h2d: float | None = None
@@ -165,14 +165,15 @@ def loader_facts(state: RunState) -> LoaderFacts:
 
 def step_phases_by_rank(state: RunState) -> list[StepPhases]:
     """Every process that reported phased steady steps, by rank; each split of its steady step as the
-    figures give it (one process: the run's median, core/figures/run_figures.job_step_time_s; many: its own)."""
+    figures give it (one process: the run's mean step, the one steady basis, core/figures/run_figures.job_step_time_s;
+    many: each rank's own mean step)."""
     ranks = state.parts.ranks.ranks
     loader = loader_facts(state)
-    one = state.steady_quantile(0.5, exact=True) if state.world <= 1 else None
+    one = state.steady_step_time_s if state.world <= 1 else None
     out = []
     for pid, sums in state.parts.phases.by_pid.items():
         r = ranks.get(pid)
-        step = one if one is not None else (r.step_time_s if r is not None else None)
+        step = one if one is not None else (r.mean_step_s if r is not None else None)
         p = phases_of(sums, state.device_kind, r.rank if r is not None else None, loader, step)
         if p is not None:
             out.append(p)

@@ -257,6 +257,14 @@ def _notices(state: RunState) -> list[str]:
     return lines + [x for x in derived if x]
 
 
+def with_late_notices(summary: Summary, state: RunState) -> Summary:
+    """The recorder's summary with what its journal says after it was built: the recorder writes the summary
+    first, then journals what went wrong writing it (an unwritable folder, the fallback the journal went on
+    in). A reader of the finished run shows those too, where the summary file cannot hold them."""
+    late = [n for n in _notices(state) if n not in summary.notices]
+    return msgspec.structs.replace(summary, notices=[*summary.notices, *late]) if late else summary
+
+
 def _left_running_text(state: RunState) -> str | None:
     left = state.left_running
     if not left:

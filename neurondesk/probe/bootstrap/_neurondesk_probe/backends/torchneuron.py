@@ -17,7 +17,7 @@ cache log) and docs/torchneuron.md.
   the event graph_stats tables make, keyed by graph_id (the reducer joins both to the dynamo compile);
 - device memory (issue 52 item 3): ``torch_neuronx.memory.memory_stats()`` (torch_neuronx/memory.py, a
   call into ``_C._get_memory_stats``), else ``torch.accelerator.memory_stats()`` (Neuron 2.34+), and the
-  device's capacity from ``torch.accelerator.get_memory_info()``: at a step end at most once a second
+  device's capacity from ``torch.accelerator.get_memory_info()``: at a step end at most once in 10 s
   (``MEMORY_EVERY_NS``) and at exit (a failure's too), never synchronizing; a ``neuron_device_memory``
   message. A read that raises turns the reading off, said once (backends/torchneuron_memory.py);
 - eager ops that ran on the CPU: ``torch_neuronx.get_fallback_ops()`` (torch-neuronx's op tracking,

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 import time
 
-MEMORY_EVERY_NS = 1_000_000_000  # device memory read at most once a second, off the per-step path
+MEMORY_EVERY_NS = 10_000_000_000  # device memory read at most once in 10 s at a step end, and at exit
+# (TorchNeuron's docs say memory_stats() synchronises the device; its source reads the caching allocator's
+# counters (NeuronCachingAllocator.cpp): unverified on hardware, so rarely: a sync in 10 s at worst)
 # torch_neuronx/memory.py memory_stats: {name: {current, peak, allocated, freed}} for these three,
 # num_alloc_retries, num_ooms (csrc NeuronCachingAllocator.cpp AllocateWithRetry counts both);
 # torch.accelerator.memory_stats has them as flat keys "allocated_bytes.all.current" ...
