@@ -109,7 +109,7 @@ def _ranks(state: RunState) -> list[dict]:
             "neuron_cores": [c.core for c in cores],
             "neuron_utilization": _round(sum(utils) / len(utils), 1) if utils else None,
             "rank": r.rank, "local_rank": r.local_rank, "pid": r.pid, "steps": r.steps,
-            "step_time_s": _round(r.step_time_s), "presync_s": _round(r.presync_s),
+            "step_time_s": _round(r.step_time_s), "mean_step_s": _round(r.mean_step_s), "presync_s": _round(r.presync_s),
             "own_s": _round(r.own_s), "collective_s": _round(r.collective_s), "step_data_wait_s": _round(r.split_wait_s),
             "data_wait_fraction": _round(r.data_wait_fraction, 4),
             "samples_per_s": _round(r.samples_per_s, 3),

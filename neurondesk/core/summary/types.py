@@ -57,7 +57,8 @@ class RankRow(_S):
     local_rank: int | None = None
     pid: int | None = None
     steps: int = 0
-    step_time_s: float | None = None
+    step_time_s: float | None = None  # the rank's median steady step (the straggler and culprit rules')
+    mean_step_s: float | None = None  # its mean steady step: the basis of its samples/s (docs/steady-state.md)
     presync_s: float | None = None
     own_s: float | None = None  # median steady step less its wait inside collectives (core/reduce/ranks.py)
     collective_s: float | None = None  # median time a steady step spends inside collectives
