@@ -148,13 +148,7 @@ class CheckpointHooks:
                 probe.guarded(hooks.watch_async, result, api, t0, step, args, kwargs, hook="checkpoint")
             return result
 
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            try:
-                setattr(call, attr, getattr(real, attr))
-            except (AttributeError, TypeError):
-                pass
-        call.__wrapped__, call._neurondesk = real, True
-        setattr(owner, name, call)
+        setattr(owner, name, _state.dressed(call, real))
 
     def outer(self) -> bool:
         """A call of ours that is no other one's inner call: none on this thread, and on any other

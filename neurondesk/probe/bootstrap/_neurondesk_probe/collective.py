@@ -105,10 +105,7 @@ class CollectiveHooks:
                 if took >= LONG_S:
                     probe.guarded(hooks.long_call, name, took, clock.step, hook="long_collective")
 
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            setattr(collective, attr, getattr(real, attr, None))
-        collective.__wrapped__, collective._neurondesk = real, True
-        return collective
+        return _state.dressed(collective, real)
 
     def long_call(self, op: str, took: float, step: int) -> None:
         """A call of LONG_S or more has just returned: its message, within LONG_PER_S a second, unless

@@ -22,8 +22,8 @@ def _count(value) -> int | None:
 
 
 class DeviceMemoryReader:
-    """TorchNeuron's device memory statistics (issue 52 item 3), read at a step end at most once a
-    second (``next_ns``) and at exit; fail-open."""
+    """TorchNeuron's device memory statistics (issue 52 item 3), read at a step end at most once in
+    10 s (``next_ns``) and at exit; fail-open."""
 
     def __init__(self, probe, hooks) -> None:
         self.probe, self.hooks = probe, hooks

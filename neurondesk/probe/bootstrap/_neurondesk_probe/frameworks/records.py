@@ -75,13 +75,7 @@ class FrameworkRecords:
                 probe.guarded(read, args, kwargs, hook=HOOK)
             return result
 
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            try:
-                setattr(call, attr, getattr(real, attr))
-            except (AttributeError, TypeError):
-                pass
-        call.__wrapped__, call._neurondesk = real, True
-        setattr(owner, name, call)
+        setattr(owner, name, _state.dressed(call, real))
 
     # ------------------------------------------------------------ what each framework logged
     def trainer_logged(self, args, kwargs) -> None:
