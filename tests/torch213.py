@@ -53,3 +53,11 @@ def run_alone(script: Path, args: list[str], env: dict[str, str], cwd: Path) -> 
     """The same script with no neurondesk: its own bytes."""
     return subprocess.run([torch213_python(), str(script), *args], capture_output=True, timeout=REAL_RUN_TIMEOUT_S,
                           env=env, cwd=cwd)
+
+
+def compare_runs(a: Path, b: Path, fmt: str, home: Path) -> str:
+    """`neurondesk compare A B --format FMT`'s output (it must exit 0)."""
+    p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "compare", str(a), str(b), "--format", fmt],
+                       capture_output=True, text=True, timeout=120, env=base_env(home), cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout

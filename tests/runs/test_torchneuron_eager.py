@@ -101,19 +101,12 @@ def test_the_scripts_output_is_byte_for_byte_what_it_prints_alone(tmp_path: Path
 
 
 def test_compare_of_the_cold_and_warm_runs_says_what_the_neff_cache_saved_in_seconds_and_dollars(cold_and_warm, tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import REPO, base_env
+    from torch213 import compare_runs
 
     (cold, _), (warm, _) = cold_and_warm
 
     def compare(fmt: str) -> str:
-        p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "compare", str(cold.run_dir), str(warm.run_dir),
-                            "--format", fmt], capture_output=True, text=True, timeout=120, env=base_env(tmp_path),
-                           cwd=REPO)
-        assert p.returncode == 0, p.stderr[-2000:]
-        return p.stdout
+        return compare_runs(cold.run_dir, warm.run_dir, fmt, tmp_path)
 
     (saved,) = json.loads(compare("json"))["cache_saved"]  # B (warm) against A (cold), not the other way
     c, w = cold.summary, warm.summary

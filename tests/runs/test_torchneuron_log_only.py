@@ -7,12 +7,9 @@ TorchNeuron double; the script writes the double's own count of the NEFFs it com
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, base_env
-from torch213 import SCRIPTS, run_torchneuron, torchneuron_env
+from torch213 import SCRIPTS, compare_runs, run_torchneuron, torchneuron_env
 
 SCRIPT = SCRIPTS / "eager_no_metrics.py"
 COMPILE_S = "0.3"  # each NEFF's compile in the double: the cold run's 19 first NEFFs (5.7 s) outweigh a busy machine
@@ -77,11 +74,7 @@ def test_metrics_off_compare_of_the_cold_and_warm_runs_has_its_cache_section(met
     (cold, _), (warm, _) = metrics_off
 
     def compare(fmt: str) -> str:
-        p = subprocess.run([sys.executable, "-m", "neurondesk.cli", "compare", str(cold.run_dir), str(warm.run_dir),
-                            "--format", fmt], capture_output=True, text=True, timeout=120, env=base_env(tmp_path),
-                           cwd=REPO)
-        assert p.returncode == 0, p.stderr[-2000:]
-        return p.stdout
+        return compare_runs(cold.run_dir, warm.run_dir, fmt, tmp_path)
 
     (saved,) = json.loads(compare("json"))["cache_saved"]
     assert (saved["run"], saved["against"]) == ("B", "A")
