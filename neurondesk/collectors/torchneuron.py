@@ -65,12 +65,13 @@ DEFAULT_NEFF_CACHE = "/tmp/neff_cache"  # TORCH_NEURONX_NEFF_CACHE_DIR's default
 # TORCH_NEURONX_DISABLE_NEFF_CACHE ("1", "true", "yes", any case); the env-vars page and earlier
 # releases say TORCH_NEURONX_NEFF_DISABLE_CACHE (docs/torchneuron.md, issue 52 item 4)
 CACHE_SWITCHES = ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")
+SWITCH_ON = ("1", "true", "yes")  # a switch's values that turn it on (any case)
 HLO_CACHE = "TORCH_NEURONX_HLO_CACHE_DIR"  # the HLO cache folder (torch-neuronx's source; no default read)
 
 
 def neff_cache_off(env: Mapping[str, str]) -> bool:
     """Either spelling of the switch set to 1 / true / yes."""
-    return any(env.get(name, "").strip().lower() in ("1", "true", "yes") for name in CACHE_SWITCHES)
+    return any(env.get(name, "").strip().lower() in SWITCH_ON for name in CACHE_SWITCHES)
 
 
 def neff_cache_dir(env: Mapping[str, str]) -> str | None:

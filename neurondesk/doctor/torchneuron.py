@@ -10,7 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from neurondesk.collectors.devices import human_bytes
-from neurondesk.collectors.torchneuron import CACHE_SWITCHES, DEFAULT_NEFF_CACHE  # both spellings are seen
+from neurondesk.collectors.torchneuron import (  # both spellings, and what turns one on, as the collector reads them
+    CACHE_SWITCHES,
+    DEFAULT_NEFF_CACHE,
+    SWITCH_ON,
+)
 from neurondesk.doctor import facts as F
 from neurondesk.doctor import tables as T
 from neurondesk.doctor.check import Check
@@ -39,7 +43,7 @@ def _on(value: str | None) -> bool | None:
     """A switch's value: True, False, or None when unset."""
     if value is None or not value.strip():
         return None
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return value.strip().lower() in SWITCH_ON
 
 
 def neff_cache_path(env: Mapping[str, str]) -> str:
