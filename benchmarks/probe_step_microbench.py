@@ -293,12 +293,15 @@ def compare_with_baseline(args) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="nd-mb-base-"))
     extract_probe(rev, tmp)
     arms = {"baseline": str(tmp), "this_tree": str(BOOTSTRAP)}
+    # the arm's own options reach every child (they were dropped: a --device neuron comparison ran on the CPU)
+    same = ([f"--device={args.device}"] + (["--torch-neuronx"] if args.torch_neuronx else [])
+            + (["--function-mode"] if args.function_mode else []))
     runs: dict[str, list[dict]] = {"baseline": [], "this_tree": []}
     for i in range(args.pairs):
         for arm in (("baseline", "this_tree") if i % 2 == 0 else ("this_tree", "baseline")):
             out = tmp / f"{arm}-{i}.json"
             subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--rounds", str(args.rounds),
-                            "--probe-dir", arms[arm], "--no-write", "--result-file", str(out)],
+                            "--probe-dir", arms[arm], "--no-write", "--result-file", str(out), *same],
                            check=True, stdout=subprocess.DEVNULL)
             runs[arm].append(json.loads(out.read_text()))
     shutil.rmtree(tmp, ignore_errors=True)
@@ -313,8 +316,10 @@ def compare_with_baseline(args) -> None:
     result = {
         "benchmark": "probe_step_microbench_vs_baseline",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": f".venv/bin/python benchmarks/probe_step_microbench.py --baseline {args.baseline} "
-                   f"--pairs {args.pairs} --steps {args.steps} --rounds {args.rounds}",
+        "command": f"{Path(sys.executable).parent.parent.name}/bin/python benchmarks/probe_step_microbench.py "
+                   f"--baseline {args.baseline} --pairs {args.pairs} --steps {args.steps} --rounds {args.rounds} "
+                   + " ".join(same),
+        "torch": runs["this_tree"][0].get("torch") if runs["this_tree"] else None,
         "machine": machine(),
         "baseline_commit": rev,
         "this_tree_head": head + " (plus uncommitted changes, if any, at the time of the run)",
