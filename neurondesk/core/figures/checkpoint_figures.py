@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from neurondesk.core.findings.checkpoint_advice import CheckpointAdvice, checkpoint_advice
-from neurondesk.core.findings.crash_memory import size_text
+from neurondesk.core.node.units import size_text
 from neurondesk.core.reduce.checkpoints import CheckpointReducer
 
 

@@ -9,6 +9,7 @@ import re
 import msgspec
 
 from neurondesk.core.events.device_events import ProcessTreeSample
+from neurondesk.core.node.units import size_text
 from neurondesk.core.reduce.state import RunState
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -29,13 +30,6 @@ class CrashMemory(msgspec.Struct, frozen=True, kw_only=True):
     used_bytes: int | None = None
     limit_bytes: int | None = None
     words: str = ""
-
-
-def size_text(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _bytes(m: re.Match | None) -> int | None:

@@ -8,18 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from neurondesk.core.events.neff_events import NeuronDeviceMemory
+from neurondesk.core.node.units import size_text
 
 MAX_PROCESSES = 4096  # a garbage report must not grow the table without end
 
 
 GIB = 1 << 30
-
-
-def size_text(n: int) -> str:
-    for unit, scale in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def peak_of(peak: int, capacity: int | None) -> str:

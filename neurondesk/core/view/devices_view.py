@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.node.units import size_text as fmt_bytes
 from neurondesk.core.reduce.neuron_memory import DEVICE_CATEGORIES, HbmHeadroom
 from neurondesk.core.reduce.state import RunState
 from neurondesk.core.reduce.torchneuron_memory import peak_of
-from neurondesk.core.reduce.torchneuron_memory import size_text as fmt_bytes
 
 NOTICES_SHOWN = 2  # the latest collector warnings under the bars
 
