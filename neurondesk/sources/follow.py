@@ -185,9 +185,9 @@ class FollowSource:
         from the journal by core (core/summary/build.py)."""
         if self.final_summary is not None:
             return self.final_summary
-        written = finished_summary(self.run_dir, self.fallback) if self.state.finished else None
         from neurondesk.core.summary.build import run_summary, with_late_notices
 
+        written = finished_summary(self.run_dir, self.fallback) if self.state.finished else None
         if written is not None and written.run_id == self.state.run_id:
             return with_late_notices(written, self.state)
         return run_summary(self.state)
