@@ -92,6 +92,7 @@ def install() -> None:
         os.register_at_fork(after_in_child=_probe.disable_in_forked_child)
     atexit.register(_probe.flush_at_exit)
     _probe.chain_excepthook()
+    _state.chain_unraisablehook()
     _probe.stacks_file = register_stack_dump(_probe.private_dir, _probe.pid)
 
 

@@ -33,3 +33,71 @@ def dressed(call, real):
             pass
     call.__wrapped__, call._neurondesk = real, True
     return call
+
+
+def redeliver(exc: BaseException) -> None:
+    """A signal handler's exception (Ctrl-C's KeyboardInterrupt, a handler's SystemExit) raised while
+    CPython ran a finalizer or a weakref callback of ours: CPython prints "Exception ignored in" and
+    drops it, and the workload would train on after its Ctrl-C. It is raised again in the workload's
+    own code, as the signal would have been: SIGINT is signalled again, from a thread a few
+    milliseconds on (signalled from here, the handler would run here, in our frame), to a handler of
+    ours that waits while the interrupted frame is still ours and then puts the workload's handler
+    back. Ctrl-C under Python's own handler is then that handler's fresh KeyboardInterrupt (no frame
+    of ours in its traceback); any other exception is raised as it was."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signal handlers run in the main thread only
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def once(signum, frame):
+        if frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_PACKAGE):
+            _signal_soon()  # still in code of ours: again in a moment
+            return
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if isinstance(exc, KeyboardInterrupt) and previous is signal.default_int_handler:
+            _signal_soon()  # Python's own handler raises it, in the workload's frame
+            return
+        raise exc
+
+    signal.signal(signal.SIGINT, once)
+    _signal_soon()
+
+
+def _signal_soon() -> None:
+    import _thread
+
+    def later():
+        import time
+
+        time.sleep(0.002)
+        _thread.interrupt_main()
+
+    try:
+        _thread.start_new_thread(later, ())
+    except RuntimeError:  # no thread to be had: at once, then
+        _thread.interrupt_main()
+
+
+_PACKAGE = __package__ or "_neurondesk_probe"
+
+
+def chain_unraisablehook() -> None:
+    """The net under the finalizers and weakref callbacks of ours (``redeliver`` in each covers the
+    usual case): a signal's exception that arose at their very first instruction, before their own
+    ``try``, reaches sys.unraisablehook instead, and is raised again too. Everything else goes to the
+    hook there was, as always (another finalizer's lost Ctrl-C is lost as it is without neurondesk)."""
+    import sys
+
+    real = sys.unraisablehook
+
+    def unraisablehook(unraisable):
+        exc = unraisable.exc_value
+        if (exc is not None and not isinstance(exc, Exception)
+                and str(getattr(unraisable.object, "__module__", "")).startswith(_PACKAGE)):
+            redeliver(exc)
+            return None
+        return real(unraisable)
+
+    sys.unraisablehook = unraisablehook

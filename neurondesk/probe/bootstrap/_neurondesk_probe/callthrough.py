@@ -26,6 +26,8 @@ import functools
 import types
 from collections import OrderedDict
 
+from . import _state
+
 
 class Ending(functools.partial):
     """torch's own function, its object bound where given (a C partial: no frame of ours while it
@@ -38,6 +40,8 @@ class Ending(functools.partial):
             self.end(self.state)
         except Exception:  # noqa: BLE001 - the end hooks are guarded; this is the last resort
             pass
+        except BaseException as exc:  # a signal's (Ctrl-C) while the hook ran: CPython would drop it here
+            _state.redeliver(exc)
 
 
 def _ending(raw, end, state, *bound):

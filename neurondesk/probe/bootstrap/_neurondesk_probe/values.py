@@ -71,9 +71,13 @@ class ValueReads:
         local.pending = (weakref.ref(bound, self._released), before)
 
     def _released(self, ref) -> None:
-        pending = getattr(self.local, "pending", None)
-        if pending is not None and pending[0] is ref:
-            self.settle()
+        try:
+            pending = getattr(self.local, "pending", None)
+            if pending is not None and pending[0] is ref:
+                self.settle()
+        except BaseException as exc:  # noqa: BLE001 - a weakref callback: CPython would print and drop it
+            if not isinstance(exc, Exception):  # a signal's (Ctrl-C) while it ran: the workload's, not ours
+                _state.redeliver(exc)
 
     def settle(self) -> None:
         """The pending read of this thread is over (its method was called and released, or a sync
