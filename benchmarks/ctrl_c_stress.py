@@ -1,10 +1,12 @@
 """Ctrl-C against the probe's call-through: SIGINT at random moments of a tight loop of hooked calls,
 whose end hook (run by CPython as a finalizer) is where a signal lands most. Counts the Ctrl-Cs the
-loop never saw (each would have been a training that ran on after its Ctrl-C).
+loop never saw (each would have been a training that ran on after its Ctrl-C), and those it saw twice.
 
     .venv/bin/python benchmarks/ctrl_c_stress.py --trials 300
 
-Results: benchmarks/results/ctrl_c_stress.json (before the fix, at 1155e4a, 191 of 300 were lost)."""
+Results: benchmarks/results/ctrl_c_stress.json (before the fix, at 1155e4a, 191 of 300 were lost). Python 3.12.1:
+0 of 100 lost, none twice. Python 3.13.0 lets a KeyboardInterrupt escape its `try` in this loop with no probe
+at all (the same loop, plain: /tmp-style script in the closing note of 2026-12-07), so it is not a measure there."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     _state.chain_unraisablehook()
     sync = callthrough.CallThrough(lambda n: n + 1, lambda: "begun", end)
-    lost = 0
+    lost = twice = 0
     for _ in range(args.trials):
         threading.Timer(random.uniform(0.001, 0.01), os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
@@ -47,7 +49,11 @@ def main() -> None:
             lost += 1
         except KeyboardInterrupt:
             pass
-    result = {"trials": args.trials, "lost": lost, "python": sys.version.split()[0],
+        try:  # one Ctrl-C is one KeyboardInterrupt: a second one here was delivered twice
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            twice += 1
+    result = {"trials": args.trials, "lost": lost, "delivered_twice": twice, "python": sys.version.split()[0],
               "command": f"benchmarks/ctrl_c_stress.py --trials {args.trials}"}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))

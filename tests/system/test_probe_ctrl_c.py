@@ -101,3 +101,31 @@ def test_another_finalizers_lost_ctrl_c_is_lost_as_without_neurondesk():
         ref = weakref.ref(held, callback)
         """, "del held")
     assert p.stdout == "trained on\n" and "Exception ignored" in p.stderr
+
+
+def test_two_interrupts_landing_in_our_code_before_the_first_is_raised_again_are_one():
+    # both dropped by CPython in our ends, before the workload ran again: one KeyboardInterrupt reaches it,
+    # and none is left behind to land later, outside the workload's `try`
+    p = run("""
+        import time
+        from _neurondesk_probe import callthrough
+        def end(state):
+            raise KeyboardInterrupt
+        sync = callthrough.CallThrough(lambda n: n + 1, lambda: "begun", end)
+        """, "sync(1); sync(2)")
+    assert p.stdout == "stopped: KeyboardInterrupt \n" and p.stderr == "", (p.stdout, p.stderr)
+    p = run("""
+        import time
+        from _neurondesk_probe import callthrough
+        def end(state):
+            raise KeyboardInterrupt
+        sync = callthrough.CallThrough(lambda n: n + 1, lambda: "begun", end)
+        import signal
+        try:
+            sync(1); sync(2)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        print("the workload's handler is back:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        """, "time.sleep(0.5)")
+    assert p.stdout == "the workload's handler is back: True\ntrained on\n" and p.stderr == "", (p.stdout, p.stderr)

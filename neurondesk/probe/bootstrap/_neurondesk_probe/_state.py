@@ -50,6 +50,8 @@ def redeliver(exc: BaseException) -> None:
     if threading.current_thread() is not threading.main_thread():  # signal handlers run in the main thread only
         return
     previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "_neurondesk_redeliver", False):  # one is on its way already: it stands for both
+        return
 
     def once(signum, frame):
         if frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_PACKAGE):
@@ -61,18 +63,28 @@ def redeliver(exc: BaseException) -> None:
             return
         raise exc
 
+    once._neurondesk_redeliver = True
     signal.signal(signal.SIGINT, once)
     _signal_soon()
 
 
 def _signal_soon() -> None:
+    """SIGINT to the main thread, a moment from now, from another thread: a real signal, so that a
+    blocking call of the workload's (a sleep, a wait) is interrupted as by a Ctrl-C."""
     import _thread
+    import signal
+    import threading
+
+    main = threading.main_thread().ident
 
     def later():
         import time
 
         time.sleep(0.002)
-        _thread.interrupt_main()
+        try:
+            signal.pthread_kill(main, signal.SIGINT)
+        except (AttributeError, OSError, ValueError):  # no pthread_kill here: the flag alone
+            _thread.interrupt_main()
 
     try:
         _thread.start_new_thread(later, ())
@@ -90,7 +102,9 @@ def chain_unraisablehook() -> None:
     hook there was, as always (another finalizer's lost Ctrl-C is lost as it is without neurondesk)."""
     import sys
 
-    real = sys.unraisablehook
+    real = getattr(sys, "unraisablehook", None)
+    if real is None:  # Python 3.7: a finalizer's exception is printed by CPython alone, no hook to take it
+        return
 
     def unraisablehook(unraisable):
         exc = unraisable.exc_value
