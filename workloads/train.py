@@ -39,6 +39,9 @@ def parse_args(argv=None):
                    help="auto: neuron (TorchNeuron), else xla, else cuda, else cpu")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile forward+loss (backend neuron / openxla / inductor)")
+    p.add_argument("--compile-backend", default=None,
+                   help="torch.compile's backend instead of the device's (aot_eager: dynamo's graphs, breaks and "
+                        "recompiles without Inductor's C++ compile)")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--steps", type=int, default=100)
     for key in ("batch_size", "seq_len", *MODEL_KEYS):  # None = take the preset's value
@@ -183,7 +186,7 @@ def main(argv=None) -> int:
         # --dropout 0 makes it match eager exactly.
         # TorchNeuron: backend="neuron" (no dynamic=True: it is rejected; fullgraph left off so that
         # --graph-break shows its graph break rather than failing).
-        step_fn = torch.compile(forward_loss, backend=backend.compile_backend)
+        step_fn = torch.compile(forward_loss, backend=args.compile_backend or backend.compile_backend)
     # bf16 = autocast on every backend (fp32 master weights, same numerics as the GPU run).
     # torch.autocast("xla") works on XLA:CPU; torch_xla.amp.autocast does not (TPU/NEURON only).
     bf16 = args.precision == "bf16"
@@ -203,7 +206,7 @@ def main(argv=None) -> int:
         "model": {**{k: getattr(args, k) for k in MODEL_KEYS}, "dropout": args.dropout}, "param_count": n_params,
         "loader": args.loader, "num_workers": args.num_workers, "loader_delay_ms": args.loader_delay_ms,
         "xla_style": xla_style, "graph_break": args.graph_break, "dynamic_shape": args.dynamic_shape,
-        "cpu_fallback": args.cpu_fallback, "compile_backend": backend.compile_backend if args.compile else None,
+        "cpu_fallback": args.cpu_fallback, "compile_backend": (args.compile_backend or backend.compile_backend) if args.compile else None,
         "target_loss": args.target_loss, "log_every": args.log_every, "torch": torch.__version__,
         "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else None,
         "world_size": ranks.world, "distributed": distributed, "save_every": args.save_every,
