@@ -47,7 +47,7 @@ for lane, names in {
         storm_order summary_details telemetry_sources telemetry_threads torchneuron_faults_parse
         torchneuron_reduce neuron_2_34_memory
         doctor_torchneuron framework_records lint_backends logparse_corpus torchneuron_log_marks torchneuron_user_log
-        hang_progress_view""",
+        hang_progress_view compile_wall_memory""",
     "system": """cli_bounds cli_errors compare_board devices_host devices_inventory devices_monitor_process
         devices_neuron_ls devices_neuron_observer_graph_stats devices_nvml doctor ended_runs
         headless_open_line headless_passthrough html_report imds input_files live_registry
@@ -56,7 +56,7 @@ for lane, names in {
         probe_bootstrap probe_bounds probe_interpreters probe_ranges recorder_state_owner run_dir_owner
         run_dir_safety run_ids secrets_marker stacks_request telemetry_neuron_monitor_start terminal_safety
         step_phase_outputs user_debug_env write_errors
-        metrics_slow_clients""",
+        metrics_slow_clients probe_ctrl_c""",
     "runs": """abrupt_death alerts_real_run checkpoints cli_claims compare_runs console_alerts_stacks console_live
         crash_runs culprit_lightning disk_forecast disk_full dynamo_locations fleet_multinode fleet_prometheus
         fleet_slow_places flight_recorder frameworks goodput_runs goodput_two_nodes graph_stats_own_compiles

@@ -11,9 +11,11 @@ from neurondesk.collectors.logparse import OutputParser
 from neurondesk.collectors.probe_messages import ProbeDecoder
 from neurondesk.collectors.workload import RawOutput, RawProbe, RawRelayStatus, relay_event
 from neurondesk.core.events import run_events as ev
+from neurondesk.core.events.device_events import HostSample, ProcessTreeSample
+from neurondesk.core.node.compile_wall import CompileWallWarnings
 from neurondesk.core.node.disk import DiskSample, DiskWarnings, output_notice
 from neurondesk.core.reduce.state import RunState
-from neurondesk.core.view.read_views import disk_view
+from neurondesk.core.view.read_views import compile_wall_view, disk_view
 from neurondesk.store.rundir import RunPaths
 
 STDERR_TAIL = 30
@@ -27,6 +29,7 @@ class Intake:
         self.probe_decoder = ProbeDecoder()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.disk_warnings = DiskWarnings()  # free space / fill forecast: a notice once per episode
+        self.wall_warnings = CompileWallWarnings()  # host memory emptied by a compile wall: once per wall
 
     def probe(self, item: RawProbe) -> None:
         refused = self.probe_decoder.refused
@@ -54,6 +57,11 @@ class Intake:
         if isinstance(item, DiskSample):
             for text in self.disk_warnings.check(list(disk_view(self.state).filesystems)):
                 self.record(ev.Notice(t=item.t, level="warn", source="disk", message=text))
+        elif isinstance(item, HostSample | ProcessTreeSample):
+            wall = compile_wall_view(self.state)
+            text = self.wall_warnings.check(wall.memory, wall.compilers)
+            if text is not None:
+                self.record(ev.Notice(t=item.t, level="warn", source="compile-wall", message=text))
 
     def relay_status(self, item: RawRelayStatus) -> None:
         """The output relay's totals: journaled, and a notice when a stream's writes start failing

@@ -97,6 +97,8 @@ def status_line(view: RunView, phase_words: str | None = None) -> str:
     if f.memory_creep is not None:  # a trend over the steady steps (core/findings/memory_creep.py)
         parts.append(f.memory_creep.short)
     parts += view.disk_status  # a disk that fills soon, output not stored
+    if view.devices.compile_wall is not None:  # a compile wall emptying host memory (core/node/compile_wall.py)
+        parts.append(view.devices.compile_wall.short)
     parts.append(fmt.clock(f.elapsed_s))
     return " | ".join(parts)
 

@@ -30,6 +30,7 @@ from neurondesk.core.reduce.attempts import AttemptReducer
 from neurondesk.core.reduce.checkpoints import CheckpointReducer
 from neurondesk.core.reduce.compile.compiles import CompileRecord, CompileReducer
 from neurondesk.core.reduce.compile.neff import NeffReducer
+from neurondesk.core.reduce.compile.wall import CompileWallReducer
 from neurondesk.core.reduce.disk import DiskReducer
 from neurondesk.core.reduce.evaluation import EvalReducer
 from neurondesk.core.reduce.job import JobReducer
@@ -75,6 +76,7 @@ class Parts(NamedTuple):
     memory: MemoryReducer  # memory series over the steady steps, limits (core/findings/memory_creep.py reads them)
     neff: NeffReducer  # TorchNeuron's eager NEFF compiles (groups) and its NEFF cache (core/reduce/compile/neff.py)
     checkpoints: CheckpointReducer  # checkpoint saves and loads, job seconds (core/reduce/checkpoints.py)
+    compile_wall: CompileWallReducer  # host memory while compilers run (core/node/compile_wall.py)
 
 
 def _via(part: str, name: str) -> Any:
@@ -96,7 +98,8 @@ class RunState:
                            evaluation=evaluation, ranks=ranks, disk=DiskReducer(), job=JobReducer(),
                            phases=PhaseReducer(run, steps, ranks),
                            memory=MemoryReducer(run, steps, compiles, ranks),
-                           neff=NeffReducer(compiles, steps, evaluation), checkpoints=CheckpointReducer(attempts))
+                           neff=NeffReducer(compiles, steps, evaluation), checkpoints=CheckpointReducer(attempts),
+                           compile_wall=CompileWallReducer())
         self.reduce_errors = 0  # events a handler raised on (counted, skipped)
         self.reduce_error_samples: list[str] = []  # the first REDUCE_ERRORS_KEPT, as "kind at t: error"
         self._wire()

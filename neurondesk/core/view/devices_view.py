@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from neurondesk.core.events import device_events as dev
+from neurondesk.core.node.compile_wall import CompileWallMemory
 from neurondesk.core.node.units import size_text as fmt_bytes
 from neurondesk.core.reduce.neuron_memory import DEVICE_CATEGORIES, HbmHeadroom
 from neurondesk.core.reduce.state import RunState
@@ -90,6 +91,7 @@ class DevicesView:
     collector_notices: tuple[str, ...]  # "neuron-monitor: restarting ..."
     reduce_errors: str | None
     torchneuron_memory: tuple[str, ...] = ()  # TorchNeuron's allocator per rank, the fullest first (words)
+    compile_wall: CompileWallMemory | None = None  # compilers emptying host memory soon (core/node/compile_wall.py)
 
 
 def device_units(state: RunState) -> tuple[str, list[Unit], str]:
@@ -243,7 +245,9 @@ def devices_view(state: RunState, creep: str | None, previous: DevicesView | Non
     kind, units, note = device_units(state)
     used, total = memory_sum(units)
     tree, disk = state.process_tree, state.parts.disk
-    trouble = [n for n in state.notices if n.level in ("warn", "error") and n.source != "probe"][-NOTICES_SHOWN:]
+    # the compile wall's notice is shown live below (compile_wall), not again as a notice
+    trouble = [n for n in state.notices if n.level in ("warn", "error")
+               and n.source not in ("probe", "compile-wall")][-NOTICES_SHOWN:]
     return DevicesView(
         key=key, kind=kind, units=tuple(units), note=note, memory_used=used, memory_total=total,
         hardware=hardware_text(state) if kind == "neuron" else None, unsampled_why=_unsampled_why(kind, state.inventory),
@@ -252,4 +256,5 @@ def devices_view(state: RunState, creep: str | None, previous: DevicesView | Non
         memory_creep=creep, compilers=len(tree.compilers) if tree is not None else 0, cache=_cache(state.cache),
         disks=tuple(DiskLine(f.words(), bool(f.warning())) for f in disk.filesystems()),
         output_not_stored=disk.output_not_stored_words(), torchneuron_memory=torchneuron_lines(state),
-        collector_notices=tuple(f"{n.source}: {n.message}" for n in trouble), reduce_errors=state.reduce_error_text)
+        collector_notices=tuple(f"{n.source}: {n.message}" for n in trouble), reduce_errors=state.reduce_error_text,
+        compile_wall=state.parts.compile_wall.figure())

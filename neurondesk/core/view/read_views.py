@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from neurondesk.core.events import run_events as ev
 from neurondesk.core.events.job_identity import JobIdentity
 from neurondesk.core.figures.series import StepTimeLine, chart_line
+from neurondesk.core.node.compile_wall import CompileWallMemory
 from neurondesk.core.node.disk import FsFigures
 from neurondesk.core.node.node_health import NodeHealth
 from neurondesk.core.reduce.state import RunState
@@ -64,6 +65,20 @@ class DiskView:
 def disk_view(state: RunState) -> DiskView:
     disk = state.parts.disk
     return DiskView(tuple(disk.filesystems()), disk.output_lost_bytes, tuple(sorted(disk.output.items())))
+
+
+@dataclass(frozen=True)
+class CompileWallView:
+    """The compile wall's host memory now (core/node/compile_wall.py): the warning, if any, and the
+    compiler processes running."""
+
+    memory: CompileWallMemory | None
+    compilers: int
+
+
+def compile_wall_view(state: RunState) -> CompileWallView:
+    wall = state.parts.compile_wall
+    return CompileWallView(wall.figure(), wall.compilers)
 
 
 @dataclass(frozen=True)

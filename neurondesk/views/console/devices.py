@@ -120,6 +120,9 @@ class DevicesPanel(Panel):
             t.append("\n  " + fmt.ellipsize(clean(d.memory_creep), width - 2), style="bold yellow")
         if d.compilers:
             t.append(f"\n  {d.compilers} compiler process{'es' if d.compilers > 1 else ''} running", style="yellow")
+        if d.compile_wall is not None:  # host memory emptied by the compile wall (core/node/compile_wall.py)
+            for line in textwrap.wrap(clean(d.compile_wall.words), max(20, width - 2), subsequent_indent="  ")[:4]:
+                t.append("\n  " + line, style="bold yellow")
         if d.cache is not None:
             self._cache(t, d.cache, width)
         self._disks(t, d, width)
