@@ -51,8 +51,8 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from neurondesk.core import device_events as dev  # noqa: E402
-from neurondesk.core import events as ev  # noqa: E402
+from neurondesk.core.events import device_events as dev  # noqa: E402
+from neurondesk.core.events import run_events as ev  # noqa: E402
 from neurondesk.store.journal import JournalWriter, read_journal  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "console_cost.json"

@@ -32,6 +32,9 @@ def per_line_us(lines: list[str], rounds: int) -> float:
 
 
 def main() -> None:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # no options: --help says what it is
     cases = {
         "plain line (matches nothing)": ["an ordinary line of output from the user program, nothing to see"],
         "'[rank 0] ...' status line": ["[rank 0] world_size=2 device=xla:0 model=gpt2-small params=124.4M"],

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import console_cost  # noqa: E402
 
 from neurondesk.collectors.probe_messages import decode_probe_line  # noqa: E402
-from neurondesk.core import device_events as dev  # noqa: E402
-from neurondesk.core import events as ev  # noqa: E402
+from neurondesk.core.events import device_events as dev  # noqa: E402
+from neurondesk.core.events import run_events as ev  # noqa: E402
 from neurondesk.core.reduce.state import RunState  # noqa: E402
 from neurondesk.store.journal import JournalWriter, encode_event  # noqa: E402
 

@@ -56,7 +56,7 @@ for lane, names in {
         probe_bootstrap probe_bounds probe_interpreters probe_ranges recorder_state_owner run_dir_owner
         run_dir_safety run_ids secrets_marker stacks_request telemetry_neuron_monitor_start terminal_safety
         step_phase_outputs user_debug_env write_errors
-        metrics_slow_clients probe_ctrl_c""",
+        metrics_slow_clients probe_ctrl_c benchmarks_start""",
     "runs": """abrupt_death alerts_real_run checkpoints cli_claims compare_runs console_alerts_stacks console_live
         crash_runs culprit_lightning disk_forecast disk_full dynamo_locations fleet_multinode fleet_prometheus
         fleet_slow_places flight_recorder frameworks goodput_runs goodput_two_nodes graph_stats_own_compiles
