@@ -18,9 +18,11 @@ docs/goodput.md says it in full, and what differs from ML Goodput Measurement's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
-from neurondesk.core.figures.time_breakdown import time_breakdown
+from neurondesk.core.figures.time_breakdown import TimeSlice, time_breakdown
 from neurondesk.core.reduce.state import RunState
 
 KINDS = ("startup", "compile", "data_wait", "checkpoint_save", "checkpoint_load", "wasted_progress",
@@ -103,9 +105,12 @@ def goodput_inputs(state: RunState) -> GoodputInputs:
     return GoodputInputs(checkpoint_save_s=ck.save_s, checkpoint_load_s=ck.load_s)
 
 
-def goodput(state: RunState, now: float | None = None, inputs: GoodputInputs | None = None) -> Goodput:
+def goodput(state: RunState, now: float | None = None, inputs: GoodputInputs | None = None,
+            slices: Sequence[TimeSlice] | None = None) -> Goodput:
+    """``slices``: the time breakdown at ``now`` where the caller has it (run_figures): computed once."""
     inputs = inputs or goodput_inputs(state)
-    slices = time_breakdown(state, now)
+    if slices is None:
+        slices = time_breakdown(state, now)
     pools = {s.name: s.seconds for s in slices}
     wall = state.elapsed_s(now)
     attempts = state.parts.attempts

@@ -24,7 +24,7 @@ from neurondesk.core.figures.cost import cost_figures, cost_so_far
 from neurondesk.core.figures.goodput import Goodput, goodput
 from neurondesk.core.figures.mfu import mfu_for_state
 from neurondesk.core.figures.phases import StepPhases, step_phases_by_rank
-from neurondesk.core.figures.time_breakdown import time_breakdown
+from neurondesk.core.figures.time_breakdown import TimeSlice, time_breakdown
 from neurondesk.core.findings.checkpoint_advice import CheckpointAdvice
 from neurondesk.core.findings.crash import Crash, crash_of
 from neurondesk.core.findings.memory_creep import MemoryCreep, memory_creep
@@ -158,9 +158,14 @@ def job_step_time_s(state: RunState) -> float | None:
     return state.steady_step_time_s
 
 
-def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> RunFigures:
+def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | None = None,
+                slices: tuple[TimeSlice, ...] | None = None) -> RunFigures:
     """``now``: the clock reading (None: the last recorded event's time). ``peaks``: the table whose
-    chip rows give MFU's peak FLOPS (default: the bundled one)."""
+    chip rows give MFU's peak FLOPS (default: the bundled one). ``slices``: the time breakdown at ``now``
+    where the caller has it already (a frame's view, a summary): it is computed once, and goodput and
+    the training share read it."""
+    if slices is None:
+        slices = tuple(time_breakdown(state, now))
     elapsed = state.elapsed_s(now)
     step_time = job_step_time_s(state)
     price = state.price_per_hour
@@ -209,8 +214,8 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
         memory_creep=memory_creep(state),
         ttfi_s=_ttfi_s(state),
         ttfi_cache=state.parts.neff.first_step_cache(state.lead_pid),
-        goodput=goodput(state, now),
-        training_share=_training_share(state, now),
+        goodput=goodput(state, now, slices=slices),
+        training_share=_training_share(state, slices),
         checkpoint_saves=ck.saves,
         checkpoint_save_s=ck.save_s or 0.0,
         checkpoint_load_s=ck.load_s or 0.0,
@@ -227,10 +232,10 @@ def run_figures(state: RunState, now: float | None = None, peaks: PriceTable | N
     )
 
 
-def _training_share(state: RunState, now: float | None) -> float | None:
+def _training_share(state: RunState, slices: tuple[TimeSlice, ...]) -> float | None:
     if not state.steps_done:
         return None
-    return next(x.share for x in time_breakdown(state, now) if x.name == "training")
+    return next(x.share for x in slices if x.name == "training")
 
 
 def _ttfi_s(state: RunState) -> float | None:

@@ -133,7 +133,8 @@ def _failed_rank(state: RunState) -> st.FailedRank | None:
 
 def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | None = None) -> Summary:
     """``peaks``: the table whose chip rows give MFU's peak FLOPS (default: the bundled one)."""
-    f = run_figures(state, now, peaks)
+    slices = tuple(time_breakdown(state, now))  # once a summary: its breakdown, goodput and training share
+    f = run_figures(state, now, peaks, slices)
     started = (datetime.fromtimestamp(state.started_t, UTC).isoformat(timespec="seconds")
                if state.started_t is not None else None)
     compiles = state.parts.compiles
@@ -189,7 +190,7 @@ def run_summary(state: RunState, now: float | None = None, peaks: PriceTable | N
         diagnostics=[st.DiagnosticRow(kind=d.kind, message=d.message, location=d.location) for d in diagnostics(state)],
         advice=[a.as_dict() for a in advise(state)],
         time_breakdown=[st.TimeSlice(name=x.name, seconds=x.seconds, share=x.share, usd=x.usd)
-                        for x in time_breakdown(state, now)],
+                        for x in slices],
         device_utilization=st.DeviceUtilization(**device_utilization(state)),
         devices=_devices(state),
         neuron_executions=_neuron_executions(state),

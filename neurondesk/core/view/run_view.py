@@ -126,14 +126,15 @@ def build_view(state: RunState, at: Pulse, previous: RunView | None = None) -> R
     """The frame's view at ``at`` (the poll's pulse). ``previous``: the last frame's view, whose
     sections are kept where their inputs did not change (never referenced by the new view)."""
     now = at.now
-    figures = run_figures(state, now)
+    slices = tuple(time_breakdown(state, now))  # once a frame: the view's breakdown, goodput and training share
+    figures = run_figures(state, now, slices=slices)
     creep = figures.memory_creep.short if figures.memory_creep is not None else None
     return RunView(
         pulse=at, figures=figures, header=_header(state), open_compile=open_compile(state, now),
         compiles=compiles_view(state, now, previous.compiles if previous is not None else None),
         ranks=ranks_view(state, now, previous.ranks if previous is not None else None),
         devices=devices_view(state, creep, previous.devices if previous is not None else None),
-        throughput=_throughput(state), inputs=_inputs(state), time_breakdown=tuple(time_breakdown(state, now)),
+        throughput=_throughput(state), inputs=_inputs(state), time_breakdown=slices,
         diagnostics=tuple(diagnostics(state)),
         plain_step_times=tuple(r.duration_s for r in state.history if not r.compiled),
         log=LogLines(state.output_total, tuple(state.output)), disk_status=tuple(state.parts.disk.status_words()))
