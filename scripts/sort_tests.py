@@ -32,7 +32,7 @@ TABLE: dict[str, str] = {}
 for lane, names in {
     "contracts": """code_shape docs import_contracts metric_names test_lanes views_read_one_view
         dependency_bounds
-        one_way_to_read""",
+        one_way_to_read probe_backends""",
     "views": """advice_views chart_axes console_compile_failures console_crash console_job_line console_line
         console_memory console_phases console_ranks console_replay console_snapshots figures_consistency
         hang_budget_alerts safe_text script_throughput trace_export

@@ -48,11 +48,8 @@ import sys
 import threading
 import time
 
-from . import _state
+from . import _state, backends
 from .backends.devices import Devices
-from .backends.dynamo import DynamoHooks
-from .backends.torchneuron import TorchNeuronHooks
-from .backends.xla import XlaHooks
 from .checkpoints import CheckpointHooks
 from .collective import CollectiveHooks
 from .finder import PostImportFinder
@@ -114,10 +111,9 @@ class Probe:
         self.optim = OptimizerHooks(self)
         self.forward = ForwardWatch(self)
         self.loader = LoaderHooks(self)
-        self.xla = XlaHooks(self)
+        for backend in backends.BACKENDS:  # self.xla, self.torchneuron, self.dynamo (backends/__init__.py)
+            setattr(self, backend.NAME, backend(self))
         self.values = ValueReads(self)
-        self.dynamo = DynamoHooks(self)
-        self.torchneuron = TorchNeuronHooks(self)
         self.collective = CollectiveHooks(self)
         self.checkpoints = CheckpointHooks(self)
         self.records = FrameworkRecords(self)

@@ -3,6 +3,8 @@ probe costs nothing until the user's program imports torch (or torch_xla) itself
 
 from __future__ import annotations
 
+from . import backends
+
 
 class PostImportFinder:
     def __init__(self, probe) -> None:
@@ -12,12 +14,8 @@ class PostImportFinder:
             "torch.optim.optimizer": (probe.optim.patch_optimizer, "optimizer"),
             "torch.nn.modules.module": (probe.forward.patch_module, "forward"),
             "torch.utils.data.dataloader": (probe.loader.patch_dataloader, "dataloader"),
-            "torch_xla": (probe.xla.patch_torch_xla, "xla-sync"),
-            "torch_neuronx": (probe.torchneuron.patch_torch_neuronx, "torchneuron"),
             "torch_xla.distributed.parallel_loader": (probe.loader.patch_parallel_loader, "parallel-loader"),
-            "torch._dynamo.callback": (probe.dynamo.patch_dynamo, "dynamo"),
             "torch._dynamo.eval_frame": (probe.forward.patch_eval_frame, "forward"),
-            "torch._logging._internal": (probe.dynamo.patch_torch_logging, "dynamo-logs"),
             "torch.autograd": (probe.optim.patch_autograd, "presync"),
             "torch.distributed.distributed_c10d": (probe.collective.patch_c10d, "collective"),
             "torch.serialization": (probe.checkpoints.patch_serialization, "checkpoint"),
@@ -26,6 +24,10 @@ class PostImportFinder:
             "pytorch_lightning.trainer.trainer": (probe.checkpoints.patch_lightning, "checkpoint"),
             "transformers.trainer": (probe.checkpoints.patch_transformers, "checkpoint"),
         }
+        for backend in backends.BACKENDS:  # each backend's own modules (backends/__init__.py)
+            part = getattr(probe, backend.NAME)
+            for module, method, hook in backend.PATCHES:
+                self.patches[module] = (getattr(part, method), hook)
         # the frameworks' own logged figures (frameworks/records.py): a second patch of the same modules
         self.more = {
             "transformers.trainer": (probe.records.patch_transformers, "framework-records"),

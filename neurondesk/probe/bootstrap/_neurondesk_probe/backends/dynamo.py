@@ -11,6 +11,10 @@ from .. import frames
 
 
 class DynamoHooks:
+    NAME = "dynamo"
+    PATCHES = (("torch._dynamo.callback", "patch_dynamo", "dynamo"),
+               ("torch._logging._internal", "patch_torch_logging", "dynamo-logs"))
+
     def __init__(self, probe) -> None:
         self.probe = probe
         self.starts: dict[str, float] = {}

@@ -133,6 +133,9 @@ class CompilePlacer:
 
 
 class TorchNeuronHooks:
+    NAME = "torchneuron"
+    PATCHES = (("torch_neuronx", "patch_torch_neuronx", "torchneuron"),)
+
     def __init__(self, probe) -> None:
         self.probe = probe
         self.module = None  # torch_neuronx, once the user imported it

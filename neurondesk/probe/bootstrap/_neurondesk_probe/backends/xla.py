@@ -14,6 +14,9 @@ from ..callthrough import CallThrough
 
 
 class XlaHooks:
+    NAME = "xla"
+    PATCHES = (("torch_xla", "patch_torch_xla", "xla-sync"),)
+
     def __init__(self, probe) -> None:
         self.probe = probe
         self.xlac = None
