@@ -92,7 +92,8 @@ def test_a_parser_bug_costs_the_meaning_not_the_line(monkeypatch):
     def boom(*args):
         raise ZeroDivisionError("bug")
 
-    monkeypatch.setattr(p._neuron, "feed", boom)
+    neuron = next(parser for parser, _ in p.chain if type(parser).__name__ == "NeuronCCParser")
+    monkeypatch.setattr(neuron, "feed", boom)
     out = p.feed("stderr", "Compiler status PASS", 1.0)
     assert isinstance(out[0], OutputLine) and out[0].text == "Compiler status PASS"
     (prob,) = [e for e in out if isinstance(e, ParseProblem)]
@@ -198,3 +199,25 @@ def test_a_number_of_thousands_of_digits_is_no_crash_of_a_parser(lines):
     events += parser.flush(9.0)
     crashes = [e for e in events if isinstance(e, ParseProblem) and ("Error(" in e.error or "failed:" in e.error)]
     assert crashes == []
+
+
+def test_a_new_parser_is_a_row_in_the_chain(monkeypatch):
+    # logparse.CHAIN is the registration: a LineParser planted there reads the lines its rule gives it
+    import neurondesk.collectors.logparse as logparse
+
+    seen: list[str] = []
+
+    class CudaLog:
+        def feed(self, s: str, t: float, out, key: str = "") -> str | None:
+            seen.append(f"{key}:{s}")
+            return "error" if "CUDA error" in s else None
+
+        def flush(self, t: float):
+            return []
+
+    monkeypatch.setattr(logparse, "CHAIN", (*logparse.CHAIN[:1], (CudaLog, logparse.UNTAGGED), *logparse.CHAIN[1:]))
+    p = logparse.OutputParser()
+    tagged = p.feed("stderr", "[rank 3]: CUDA error: an illegal memory access", 1.0)[0]
+    assert tagged.tag == "error" and seen == ["stderr|3:CUDA error: an illegal memory access"]
+    p.feed("stderr", "Compiler status PASS", 2.0)  # the Neuron wrapper's line: CudaLog reads it too (untagged so far)
+    assert seen[-1] == "stderr:Compiler status PASS"

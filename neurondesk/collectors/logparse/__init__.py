@@ -9,10 +9,11 @@ It never raises; what it cannot handle becomes a counted ``ParseProblem``.
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from neurondesk.core.events.run_events import Event, OutputLine, ParseProblem
 
-from ._common import TAG_RANK, clip
+from ._common import TAG_RANK, Out, clip
 from .metrics_report import MetricsReport, parse_metrics_report
 from .neuron_cc import NeuronCCParser
 from .neuron_runtime import runtime_code
@@ -51,6 +52,31 @@ def _valid_text(text: str) -> str | None:
     return raw.decode("utf-8", "replace")
 
 
+class LineParser(Protocol):
+    """A parser of the workload's output, one line at a time. ``feed``: the line (``s``, at most
+    MAX_PARSED_CHARS, a torchrun rank prefix taken off), its time, where what it meant goes, and ``key`` (the
+    stream and that rank: a parser that follows a block over several lines keeps one per writer); it returns
+    the line's tag ("compile", "error", "noise") or None. ``flush``: what is still open when the output ends."""
+
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> str | None: ...
+
+    def flush(self, t: float) -> Out: ...
+
+
+ALWAYS, UNTAGGED = "always", "untagged"
+# Every line goes through the chain in this order: (parser, when it reads the line). ALWAYS: every line;
+# UNTAGGED: a line no parser before it has tagged (a PT_XLA_DEBUG line is nobody else's; a tagged line is
+# no progress line). A new parser (a new runtime's log) is a module with a LineParser and a row here.
+CHAIN: tuple[tuple[type[LineParser], str], ...] = (
+    (PtXlaDebugParser, ALWAYS),
+    (NeuronCCParser, UNTAGGED),
+    (TorchLogsParser, UNTAGGED),
+    (TracebackParser, ALWAYS),
+    (TorchElasticParser, ALWAYS),
+    (ProgressParser, UNTAGGED),
+)
+
+
 def _higher(tag: str | None, other: str | None) -> str | None:
     if other is None or (tag is not None and TAG_RANK[other] <= TAG_RANK[tag]):
         return tag
@@ -59,12 +85,7 @@ def _higher(tag: str | None, other: str | None) -> str | None:
 
 class OutputParser:
     def __init__(self) -> None:
-        self._xla = PtXlaDebugParser()
-        self._neuron = NeuronCCParser()
-        self._dynamo = TorchLogsParser()
-        self._tb = TracebackParser()
-        self._progress = ProgressParser()
-        self._elastic = TorchElasticParser()
+        self.chain: tuple[tuple[LineParser, str], ...] = tuple((parser(), when) for parser, when in CHAIN)
         self.lines = 0
         self.problems = 0
 
@@ -85,7 +106,7 @@ class OutputParser:
 
     def flush(self, t: float) -> list[Event]:
         out: list[Event] = []
-        for parser in (self._xla, self._neuron, self._dynamo, self._tb, self._elastic):
+        for parser, _ in self.chain:
             try:
                 out.extend(parser.flush(t))
             except Exception as exc:  # noqa: BLE001
@@ -116,21 +137,11 @@ class OutputParser:
             if m:
                 key, s = f"{stream}|{m.group(1)}", s[m.end():]
         tag = None
-        stage = self._xla
+        stage = None
         try:  # one try for the chain: a parser bug costs that line's meaning, never the line
-            tag = stage.feed(s, t, found)
-            if tag is None:
-                stage = self._neuron
-                tag = stage.feed(s, t, found)
-                stage = self._dynamo
-                tag = _higher(tag, stage.feed(s, t, found))
-            stage = self._tb
-            tag = _higher(tag, stage.feed(s, t, key, found))
-            stage = self._elastic
-            tag = _higher(tag, stage.feed(s, t, found))
-            if tag is None:
-                stage = self._progress
-                stage.feed(s, t, found)
+            for stage, when in self.chain:
+                if when == ALWAYS or tag is None:
+                    tag = _higher(tag, stage.feed(s, t, found, key))
         except Exception as exc:  # noqa: BLE001
             self._problem(found, t, type(stage).__name__, s, repr(exc))
         out.append(OutputLine(t=t, stream=stream, text=line, tag=tag))

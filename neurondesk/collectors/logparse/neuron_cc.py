@@ -125,7 +125,7 @@ class NeuronCCParser:
         self._echo_next = False  # the warnings module echoes the source line after a warning
         self._runtime = RuntimeLog()
 
-    def feed(self, s: str, t: float, out: Out) -> str | None:
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> str | None:
         fault = fault_of(s, t)  # what a Neuron failure means (out of memory, version skew), beside its error
         tag = self._feed(s, t, out)
         if fault is not None:

@@ -70,7 +70,10 @@ def parse_loss(line: str) -> tuple[float, int | None] | None:
 
 
 class ProgressParser:
-    def feed(self, s: str, t: float, out: Out) -> None:
+    def flush(self, t: float) -> Out:  # LineParser's: nothing is left open across lines
+        return []
+
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> None:
         if CONFIG_MARK in s:
             self._config(s, t, out)
             return

@@ -194,7 +194,7 @@ class PtXlaDebugParser:
         self._unlowered: dict[str, object] | None = None  # exit-time "Unlowered Op" entry being read
         self._said: dict[str, str] = {}  # the analysis repeats at every step: say each thing once
 
-    def feed(self, s: str, t: float, out: Out) -> str | None:
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> str | None:
         if "pt-xla-profiler" in s:
             return self._profiler(s, t, out)
         if "Analysis: " not in s and "Computation hash:" not in s:

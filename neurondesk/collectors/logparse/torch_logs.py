@@ -49,7 +49,7 @@ class TorchLogsParser:
         self._break: dict[int | None, _Break] = {}  # pid -> the graph break record being read
         self._limit: dict[int | None, list[str]] = {}  # pid -> lines of a recompile-limit warning
 
-    def feed(self, s: str, t: float, out: Out) -> str | None:
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> str | None:
         busy = self._recompile or self._break or self._limit
         if not (busy or "ecompil" in s or "raph " in s or "_dynamo" in s or "guard failure" in s):
             return None

@@ -42,7 +42,7 @@ class TorchElasticParser:
         self._fields: dict[str, str] | None = None
         self._in_report = False
 
-    def feed(self, s: str, t: float, out: Out) -> str | None:
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> str | None:
         agent = _AGENT.search(s) if "] failed (exitcode" in s else None
         if agent is not None:
             code, local = int(agent.group(1)), int(agent.group(2))

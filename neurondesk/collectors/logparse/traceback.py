@@ -39,7 +39,7 @@ class TracebackParser:
     def __init__(self) -> None:
         self._open: dict[str, _Open] = {}  # per stream and rank: ranks interleave their tracebacks
 
-    def feed(self, s: str, t: float, key: str, out: Out) -> str | None:
+    def feed(self, s: str, t: float, out: Out, key: str = "") -> str | None:
         tb = self._open.get(key)
         if _START in s and s.lstrip().startswith(_START):
             self._open[key] = _Open()  # chained exceptions start a fresh one; each ends in its own line
