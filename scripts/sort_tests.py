@@ -47,7 +47,7 @@ for lane, names in {
         storm_order summary_details telemetry_sources telemetry_threads torchneuron_faults_parse
         torchneuron_reduce neuron_2_34_memory
         doctor_torchneuron framework_records lint_backends logparse_corpus torchneuron_log_marks torchneuron_user_log
-        hang_progress_view compile_wall_memory time_breakdown_once""",
+        hang_progress_view compile_wall_memory time_breakdown_once view_holds_copies""",
     "system": """cli_bounds cli_errors compare_board devices_host devices_inventory devices_monitor_process
         devices_neuron_ls devices_neuron_observer_graph_stats devices_nvml doctor ended_runs
         headless_open_line headless_passthrough html_report imds input_files live_registry

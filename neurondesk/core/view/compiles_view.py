@@ -37,7 +37,7 @@ class Advised:
 @dataclass(frozen=True)
 class CompilesView:
     key: tuple = field(repr=False)  # what the section is built from: the same key, the same section
-    records: tuple[CompileRecord, ...]
+    records: tuple[CompileRecord, ...]  # copies (CompileRecord.snapshot): the reducer's own change on
     counted: int  # compiles in the totals
     held: int  # listed records whose time another compile holds (TorchNeuron's graph_stats rows)
     total_s: float
@@ -119,7 +119,7 @@ def compiles_view(state: RunState, now: float, previous: CompilesView | None = N
     rows = state.parts.telemetry.graph_stats.rows
     reuse_splits = previous is not None and previous.split_rows == rows
     return CompilesView(
-        key=key, records=tuple(state.compiles), counted=comp.compile_count,
+        key=key, records=tuple(c.snapshot() for c in state.compiles), counted=comp.compile_count,
         held=max(0, len(state.compiles) - comp.compile_count), total_s=comp.compile_total_s,
         first_s=comp.first_compile_s, after_warmup=comp.recompiles_after_warmup,
         failed=sum(not c.ok for c in state.compiles), errors=len(state.errors), first_error=first_error_words(state),

@@ -42,6 +42,15 @@ class CompileRecord:
     graph_break: str | None = None  # the frame it compiled broke there: what, where, why (compile_causes.break_words)
     count: int = 1  # compiles this record stands for: a group of TorchNeuron's eager NEFFs holds many (core/reduce/compile/neff.py)
 
+    def snapshot(self) -> CompileRecord:
+        """A copy sharing nothing mutable with this record: a frame's view holds these, and the reducer
+        goes on changing its own (a late cause, another rank's duration, the cache's verdict)."""
+        shapes = (lambda x: None if x is None else [list(s) for s in x])  # noqa: E731
+        return dataclasses.replace(self, input_shapes=shapes(self.input_shapes),
+                                   previous_shapes=shapes(self.previous_shapes), frames=list(self.frames),
+                                   ranks=list(self.ranks), rank_durations=list(self.rank_durations),
+                                   hit_ranks=list(self.hit_ranks))
+
     @property
     def status(self) -> str:
         """ok / failed / cached failure (a failure the persistent cache kept from an earlier run)."""
