@@ -50,12 +50,12 @@ MAX_DIM = 2**40  # one dimension of a tensor shape
 MAX_PATH = 4096  # Linux's PATH_MAX
 MAX_DURATION_S = 366 * 86400.0  # without a run start to measure against: a year
 WALL_SLACK_S = 2.0  # clock granularity, a batch waiting in the socket
-_STEPS = ("step", "steps", "dropped_steps")
+_STEPS = ("step", "steps", "dropped_steps", "finished_step")
 _COUNTS = ("samples", "tokens", "executions", "compiles", "batches", "dropped", "graph_inputs", "count", "graphs",
            "disk_hits", "disk_misses", "memory_hits", "memory_misses", "node_count", "bytes",
            "evictions", "alloc_retries", "ooms", "allocated", "allocated_peak", "reserved", "reserved_peak",
            "active", "active_peak", "capacity")
-_DURATIONS = ("duration_s", "data_wait_s")
+_DURATIONS = ("duration_s", "data_wait_s", "after_step_s")
 _RANKS = ("rank", "local_rank", "world_size")
 
 

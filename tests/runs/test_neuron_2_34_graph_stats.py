@@ -186,7 +186,7 @@ def test_console_compile_detail_shows_the_fx_lowering_compile_split(tmp_path: Pa
 def test_the_probe_never_calls_torch_neurons_device_synchronising_metrics_on_the_hot_path() -> None:
     """TorchNeuron's documentation: torch.neuron.get_dynamo_metrics() and torch.neuron.memory_stats()
     synchronise the device. The probe (which runs on every step) never calls memory_stats, and calls
-    get_dynamo_metrics in one place only: torchneuron.py's read_graphs, reached from the end of a
+    get_dynamo_metrics in one place only: torchneuron_graphs.py's read_graphs, reached from the end of a
     dynamo compile and from the exit, never from a step (issue 44; tests/runs/test_torchneuron_bad_input.py
     counts the calls in a real run: compile ends and the exit, fewer than the steps)."""
     import ast
@@ -203,12 +203,13 @@ def test_the_probe_never_calls_torch_neurons_device_synchronising_metrics_on_the
                           ("get_dynamo_metrics", "memory_stats")]
     # memory_stats only in the device-memory reader (issue 52 item 3): at most once in 10 s at a step end,
     # and at exit (backends/torchneuron_memory.py MEMORY_EVERY_NS), never every step
-    assert sorted(set(calls)) == [("torchneuron.py", "read_graphs"), ("torchneuron_memory.py", "memory_message")]
+    assert sorted(set(calls)) == [("torchneuron_graphs.py", "read_graphs"), ("torchneuron_memory.py", "memory_message")]
     reader = (REPO / "neurondesk" / "probe" / "bootstrap" / "_neurondesk_probe" / "backends" / "torchneuron_memory.py")
     assert "MEMORY_EVERY_NS = 10_000_000_000" in reader.read_text()
-    source = (REPO / "neurondesk" / "probe" / "bootstrap" / "_neurondesk_probe" / "backends" / "torchneuron.py").read_text()
-    tree = ast.parse(source)
-    callers = sorted(fn.name for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and fn.name != "read_graphs"
+    backends = REPO / "neurondesk" / "probe" / "bootstrap" / "_neurondesk_probe" / "backends"
+    callers = sorted(fn.name for name in ("torchneuron.py", "torchneuron_graphs.py")
+                     for fn in ast.walk(ast.parse((backends / name).read_text()))
+                     if isinstance(fn, ast.FunctionDef) and fn.name != "read_graphs"
                      and any(getattr(n, "attr", None) == "read_graphs" for n in ast.walk(fn)))
     assert callers == ["after_dynamo_compile", "at_exit"]  # never at_step_end
 

@@ -67,3 +67,7 @@ def test_with_the_pipeline_compiles_finishing_steps_later_are_placed_at_the_step
     assert change["input_shapes"] == [[8, 16]] and change["previous_shapes"] == [[4, 16]]
     assert first["duration_s"] > 0 and change["duration_s"] > 0
     assert run.summary["compile_count"] == truth[29]
+    # the step that waited says so: step 20's NEFFs finished during step 21 (issue 52 item 2)
+    assert "the pipeline finished them " in change["reason"] and change["reason"].endswith(
+        "s after step 20 ended: step 21 waited for them"), change["reason"]
+    assert all("waited for them" not in g["reason"] or "step 1 waited" in g["reason"] for g in [first])

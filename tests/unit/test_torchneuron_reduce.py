@@ -86,3 +86,22 @@ def test_the_first_step_is_cold_when_neffs_compiled_in_it_and_warm_when_the_disk
     assert (c.ttfi_s, c.ttfi_cache) == (6.0, "cold") and (w.ttfi_s, w.ttfi_cache) == (4.0, "warm")
     unknown = run_figures(_state(steps=1), now=T0 + 20)
     assert unknown.ttfi_s == 10.0 and unknown.ttfi_cache is None  # no cache said anything
+
+
+def test_a_group_the_pipeline_finished_a_step_later_names_the_step_that_waited():
+    s = _state(steps=22)
+    s.apply(nf.NeffCompiles(t=T0 + 40, pid=PID, step=20, count=14, duration_s=0.7, input_shapes=[[8, 16]],
+                            finished_step=21, after_step_s=0.62))
+    s.apply(nf.NeffCompiles(t=T0 + 41, pid=PID, step=21, count=3, duration_s=0.1, input_shapes=[[2, 16]],
+                            finished_step=21, after_step_s=0.0))  # finished in its own step: nothing waited
+    later, own = _groups(s)[-2:]
+    assert later.reason.endswith("; the pipeline finished them 0.62 s after step 20 ended: step 21 waited for them")
+    assert "waited" not in own.reason
+
+
+def test_a_probe_message_with_an_impossible_wait_is_refused():
+    from neurondesk.collectors.probe_messages import out_of_range
+
+    bad = nf.NeffCompiles(t=T0 + 40, pid=PID, step=20, count=1, finished_step=21, after_step_s=-1.0)
+    assert "after_step_s" in out_of_range(bad, T0 + 41, T0)
+    assert out_of_range(nf.NeffCompiles(t=T0 + 40, pid=PID, step=20, count=1, finished_step=-3), T0 + 41, T0)

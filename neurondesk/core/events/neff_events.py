@@ -27,6 +27,10 @@ class NeffCompiles(Event):
     input_shapes: list[list[int]] | None = None  # the step's batch shape, as the probe saw it
     disk_hits: int | None = None  # CompilationCache.PersistentHits so far (this process)
     disk_misses: int | None = None
+    # TorchNeuron's pipeline finished them after their step ended (issue 52 item 2): the step they finished
+    # in, which waited for them, and how long after their own step's end the last of them finished
+    finished_step: int | None = None
+    after_step_s: float | None = None
 
 
 @dataclass(frozen=True)

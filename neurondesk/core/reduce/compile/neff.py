@@ -338,4 +338,8 @@ def _reason(e: nf.NeffCompiles, cause: str, previous: list | None, by_log: bool 
     took = f" in {e.duration_s:.2f} s" if e.duration_s is not None else ""
     if by_log:
         took = " (counted from its NEFF cache log: seconds unknown)"
-    return f"TorchNeuron compiled {e.count:,} NEFF{'s' if e.count != 1 else ''} at step {e.step}{took}: {what}"
+    waited = ""
+    if e.finished_step is not None and e.finished_step != e.step and e.after_step_s is not None:
+        waited = (f"; the pipeline finished them {e.after_step_s:.2f} s after step {e.step} ended: "
+                  f"step {e.finished_step} waited for them")
+    return f"TorchNeuron compiled {e.count:,} NEFF{'s' if e.count != 1 else ''} at step {e.step}{took}: {what}{waited}"

@@ -102,4 +102,4 @@ class DynamoHooks:
                     "duration_s": duration, "trigger": "dynamo", "phase": phase.name,
                     "point": point, "input_shapes": phase.shapes()})
         if probe.torchneuron.module is not None:  # its graphs' records, now: never per step
-            probe.guarded(probe.torchneuron.after_dynamo_compile, point, hook="torchneuron-graphs")
+            probe.guarded(probe.torchneuron.graphs.after_dynamo_compile, point, hook="torchneuron-graphs")

@@ -38,7 +38,8 @@ import sys
 import time
 from collections import deque
 
-from .. import _state
+from .torchneuron_graphs import GraphReads
+from .torchneuron_graphs import number as _number
 from .torchneuron_memory import DeviceMemoryReader
 
 # torch-neuronx's source (docs/torchneuron.md, "What torch-neuronx's own source says"):
@@ -53,8 +54,6 @@ CACHE = (("memory_hits", "CompilationCache.InMemoryHits"), ("memory_misses", "Co
          # CompilationCache.cpp : CheckAndEvictIfNeeded counts each NEFF the in-memory cache drops
          # (bounded by NEURON_COMPILATION_CACHE_MAX_ENTRIES / _MAX_SIZE_MB): a shape that comes back reloads or recompiles
          ("evictions", "CompilationCache.Evictions"))
-GRAPH_FIELDS = (("graph_id", "graph_id"), ("graph_name", "graph_name"), ("model_name", "model_name"),
-                ("has_collectives", "has_collectives"), ("node_count", "graph_node_count"))
 FALLBACK_OPS_SENT = 20
 STEP_ENDS_KEPT = 64  # step ends kept to place a compile the pipeline finished steps later
 # a compile that began within 50 ms of the last one's end waited behind it in the same queue (the
@@ -62,8 +61,6 @@ STEP_ENDS_KEPT = 64  # step ends kept to place a compile the pipeline finished s
 CHAIN_GAP_NS = 50_000_000
 # what this adapter calls (torch_neuronx/metrics.py: each a call into torch_neuronx._C)
 METRICS_CALLS = ("is_enabled", "get_counter_value", "get_metric_data")
-GRAPH_TIMES = (("fx_passes_s", "torch_neuronx_fx_passes_us"), ("lower_s", "torch_neuronx_lower_us"),
-               ("compile_s", "torch_neuronx_compile_us"))
 
 
 def _regular_file(path: str | None) -> str | None:
@@ -75,12 +72,6 @@ def _regular_file(path: str | None) -> str | None:
     except OSError:
         return path  # TorchNeuron creates it at its first line
     return path if stat.S_ISREG(st.st_mode) else None
-
-
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def _cache_dir() -> str | None:
@@ -105,7 +96,8 @@ class CompilePlacer:
         self.chain_step: int | None = None
 
     def place(self, samples, new: int) -> dict:
-        """{step: [count, seconds, batch dims]} of the CompilationTime samples newer than the last
+        """{step: [count, seconds, batch dims, the step it finished in, seconds past its step's end]} of the
+        CompilationTime samples newer than the last
         placed (at most ``new``). Each sample is stamped at its compile's end with its length: a
         compile began at the stamp less the length; one that began as the one before it ended waited
         behind it in the pipeline's queue (unless a step ended in between: the synchronous case, the
@@ -124,11 +116,19 @@ class CompilePlacer:
             if self.chain_step is None or not queued:
                 self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
             self.sample_end_ns = ts
-            row = placed.setdefault(self.chain_step, [0, 0.0, None])
+            row = placed.setdefault(self.chain_step, [0, 0.0, None, None, 0])
             row[0] += 1
             row[1] += value / 1e9
+            row[4] = max(row[4], ts)
         for step, row in placed.items():
             row[2] = next((dims for s, _, dims in self.ends if s == step), None)
+            # a chain that ran past its step's end: the step it finished in waited for it (the step ending now
+            # when no kept step end is after it)
+            ended = next((end for s, end, _ in self.ends if s == step), None)
+            last, row[3], row[4] = row[4], None, None
+            if ended is not None and last > ended:
+                row[3] = next((s for s, end, _ in self.ends if end >= last), self.probe.clock.step)
+                row[4] = (last - ended) / 1e9
         return placed
 
 
@@ -143,16 +143,13 @@ class TorchNeuronHooks:
         self.compiles_seen = 0  # TotalCompilations as of the last report
         self.time_seen_ns = 0.0
         self.graphs_seen = 0  # counters["neuron"]["compiled_graphs"] as of the last step report
-        self.graph_s = 0.0  # compile seconds of the graphs get_dynamo_metrics reported so far ...
-        self.graph_s_taken = 0.0  # ... and of those already taken out of a step's eager time
-        self.graph_count_read = 0  # compiled_graphs when get_dynamo_metrics was last read
-        self.sent: dict[str, float | None] = {}  # graph_id -> its compile seconds as sent
+        self.graph_s_taken = 0.0  # the graphs' compile seconds (graphs.graph_s) already taken out of a step's eager time
         self.cache_said = False
-        self.odd_said = False  # records without the documented fields: said once
         self.placer = CompilePlacer(probe)
         self.log_path: str | None = None  # TORCH_NEURONX_LOG_FILE, marked at step ends while the metrics cannot count
         self.log_size = -1
         self.memory = DeviceMemoryReader(probe, self)
+        self.graphs = GraphReads(probe, self)  # its torch.compile graphs (torchneuron_graphs.py)
 
     # ------------------------------------------------------------------ import
     def patch_torch_neuronx(self, module) -> None:
@@ -250,18 +247,18 @@ class TorchNeuronHooks:
             seconds, self.time_seen_ns = max(0.0, (acc - self.time_seen_ns) / 1e9), acc
         placed = self.placer.place(data.get("samples") if isinstance(data, dict) else None, new)
         step = probe.clock.step
-        here = new - sum(n for n, _, _ in placed.values())
+        here = new - sum(row[0] for row in placed.values())
         if placed:  # the samples' seconds, by step; what they do not cover, here with the rest
-            seconds = None if seconds is None else max(0.0, seconds - sum(s for _, s, _ in placed.values()))
+            seconds = None if seconds is None else max(0.0, seconds - sum(row[1] for row in placed.values()))
         graphs = self.graph_neffs()
-        graph_s, self.graph_s_taken = self.graph_s - self.graph_s_taken, self.graph_s
+        graph_s, self.graph_s_taken = self.graphs.graph_s - self.graph_s_taken, self.graphs.graph_s
         for at in sorted(placed):
             if at == step:
                 continue
-            count, secs, dims = placed[at]
-            self.send_group(at, count, secs, 0, [dims] if dims else None, now=False)
+            count, secs, dims, finished, after = placed[at]
+            self.send_group(at, count, secs, 0, [dims] if dims else None, now=False, finished=(finished, after))
         if step in placed:
-            count, secs, _ = placed[step]
+            count, secs = placed[step][:2]
             here += count
             seconds = secs if seconds is None else seconds + secs
         eager = max(0, here - graphs)
@@ -270,15 +267,20 @@ class TorchNeuronHooks:
         if eager or graphs or not placed:
             self.send_group(step, eager, seconds, graphs, probe.phase.shapes())
 
-    def send_group(self, step: int, eager: int, seconds, graphs: int, shapes, now: bool = True) -> None:
-        """One ``neff_compiles``; ``now``: of the step ending (it is marked as one that compiled)."""
+    def send_group(self, step: int, eager: int, seconds, graphs: int, shapes, now: bool = True,
+                   finished: tuple = (None, None)) -> None:
+        """One ``neff_compiles``; ``now``: of the step ending (it is marked as one that compiled);
+        ``finished``: (the step the pipeline finished them in, seconds past their own step's end), when later."""
         probe = self.probe
         if eager and now:
             probe.phase.count_compiles(eager)
         cache = self.cache_counts()
-        probe.send({"kind": "neff_compiles", "step": step, "count": eager, "duration_s": seconds,
-                    "graphs": graphs, "phase": probe.phase.name, "input_shapes": shapes,
-                    "disk_hits": cache.get("disk_hits"), "disk_misses": cache.get("disk_misses")})
+        msg = {"kind": "neff_compiles", "step": step, "count": eager, "duration_s": seconds,
+               "graphs": graphs, "phase": probe.phase.name, "input_shapes": shapes,
+               "disk_hits": cache.get("disk_hits"), "disk_misses": cache.get("disk_misses")}
+        if finished[0] is not None:
+            msg["finished_step"], msg["after_step_s"] = finished[0], round(finished[1], 6)
+        probe.send(msg)
 
     def graph_neffs(self) -> int:
         """NEFFs of torch.compile graphs since the last report (counters["neuron"]; 0 without dynamo)."""
@@ -301,58 +303,6 @@ class TorchNeuronHooks:
                          "compile_s": None if acc is None else acc / 1e9, "cache_dir": _cache_dir(),
                          **self.cache_counts()})
 
-    # ------------------------------------------------------------------ torch.compile graphs
-    def after_dynamo_compile(self, point: str | None = None) -> None:
-        """The end of a dynamo compile (dynamo.py; ``point``: its point, as its compile message says
-        it): new graphs in counters["neuron"] are read from get_dynamo_metrics (which synchronizes:
-        here, never per step); a record first sent now names that compile, the one that made it."""
-        utils = sys.modules.get("torch._dynamo.utils")
-        if utils is None:
-            return
-        now = int(utils.counters["neuron"]["compiled_graphs"])
-        if now != self.graph_count_read:
-            self.graph_count_read = now
-            self.read_graphs(point)
-
-    def read_graphs(self, point: str | None = None) -> None:
-        """Each record of get_dynamo_metrics not sent yet (or whose compile time was not known
-        then), as a neuron_graph_stat message; fields a newer torch-neuronx renamed are None."""
-        rank = _state.env_int("RANK")
-        known = set(self.sent)  # graphs sent before this read: their compile was named then
-        for i, row in enumerate(self.module.get_dynamo_metrics()):
-            fields = {ours: getattr(row, theirs, None) for ours, theirs in GRAPH_FIELDS}
-            graph_id = fields["graph_id"] if isinstance(fields["graph_id"], str) else None
-            times = {ours: (None if _number(getattr(row, theirs, None)) is None
-                            else _number(getattr(row, theirs)) / 1e6) for ours, theirs in GRAPH_TIMES}
-            if graph_id is None and fields["node_count"] is None:  # not a record we know: not sent
-                if not self.odd_said:
-                    self.odd_said = True
-                    self.probe.send({"kind": "notice", "level": "warn", "source": "torchneuron", "message": (
-                        f"torch_neuronx.get_dynamo_metrics() returned a {type(row).__name__} without the documented "
-                        "fields (graph_id, graph_name, graph_node_count, torch_neuronx_*_us): a newer torch-neuronx? "
-                        "Its records are not read; the graph_stats table, where written, still is")})
-                continue
-            key = graph_id or f"row{i}"
-            if key in self.sent and (self.sent[key] or times["compile_s"] is None):
-                continue
-            if times["compile_s"]:
-                self.graph_s += times["compile_s"] - (self.sent.get(key) or 0.0)
-            self.sent[key] = times["compile_s"] or None
-            stamp = _number(getattr(row, "timestamp", None))
-            if stamp is None:
-                try:
-                    stamp = float(getattr(row, "timestamp", ""))
-                except (TypeError, ValueError):
-                    stamp = None
-            self.probe.send({"kind": "neuron_graph_stat", "path": "get_dynamo_metrics", "row": i,
-                             "rank": rank, "graph_id": graph_id,
-                             "graph_name": fields["graph_name"] if isinstance(fields["graph_name"], str) else None,
-                             "model_name": fields["model_name"] if isinstance(fields["model_name"], str) else None,
-                             "has_collectives": fields["has_collectives"] if isinstance(fields["has_collectives"], bool) else None,
-                             "node_count": fields["node_count"] if type(fields["node_count"]) is int else None,  # noqa: E721
-                             "timestamp": stamp if stamp is not None else time.time(), **times,
-                             "compile_point": None if key in known else point})
-
     # ------------------------------------------------------------------ exit
     def at_exit(self) -> None:
         """Compiles after the last step end (an evaluation, the tail), the graphs' last records,
@@ -362,8 +312,8 @@ class TorchNeuronHooks:
         self.probe.guarded(self.memory.read, "exit", hook="torchneuron-memory")  # a failure's memory too
         if self.metrics is None and self.log_path:  # the log's lines after the last step end
             self.probe.guarded(self.at_step_end_log, hook="torchneuron-log")
-        if self.graph_count_read:  # torch.compile made graphs: their compile times, now known
-            self.probe.guarded(self.read_graphs, hook="torchneuron-graphs")
+        if self.graphs.count_read:  # torch.compile made graphs: their compile times, now known
+            self.probe.guarded(self.graphs.read_graphs, hook="torchneuron-graphs")
         if self.metrics is not None:
             total = self.metrics.get_counter_value(TOTAL) or 0
             if total != self.compiles_seen:
