@@ -104,3 +104,24 @@ def test_the_recorder_says_it_once_per_wall(tmp_path: Path):
     assert notices[0].message.startswith("host memory: at this rate it is full in about ")
     assert notices[0].t == T0 + 4  # the fifth host sample: the first four seconds on (MIN_SPAN_S)
     assert notices[1].t >= T0 + 43
+
+
+def test_in_a_pod_the_cgroup_limit_is_what_runs_out_first_and_is_said_so():
+    # the host has 1.5 TiB free and steady; the pod's cgroup allows 400 GiB, and 64 compilers grow 0.5 GiB/s
+    # together over the ranks' 128 GiB: the limit is reached long before the host's memory
+    st = RunState()
+    st.apply(ev.RunStarted(t=T0 - 10, run_id="pod", command=["torchrun", "train.py"]))
+    st.apply(dev.CgroupMemory(t=T0 - 5, pid=99, path="/kubepods/pod-1", version=2, limit_bytes=400 * GIB))
+    for i in range(10):
+        st.apply(host(T0 + i, 1536 * GIB))
+        st.apply(tree(T0 + i + 0.5, 64, rss_each=(4 * GIB + i * GIB // 128)))
+    f = view_of(st, T0 + 10).devices.compile_wall
+    assert f is not None and f.limit == "the workload's cgroup memory limit"
+    left = 400 * GIB - (64 * 2 * GIB + 64 * (4 * GIB + 9 * GIB // 128))
+    assert f.available == left and abs(f.falling_bytes_per_s - GIB / 2) < 1
+    assert f.words.startswith("the workload's cgroup memory limit: at this rate it is reached in about ")
+    assert "cgroup memory limit reached in about " in status_line(view_of(st, T0 + 10))
+    # the same wall without a limit: the host's memory does not fall, nothing to say
+    assert reduced([e for i in range(10) for e in (host(T0 + i, 1536 * GIB),
+                                                    tree(T0 + i + 0.5, 64, rss_each=4 * GIB + i * GIB // 128))]
+                   ).parts.compile_wall.figure() is None

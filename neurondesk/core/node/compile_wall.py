@@ -24,6 +24,9 @@ FIX = ("fewer compiles at once: one TORCH_NEURONX_NEFF_CACHE_DIR shared by every
        "the others read it), a cache warmed before the job, or a precompile pass (neuron_parallel_compile)")
 
 
+HOST, CGROUP = "host memory", "the workload's cgroup memory limit"
+
+
 @dataclass(frozen=True)
 class CompileWallMemory:
     compilers: int  # compiler processes running at the latest process sample
@@ -31,6 +34,7 @@ class CompileWallMemory:
     available: int  # the host's available memory at the latest host sample, bytes
     falling_bytes_per_s: float  # how fast it falls (> 0)
     full_in_s: float  # when none is left at that rate
+    limit: str = HOST  # what runs out: the host's memory, or the cgroup's limit (a pod, a Slurm job) when sooner
 
     @property
     def when(self) -> str:
@@ -39,19 +43,22 @@ class CompileWallMemory:
     @property
     def short(self) -> str:
         """For a status line."""
-        return f"host memory full in about {self.when} ({self.compilers} compiles in flight)"
+        what = "host memory full" if self.limit == HOST else "cgroup memory limit reached"
+        return f"{what} in about {self.when} ({self.compilers} compiles in flight)"
 
     @property
     def words(self) -> str:
-        return (f"host memory: at this rate it is full in about {self.when}; {self.compilers} compiles in flight "
+        reached = "it is full" if self.limit == HOST else "it is reached"
+        return (f"{self.limit}: at this rate {reached} in about {self.when}; {self.compilers} compiles in flight "
                 f"(their RSS {size_text(self.compilers_rss)}, {size_text(self.available)} available, falling "
                 f"{size_text(int(self.falling_bytes_per_s))}/s): {FIX}")
 
 
-def compile_wall_memory(available: Iterable[tuple[float, int]], compilers: int,
-                        compilers_rss: int) -> CompileWallMemory | None:
-    """The warning, from (time, available bytes) host samples in time order and the latest process
-    sample's compilers; None while no compiler runs, memory is not falling, or not soon gone."""
+def compile_wall_memory(available: Iterable[tuple[float, int]], compilers: int, compilers_rss: int,
+                        limit: str = HOST) -> CompileWallMemory | None:
+    """The warning, from (time, bytes left) samples in time order (the host's available memory, or the
+    cgroup's limit less the workload's RSS) and the latest process sample's compilers; None while no
+    compiler runs, memory is not falling, or not soon gone."""
     points = list(available)
     if compilers <= 0 or not points:
         return None
@@ -60,7 +67,7 @@ def compile_wall_memory(available: Iterable[tuple[float, int]], compilers: int,
     if rate is None or left is None or left > WARN_FULL_IN_S:
         return None
     return CompileWallMemory(compilers=compilers, compilers_rss=compilers_rss, available=points[-1][1],
-                             falling_bytes_per_s=rate, full_in_s=left)
+                             falling_bytes_per_s=rate, full_in_s=left, limit=limit)
 
 
 class CompileWallWarnings:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from neurondesk.core.events.device_events import HostSample, ProcessTreeSample
-from neurondesk.core.node.compile_wall import WINDOW_S, CompileWallMemory, compile_wall_memory
+from neurondesk.core.events.device_events import CgroupMemory, HostSample, ProcessTreeSample
+from neurondesk.core.node.compile_wall import CGROUP, HOST, WINDOW_S, CompileWallMemory, compile_wall_memory
 
 KEPT = 64  # host samples (1 Hz): twice the window
 
@@ -18,9 +18,16 @@ class CompileWallReducer:
         self.compilers = 0  # compiler processes at the latest process sample
         self.compilers_rss = 0
         self.peak_compilers = 0  # the most seen at once, over the run
+        self.cgroup_limit: int | None = None  # the workload's cgroup memory limit, where it has one
+        self.under_limit: deque[tuple[float, int]] = deque(maxlen=KEPT)  # (time, that limit less the tree's RSS)
 
     def handlers(self) -> dict[str, Callable]:
-        return {"host_sample": self.on_host_sample, "process_tree": self.on_process_tree}
+        return {"host_sample": self.on_host_sample, "process_tree": self.on_process_tree,
+                "cgroup_memory": self.on_cgroup}
+
+    def on_cgroup(self, e: CgroupMemory) -> None:
+        if e.limit_bytes:
+            self.cgroup_limit = e.limit_bytes
 
     def on_host_sample(self, e: HostSample) -> None:
         if e.memory_total > 0:  # a sample that read the memory
@@ -30,11 +37,15 @@ class CompileWallReducer:
         self.compilers = len(e.compilers)
         self.compilers_rss = sum(p.rss for p in e.processes if p.role == "compiler")
         self.peak_compilers = max(self.peak_compilers, self.compilers)
+        if self.cgroup_limit and e.processes:
+            self.under_limit.append((e.t, self.cgroup_limit - e.total_rss))
 
     def figure(self) -> CompileWallMemory | None:
-        """The warning now, over the samples of the latest window (None: nothing to say)."""
-        if not self.compilers or not self.available:
+        """The warning now, over the samples of the latest window: the host's memory or the cgroup's
+        limit, whichever runs out sooner (None: nothing to say)."""
+        if not self.compilers:
             return None
-        latest = self.available[-1][0]
-        return compile_wall_memory([p for p in self.available if latest - p[0] <= WINDOW_S], self.compilers,
-                                   self.compilers_rss)
+        said = [f for points, limit in ((self.available, HOST), (self.under_limit, CGROUP)) if points
+                and (f := compile_wall_memory([p for p in points if points[-1][0] - p[0] <= WINDOW_S], self.compilers,
+                                              self.compilers_rss, limit)) is not None]
+        return min(said, key=lambda f: f.full_in_s, default=None)
