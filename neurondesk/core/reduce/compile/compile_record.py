@@ -45,9 +45,8 @@ class CompileRecord:
     def snapshot(self) -> CompileRecord:
         """A copy sharing nothing mutable with this record: a frame's view holds these, and the reducer
         goes on changing its own (a late cause, another rank's duration, the cache's verdict)."""
-        shapes = (lambda x: None if x is None else [list(s) for s in x])  # noqa: E731
-        return dataclasses.replace(self, input_shapes=shapes(self.input_shapes),
-                                   previous_shapes=shapes(self.previous_shapes), frames=list(self.frames),
+        return dataclasses.replace(self, input_shapes=_shapes(self.input_shapes),
+                                   previous_shapes=_shapes(self.previous_shapes), frames=list(self.frames),
                                    ranks=list(self.ranks), rank_durations=list(self.rank_durations),
                                    hit_ranks=list(self.hit_ranks))
 
@@ -89,3 +88,7 @@ class CompileRecord:
             "count": self.count,
             "graph_break": self.graph_break,
         }
+
+
+def _shapes(shapes: list[list[int]] | None) -> list[list[int]] | None:
+    return None if shapes is None else [list(s) for s in shapes]

@@ -7,9 +7,9 @@ from collections import deque
 from collections.abc import Callable
 
 from neurondesk.core.events.device_events import CgroupMemory, HostSample, ProcessTreeSample
-from neurondesk.core.node.compile_wall import CGROUP, HOST, WINDOW_S, CompileWallMemory, compile_wall_memory
+from neurondesk.core.node.compile_wall import CGROUP, HOST, CompileWallMemory, compile_wall_memory
 
-KEPT = 64  # host samples (1 Hz): twice the window
+KEPT = 64  # samples (1 Hz): twice compile_wall.WINDOW_S, which the fit keeps to
 
 
 class CompileWallReducer:
@@ -17,7 +17,6 @@ class CompileWallReducer:
         self.available: deque[tuple[float, int]] = deque(maxlen=KEPT)  # (time, host bytes available)
         self.compilers = 0  # compiler processes at the latest process sample
         self.compilers_rss = 0
-        self.peak_compilers = 0  # the most seen at once, over the run
         self.cgroup_limit: int | None = None  # the workload's cgroup memory limit, where it has one
         self.under_limit: deque[tuple[float, int]] = deque(maxlen=KEPT)  # (time, that limit less the tree's RSS)
 
@@ -36,16 +35,15 @@ class CompileWallReducer:
     def on_process_tree(self, e: ProcessTreeSample) -> None:
         self.compilers = len(e.compilers)
         self.compilers_rss = sum(p.rss for p in e.processes if p.role == "compiler")
-        self.peak_compilers = max(self.peak_compilers, self.compilers)
         if self.cgroup_limit and e.processes:
             self.under_limit.append((e.t, self.cgroup_limit - e.total_rss))
 
     def figure(self) -> CompileWallMemory | None:
         """The warning now, over the samples of the latest window: the host's memory or the cgroup's
         limit, whichever runs out sooner (None: nothing to say)."""
-        if not self.compilers:
-            return None
-        said = [f for points, limit in ((self.available, HOST), (self.under_limit, CGROUP)) if points
-                and (f := compile_wall_memory([p for p in points if points[-1][0] - p[0] <= WINDOW_S], self.compilers,
-                                              self.compilers_rss, limit)) is not None]
+        said = []
+        for points, limit in ((self.available, HOST), (self.under_limit, CGROUP)):
+            f = compile_wall_memory(points, self.compilers, self.compilers_rss, limit)
+            if f is not None:
+                said.append(f)
         return min(said, key=lambda f: f.full_in_s, default=None)

@@ -109,6 +109,7 @@ class CompilePlacer:
         fresh = [(int(ts), float(v)) for ts, v in fresh if _number(ts) is not None and _number(v) is not None
                  and ts > self.sample_end_ns]
         placed: dict = {}
+        last_end: dict = {}  # step -> the latest end of its placed compiles
         for ts, value in fresh:
             began = ts - value
             queued = began <= self.sample_end_ns + CHAIN_GAP_NS and not any(
@@ -116,16 +117,15 @@ class CompilePlacer:
             if self.chain_step is None or not queued:
                 self.chain_step = next((s for s, end, _ in self.ends if end >= began), self.probe.clock.step)
             self.sample_end_ns = ts
-            row = placed.setdefault(self.chain_step, [0, 0.0, None, None, 0])
+            row = placed.setdefault(self.chain_step, [0, 0.0, None, None, None])
             row[0] += 1
             row[1] += value / 1e9
-            row[4] = max(row[4], ts)
+            last_end[self.chain_step] = max(last_end.get(self.chain_step, 0), ts)
         for step, row in placed.items():
-            row[2] = next((dims for s, _, dims in self.ends if s == step), None)
+            ended, row[2] = next(((end, dims) for s, end, dims in self.ends if s == step), (None, None))
             # a chain that ran past its step's end: the step it finished in waited for it (the step ending now
             # when no kept step end is after it)
-            ended = next((end for s, end, _ in self.ends if s == step), None)
-            last, row[3], row[4] = row[4], None, None
+            last = last_end[step]
             if ended is not None and last > ended:
                 row[3] = next((s for s, end, _ in self.ends if end >= last), self.probe.clock.step)
                 row[4] = (last - ended) / 1e9
